@@ -1,0 +1,226 @@
+"""The decoding vocabulary shared by every method: Draft, Verdict, Context, Drafter, Verifier, Coins.
+
+Terms (vLLM's, see ARCHITECTURE.md B3):
+
+* **root**: the last committed token. It is never in the target cache when a step starts.
+* **drafted** nodes: tokens a drafter proposes below the root; each is later **accepted**,
+  **rejected** or **unreached** (below a rejected node).
+* **recovered** token: sampled from a residual distribution after a rejection.
+* **bonus** token: sampled from the target after every drafted node of a path was accepted.
+* **emitted** tokens of a step: accepted + one recovered-or-bonus token (so ≥ 1 per step).
+
+A ``Draft`` is a token tree rooted at the root: node 0 is the root, nodes 1..N-1 are drafted.
+Distributions live on nodes and tokens on edges: ``q[i]`` (draft) and ``p[i]`` (target) are
+distributions over the *children* of node ``i``. Siblings are i.i.d. draws from ``q[i]``; ``q=None``
+means deterministic proposals, which verifiers treat as point masses (the EAGLE / vLLM n-gram rule).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+import torch
+
+
+@dataclass(frozen=True)
+class Draft:
+    """A token tree rooted at the last committed token.
+
+    Attributes:
+        tokens: ``[N]`` token ids; ``tokens[0]`` is the root.
+        parent: ``[N]`` parent index of each node; ``parent[0] = -1``; a chain has ``parent[i] = i-1``.
+        q: ``[N, V]`` draft distribution over the children of each node, or ``None`` (point masses).
+        features: ``[N, F]`` optional per-node features for policies and traces.
+    """
+
+    tokens: torch.Tensor
+    parent: torch.Tensor
+    q: torch.Tensor | None = None
+    features: torch.Tensor | None = None
+
+    def __post_init__(self) -> None:
+        assert self.tokens.dim() == 1 and self.tokens.shape == self.parent.shape
+        assert int(self.parent[0]) == -1, "node 0 must be the root"
+        if self.q is not None:
+            assert self.q.dim() == 2 and self.q.shape[0] == self.tokens.shape[0]
+
+    # --- constructors -------------------------------------------------------------------------
+    @staticmethod
+    def empty(root: int, device: torch.device | str = "cpu") -> Draft:
+        """The draft of plain autoregressive decoding: the root alone."""
+        return Draft.chain(root, torch.empty(0, dtype=torch.long, device=device), None)
+
+    @staticmethod
+    def chain(root: int, tokens: torch.Tensor, q: torch.Tensor | None) -> Draft:
+        """A chain ``root -> tokens[0] -> tokens[1] ...``.
+
+        Args:
+            root: the last committed token id.
+            tokens: ``[k]`` drafted token ids.
+            q: ``[k+1, V]`` draft distributions (row ``k`` unused, may be zeros) or ``None``.
+        """
+        device = tokens.device
+        ids = torch.cat([torch.tensor([root], dtype=torch.long, device=device), tokens.long()])
+        parent = torch.arange(-1, ids.shape[0] - 1, device=device)  # [N]
+        return Draft(ids, parent, q)
+
+    # --- structure ----------------------------------------------------------------------------
+    @property
+    def size(self) -> int:
+        """Number of nodes including the root."""
+        return int(self.tokens.shape[0])
+
+    @property
+    def num_drafted(self) -> int:
+        return self.size - 1
+
+    @property
+    def is_chain(self) -> bool:
+        expected = torch.arange(-1, self.size - 1, device=self.parent.device)
+        return bool(torch.equal(self.parent, expected))
+
+    def children(self, i: int) -> list[int]:
+        """Indices of the children of node ``i`` in node order."""
+        return [int(j) for j in torch.nonzero(self.parent == i).flatten()]
+
+    def depth(self) -> torch.Tensor:
+        """``[N]`` depth of each node (root = 0)."""
+        parents = self.parent.tolist()
+        depth = [0] * self.size
+        for i in range(1, self.size):
+            depth[i] = depth[parents[i]] + 1
+        return torch.tensor(depth, dtype=torch.long)
+
+    def ancestor_mask(self) -> torch.Tensor:
+        """``[N, N]`` bool, ``mask[i, j]`` is True when ``j`` is ``i`` or an ancestor of ``i``."""
+        parents = self.parent.tolist()
+        mask = torch.zeros(self.size, self.size, dtype=torch.bool)
+        for i in range(self.size):
+            j = i
+            while j >= 0:
+                mask[i, j] = True
+                j = parents[j]
+        return mask
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The outcome of verifying a draft.
+
+    Attributes:
+        path: accepted node indices in order (root excluded); consecutive entries are parent/child.
+        token: the recovered token (after a rejection) or bonus token (after full acceptance).
+    """
+
+    path: list[int]
+    token: int
+
+    @property
+    def num_accepted(self) -> int:
+        return len(self.path)
+
+    def emitted(self, draft: Draft) -> list[int]:
+        """Token ids this verdict emits: accepted tokens then the recovered/bonus token."""
+        return [int(draft.tokens[i]) for i in self.path] + [self.token]
+
+
+@runtime_checkable
+class Coins(Protocol):
+    """The only source of randomness for drafters and verifiers.
+
+    Production code uses ``sampling.TorchCoins``; the exact harness (``testing.enumeration``)
+    enumerates every branch with its probability.
+    """
+
+    def bernoulli(self, prob: float) -> bool:
+        """True with probability ``prob`` (clamped to [0, 1])."""
+        ...
+
+    def categorical(self, probs: torch.Tensor) -> int:
+        """An index drawn from the 1-D distribution ``probs [V]`` (non-negative, sums to 1)."""
+        ...
+
+
+@dataclass(frozen=True)
+class LMOut:
+    """Output of one cached forward: ``logits [N, V]`` and optionally ``hidden [N, H]``."""
+
+    logits: torch.Tensor
+    hidden: torch.Tensor | None = None
+
+
+class LM(Protocol):
+    """What the engine and drafters need from a language model with a KV cache (see ``lm.CachedLM``)."""
+
+    role: str
+    vocab_size: int
+    forward_log: list  # list[lm.ForwardRecord]
+
+    @property
+    def ids(self) -> list[int]:
+        """Token ids currently in the cache (the committed prefix)."""
+        ...
+
+    def reset(self) -> None: ...
+
+    def forward(
+        self, tokens: torch.Tensor, parent: torch.Tensor | None = None, *, want_hidden: bool = False
+    ) -> LMOut: ...
+
+    def keep(self, nodes: list[int]) -> None: ...
+
+    def crop(self, length: int) -> None: ...
+
+
+@dataclass
+class Context:
+    """What a drafter sees at ``propose`` time.
+
+    Attributes:
+        tokens: ``[T]`` every committed token (prompt + generated); the root is last.
+        coins: randomness for drafting (so exact enumeration covers draft randomness too).
+        target_hidden: ``[n, H]`` target hidden states of the tokens committed in the last step
+            (for feature drafters), or ``None``.
+    """
+
+    tokens: torch.Tensor
+    coins: Coins
+    target_hidden: torch.Tensor | None = None
+    stats: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def root(self) -> int:
+        return int(self.tokens[-1])
+
+
+class Drafter:
+    """Proposes drafts. Subclasses own their draft model and reconcile it to ``ctx.tokens``."""
+
+    #: whether the drafts can branch (trees); the engine checks it against the verifier.
+    makes_trees: bool = False
+    #: whether the engine should return target hidden states in ``Context`` (feature drafters).
+    wants_target_hidden: bool = False
+
+    def reset(self) -> None:
+        """Forget everything about the previous generation."""
+
+    def propose(self, ctx: Context) -> Draft:
+        raise NotImplementedError
+
+    def observe(self, ctx: Context, draft: Draft, verdict: Verdict) -> None:
+        """Feedback after verification (adaptive schedules, statistics)."""
+
+
+@runtime_checkable
+class Verifier(Protocol):
+    """A pure accept/resample rule: ``verify(draft, p, coins) -> Verdict``.
+
+    ``p [N, V]`` holds the (warped) target distributions over the children of each node. Class
+    attributes: ``supports_trees`` and ``lossless`` (decided by the exact enumeration tests).
+    """
+
+    supports_trees: bool
+    lossless: bool
+
+    def verify(self, draft: Draft, p: torch.Tensor, coins: Coins) -> Verdict: ...

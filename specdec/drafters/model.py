@@ -1,0 +1,77 @@
+"""ModelDrafter: a small draft LM proposes a chain of tokens, one draft forward per token.
+
+Speculative sampling's drafting half (Leviathan et al. 2023, "Fast Inference from Transformers via
+Speculative Decoding"; Chen et al. 2023): draft tokens ``x_1..x_γ`` are sampled autoregressively
+from the warped draft distributions ``q_0..q_{γ-1}``; the draft length comes from a ``Policy``.
+
+The drafter owns its ``CachedLM`` and reconciles it to the committed tokens at every ``propose``
+(crop to the longest common prefix, then forward the missing tokens), so the engine never has to
+roll the draft cache back.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from specdec.core import LM, Context, Draft, Drafter, Verdict
+from specdec.drafters.policies import DraftState, Policy
+from specdec.sampling import Sampling, warp
+
+
+def common_prefix(a: list[int], b: list[int]) -> int:
+    """Length of the longest common prefix of two id lists."""
+    n = min(len(a), len(b))
+    for i in range(n):
+        if a[i] != b[i]:
+            return i
+    return n
+
+
+class ModelDrafter(Drafter):
+    """Drafts a chain with a draft LM.
+
+    Args:
+        lm: the draft model with its cache.
+        policy: decides the draft length.
+        sampling: the same warp settings as the target (``q`` must be what tokens are drawn from).
+    """
+
+    def __init__(self, lm: LM, policy: Policy, sampling: Sampling) -> None:
+        if lm is None:
+            raise ValueError("a chain drafter needs a draft model: set model=<pair> with a draft")
+        self.lm, self.policy, self.sampling = lm, policy, sampling
+        self.models = [lm]
+
+    def reset(self) -> None:
+        self.lm.reset()
+        self.policy.reset()
+
+    def propose(self, ctx: Context) -> Draft:
+        ids = ctx.tokens.tolist()
+        want_hidden = self.policy.wants_hidden
+        # 1. Reconcile the draft cache with the committed tokens (the root is never cached).
+        keep = common_prefix(self.lm.ids, ids[:-1])
+        self.lm.crop(keep)
+        out = self.lm.forward(torch.tensor(ids[keep:]), want_hidden=want_hidden)
+        limit = self.policy.limit()
+        tokens: list[int] = []
+        q_rows: list[torch.Tensor] = []
+        while len(tokens) < limit:
+            # 2. Warp the draft logits of the last position into q for the next token.
+            q = warp(out.logits[-1:], self.sampling)[0]  # [V]
+            hidden = out.hidden[-1] if want_hidden else None  # [H]
+            # 3. Ask the policy, then sample the token through the shared coins.
+            if not self.policy.should_draft(DraftState(len(tokens), q, hidden)):
+                break
+            tokens.append(ctx.coins.categorical(q))
+            q_rows.append(q)
+            # 4. Score the new token unless the draft is full (its q row would be unused).
+            if len(tokens) < limit:
+                out = self.lm.forward(torch.tensor(tokens[-1:]), want_hidden=want_hidden)
+        vocab = out.logits.shape[-1]
+        q_rows.append(torch.zeros(vocab, dtype=out.logits.dtype, device=out.logits.device))
+        q_all = torch.stack(q_rows)  # [k+1, V]; the last row is unused (leaf)
+        return Draft.chain(ctx.root, torch.tensor(tokens, dtype=torch.long), q_all)
+
+    def observe(self, ctx: Context, draft: Draft, verdict: Verdict) -> None:
+        self.policy.observe(draft.num_drafted, verdict.num_accepted)

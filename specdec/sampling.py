@@ -1,0 +1,96 @@
+"""Turning logits into the distributions that speculative decoding verifies, and production coins.
+
+``warp`` applies temperature, top-k and top-p (nucleus) exactly as a sampler would, so that the
+target distribution ``p`` the verifiers reproduce is the *warped* one; drafters warp their own
+logits with the same settings. Temperature 0 returns one-hot argmax rows, so greedy decoding is
+tokenwise verification against a one-hot ``p`` and needs no separate code path.
+
+``TorchCoins`` draws every random number from one explicit ``torch.Generator`` (no global RNG).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """Sampling settings shared by target and draft.
+
+    Attributes:
+        temperature: 0 means greedy (one-hot rows).
+        top_k: keep the ``top_k`` most likely tokens (0 = off).
+        top_p: keep the smallest set with cumulative probability ≥ ``top_p`` (1.0 = off).
+    """
+
+    temperature: float = 1.0
+    top_k: int = 0
+    top_p: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.temperature < 0:
+            raise ValueError(f"sampling.temperature must be >= 0, got {self.temperature}")
+        if self.top_k < 0:
+            raise ValueError(f"sampling.top_k must be >= 0 (0 disables it), got {self.top_k}")
+        if not 0.0 < self.top_p <= 1.0:
+            raise ValueError(f"sampling.top_p must be in (0, 1] (1 disables it), got {self.top_p}")
+
+
+def warp(logits: torch.Tensor, sampling: Sampling) -> torch.Tensor:
+    """Warp logits into probabilities.
+
+    Args:
+        logits: ``[N, V]`` raw logits (any float dtype; the output keeps it).
+        sampling: temperature / top-k / top-p.
+
+    Returns:
+        ``[N, V]`` rows that sum to 1; one-hot argmax rows when ``temperature == 0``.
+    """
+    if sampling.temperature == 0:
+        out = torch.zeros_like(logits)  # [N, V]
+        return out.scatter_(-1, logits.argmax(-1, keepdim=True), 1.0)
+    scores = logits / sampling.temperature  # [N, V]
+    if sampling.top_k > 0 and sampling.top_k < scores.shape[-1]:
+        kth = torch.topk(scores, sampling.top_k, dim=-1).values[..., -1:]  # [N, 1]
+        scores = scores.masked_fill(scores < kth, float("-inf"))
+    if sampling.top_p < 1.0:
+        sorted_scores, order = torch.sort(scores, dim=-1, descending=True)  # [N, V]
+        cum = sorted_scores.softmax(-1).cumsum(-1)
+        # drop a token when the mass before it already reaches top_p (the top token always stays)
+        drop_sorted = (cum - sorted_scores.softmax(-1)) >= sampling.top_p
+        drop = torch.zeros_like(drop_sorted).scatter_(-1, order, drop_sorted)
+        scores = scores.masked_fill(drop, float("-inf"))
+    return scores.softmax(-1)
+
+
+class TorchCoins:
+    """Coins backed by one explicit ``torch.Generator`` (CPU generator; results are device-free).
+
+    Args:
+        seed: seeds a fresh CPU generator (per prompt: see ``prompt_seed``).
+    """
+
+    def __init__(self, seed: int) -> None:
+        self.generator = torch.Generator(device="cpu").manual_seed(int(seed))
+
+    def bernoulli(self, prob: float) -> bool:
+        u = torch.rand((), generator=self.generator, dtype=torch.float64)
+        return bool(u < float(prob))
+
+    def categorical(self, probs: torch.Tensor) -> int:
+        assert probs.dim() == 1, f"categorical takes a 1-D distribution, got {tuple(probs.shape)}"
+        probs = probs.detach().to("cpu", torch.float64)
+        nonzero = torch.nonzero(probs > 0).flatten()
+        if nonzero.numel() == 1:  # point mass (greedy): no random number needed
+            return int(nonzero[0])
+        return int(torch.multinomial(probs, 1, generator=self.generator))
+
+
+def prompt_seed(seed: int, prompt_id: str | int) -> int:
+    """A per-prompt seed derived from the run seed and the prompt id (stable across runs)."""
+    import hashlib
+
+    digest = hashlib.sha256(f"{seed}:{prompt_id}".encode()).digest()
+    return int.from_bytes(digest[:8], "little") & ((1 << 63) - 1)

@@ -1,0 +1,1 @@
+"""Test doubles and the exact enumeration harness (importable by tests and scripts)."""

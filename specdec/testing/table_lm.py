@@ -1,0 +1,94 @@
+"""TableLM: a fake cached LM whose next-token logits are a seeded random function of the full prefix.
+
+Context-dependent, tiny-vocabulary, float64 conditionals: exactly what the enumeration harness needs
+to compare a method's output distribution with the target's autoregressive joint. It implements the
+``core.LM`` protocol (``ids``, ``forward`` with chains and trees, ``keep``, ``crop``), so drafters and
+the engine use it exactly as they use ``lm.CachedLM``.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import torch
+
+from specdec.core import LMOut
+from specdec.lm import ForwardRecord
+from specdec.sampling import Sampling, warp
+
+
+class TableLM:
+    """Next-token logits ``f(seed, prefix)`` over ``vocab_size`` tokens.
+
+    Args:
+        vocab_size: V.
+        seed: the table's seed (two TableLMs with one seed are the same model).
+        scale: standard deviation of the logits (larger = peakier conditionals).
+        role: name in the forward log.
+    """
+
+    def __init__(self, vocab_size: int, seed: int, *, scale: float = 1.5, role: str = "target"):
+        self.vocab_size, self.seed, self.scale, self.role = vocab_size, seed, scale, role
+        self.forward_log: list[ForwardRecord] = []
+        self._ids: list[int] = []
+        self._pending: list[list[int]] = []  # full context of each pending node
+        self._pending_chain = True
+
+    def logits(self, context: tuple[int, ...]) -> torch.Tensor:
+        """``[V]`` float64 logits of the next token after ``context``."""
+        gen = torch.Generator().manual_seed(hash((self.seed, *context)) & ((1 << 62) - 1))
+        return torch.randn(self.vocab_size, generator=gen, dtype=torch.float64) * self.scale
+
+    @property
+    def ids(self) -> list[int]:
+        if self._pending_chain and self._pending:
+            return list(self._pending[-1])
+        return list(self._ids)
+
+    def reset(self) -> None:
+        self._ids, self._pending, self._pending_chain = [], [], True
+
+    def crop(self, length: int) -> None:
+        ids = self.ids
+        assert 0 <= length <= len(ids)
+        self._ids, self._pending, self._pending_chain = ids[:length], [], True
+
+    def forward(
+        self, tokens: torch.Tensor, parent: torch.Tensor | None = None, *, want_hidden: bool = False
+    ) -> LMOut:
+        assert self._pending_chain or not self._pending, "call keep() after a tree forward"
+        self._ids = self.ids
+        toks = [int(t) for t in tokens.tolist()]
+        parents = list(range(-1, len(toks) - 1)) if parent is None else parent.tolist()
+        contexts: list[list[int]] = []
+        for i, tok in enumerate(toks):
+            base = self._ids if parents[i] < 0 else contexts[parents[i]]
+            contexts.append([*base, tok])
+        self.forward_log.append(ForwardRecord(self.role, len(toks), len(self._ids), 0.0))
+        self._pending = contexts
+        self._pending_chain = parents == list(range(-1, len(toks) - 1))
+        logits = torch.stack([self.logits(tuple(c)) for c in contexts])  # [N, V]
+        hidden = logits.clone() if want_hidden else None
+        return LMOut(logits=logits, hidden=hidden)
+
+    def keep(self, nodes: list[int]) -> None:
+        if nodes:
+            self._ids = list(self._pending[nodes[-1]])
+        self._pending, self._pending_chain = [], True
+
+
+def ar_joint(
+    lm: TableLM, prompt: list[int], length: int, sampling: Sampling
+) -> dict[tuple[int, ...], float]:
+    """Exact distribution of the next ``length`` tokens when sampling ``lm`` autoregressively."""
+    out: dict[tuple[int, ...], float] = {}
+    for seq in itertools.product(range(lm.vocab_size), repeat=length):
+        prob, ctx = 1.0, list(prompt)
+        for tok in seq:
+            prob *= float(warp(lm.logits(tuple(ctx))[None], sampling)[0, tok])
+            if prob == 0.0:
+                break
+            ctx.append(tok)
+        if prob > 0:
+            out[seq] = prob
+    return out
