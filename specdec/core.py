@@ -180,12 +180,15 @@ class Context:
     Attributes:
         tokens: ``[T]`` every committed token (prompt + generated); the root is last.
         coins: randomness for drafting (so exact enumeration covers draft randomness too).
+        budget: tokens the generation may still emit; a step emits at most ``drafted + 1``
+            tokens, so drafting more than ``budget - 1`` is wasted work (drafters cap at it).
         target_hidden: ``[n, H]`` target hidden states of the tokens committed in the last step
             (for feature drafters), or ``None``.
     """
 
     tokens: torch.Tensor
     coins: Coins
+    budget: int = 1 << 30
     target_hidden: torch.Tensor | None = None
     stats: dict[str, float] = field(default_factory=dict)
 

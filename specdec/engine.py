@@ -103,7 +103,7 @@ def generate(
     committed, new = prompt.tolist(), []
     hidden = None
     while len(new) < max_new_tokens:
-        ctx = Context(torch.tensor(committed), coins, target_hidden=hidden)
+        ctx = Context(torch.tensor(committed), coins, max_new_tokens - len(new), hidden)
         # 2.1 Propose a draft rooted at the last committed token.
         t0 = time.perf_counter()
         draft = drafter.propose(ctx)

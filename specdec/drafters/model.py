@@ -53,7 +53,7 @@ class ModelDrafter(Drafter):
         keep = common_prefix(self.lm.ids, ids[:-1])
         self.lm.crop(keep)
         out = self.lm.forward(torch.tensor(ids[keep:]), want_hidden=want_hidden)
-        limit = self.policy.limit()
+        limit = min(self.policy.limit(), ctx.budget - 1)
         tokens: list[int] = []
         q_rows: list[torch.Tensor] = []
         while len(tokens) < limit:

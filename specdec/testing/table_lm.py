@@ -33,11 +33,16 @@ class TableLM:
         self._ids: list[int] = []
         self._pending: list[list[int]] = []  # full context of each pending node
         self._pending_chain = True
+        self._memo: dict[tuple[int, ...], torch.Tensor] = {}
 
     def logits(self, context: tuple[int, ...]) -> torch.Tensor:
         """``[V]`` float64 logits of the next token after ``context``."""
-        gen = torch.Generator().manual_seed(hash((self.seed, *context)) & ((1 << 62) - 1))
-        return torch.randn(self.vocab_size, generator=gen, dtype=torch.float64) * self.scale
+        if context not in self._memo:
+            gen = torch.Generator().manual_seed(hash((self.seed, *context)) & ((1 << 62) - 1))
+            self._memo[context] = (
+                torch.randn(self.vocab_size, generator=gen, dtype=torch.float64) * self.scale
+            )
+        return self._memo[context]
 
     @property
     def ids(self) -> list[int]:

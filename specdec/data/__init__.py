@@ -1,0 +1,1 @@
+"""Evaluation prompts and (later) training traces."""
