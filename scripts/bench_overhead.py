@@ -45,29 +45,46 @@ def main() -> None:
     register_resolvers()
     base = [f"model={args.model}", f"sampling.temperature={args.temperature}", *args.override]
     with initialize_config_dir(str(ROOT / "conf"), version_base="1.3"):
-        cfgs = {m: compose("eval", [*base, f"method={m}"] + (
-            [f"drafter.policy.gamma={args.gamma}"] if m != "ar" else [])) for m in
-            args.methods.split(",")}
+        cfgs = {
+            m: compose(
+                "eval",
+                [*base, f"method={m}"]
+                + ([f"drafter.policy.gamma={args.gamma}"] if m != "ar" else []),
+            )
+            for m in args.methods.split(",")
+        }
     pair = instantiate(next(iter(cfgs.values())).model)
-    print(f"{'method':>8} {'tokens':>7} {'decode s':>9} {'forward s':>10} {'overhead':>9} "
-          f"{'tok/s':>7} {'BE':>6}")
+    print(
+        f"{'method':>8} {'tokens':>7} {'decode s':>9} {'forward s':>10} {'overhead':>9} "
+        f"{'tok/s':>7} {'BE':>6}"
+    )
     for method, cfg in cfgs.items():
         parts = build_method(cfg, pair)
         target, drafter, verifier, sampling = parts
         stats = []
         for i, text in enumerate([PROMPTS[0], *PROMPTS]):  # the first run is warm-up
-            ids = encode_turn(pair.tokenizer, [{"role": "user", "content": text}],
-                              chat_template=True)
-            out = generate(ids, target, drafter, verifier, sampling=sampling,
-                           coins=TorchCoins(i), max_new_tokens=args.max_new)
+            ids = encode_turn(
+                pair.tokenizer, [{"role": "user", "content": text}], chat_template=True
+            )
+            out = generate(
+                ids,
+                target,
+                drafter,
+                verifier,
+                sampling=sampling,
+                coins=TorchCoins(i),
+                max_new_tokens=args.max_new,
+            )
             if i:
                 stats.append(out.stats)
         decode = sum(s.decode_s for s in stats)
         forward = sum(f.seconds for s in stats for f in s.forwards)
         m = summarize(stats)
-        print(f"{method:>8} {m['new_tokens']:>7} {decode:>9.2f} {forward:>10.2f} "
-              f"{(decode - forward) / decode:>8.1%} {m['tokens_per_s']:>7.1f} "
-              f"{m['block_efficiency']:>6.2f}")
+        print(
+            f"{method:>8} {m['new_tokens']:>7} {decode:>9.2f} {forward:>10.2f} "
+            f"{(decode - forward) / decode:>8.1%} {m['tokens_per_s']:>7.1f} "
+            f"{m['block_efficiency']:>6.2f}"
+        )
 
 
 if __name__ == "__main__":

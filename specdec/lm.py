@@ -8,7 +8,8 @@ the last forward (in order) and drops the rest, ``crop(length)`` truncates the c
 Trees use an explicit 4-D additive attention mask (prefix fully visible, plus the ancestor matrix of
 ``parent``) and position ids ``prefix_len + depth``; chains use the model's causal path.
 
-Every forward is appended to ``forward_log`` as ``ForwardRecord(role, new_tokens, context, seconds)``
+Every forward is appended to ``forward_log`` as
+``ForwardRecord(role, new_tokens, context, seconds)``
 so that the cost model can turn a run's log into modelled time (ARCHITECTURE §0.2).
 """
 

@@ -1,4 +1,4 @@
-"""One accounting for every method (ARCHITECTURE §0.3, vLLM's vocabulary). All counts come from token ids.
+"""One accounting for every method (ARCHITECTURE §0.3, vLLM's vocabulary), counted from token ids.
 
 Per step (one target verification forward):
 
@@ -59,7 +59,9 @@ class GenerationStats:
 
     def to_dict(self, *, with_forwards: bool = False) -> dict:
         out = asdict(self)
-        out["forwards"] = [asdict(f) for f in self.forwards] if with_forwards else len(self.forwards)
+        out["forwards"] = (
+            [asdict(f) for f in self.forwards] if with_forwards else len(self.forwards)
+        )
         return out
 
 

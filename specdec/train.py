@@ -1,4 +1,4 @@
-"""``python -m specdec.train +experiment=<name>``: train an auxiliary learner with Lightning + Hydra.
+"""``python -m specdec.train +experiment=<name>``: train an auxiliary learner (Lightning + Hydra).
 
 Stages (``stage=``):
 
@@ -35,9 +35,13 @@ def build_logger(cfg: DictConfig, out_dir: Path):
     if backend == "wandb":
         from lightning.pytorch.loggers import WandbLogger
 
-        wb = WandbLogger(project=cfg.logger.project, entity=cfg.logger.entity,
-                         offline=cfg.logger.mode == "offline", tags=list(cfg.logger.tags),
-                         save_dir=str(out_dir))
+        wb = WandbLogger(
+            project=cfg.logger.project,
+            entity=cfg.logger.entity,
+            offline=cfg.logger.mode == "offline",
+            tags=list(cfg.logger.tags),
+            save_dir=str(out_dir),
+        )
         wb.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))
         return wb
     raise ValueError(f"unknown logger.backend {backend!r}; use none, csv or wandb")
@@ -57,14 +61,16 @@ def train(cfg: DictConfig) -> dict[str, float]:
     if cfg.stage != "fit":
         raise ValueError(f"unknown stage {cfg.stage!r}; use stage=data or stage=fit")
     if cfg.learner is None or cfg.datamodule is None:
-        raise ValueError("no learner/datamodule configured: pass +experiment=<name> "
-                         "(see conf/experiment/)")
+        raise ValueError(
+            "no learner/datamodule configured: pass +experiment=<name> (see conf/experiment/)"
+        )
     L.seed_everything(cfg.seed, workers=True)
     datamodule = instantiate(cfg.datamodule)
     learner = instantiate(cfg.learner)
     logger = build_logger(cfg, out_dir)
-    checkpoint = L.pytorch.callbacks.ModelCheckpoint(dirpath=str(out_dir / "checkpoints"),
-                                                     save_last=True)
+    checkpoint = L.pytorch.callbacks.ModelCheckpoint(
+        dirpath=str(out_dir / "checkpoints"), save_last=True
+    )
     trainer = instantiate(cfg.trainer, logger=logger, callbacks=[checkpoint])
     try:
         trainer.fit(learner, datamodule=datamodule, ckpt_path=cfg.ckpt_path)

@@ -26,8 +26,16 @@ def run(pair, drafter_lm, gamma, *, temperature, seed=0, prompt=PROMPTS[0], max_
     else:
         drafter = ModelDrafter(CachedLM(drafter_lm, role="draft"), Fixed(gamma), sampling)
     ids = pair.tokenizer.encode(prompt)
-    return generate(ids, target, drafter, Tokenwise(), sampling=sampling, coins=TorchCoins(seed),
-                    max_new_tokens=max_new, stop_ids=stops)
+    return generate(
+        ids,
+        target,
+        drafter,
+        Tokenwise(),
+        sampling=sampling,
+        coins=TorchCoins(seed),
+        max_new_tokens=max_new,
+        stop_ids=stops,
+    )
 
 
 @pytest.mark.parametrize("prompt", PROMPTS)
@@ -104,11 +112,25 @@ def test_bad_inputs_raise_clear_errors(tiny64):
     sampling = Sampling(temperature=1.0)
     target = CachedLM(tiny64.target)
     with pytest.raises(ValueError, match="empty prompt"):
-        generate([], target, EmptyDrafter(), Tokenwise(), sampling=sampling, coins=TorchCoins(0),
-                 max_new_tokens=4)
+        generate(
+            [],
+            target,
+            EmptyDrafter(),
+            Tokenwise(),
+            sampling=sampling,
+            coins=TorchCoins(0),
+            max_new_tokens=4,
+        )
     with pytest.raises(ValueError, match="batch size must be 1"):
-        generate(torch.ones(2, 3, dtype=torch.long), target, EmptyDrafter(), Tokenwise(),
-                 sampling=sampling, coins=TorchCoins(0), max_new_tokens=4)
+        generate(
+            torch.ones(2, 3, dtype=torch.long),
+            target,
+            EmptyDrafter(),
+            Tokenwise(),
+            sampling=sampling,
+            coins=TorchCoins(0),
+            max_new_tokens=4,
+        )
     with pytest.raises(ValueError, match="gamma must be >= 1"):
         Fixed(0)
     with pytest.raises(ValueError, match="temperature"):
@@ -123,12 +145,22 @@ def test_vocabulary_mismatch_names_both_sizes():
     big = tiny_pair().target
     big.resize_token_embeddings(300)
     drafter = ModelDrafter(CachedLM(big, role="draft"), Fixed(2), Sampling())
-    with pytest.raises(ValueError, match=r"target vocabulary size 259 != draft vocabulary size 300"):
-        generate([1, 2], CachedLM(pair.target), drafter, Tokenwise(), sampling=Sampling(),
-                 coins=TorchCoins(0), max_new_tokens=4)
+    with pytest.raises(
+        ValueError, match=r"target vocabulary size 259 != draft vocabulary size 300"
+    ):
+        generate(
+            [1, 2],
+            CachedLM(pair.target),
+            drafter,
+            Tokenwise(),
+            sampling=Sampling(),
+            coins=TorchCoins(0),
+            max_new_tokens=4,
+        )
 
 
 # --- hand-made verifier cases with forced logits (vLLM style) ---------------------------------
+
 
 def forced(rows: list[int], vocab: int = 5) -> torch.Tensor:
     """One-hot target rows: row i puts all its mass on token rows[i]."""
@@ -139,8 +171,8 @@ def forced(rows: list[int], vocab: int = 5) -> torch.Tensor:
     "draft_tokens, target_argmax, want_path, want_token",
     [
         ([1, 2, 3], [1, 2, 3, 4], [1, 2, 3], 4),  # perfect match: bonus from the last row
-        ([1, 0, 3], [1, 2, 3, 4], [1], 2),        # early mismatch: recovered = target argmax
-        ([], [3], [], 3),                         # empty draft: plain AR step
+        ([1, 0, 3], [1, 2, 3, 4], [1], 2),  # early mismatch: recovered = target argmax
+        ([], [3], [], 3),  # empty draft: plain AR step
     ],
     ids=["perfect-match", "early-mismatch", "empty-draft"],
 )

@@ -21,16 +21,18 @@ from specdec.verifiers import Tokenwise, tokenwise
 PROMPT = [0, 1]
 
 
-def method_distribution(verifier, *, vocab: int, gamma: int, temperature: float, seed: int,
-                        length: int) -> dict:
+def method_distribution(
+    verifier, *, vocab: int, gamma: int, temperature: float, seed: int, length: int
+) -> dict:
     target = TableLM(vocab, seed)
     draft = TableLM(vocab, seed + 1000, role="draft")
     sampling = Sampling(temperature=temperature)
     drafter = ModelDrafter(draft, Fixed(gamma), sampling)
 
     def run(coins):
-        out = generate(PROMPT, target, drafter, verifier, sampling=sampling, coins=coins,
-                       max_new_tokens=length)
+        out = generate(
+            PROMPT, target, drafter, verifier, sampling=sampling, coins=coins, max_new_tokens=length
+        )
         assert len(out.tokens) == length
         return tuple(out.tokens)
 
@@ -43,8 +45,9 @@ def method_distribution(verifier, *, vocab: int, gamma: int, temperature: float,
 @pytest.mark.parametrize("vocab", [2, 3])
 def test_tokenwise_sps_is_lossless(vocab, gamma, temperature, seed):
     length = max(3, gamma + 1)  # the full draft is used, and γ=1 spans several steps
-    got = method_distribution(Tokenwise(), vocab=vocab, gamma=gamma, temperature=temperature,
-                              seed=seed, length=length)
+    got = method_distribution(
+        Tokenwise(), vocab=vocab, gamma=gamma, temperature=temperature, seed=seed, length=length
+    )
     want = ar_joint(TableLM(vocab, seed), PROMPT, length, Sampling(temperature=temperature))
     assert abs(sum(got.values()) - 1.0) < 1e-12
     assert max_abs_error(got, want) <= 1e-12
@@ -65,8 +68,9 @@ def test_harness_catches_a_planted_residual_bug(monkeypatch, bug):
     monkeypatch.setattr(tokenwise, "residual", bug)
     worst = 0.0
     for seed in range(3):
-        got = method_distribution(Tokenwise(), vocab=3, gamma=2, temperature=1.0, seed=seed,
-                                  length=3)
+        got = method_distribution(
+            Tokenwise(), vocab=3, gamma=2, temperature=1.0, seed=seed, length=3
+        )
         want = ar_joint(TableLM(3, seed), PROMPT, 3, Sampling(temperature=1.0))
         worst = max(worst, max_abs_error(got, want))
     assert worst > 1e-3
@@ -85,8 +89,17 @@ def test_point_mass_draft_is_lossless():
     drafter = PointMass(TableLM(3, 6, role="draft"), Fixed(2), sampling)
 
     def run(coins):
-        return tuple(generate(PROMPT, target, drafter, Tokenwise(), sampling=sampling,
-                              coins=coins, max_new_tokens=3).tokens)
+        return tuple(
+            generate(
+                PROMPT,
+                target,
+                drafter,
+                Tokenwise(),
+                sampling=sampling,
+                coins=coins,
+                max_new_tokens=3,
+            ).tokens
+        )
 
     got = enumerate_outcomes(run)
     want = ar_joint(target, PROMPT, 3, sampling)

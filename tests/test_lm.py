@@ -37,12 +37,16 @@ def test_cache_after_accept_reject_sequence_equals_fresh_prefill(tiny64):
         lm.forward(torch.tensor(chain))
         m = int(torch.randint(0, n + 1, (1,), generator=gen))
         lm.keep(list(range(m + 1)))
-        committed = committed[:-1] + chain[: m + 1] + [int(torch.randint(0, 259, (1,), generator=gen))]
+        committed = (
+            committed[:-1] + chain[: m + 1] + [int(torch.randint(0, 259, (1,), generator=gen))]
+        )
         assert lm.ids == committed[:-1]
         # 3. the next token's logits equal those of a full forward over the committed ids
         probe = lm.forward(torch.tensor(committed[-1:])).logits[-1]
         lm.keep([])
-        torch.testing.assert_close(probe, full_logits(tiny64.target, committed)[-1], atol=ATOL, rtol=0)
+        torch.testing.assert_close(
+            probe, full_logits(tiny64.target, committed)[-1], atol=ATOL, rtol=0
+        )
 
 
 def test_crop_then_extend_matches_full_forward(tiny64):
@@ -51,7 +55,9 @@ def test_crop_then_extend_matches_full_forward(tiny64):
     lm.crop(3)
     assert lm.ids == [1, 2, 3]
     out = lm.forward(torch.tensor([9, 8])).logits
-    torch.testing.assert_close(out, full_logits(tiny64.draft, [1, 2, 3, 9, 8])[-2:], atol=ATOL, rtol=0)
+    torch.testing.assert_close(
+        out, full_logits(tiny64.draft, [1, 2, 3, 9, 8])[-2:], atol=ATOL, rtol=0
+    )
 
 
 def test_forward_log_records_every_forward(tiny64):

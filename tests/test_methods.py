@@ -27,8 +27,9 @@ def pair():
 def greedy_tokens(compose, pair, method: str, prompt: list[int]) -> list[int]:
     cfg = compose("eval", [f"method={method}", *GREEDY])
     target, drafter, verifier, sampling = build_method(cfg, pair)
-    return generate(prompt, target, drafter, verifier, sampling=sampling, coins=TorchCoins(1),
-                    max_new_tokens=20).tokens
+    return generate(
+        prompt, target, drafter, verifier, sampling=sampling, coins=TorchCoins(1), max_new_tokens=20
+    ).tokens
 
 
 def test_the_core_presets_exist():

@@ -1,6 +1,7 @@
 """Exact enumeration of every random branch of a computation (the losslessness harness).
 
-``EnumerationCoins`` replays a script of choices: at each ``bernoulli``/``categorical`` call past the
+``EnumerationCoins`` replays a script of choices: at each ``bernoulli``/``categorical`` call past
+the
 end of the script it takes the first option with non-zero probability and records the others.
 ``enumerate_outcomes(fn)`` re-runs ``fn(coins)`` once per execution path (depth-first over the
 recorded alternatives), so every path is visited exactly once with its exact probability (the

@@ -1,8 +1,9 @@
-"""TableLM: a fake cached LM whose next-token logits are a seeded random function of the full prefix.
+"""TableLM: a fake cached LM whose next-token logits are a seeded random function of the prefix.
 
 Context-dependent, tiny-vocabulary, float64 conditionals: exactly what the enumeration harness needs
 to compare a method's output distribution with the target's autoregressive joint. It implements the
-``core.LM`` protocol (``ids``, ``forward`` with chains and trees, ``keep``, ``crop``), so drafters and
+``core.LM`` protocol (``ids``, ``forward`` with chains and trees, ``keep``, ``crop``), so drafters
+and
 the engine use it exactly as they use ``lm.CachedLM``.
 """
 

@@ -3,12 +3,14 @@
 Paper symbols (Leviathan et al., Algorithm 1): draft tokens ``x_1..x_γ`` with draft distributions
 ``q_{i-1} = q[i-1]`` and target distributions ``p_{i-1} = p[i-1]`` (node-indexed: row ``i`` is the
 distribution over the children of node ``i``). Token ``x_i`` is accepted with probability
-``min(1, p_{i-1}(x_i) / q_{i-1}(x_i))``; at the first rejection a *recovered* token is drawn from the
-residual ``norm(max(p_{i-1} − q_{i-1}, 0))``; after full acceptance a *bonus* token is drawn from
-``p_γ``. With ``q = None`` (deterministic proposals) ``q_{i-1}`` is the point mass on ``x_i``: accept
-with probability ``p_{i-1}(x_i)``, residual = ``p_{i-1}`` with ``x_i`` zeroed (the EAGLE rule).
+``min(1, p_{i-1}(x_i) / q_{i-1}(x_i))``; at the first rejection a *recovered* token is drawn from
+the residual ``norm(max(p_{i-1} − q_{i-1}, 0))``; after full acceptance a *bonus* token is drawn
+from ``p_γ``. With ``q = None`` (deterministic proposals) ``q_{i-1}`` is the point mass on ``x_i``:
+accept with probability ``p_{i-1}(x_i)``, residual = ``p_{i-1}`` with ``x_i`` zeroed (the EAGLE
+rule).
 
-Lossless: proved for every draft length by the exact enumeration test (tests/test_exact_tokenwise.py).
+Lossless: proved for every draft length by the exact enumeration test
+(tests/test_exact_tokenwise.py).
 """
 
 from __future__ import annotations
