@@ -1,4 +1,4 @@
-"""The decoding vocabulary shared by every method: Draft, Verdict, Context, Drafter, Verifier, Coins.
+"""The decoding vocabulary of every method: Draft, Verdict, Context, Drafter, Verifier, Coins.
 
 Terms (vLLM's, see ARCHITECTURE.md B3):
 
@@ -29,7 +29,7 @@ class Draft:
 
     Attributes:
         tokens: ``[N]`` token ids; ``tokens[0]`` is the root.
-        parent: ``[N]`` parent index of each node; ``parent[0] = -1``; a chain has ``parent[i] = i-1``.
+        parent: ``[N]`` parent index per node; ``parent[0] = -1``; a chain has ``parent[i] = i-1``.
         q: ``[N, V]`` draft distribution over the children of each node, or ``None`` (point masses).
         features: ``[N, F]`` optional per-node features for policies and traces.
     """
@@ -151,7 +151,7 @@ class LMOut:
 
 
 class LM(Protocol):
-    """What the engine and drafters need from a language model with a KV cache (see ``lm.CachedLM``)."""
+    """What the engine and drafters need from an LM with a KV cache (see ``lm.CachedLM``)."""
 
     role: str
     vocab_size: int
@@ -184,12 +184,14 @@ class Context:
             tokens, so drafting more than ``budget - 1`` is wasted work (drafters cap at it).
         target_hidden: ``[n, H]`` target hidden states of the tokens committed in the last step
             (for feature drafters), or ``None``.
+        stop_ids: token ids that end the generation (drafting past one is wasted work).
     """
 
     tokens: torch.Tensor
     coins: Coins
     budget: int = 1 << 30
     target_hidden: torch.Tensor | None = None
+    stop_ids: frozenset[int] = frozenset()
     stats: dict[str, float] = field(default_factory=dict)
 
     @property

@@ -85,7 +85,7 @@ def generate(
     stats = GenerationStats()
     if max_new_tokens == 0:
         return Generation([], stats)
-    stops = set(int(s) for s in stop_ids)
+    stops = frozenset(int(s) for s in stop_ids)
     logs = [target.forward_log, *[m.forward_log for m in getattr(drafter, "models", [])]]
 
     # 1. Prefill every prompt token but the root; the drafter syncs itself at propose time.
@@ -103,7 +103,7 @@ def generate(
     committed, new = prompt.tolist(), []
     hidden = None
     while len(new) < max_new_tokens:
-        ctx = Context(torch.tensor(committed), coins, max_new_tokens - len(new), hidden)
+        ctx = Context(torch.tensor(committed), coins, max_new_tokens - len(new), hidden, stops)
         # 2.1 Propose a draft rooted at the last committed token.
         t0 = time.perf_counter()
         draft = drafter.propose(ctx)

@@ -53,25 +53,30 @@ class ModelDrafter(Drafter):
         keep = common_prefix(self.lm.ids, ids[:-1])
         self.lm.crop(keep)
         out = self.lm.forward(torch.tensor(ids[keep:]), want_hidden=want_hidden)
-        limit = min(self.policy.limit(), ctx.budget - 1)
         tokens: list[int] = []
         q_rows: list[torch.Tensor] = []
-        while len(tokens) < limit:
+        while len(tokens) < self._limit(ctx):
             # 2. Warp the draft logits of the last position into q for the next token.
             q = warp(out.logits[-1:], self.sampling)[0]  # [V]
             hidden = out.hidden[-1] if want_hidden else None  # [H]
             # 3. Ask the policy, then sample the token through the shared coins.
-            if not self.policy.should_draft(DraftState(len(tokens), q, hidden)):
+            if not self.policy.should_draft(DraftState(len(tokens), q, hidden, out.logits[-1])):
                 break
             tokens.append(ctx.coins.categorical(q))
             q_rows.append(q)
-            # 4. Score the new token unless the draft is full (its q row would be unused).
-            if len(tokens) < limit:
+            # 4. Score the new token unless the draft is full (the policy may have lowered its
+            #    limit) or the token is a stop id: in both cases its q row would be unused.
+            if tokens[-1] in ctx.stop_ids:
+                break
+            if len(tokens) < self._limit(ctx):
                 out = self.lm.forward(torch.tensor(tokens[-1:]), want_hidden=want_hidden)
         vocab = out.logits.shape[-1]
         q_rows.append(torch.zeros(vocab, dtype=out.logits.dtype, device=out.logits.device))
         q_all = torch.stack(q_rows)  # [k+1, V]; the last row is unused (leaf)
         return Draft.chain(ctx.root, torch.tensor(tokens, dtype=torch.long), q_all)
+
+    def _limit(self, ctx: Context) -> int:
+        return min(self.policy.limit(), ctx.budget - 1)
 
     def observe(self, ctx: Context, draft: Draft, verdict: Verdict) -> None:
         self.policy.observe(draft.num_drafted, verdict.num_accepted)

@@ -1,15 +1,22 @@
 """Draft-length policies: when a chain drafter stops drafting (fixed γ and adaptive rules).
 
-A policy sees only the draft side (depth, the draft distribution of the next token, optionally the
-draft hidden state), so any policy keeps speculative decoding lossless: the stopping decision is a
-function of the draft, and the verifier's guarantee holds for every draft length.
+A policy sees only the draft side (depth, the draft distribution of the next token, the draft
+hidden state), so any policy keeps speculative decoding lossless: the stopping decision is a
+function of the draft, and the verifier's guarantee holds for every draft length
+(``tests/test_policies_exact.py`` proves it by exact enumeration for every policy here).
 
-Interface: ``limit()`` is the most tokens the next draft may hold; ``should_draft(state)`` is asked
-before each token is drafted; ``observe(drafted, accepted)`` gets the verdict of each step.
+Interface: ``limit()`` is the most tokens the current draft may hold; the drafter reads it before
+each token, and a policy may lower it while a draft is being made (SpecDec++ decides, before
+drafting token s, that s is the last one, so the drafter does not score it). ``should_draft(state)``
+is asked before each token is drafted; ``observe(drafted, accepted)`` gets the verdict of each step.
+
+Policies: ``Fixed`` (γ), ``Heuristic`` (transformers' +2/−1 schedule), ``AdaEDL`` (entropy bound),
+``SpecDecPP`` (trained acceptance head).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -21,13 +28,16 @@ class DraftState:
 
     Attributes:
         depth: number of tokens already drafted in this step.
-        q: ``[V]`` draft distribution of the token about to be drafted.
-        hidden: ``[H]`` draft hidden state that produced ``q`` (when ``wants_hidden``), else None.
+        q: ``[V]`` (warped) draft distribution of the token about to be drafted.
+        hidden: ``[H]`` draft last-layer hidden state that produced ``q`` (when ``wants_hidden``),
+            i.e. the state at the position of the last drafted token (of the root at depth 0).
+        logits: ``[V]`` raw draft logits that produced ``q`` (None for drafters without them).
     """
 
     depth: int
     q: torch.Tensor
     hidden: torch.Tensor | None = None
+    logits: torch.Tensor | None = None
 
 
 class Policy:
@@ -49,6 +59,12 @@ class Policy:
         """Called after each verification with the step's drafted and accepted counts."""
 
 
+def check_bounds(name: str, low: int, max_len: int) -> None:
+    """Raise ``ValueError`` unless ``1 <= low <= max_len``."""
+    if not 1 <= low <= max_len:
+        raise ValueError(f"need 1 <= drafter.policy.{name} <= max_len, got {low} and {max_len}")
+
+
 class Fixed(Policy):
     """Always draft ``gamma`` tokens (Leviathan et al. 2023; Chen et al. 2023).
 
@@ -58,8 +74,195 @@ class Fixed(Policy):
 
     def __init__(self, gamma: int = 4) -> None:
         if gamma < 1:
-            raise ValueError(f"drafter.policy.gamma must be >= 1, got {gamma}; use method=ar for none")
+            raise ValueError(f"drafter.policy.gamma must be >= 1, got {gamma}; use method=ar")
         self.gamma = int(gamma)
 
     def limit(self) -> int:
         return self.gamma
+
+
+class Heuristic(Policy):
+    """transformers' ``num_assistant_tokens_schedule="heuristic"``: +2 after a fully accepted draft,
+    −1 otherwise, never below 1 (and here never above ``max_len``).
+
+    The length restarts at ``initial`` for every generation (transformers' ``heuristic_transient``;
+    its plain ``heuristic`` carries the length over to the next ``generate`` call, which makes
+    results depend on prompt order).
+
+    Args:
+        initial: draft length of the first step (transformers' historical default 5).
+        max_len: upper bound on the draft length.
+    """
+
+    def __init__(self, initial: int = 5, max_len: int = 20) -> None:
+        check_bounds("initial", initial, max_len)
+        self.initial, self.max_len = int(initial), int(max_len)
+        self.current = self.initial
+
+    def reset(self) -> None:
+        self.current = self.initial
+
+    def limit(self) -> int:
+        return self.current
+
+    def observe(self, drafted: int, accepted: int) -> None:
+        if drafted == 0:
+            return
+        step = 2 if accepted == drafted else -1
+        self.current = min(self.max_len, max(1, self.current + step))
+
+
+def entropy(probs: torch.Tensor) -> float:
+    """Shannon entropy in nats of a 1-D distribution (0 log 0 = 0)."""
+    p = probs.double()
+    return float(-(p * torch.log(p.clamp_min(1e-300))).sum())
+
+
+class AdaEDL(Policy):
+    """AdaEDL: stop drafting when an entropy-based lower bound on acceptance falls below λ.
+
+    Agrawal, Jeon & Lee 2024, "AdaEDL: Early Draft Stopping for Speculative Decoding of Large
+    Language Models via an Entropy-based Lower Bound on Token Acceptance Probability"
+    (arXiv:2410.18351). Before drafting a token with draft distribution ``q`` the bound is
+    ``b = 1 − sqrt(γ_e · H(q))`` (``entropy_scale`` = γ_e ≈ 0.2, H in nats); the token is drafted
+    only while ``b ≥ λ`` (within the bounds ``min_len ≤ depth < max_len``). Under greedy decoding
+    ``q`` is a point mass (b = 1), so H is taken from the raw draft softmax instead.
+
+    λ adapts online (our rule, documented here because the paper's constants are not reproduced):
+    the bound is loose by an unknown amount, so we track its *slack* on tokens the verifier reached
+    — ``s = EMA(per-token acceptance) − EMA(mean bound of the reached tokens)`` — and use
+    ``λ_t = clip(threshold − s, 0, 1)``. Per step with ``k`` drafted and ``a`` accepted tokens the
+    reached tokens are the first ``min(k, a + 1)`` (those after the first rejection were never
+    tested), their acceptance is ``a / reached``, and both EMAs use weight ``1 − ema`` on the new
+    step (start: slack 0). A draft model whose bound is pessimistic (high observed acceptance)
+    lowers λ and drafts longer; an optimistic one raises λ.
+
+    Args:
+        threshold: λ₀, the level the slack-corrected acceptance estimate must reach.
+        entropy_scale: γ_e.
+        min_len, max_len: draft-length bounds (min_len ≥ 1 keeps feedback flowing).
+        ema: EMA decay of the slack statistics (0 = only the last step).
+    """
+
+    def __init__(self, threshold: float = 0.5, entropy_scale: float = 0.2, *, min_len: int = 1,
+                 max_len: int = 8, ema: float = 0.9) -> None:
+        check_bounds("min_len", min_len, max_len)
+        if entropy_scale <= 0 or not 0 <= ema < 1:
+            raise ValueError("drafter.policy.entropy_scale must be > 0 and ema in [0, 1)")
+        self.threshold, self.entropy_scale = float(threshold), float(entropy_scale)
+        self.min_len, self.max_len, self.ema = int(min_len), int(max_len), float(ema)
+        self.reset()
+
+    def reset(self) -> None:
+        self.accept_ema: float | None = None
+        self.bound_ema: float | None = None
+        self.bounds: list[float] = []  # bound of each token drafted in the current step
+
+    @property
+    def lam(self) -> float:
+        """The current adaptive threshold λ_t."""
+        slack = 0.0 if self.accept_ema is None else self.accept_ema - self.bound_ema
+        return min(1.0, max(0.0, self.threshold - slack))
+
+    def bound(self, state: DraftState) -> float:
+        """``1 − sqrt(γ_e · H)`` for the token about to be drafted."""
+        h = entropy(state.q)
+        if h == 0.0 and state.logits is not None:  # greedy: point mass, use the raw softmax
+            h = entropy(torch.softmax(state.logits.double(), -1))
+        return 1.0 - math.sqrt(self.entropy_scale * h)
+
+    def limit(self) -> int:
+        return self.max_len
+
+    def should_draft(self, state: DraftState) -> bool:
+        if state.depth == 0:
+            self.bounds = []
+        b = self.bound(state)
+        if state.depth >= self.min_len and b < self.lam:
+            return False
+        self.bounds.append(b)
+        return True
+
+    def observe(self, drafted: int, accepted: int) -> None:
+        if drafted == 0:
+            return
+        reached = min(drafted, accepted + 1)
+        acc, bnd = accepted / reached, sum(self.bounds[:reached]) / reached
+        if self.accept_ema is None:
+            self.accept_ema, self.bound_ema = acc, bnd
+        else:
+            w = 1.0 - self.ema
+            self.accept_ema += w * (acc - self.accept_ema)
+            self.bound_ema += w * (bnd - self.bound_ema)
+        self.bounds = []
+
+
+class SpecDecPP(Policy):
+    """SpecDec++: stop once a trained head predicts that some drafted token is likely rejected.
+
+    Huang, Guo & Wang 2025, "SpecDec++: Boosting Speculative Decoding via Adaptive Candidate
+    Lengths" (COLM'25). A head on the draft's last hidden state predicts ``p̂_i``, the probability
+    that drafted token ``y_i`` is accepted given that ``y_1..y_{i−1}`` were. The draft stops after
+    token ``s`` when ``1 − Π_{i<s} p̂_i > threshold`` (``min_len ≤ s ≤ max_len``); stop ids end the
+    draft in the drafter.
+
+    Which hidden state scores which token: the head was trained on the hidden state *at the
+    position of* ``y_i`` (after the draft consumed it), so ``p̂_i`` exists only once ``y_i`` has been
+    forwarded. In the paper's MDP the decision "stop after s" is taken in state ``(y_1..y_{s−1})``,
+    before ``y_s`` is drawn, so the newest token is not scored (public code, digest §5.4). Here,
+    ``should_draft`` at depth ``d`` receives the hidden state of ``y_d`` (of the root at ``d = 0``,
+    which is committed and never scored), multiplies ``p̂_d`` into the running product, and if
+    ``1 − Π_{i≤d} p̂_i > threshold`` it lowers ``limit()`` to ``d + 1``: ``y_{d+1}`` is still drafted
+    but is the last token, and the drafter skips its (unneeded) draft forward.
+
+    Args:
+        head: folder written by ``specdec.learners.heads.save_head`` (the training export).
+        threshold: stop threshold h on the predicted probability of a rejection.
+        min_len, max_len: draft-length bounds (paper: 2 and 20).
+        experiment: the training experiment, named in errors about a missing or mismatched head.
+    """
+
+    wants_hidden = True
+
+    def __init__(self, head: str, threshold: float = 0.3, *, min_len: int = 2, max_len: int = 20,
+                 experiment: str = "specdecpp_<model>") -> None:
+        from specdec.learners.heads import load_head
+
+        check_bounds("min_len", min_len, max_len)
+        if not 0.0 <= threshold <= 1.0:
+            raise ValueError(f"drafter.policy.threshold must be in [0, 1], got {threshold}")
+        self.head = load_head(head, experiment=experiment)
+        self.experiment = experiment
+        self.threshold, self.min_len, self.max_len = float(threshold), int(min_len), int(max_len)
+        self.reset()
+
+    def reset(self) -> None:
+        self.cap, self.survive = self.max_len, 1.0
+
+    def limit(self) -> int:
+        return self.cap
+
+    @torch.inference_mode()
+    def accept_prob(self, hidden: torch.Tensor) -> float:
+        """``p̂`` of the token whose position produced ``hidden [H]``."""
+        if hidden.shape[-1] != self.head.hidden_size:
+            raise ValueError(
+                f"acceptance head expects hidden size {self.head.hidden_size} but the draft has "
+                f"{hidden.shape[-1]}: it was trained for another draft; retrain it with "
+                f"`python -m specdec.train +experiment={self.experiment}`"
+            )
+        return float(self.head.accept_prob(hidden))
+
+    def should_draft(self, state: DraftState) -> bool:
+        assert state.hidden is not None, "SpecDecPP needs the draft hidden state (wants_hidden)"
+        if state.depth == 0:
+            self.cap, self.survive = self.max_len, 1.0
+        else:
+            self.survive *= self.accept_prob(state.hidden)  # p̂_d: the state of y_d scores y_d
+        # decide now whether y_{d+1} (about to be drafted) is the last token of this draft
+        if state.depth + 1 >= self.min_len and 1.0 - self.survive > self.threshold:
+            self.cap = state.depth + 1
+        return True
+
+    def observe(self, drafted: int, accepted: int) -> None:
+        self.cap = self.max_len

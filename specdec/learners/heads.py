@@ -1,0 +1,114 @@
+"""Plain ``nn.Module`` heads of the auxiliary learners and their Lightning-free save/load.
+
+``AcceptanceHead`` is SpecDec++'s acceptance prediction head (Huang, Guo & Wang 2025, §4.3 and
+digest §5.3): D residual blocks ``x ← x + SiLU(W_d x + b_d)`` over the draft's last hidden state,
+then a 2-way linear layer (class 1 = accept); ``p̂ = softmax(logits)[1]``. The blocks have
+independent weights by default; ``tie=True`` reuses one block D times, as the public code does.
+
+Export format (read by eval without Lightning): a folder with ``model.safetensors`` and
+``config.json`` (``kind``, ``hidden_size``, ``depth``, ``tie`` plus free-form metadata such as the
+experiment that trained it, the draft it sits on and the sampling its labels used).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+from torch import nn
+
+HEAD_KIND = "acceptance_head"
+
+
+class ResBlock(nn.Module):
+    """``x + SiLU(Linear(x))``."""
+
+    def __init__(self, hidden_size: int) -> None:
+        super().__init__()
+        self.linear = nn.Linear(hidden_size, hidden_size)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + nn.functional.silu(self.linear(x))
+
+
+class AcceptanceHead(nn.Module):
+    """Predicts whether the token at each position will be accepted by the target.
+
+    Args:
+        hidden_size: H, the draft's hidden size.
+        depth: D ≥ 0 residual blocks (0 = a linear classifier).
+        tie: share one block's weights across the D blocks (the public SpecDec++ code).
+    """
+
+    def __init__(self, hidden_size: int, depth: int = 3, *, tie: bool = False) -> None:
+        super().__init__()
+        if depth < 0 or hidden_size < 1:
+            raise ValueError(f"need depth >= 0 and hidden_size >= 1, got {depth}, {hidden_size}")
+        self.hidden_size, self.depth, self.tie = int(hidden_size), int(depth), bool(tie)
+        if tie and depth > 0:
+            block = ResBlock(hidden_size)
+            self.blocks = nn.ModuleList([block] * depth)  # one module, D uses
+        else:
+            self.blocks = nn.ModuleList([ResBlock(hidden_size) for _ in range(depth)])
+        self.out = nn.Linear(hidden_size, 2)
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        """``hidden [..., H]`` → ``logits [..., 2]`` (computed in the head's dtype)."""
+        x = hidden.to(self.out.weight.dtype)
+        for block in self.blocks:
+            x = block(x)
+        return self.out(x)
+
+    def accept_prob(self, hidden: torch.Tensor) -> torch.Tensor:
+        """``hidden [..., H]`` → ``p̂ [...]``, the predicted acceptance probability."""
+        return self.forward(hidden).softmax(-1)[..., 1]
+
+    def config(self) -> dict:
+        return {"kind": HEAD_KIND, "hidden_size": self.hidden_size, "depth": self.depth,
+                "tie": self.tie}
+
+
+def save_head(head: AcceptanceHead, path: str | Path, **meta: object) -> Path:
+    """Write ``head`` as ``path/model.safetensors`` + ``path/config.json`` (``meta`` merged in)."""
+    from safetensors.torch import save_file
+
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    # tied blocks share tensors; safetensors refuses shared storage, so store one copy
+    state = {k: v.detach().cpu().contiguous().clone() for k, v in head.state_dict().items()
+             if not (head.tie and k.startswith("blocks.") and not k.startswith("blocks.0."))}
+    save_file(state, str(path / "model.safetensors"))
+    (path / "config.json").write_text(json.dumps({**meta, **head.config()}, indent=2))
+    return path
+
+
+def load_head(path: str | Path, *, experiment: str = "specdecpp_<model>") -> AcceptanceHead:
+    """Load a head written by ``save_head`` (no Lightning import).
+
+    Raises:
+        FileNotFoundError: no exported head at ``path``; names the experiment that trains it.
+        ValueError: the folder holds something else than an acceptance head.
+    """
+    from safetensors.torch import load_file
+
+    path = Path(path)
+    if not (path / "config.json").exists() or not (path / "model.safetensors").exists():
+        raise FileNotFoundError(
+            f"no acceptance head at {path} (expected config.json + model.safetensors); train and "
+            f"export it with `python -m specdec.train +experiment={experiment} stage=data` then "
+            f"`python -m specdec.train +experiment={experiment}`, or set drafter.policy.head=<dir>"
+        )
+    cfg = json.loads((path / "config.json").read_text())
+    if cfg.get("kind") != HEAD_KIND:
+        raise ValueError(f"{path} holds a {cfg.get('kind')!r}, not an {HEAD_KIND}")
+    head = AcceptanceHead(cfg["hidden_size"], cfg["depth"], tie=cfg["tie"])
+    state = load_file(str(path / "model.safetensors"))
+    if head.tie:
+        for k in list(state):
+            if k.startswith("blocks.0."):
+                for d in range(1, head.depth):
+                    state[k.replace("blocks.0.", f"blocks.{d}.", 1)] = state[k]
+    head.load_state_dict(state)
+    head.meta = cfg
+    return head.eval()
