@@ -218,8 +218,9 @@ def run(cfg: DictConfig) -> dict:
     datasets.disable_progress_bars()
     out_dir = Path(cfg.paths.output_dir)
     (out_dir / "summary").mkdir(parents=True, exist_ok=True)
-    resolved = OmegaConf.to_container(cfg, resolve=True)
-    resolved = {k: v for k, v in resolved.items() if k != "hydra"}
+    # resolve everything but the hydra node (absent under @hydra.main, present when composed)
+    resolved = {k: OmegaConf.to_container(v, resolve=True) if OmegaConf.is_config(v) else v
+                for k, v in cfg.items() if k != "hydra"}
     chash = config_hash(resolved)
     if not cfg.benchmark.get("datasets"):
         raise ValueError("the benchmark has no datasets; pick one with benchmark=<name> "

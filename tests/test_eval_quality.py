@@ -1,0 +1,85 @@
+"""Task quality checks: GSM8K final answers, HumanEval pass@1 in a subprocess, ROUGE-L."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from specdec import quality as q
+from specdec.data.prompts import Prompt
+
+PROMPT = 'def add(a, b):\n    """Return a + b."""\n'
+TEST = "def check(candidate):\n    assert candidate(2, 3) == 5\n    assert candidate(-1, 1) == 0\n"
+
+
+@pytest.mark.parametrize(("text", "answer", "want"), [
+    ("so she makes 9 * 2 = $18.\n#### 18", "18", 1.0),
+    ("The answer is 1,234 apples", "1234", 1.0),
+    ("It is 18, not 17.", "18", 0.0),   # the last number counts
+    ("3.50 dollars", "3.5", 1.0),
+    ("no number here", "4", 0.0),
+])
+def test_gsm8k_final_answer(text, answer, want):
+    assert q.gsm8k_correct(text, answer) == want
+
+
+def test_completion_is_cut_at_the_end_of_the_function():
+    body = "    return a + b\n"
+    assert q.truncate_completion(body + "\ndef other():\n    pass") == body
+    assert q.truncate_completion("    return 1\n") == "    return 1\n"
+
+
+@pytest.mark.parametrize("check", [q.humaneval_pass, q.run_isolated])
+def test_humaneval_checkers_pass_fail_and_time_out(check):
+    assert check(PROMPT, "    return a + b\n", TEST, "add", timeout_s=5) == 1.0
+    assert check(PROMPT, "    return a - b\n", TEST, "add", timeout_s=5) == 0.0
+    assert check(PROMPT, "    return (\n", TEST, "add", timeout_s=5) == 0.0  # syntax error
+    assert check(PROMPT, "    while True:\n        pass\n", TEST, "add", timeout_s=1) == 0.0
+
+
+def test_own_checker_runs_elsewhere_without_the_callers_environment(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("SPECDEC_SECRET", "x")
+    code = ("    import os\n"
+            f"    assert os.getcwd() != {str(tmp_path)!r} and 'SPECDEC_SECRET' not in os.environ\n"
+            "    return a + b\n")
+    assert q.run_isolated(PROMPT, code, TEST, "add", timeout_s=5) == 1.0
+
+
+def test_rouge_l():
+    pytest.importorskip("rouge_score")  # a third-party scorer; our code only forwards to it
+    assert q.rouge_l("the cat sat on the mat", "the cat sat on the mat") == pytest.approx(1.0)
+    assert q.rouge_l("dogs bark loudly", "the cat sat on the mat") == 0.0
+    assert 0 < q.rouge_l("the cat sat", "the cat sat on the mat") < 1
+
+
+def test_score_dispatch_and_missing_data():
+    gsm = Prompt("1", "gsm8k", "math", ("q",), None, {"answer": "5"})
+    assert q.score("gsm8k_accuracy", gsm, ["it is 5"]) == 1.0
+    he = Prompt("H/0", "humaneval", "code", (PROMPT,), None, {"test": TEST, "entry_point": "add"})
+    assert q.score("humaneval_pass1", he, ["    return a + b\n"], timeout_s=5) == 1.0
+    with pytest.raises(ValueError, match="meta.answer"):
+        q.score("gsm8k_accuracy", Prompt("1", "gsm8k", "math", ("q",)), ["5"])
+    with pytest.raises(ValueError, match="unknown quality check"):
+        q.score("bleu", gsm, ["5"])
+
+
+def test_quality_true_adds_per_prompt_scores_and_a_mean(tmp_path, monkeypatch):
+    from test_eval_run import eval_cfg
+
+    import specdec.eval as ev
+
+    data = tmp_path / "data" / "gsm8k"
+    data.mkdir(parents=True)
+    rows = [{"id": str(i), "category": "math", "turns": [f"What is {i} + 0?"], "reference": None,
+             "meta": {"answer": str(i)}} for i in range(2)]
+    (data / "test.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    monkeypatch.setenv("SPECDEC_DATA_DIR", str(tmp_path / "data"))
+    summary = ev.run(eval_cfg(tmp_path / "run", ["method=ar", "benchmark=gsm8k", "quality=true"]))
+    recs = [json.loads(x) for x in
+            Path(tmp_path / "run/records/gsm8k.jsonl").read_text().splitlines()]
+    want = [q.gsm8k_correct(r["text"], str(i)) for i, r in enumerate(recs)]
+    assert [r["quality_gsm8k_accuracy"] for r in recs] == want
+    assert summary["datasets"]["gsm8k"]["quality_gsm8k_accuracy"] == sum(want) / 2

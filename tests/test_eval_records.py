@@ -1,0 +1,111 @@
+"""Resumable records: partial last lines, config hashes, and a run killed with SIGKILL mid-way."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from specdec.records import RecordFile, iter_records, stats_from_record
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _rec(pid: str, **extra) -> dict:
+    return {"prompt_id": pid, "new_tokens": 2, "target_forwards": 1, "draft_forwards": 0,
+            "drafted": 0, "accepted": 0, "accepted_per_step": [0], "drafted_per_step": [0],
+            "prefill_s": 0.1, "decode_s": 0.2, "draft_s": 0.0, **extra}
+
+
+def test_partial_last_line_is_dropped_and_file_repaired(tmp_path):
+    path = tmp_path / "records" / "d.jsonl"
+    rf = RecordFile.open(path, "h1")
+    rf.append(_rec("a"))
+    rf.append(_rec("b"))
+    with path.open("a") as f:
+        f.write('{"prompt_id": "c", "new_tok')  # killed mid-write
+    rf = RecordFile.open(path, "h1")
+    assert rf.done == {"a", "b"}
+    assert path.read_text().endswith("}\n") and len(path.read_text().splitlines()) == 2
+    rf.append(_rec("c"))
+    assert [json.loads(x)["prompt_id"] for x in path.read_text().splitlines()] == ["a", "b", "c"]
+
+
+def test_whole_last_line_without_newline_is_kept(tmp_path):
+    path = tmp_path / "d.jsonl"
+    path.write_text(json.dumps({**_rec("a"), "config_hash": "h"}))
+    rf = RecordFile.open(path, "h")
+    assert rf.done == {"a"}
+    rf.append(_rec("b"))
+    assert len(path.read_text().splitlines()) == 2
+
+
+def test_other_config_hashes_are_kept_but_not_counted(tmp_path):
+    path = tmp_path / "records" / "d.jsonl"
+    RecordFile.open(path, "old").append(_rec("a"))
+    rf = RecordFile.open(path, "new")
+    assert rf.done == set()
+    rf.append(_rec("a"))
+    assert RecordFile.open(path, "old").done == {"a"} and RecordFile.open(path, "new").done == {"a"}
+    assert [(r["prompt_id"], r["config_hash"]) for r in iter_records(tmp_path)] == [
+        ("a", "old"), ("a", "new")]
+    fresh = RecordFile.open(path, "new", resume=False)
+    assert fresh.done == set() and RecordFile.open(path, "old").done == {"a"}
+
+
+def test_appending_a_recorded_prompt_twice_is_an_invariant_error(tmp_path):
+    rf = RecordFile.open(tmp_path / "d.jsonl", "h")
+    rf.append(_rec("a"))
+    with pytest.raises(AssertionError, match="twice"):
+        rf.append(_rec("a"))
+
+
+def test_stats_round_trip_through_a_record():
+    s = stats_from_record(_rec("a"))
+    assert s.new_tokens == 2 and s.accepted_per_step == [0] and s.forwards == []
+
+
+def _prompts(data_dir: Path, n: int) -> list[str]:
+    rows = [{"id": f"p{i}", "category": "c", "turns": [f"Question number {i}?"],
+             "reference": None, "meta": {}} for i in range(n)]
+    (data_dir / "alpaca").mkdir(parents=True)
+    (data_dir / "alpaca" / "test.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return [r["id"] for r in rows]
+
+
+def test_sigkill_mid_run_then_rerun_records_every_prompt_exactly_once(tmp_path):
+    ids = _prompts(tmp_path / "data", 12)
+    env = {**os.environ, "SPECDEC_DATA_DIR": str(tmp_path / "data"), "HF_HUB_OFFLINE": "1",
+           "HF_DATASETS_OFFLINE": "1", "WANDB_MODE": "offline"}
+    # no hydra.run.dir: the run directory must follow from the command alone for resume to work
+    cmd = [sys.executable, "-m", "specdec.eval", "model=tiny", "benchmark=alpaca", "limit=12",
+           "max_new_tokens=12", "warmup=0", "progress=false", f"paths.log_dir={tmp_path / 'logs'}",
+           f"paths.cache_dir={tmp_path / 'cache'}"]
+    run_dir = tmp_path / "logs" / "eval" / "tiny" / "alpaca" / "sps" / "max_new_tokens=12"
+    records = run_dir / "records" / "alpaca.jsonl"
+    # 1. Start, wait until a few prompts are recorded, SIGKILL.
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        if records.exists() and records.read_text().count("\n") >= 3:
+            break
+        time.sleep(0.05)
+    assert proc.poll() is None, "the run ended before it could be killed: " + str(
+        proc.stderr.read()[-2000:] if proc.stderr else "")
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    first = records.read_text().count("\n")
+    assert 3 <= first < 12
+    # 2. Rerun the same command: it resumes in the same directory and finishes.
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    recorded = [json.loads(line)["prompt_id"] for line in records.read_text().splitlines()]
+    assert sorted(recorded) == sorted(ids), "a prompt is missing or recorded twice"
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["datasets"]["alpaca"]["prompts"] == 12
