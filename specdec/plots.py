@@ -12,9 +12,7 @@ from matplotlib.ticker import MaxNLocator
 
 
 def _label(row) -> str:
-    """The method name, plus the run folder when several runs of one method are plotted."""
-    return row.run.method if not getattr(row, "ambiguous", False) else (
-        f"{row.run.method} ({row.run.path.name})")
+    return row.label or row.run.method
 
 
 def bars(rows, value, title: str, ylabel: str, path: Path) -> None:
@@ -68,11 +66,6 @@ def acceptance_curves(rows, path: Path) -> None:
 
 def plot_all(rows, out_dir: Path) -> list[Path]:
     """Write ``speedup.png``, ``block_efficiency.png`` and ``acceptance.png`` into ``out_dir``."""
-    paths_by_method: dict[str, set] = {}
-    for r in rows:
-        paths_by_method.setdefault(r.run.method, set()).add(r.run.path)
-    for r in rows:
-        r.ambiguous = len(paths_by_method[r.run.method]) > 1
     out = [out_dir / "speedup.png", out_dir / "block_efficiency.png", out_dir / "acceptance.png"]
     bars(rows, lambda r: r.speedup, "Speedup vs ar", "speedup (x)", out[0])
     bars(rows, lambda r: r.metrics.get("block_efficiency"), "Block efficiency",

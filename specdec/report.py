@@ -8,7 +8,10 @@ block efficiency, acceptance, rollback, discard and verification rates (definiti
 Speedup = ``wall_s`` of the baseline run (``ar``) / ``wall_s`` of the method run, on one dataset
 (ARCHITECTURE §0.3). It is computed only when both runs share the model pair, the prompts (ids,
 generation length, formatting), the sampling (settings and seed), the machine and the software
-versions; otherwise the cell says ``refused`` and the report lists why.
+versions; otherwise the cell says ``refused`` and the report lists why. The baseline decodes
+without a draft, so against it only the target's part of the pair fingerprint must match (keys of
+``ModelPair.describe()`` that name the draft are ignored): one ``ar`` run serves every draft model
+of the same target.
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ class Row:
     run: Run
     dataset: str
     metrics: dict
+    label: str = ""
     speedup: float | None = None
     baseline: Run | None = None
     refused: str | None = None
@@ -83,11 +87,21 @@ def _diff(name: str, a, b) -> str | None:
     return f"{name} differs ({a!r} vs {b!r})"
 
 
-def mismatches(a: Run, b: Run, dataset: str) -> list[str]:
-    """Why runs ``a`` and ``b`` may not be compared on ``dataset`` (empty: comparable)."""
+def _target_only(model: dict | None) -> dict | None:
+    return None if model is None else {k: v for k, v in model.items() if "draft" not in k}
+
+
+def mismatches(a: Run, b: Run, dataset: str, *, target_only: bool = False) -> list[str]:
+    """Why runs ``a`` and ``b`` may not be compared on ``dataset`` (empty: comparable).
+
+    Args:
+        target_only: compare only the target's part of the model fingerprint (``b`` is a
+            baseline that uses no draft).
+    """
     ma, mb = a.summary["datasets"][dataset], b.summary["datasets"][dataset]
+    pick = _target_only if target_only else (lambda m: m)
     checks = [
-        ("model pair", a.summary.get("model"), b.summary.get("model")),
+        ("model pair", pick(a.summary.get("model")), pick(b.summary.get("model"))),
         ("prompts", {k: ma.get(k) for k in PROMPT_KEYS}, {k: mb.get(k) for k in PROMPT_KEYS}),
         ("sampling", {**a.summary.get("sampling", {}), "seed": a.summary.get("seed")},
          {**b.summary.get("sampling", {}), "seed": b.summary.get("seed")}),
@@ -100,12 +114,16 @@ def mismatches(a: Run, b: Run, dataset: str) -> list[str]:
 def build_rows(runs: list[Run], *, baseline: str = "ar") -> list[Row]:
     """Leaderboard rows with speedups against a comparable baseline run, or a refusal reason."""
     rows = []
+    folders: dict[str, set[Path]] = {}
     for run in runs:
+        folders.setdefault(run.method, set()).add(run.path)
+    for run in runs:
+        label = run.method if len(folders[run.method]) == 1 else f"{run.method} ({run.path.name})"
         for dataset, metrics in run.summary["datasets"].items():
-            row = Row(run, dataset, metrics)
+            row = Row(run, dataset, metrics, label)
             candidates = [b for b in runs if b.method == baseline and dataset in
                           b.summary["datasets"]]
-            reasons = {b.path: mismatches(run, b, dataset) for b in candidates}
+            reasons = {b.path: mismatches(run, b, dataset, target_only=True) for b in candidates}
             match = next((b for b in candidates if not reasons[b.path]), None)
             if match is not None:
                 row.baseline = match
@@ -118,7 +136,7 @@ def build_rows(runs: list[Run], *, baseline: str = "ar") -> list[Row]:
                 row.refused = (f"speedup vs `{baseline}` run {b.path} refused: "
                                + "; ".join(reasons[b.path]))
             rows.append(row)
-    rows.sort(key=lambda r: (r.dataset, -_num(r.speedup), r.run.method))
+    rows.sort(key=lambda r: (r.dataset, -_num(r.speedup), r.label))
     return rows
 
 
@@ -142,7 +160,7 @@ def to_markdown(rows: list[Row]) -> str:
              "|" + "|".join("---" if i < 2 else "---:" for i in range(len(header))) + "|"]
     for r in rows:
         values = {**r.metrics, "speedup": r.speedup}
-        cells = [r.run.method, r.dataset, "yes" if r.run.summary.get("lossless") else "no",
+        cells = [r.label, r.dataset, "yes" if r.run.summary.get("lossless") else "no",
                  str(r.metrics.get("prompts", "-"))]
         for key, _, fmt in COLUMNS:
             cells.append("refused" if key == "speedup" and r.refused and r.speedup is None
@@ -153,21 +171,21 @@ def to_markdown(rows: list[Row]) -> str:
         cells += [_fmt(r.metrics.get(q), "{:.3f}") for q in quality]
         lines.append("| " + " | ".join(cells) + " |")
     datasets = sorted({r.dataset for r in rows})
-    methods = sorted({r.run.method for r in rows})
+    methods = sorted({r.label for r in rows})
     lines += ["", "## Speedup vs `ar` (method × dataset)", "",
               "| method | " + " | ".join(datasets) + " |",
               "|---|" + "---:|" * len(datasets)]
     for m in methods:
         cells = []
         for d in datasets:
-            found = [r for r in rows if r.run.method == m and r.dataset == d]
+            found = [r for r in rows if r.label == m and r.dataset == d]
             cells.append(", ".join(_fmt(r.speedup, "{:.2f}x") if not r.refused else "refused"
                                    for r in found) or "")
         lines.append(f"| {m} | " + " | ".join(cells) + " |")
     refused = [r for r in rows if r.refused]
     if refused:
         lines += ["", "## Refused comparisons", ""]
-        lines += [f"- {r.run.method} on {r.dataset} ({r.run.path}): {r.refused}" for r in refused]
+        lines += [f"- {r.label} on {r.dataset} ({r.run.path}): {r.refused}" for r in refused]
     lines += ["", "Speedup = baseline wall_s / method wall_s (decoding only, prefill excluded, "
               "warm-up excluded); block eff. = new tokens / target forwards."]
     return "\n".join(lines) + "\n"
@@ -206,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
     print(text)
     for r in rows:
         if r.refused:
-            print(f"refused: {r.run.method} on {r.dataset}: {r.refused}", file=sys.stderr)
+            print(f"refused: {r.label} on {r.dataset}: {r.refused}", file=sys.stderr)
     print(f"wrote {Path(args.out) / 'leaderboard.md'}", file=sys.stderr)
     return 2 if args.strict and any(r.refused for r in rows) else 0
 

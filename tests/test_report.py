@@ -17,11 +17,13 @@ from specdec import report as rp
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> dict[str, Path]:
-    """Four tiny runs: ar and sps (comparable), sps at temperature 1, ar on fewer prompts."""
+    """Tiny runs: ar and sps (comparable), sps at temperature 1, ar on fewer prompts, and sps
+    whose draft is a copy of the target (another draft, same target: comparable to ar)."""
     root = tmp_path_factory.mktemp("runs")
     specs = {"ar": ["method=ar"], "sps": ["method=sps"],
              "sps_t1": ["method=sps", "sampling.temperature=1.0"],
-             "ar_short": ["method=ar", "limit=1"]}
+             "ar_short": ["method=ar", "limit=1"],
+             "sps_same": ["method=sps", "model.draft_seed=0", "model.draft_layers=2"]}
     for name, overrides in specs.items():
         ev.run(eval_cfg(root / name, overrides))
     return {name: root / name for name in specs}
@@ -73,6 +75,15 @@ def test_other_machine_pair_or_software_is_refused(runs, tmp_path, key, value, r
     (moved / "summary.json").write_text(json.dumps(summary))
     rows = rp.build_rows(rp.load_runs([runs["ar"], moved]))
     assert reason in next(r for r in rows if r.run.method == "sps").refused
+
+
+def test_another_draft_of_the_same_target_is_compared_and_labelled(runs, tmp_path):
+    text, rows = rp.report([runs["ar"], runs["sps"], runs["sps_same"]], tmp_path, plots=False)
+    same = next(r for r in rows if r.run.path == runs["sps_same"])
+    assert same.refused is None and same.speedup is not None
+    assert same.label == "sps (sps_same)" and "| sps (sps) |" in text
+    assert same.metrics["acceptance_rate"] == 1.0  # draft == target: every token accepted
+    assert same.metrics["block_efficiency"] > 1.0
 
 
 def test_no_baseline_run_is_said(runs):
