@@ -16,10 +16,13 @@ Policies: ``Fixed`` (γ), ``Heuristic`` (transformers' +2/−1 schedule), ``AdaE
 
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import dataclass
 
 import torch
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -220,12 +223,14 @@ class SpecDecPP(Policy):
         threshold: stop threshold h on the predicted probability of a rejection.
         min_len, max_len: draft-length bounds (paper: 2 and 20).
         experiment: the training experiment, named in errors about a missing or mismatched head.
+        sampling: the run's sampling settings; a warning is logged when the head's labels were
+            computed with other ones (its probabilities then describe another acceptance law).
     """
 
     wants_hidden = True
 
     def __init__(self, head: str, threshold: float = 0.3, *, min_len: int = 2, max_len: int = 20,
-                 experiment: str = "specdecpp_<model>") -> None:
+                 experiment: str = "specdecpp_<model>", sampling: dict | None = None) -> None:
         from specdec.learners.heads import load_head
 
         check_bounds("min_len", min_len, max_len)
@@ -233,6 +238,10 @@ class SpecDecPP(Policy):
             raise ValueError(f"drafter.policy.threshold must be in [0, 1], got {threshold}")
         self.head = load_head(head, experiment=experiment)
         self.experiment = experiment
+        trained = getattr(self.head, "meta", {}).get("sampling")
+        if sampling is not None and trained is not None and dict(sampling) != dict(trained):
+            log.warning("acceptance head %s was trained with sampling %s but runs with %s; "
+                        "retrain it with the run's sampling", head, trained, dict(sampling))
         self.threshold, self.min_len, self.max_len = float(threshold), int(min_len), int(max_len)
         self.reset()
 

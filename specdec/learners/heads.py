@@ -112,3 +112,14 @@ def load_head(path: str | Path, *, experiment: str = "specdecpp_<model>") -> Acc
     head.load_state_dict(state)
     head.meta = cfg
     return head.eval()
+
+
+def head_from_checkpoint(ckpt_path: str | Path) -> AcceptanceHead:
+    """The head inside a Lightning checkpoint of ``AcceptanceLearner`` (no Lightning import)."""
+    ckpt = torch.load(str(ckpt_path), map_location="cpu", weights_only=True)
+    state = {k[len("head."):]: v for k, v in ckpt["state_dict"].items() if k.startswith("head.")}
+    hp = ckpt.get("hyper_parameters", {})
+    depth, tie = int(hp.get("depth", 0)), bool(hp.get("tie", False))
+    head = AcceptanceHead(int(state["out.weight"].shape[1]), depth, tie=tie)
+    head.load_state_dict(state)
+    return head.eval()

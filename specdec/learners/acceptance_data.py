@@ -1,0 +1,157 @@
+"""Training data of the SpecDec++ acceptance head (``stage=data`` of ``+experiment=specdecpp_*``).
+
+Per training prompt (SpecDec++ §4.4; digest §5.2), with the *deployment* sampling everywhere:
+
+1. the target answers the prompt (``engine.generate`` with the empty drafter): ``X = x_1..x_n``;
+2. one teacher-forced draft forward on prompt + X gives ``q_t`` (warped with ``warp``) and a draft
+   token ``y_t ~ q_t`` per response position; one target forward gives ``p_t`` (same warp);
+3. label ``a_t = min(1, p_t(y_t) / q_t(y_t))``: the probability that speculative sampling accepts
+   ``y_t`` after the prefix ``prompt + x_{<t}``. The public code takes p and q from the *raw*
+   softmax while it decodes with T=0.6/top-p 0.9; here both use the same ``Sampling`` as eval.
+
+Rows (``datasets`` Arrow, one ``DatasetDict`` saved with ``save_to_disk``): ``prompt_id``,
+``source``, ``prompt_ids``, ``response_ids`` (X), ``draft_ids`` (Y), ``labels`` (a). Splits are by
+prompt id (a hash), never by row. Prompts: Alpaca/GSM8K *train* files under the data dir (Alpaca
+prompts that are also eval prompts are dropped), a question JSONL, or synthetic prompts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from pathlib import Path
+
+import torch
+
+from specdec.data.prompts import encode_turn
+from specdec.models import ModelPair
+from specdec.sampling import Sampling, TorchCoins, prompt_seed, warp
+
+log = logging.getLogger(__name__)
+
+
+def alpaca_text(row: dict) -> str:
+    """Alpaca record → prompt text in the eval set's format (instruction, blank line, input)."""
+    extra = row.get("input") or ""
+    return row["instruction"] + ("\n\n" + extra if extra else "")
+
+
+def load_source(source: dict, data_dir: Path) -> list[tuple[str, str]]:
+    """``(prompt_id, text)`` pairs of one source: ``{name: alpaca|gsm8k|jsonl|synthetic, ...}``."""
+    name, limit = source["name"], source.get("limit")
+    if name == "alpaca":  # training files only; the eval prompts are dropped
+        eval_file = data_dir / "alpaca" / "eagle_question.jsonl"
+        banned = set()
+        if eval_file.exists():
+            banned = {json.loads(line)["turns"][0] for line in eval_file.open() if line.strip()}
+        files = sorted(p for p in (data_dir / "alpaca").glob("*.json"))
+        if not files:
+            raise FileNotFoundError(f"no Alpaca training files (*.json) under {data_dir / 'alpaca'}"
+                                    "; set data_gen.data_dir to the folder holding alpaca/, gsm8k/")
+        out, seen = [], set()
+        for f in files:
+            for i, row in enumerate(json.loads(f.read_text())):
+                text = alpaca_text(row)
+                if text not in banned and text not in seen:
+                    seen.add(text)
+                    out.append((f"alpaca/{f.stem}/{i}", text))
+    elif name == "gsm8k":  # train split only (no overlap with the GSM8K test-derived eval sets)
+        path = data_dir / "gsm8k" / "train.jsonl"
+        if not path.exists():
+            raise FileNotFoundError(f"{path} not found; set data_gen.data_dir to the shared data")
+        rows = [json.loads(line) for line in path.open() if line.strip()]
+        out = [(f"gsm8k/train/{i}", r["question"]) for i, r in enumerate(rows)]
+    elif name == "jsonl":
+        rows = [json.loads(line) for line in Path(source["path"]).open() if line.strip()]
+        out = [(f"jsonl/{r['question_id']}", r["turns"][0]) for r in rows]
+    elif name == "synthetic":
+        topics = ["rivers", "prime numbers", "bread", "the moon", "chess", "volcanoes", "music"]
+        out = [(f"synthetic/{i}", f"Tell me something about {topics[i % len(topics)]} (#{i}).")
+               for i in range(int(limit or 8))]
+    else:
+        raise ValueError(f"unknown prompt source {name!r}; use alpaca, gsm8k, jsonl or synthetic")
+    return out[:limit] if limit is not None else out
+
+
+def split_of(prompt_id: str, val_fraction: float, test_fraction: float) -> str:
+    """Deterministic split of a prompt id (a hash bucket), so a prompt never spans two splits."""
+    u = int.from_bytes(hashlib.sha256(prompt_id.encode()).digest()[:8], "little") / 2**64
+    if u < test_fraction:
+        return "test"
+    return "validation" if u < test_fraction + val_fraction else "train"
+
+
+@torch.inference_mode()
+def label_response(pair: ModelPair, prompt_ids: list[int], response_ids: list[int],
+                   sampling: Sampling, generator: torch.Generator) -> tuple[list[int], list[float]]:
+    """Draft token per response position and its acceptance probability ``min(1, p/q)``.
+
+    Returns:
+        ``(draft_ids [n], labels [n])``.
+    """
+    ids = torch.tensor([prompt_ids + response_ids], device=pair.target.device)  # [1, P+n]
+    start, n = len(prompt_ids) - 1, len(response_ids)
+    q = warp(pair.draft(input_ids=ids).logits[0, start:start + n].double(), sampling)  # [n, V]
+    p = warp(pair.target(input_ids=ids).logits[0, start:start + n].double(), sampling)  # [n, V]
+    draft = torch.multinomial(q.cpu(), 1, generator=generator).to(q.device)  # [n, 1]
+    labels = (p.gather(1, draft) / q.gather(1, draft)).clamp(max=1.0)[:, 0]  # [n]
+    return draft[:, 0].tolist(), labels.float().tolist()
+
+
+def generate_acceptance_data(
+    model: ModelPair,
+    out_dir: str,
+    sources: list[dict],
+    *,
+    data_dir: str = ".",
+    sampling: dict | None = None,
+    max_new_tokens: int = 128,
+    seed: int = 0,
+    val_fraction: float = 0.1,
+    test_fraction: float = 0.1,
+) -> Path:
+    """Write the acceptance-head dataset (see module docstring) to ``out_dir``; returns it."""
+    from datasets import Dataset, DatasetDict
+
+    from specdec.drafters import EmptyDrafter
+    from specdec.engine import generate
+    from specdec.lm import CachedLM
+    from specdec.verifiers import Tokenwise
+
+    if model.draft is None:
+        raise ValueError("the acceptance head needs a draft model: pick a pair with a draft")
+    smp = Sampling(**(sampling or {}))
+    prompts = [p for s in sources for p in load_source(dict(s), Path(data_dir))]
+    if len({pid for pid, _ in prompts}) != len(prompts):
+        raise ValueError("duplicate prompt ids across sources")
+    target, tok = CachedLM(model.target, role="target"), model.tokenizer
+    stop_ids = [tok.eos_token_id] if tok.eos_token_id is not None else []
+    rows: dict[str, list[dict]] = {"train": [], "validation": [], "test": []}
+    for k, (pid, text) in enumerate(prompts):
+        # 1. The target's own answer, sampled exactly as in deployment.
+        prompt_ids = encode_turn(tok, [{"role": "user", "content": text}], chat_template=True)
+        coins = TorchCoins(prompt_seed(seed, pid))
+        response = generate(prompt_ids, target, EmptyDrafter(), Tokenwise(), sampling=smp,
+                            coins=coins, max_new_tokens=max_new_tokens, stop_ids=stop_ids).tokens
+        if not response:
+            continue
+        # 2-3. Draft token per position and its label min(1, p/q).
+        gen = torch.Generator().manual_seed(prompt_seed(seed + 1, pid))
+        draft_ids, labels = label_response(model, prompt_ids, response, smp, gen)
+        rows[split_of(pid, val_fraction, test_fraction)].append(
+            {"prompt_id": pid, "source": pid.split("/")[0], "prompt_ids": prompt_ids,
+             "response_ids": response, "draft_ids": draft_ids, "labels": labels})
+        if k % 50 == 0:
+            log.info("acceptance data: %d/%d prompts", k + 1, len(prompts))
+    empty = [name for name, r in rows.items() if not r]
+    if empty:
+        raise ValueError(f"split(s) {empty} got no prompt; use more prompts or larger fractions")
+    out = Path(out_dir)
+    DatasetDict({name: Dataset.from_list(r) for name, r in rows.items()}).save_to_disk(str(out))
+    meta = {"sampling": {"temperature": smp.temperature, "top_k": smp.top_k, "top_p": smp.top_p},
+            "model": model.describe(), "max_new_tokens": max_new_tokens, "seed": seed,
+            "rows": {name: len(r) for name, r in rows.items()}}
+    (out / "acceptance_meta.json").write_text(json.dumps(meta, indent=2))
+    log.info("wrote %s (%s)", out, meta["rows"])
+    return out
