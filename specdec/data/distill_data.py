@@ -1,0 +1,312 @@
+"""Training data for draft distillation: the target's own continuations of *training* prompts.
+
+DistillSpec (Zhou et al. 2024, "DistillSpec: Improving Speculative Decoding via Knowledge
+Distillation") finds on-policy data — sequences the target (or draft) generates — better than
+fixed reference text: the draft is judged on the target's continuations, so it is trained on them.
+Here ``make_traces`` runs batched HF ``generate`` of the target on GSM8K-train and Alpaca-train
+prompts (eval prompts are excluded by exact text match), formatted exactly as the eval formats them
+(``specdec.data.prompts.encode_turn``), and stores ``prompt + continuation`` ids; ``token_map``
+picks the ``V_d`` most frequent continuation tokens (EAGLE-3's reduced draft vocabulary ``d2t``).
+
+Stored format (``traces.safetensors``): ``tokens [T_total]`` (int32), ``offsets [N+1]``,
+``prompt_len [N]``; ``token_map.safetensors``: ``token_map [V_d]`` (sorted ids), ``counts [V]``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+
+from specdec.data.prompts import encode_turn
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Trace:
+    """``ids [T]`` = prompt + continuation; the target's top-k for each continuation token."""
+
+    ids: torch.Tensor
+    prompt_len: int
+    topk_ids: torch.Tensor  # [T - prompt_len, k]
+    topk_logp: torch.Tensor  # [T - prompt_len, k]
+
+DATA_COMMAND = "python -m specdec.train +experiment=distill_draft_smollm2 stage=data"
+EVAL_FILES = ["gsm8k/eagle_question.jsonl", "gsm8k/test.jsonl", "alpaca/eagle_question.jsonl",
+              "humaneval/eagle_question.jsonl", "mt_bench/question.jsonl",
+              "spec_bench/question.jsonl"]
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.split())
+
+
+def eval_texts(source_dir: Path) -> set[str]:
+    """Every eval prompt text (normalised) that training prompts must not contain."""
+    out: set[str] = set()
+    for name in EVAL_FILES:
+        path = source_dir / name
+        if not path.exists():
+            continue
+        for line in path.read_text().splitlines():
+            if line.strip():
+                row = json.loads(line)
+                for turn in row.get("turns") or [row.get("question", "")]:
+                    out.add(_norm(turn))
+    return out
+
+
+def training_prompts(source_dir: str | Path, datasets: Sequence[str] = ("gsm8k", "alpaca"),
+                     limit: int | None = None) -> list[str]:
+    """User turns from the training splits only (GSM8K train, Alpaca train files).
+
+    Raises:
+        FileNotFoundError: naming the folder and the setting to change.
+    """
+    src = Path(source_dir)
+    if not (src / "gsm8k" / "train.jsonl").exists():
+        raise FileNotFoundError(f"training prompts not found under {src}; set distill.source_dir "
+                                "(env SPECDEC_SHARED_DATA) to a folder laid out like shared/data")
+    banned = eval_texts(src)
+    prompts: list[str] = []
+    per_set: dict[str, list[str]] = {"gsm8k": [], "alpaca": []}
+    for line in (src / "gsm8k" / "train.jsonl").read_text().splitlines():
+        if line.strip():
+            per_set["gsm8k"].append(json.loads(line)["question"])
+    for path in sorted((src / "alpaca").glob("*.json")):
+        for row in json.loads(path.read_text()):
+            extra = f"\n{row['input']}" if row.get("input") else ""
+            per_set["alpaca"].append(row["instruction"] + extra)
+    for name in datasets:
+        if name not in per_set:
+            raise ValueError(f"unknown training set {name!r}; choose from {sorted(per_set)}")
+        seen: set[str] = set()
+        for text in per_set[name]:
+            key = _norm(text)
+            if key and key not in banned and key not in seen:
+                seen.add(key)
+                prompts.append(text)
+    # interleave deterministically so a `limit` keeps both sets
+    prompts.sort(key=lambda t: hash_text(t))
+    return prompts[:limit] if limit else prompts
+
+
+def hash_text(text: str) -> int:
+    """A stable (process-independent) hash of a string."""
+    import hashlib
+
+    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little")
+
+
+class TopKRecorder:
+    """A logits processor that records the top-``k`` log-probabilities of every generation step."""
+
+    def __init__(self, k: int) -> None:
+        self.k, self.steps = k, []
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        top = scores.float().log_softmax(-1).topk(self.k, dim=-1)  # [B, k]
+        self.steps.append((top.indices.int().cpu(), top.values.half().cpu()))
+        return scores
+
+
+@torch.inference_mode()
+def generate_continuations(model, tokenizer, prompts: list[list[int]], *, max_new: int,
+                           temperature: float, seed: int, topk: int = 8
+                           ) -> list[tuple[list[int], torch.Tensor, torch.Tensor]]:
+    """Left-padded batch ``generate``; each continuation is cut after its first EOS.
+
+    Returns:
+        per prompt ``(continuation ids, top-k ids [C, k], top-k log-probs [C, k])`` where row
+        ``j`` is the target's (unwarped) distribution for continuation token ``j``.
+    """
+    from transformers import LogitsProcessorList
+
+    eos = tokenizer.eos_token_id
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos
+    device = next(model.parameters()).device
+    # 1. Left-pad the batch.
+    width = max(len(p) for p in prompts)
+    ids = torch.full((len(prompts), width), pad, dtype=torch.long)  # [B, W]
+    mask = torch.zeros_like(ids)
+    for r, p in enumerate(prompts):
+        ids[r, width - len(p):] = torch.tensor(p)
+        mask[r, width - len(p):] = 1
+    # 2. Generate, recording the target's top-k at every step.
+    recorder = TopKRecorder(topk)
+    kwargs = {"do_sample": temperature > 0, "max_new_tokens": max_new, "pad_token_id": pad,
+              "eos_token_id": eos, "logits_processor": LogitsProcessorList([recorder])}
+    if temperature > 0:
+        kwargs.update(temperature=temperature, top_k=0, top_p=1.0)
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+        torch.manual_seed(seed)
+        gen = model.generate(input_ids=ids.to(device), attention_mask=mask.to(device),
+                             **kwargs)[:, width:].tolist()  # [B, <=max_new]
+    top_ids = torch.stack([s[0] for s in recorder.steps], 1)  # [B, S, k]
+    top_lp = torch.stack([s[1] for s in recorder.steps], 1)  # [B, S, k]
+    # 3. Cut each row after its first EOS.
+    out = []
+    for r, row in enumerate(gen):
+        n = row.index(eos) + 1 if eos in row else len(row)
+        out.append((row[:n], top_ids[r, :n], top_lp[r, :n]))
+    return out
+
+
+def save_traces(path: str | Path, prompts: list[list[int]],
+                conts: list[tuple[list[int], torch.Tensor, torch.Tensor]]) -> None:
+    seqs = [p + c[0] for p, c in zip(prompts, conts, strict=True)]
+    offsets = torch.tensor([0] + [len(s) for s in seqs]).cumsum(0)
+    flat = torch.tensor([t for s in seqs for t in s], dtype=torch.int32)
+    save_file({"tokens": flat, "offsets": offsets,
+               "prompt_len": torch.tensor([len(p) for p in prompts]),
+               "topk_ids": torch.cat([c[1] for c in conts]).contiguous(),
+               "topk_logp": torch.cat([c[2] for c in conts]).contiguous()}, str(path))
+
+
+def load_traces(folder: str | Path) -> list[Trace]:
+    """Every trace in the ``traces*.safetensors`` files of ``folder``."""
+    files = sorted(Path(folder).glob("traces*.safetensors"))
+    if not files:
+        raise FileNotFoundError(f"no traces*.safetensors in {folder}; create them with "
+                                f"`{DATA_COMMAND}`")
+    out = []
+    for f in files:
+        d = load_file(str(f))
+        off, c = d["offsets"].tolist(), 0
+        for i, plen in enumerate(d["prompt_len"].tolist()):
+            n = off[i + 1] - off[i] - plen  # continuation length
+            out.append(Trace(d["tokens"][off[i] : off[i + 1]].long(), plen,
+                             d["topk_ids"][c : c + n].long(), d["topk_logp"][c : c + n].float()))
+            c += n
+    return out
+
+
+def reference_texts(source_dir: str | Path) -> list[str]:
+    """Reference answers of the training prompts (GSM8K train answers, Alpaca outputs)."""
+    src = Path(source_dir)
+    out = [json.loads(line)["answer"] for line in
+           (src / "gsm8k" / "train.jsonl").read_text().splitlines() if line.strip()]
+    for path in sorted((src / "alpaca").glob("*.json")):
+        out += [row["output"] for row in json.loads(path.read_text())]
+    return out
+
+
+def token_map(counts: torch.Tensor, size: int, always: Sequence[int] = ()) -> torch.Tensor:
+    """The ``size`` most frequent token ids (plus ``always``), sorted: EAGLE-3's ``d2t``."""
+    size = min(size, counts.numel())
+    boost = counts.clone().float()
+    boost[list(always)] = float(counts.max()) + 1
+    return torch.topk(boost, size).indices.sort().values
+
+
+def make_traces(model, out_dir: str, source_dir: str, *, datasets: Sequence[str] = ("gsm8k",
+                "alpaca"), passes: Sequence[dict] = ({"temperature": 0.0},), max_new: int = 256,
+                batch_size: int = 16, limit: int | None = None, vocab_map_size: int = 8192,
+                topk: int = 8, max_minutes: float | None = None, seed: int = 0) -> Path:
+    """``stage=data``: write ``traces_p<pass>_<chunk>.safetensors`` and ``token_map.safetensors``.
+
+    Resumable: existing chunk files are skipped. ``max_minutes`` stops generating (between
+    chunks) after that long; the token map is then built from what exists.
+
+    Args:
+        model: a ``ModelPair`` (its target generates; its tokenizer formats the prompts).
+        passes: one dict per generation pass (``temperature``), e.g. greedy then T=1.
+        batch_size: prompts per ``generate`` call (= per chunk file).
+        limit: use at most this many prompts.
+        topk: target log-probabilities kept per continuation token (soft labels).
+    """
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    tok = model.tokenizer
+    texts = training_prompts(source_dir, datasets, limit)
+    prompts = [encode_turn(tok, [{"role": "user", "content": t}], chat_template=True)
+               for t in texts]
+    log.info("traces: %d training prompts -> %s", len(prompts), out)
+    start, stopped = time.monotonic(), False
+    for i, spec in enumerate(passes):
+        for c, b in enumerate(range(0, len(prompts), batch_size)):
+            # 1. One chunk file per batch of prompts (skip what a previous run wrote).
+            path = out / f"traces_p{i}_{c:05d}.safetensors"
+            if path.exists():
+                continue
+            if max_minutes is not None and time.monotonic() - start > 60 * max_minutes:
+                stopped = True
+                break
+            batch = prompts[b : b + batch_size]
+            conts = generate_continuations(model.target, tok, batch, max_new=max_new,
+                                           temperature=float(spec["temperature"]),
+                                           seed=seed + 1000 * i + c, topk=topk)
+            save_traces(path.with_suffix(".tmp"), batch, conts)
+            path.with_suffix(".tmp").rename(path)
+            log.info("traces: pass %d chunk %d (%d prompts, %.0f s)", i, c,
+                     min(b + batch_size, len(prompts)), time.monotonic() - start)
+        if stopped:
+            break
+    # 2. Token map from the traces (weighted) and the reference answers.
+    vocab = int(model.target.config.vocab_size)
+    counts = torch.zeros(vocab, dtype=torch.long)
+    for text in reference_texts(source_dir):
+        counts += torch.bincount(torch.tensor(tok.encode(text, add_special_tokens=False),
+                                              dtype=torch.long), minlength=vocab)
+    trace_counts = torch.zeros(vocab, dtype=torch.long)
+    for tr in load_traces(out):
+        trace_counts += torch.bincount(tr.ids[tr.prompt_len:], minlength=vocab)
+    counts += 10 * trace_counts
+    tmap = token_map(counts, vocab_map_size, always=[tok.eos_token_id])
+    save_file({"token_map": tmap, "counts": counts}, str(out / "token_map.safetensors"))
+    covered = trace_counts[tmap].sum().item() / max(trace_counts.sum().item(), 1)
+    log.info("token map: %d tokens cover %.4f of trace continuation tokens", tmap.numel(), covered)
+    return out
+
+
+class TraceDataset(torch.utils.data.Dataset):
+    """Traces truncated to ``max_len`` tokens."""
+
+    def __init__(self, folder: str | Path | None, max_len: int,
+                 rows: list[Trace] | None = None) -> None:
+        self.rows = rows if rows is not None else load_traces(folder)
+        self.max_len = max_len
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, i: int) -> Trace:
+        tr = self.rows[i]
+        n, plen = min(int(tr.ids.numel()), self.max_len), min(tr.prompt_len, self.max_len)
+        return Trace(tr.ids[:n], plen, tr.topk_ids[: n - plen], tr.topk_logp[: n - plen])
+
+    def split(self, val_fraction: float) -> tuple[TraceDataset, TraceDataset]:
+        """Hold out a stable share of *prompts* (all passes of a prompt fall on the same side)."""
+        def held(tr: Trace) -> bool:
+            key = hash_text(",".join(map(str, tr.ids[: tr.prompt_len].tolist())))
+            return (key % 10_000) < val_fraction * 10_000
+
+        train = [r for r in self.rows if not held(r)]
+        val = [r for r in self.rows if held(r)] or self.rows[:1]
+        return TraceDataset(None, self.max_len, train), TraceDataset(None, self.max_len, val)
+
+
+def collate_traces(batch: list[Trace]) -> dict[str, torch.Tensor]:
+    """Right-pad to the longest row. ``loss_mask[b, t]`` marks positions whose *next* token is a
+    continuation token (``prompt_len - 1 <= t < len - 1``); ``soft_ids``/``soft_logp`` ``[M, k]``
+    are the target's top-k for those positions, in ``ids[loss_mask]`` (row-major) order."""
+    width = max(int(tr.ids.numel()) for tr in batch)
+    ids = torch.zeros(len(batch), width, dtype=torch.long)  # [B, T]
+    mask = torch.zeros(len(batch), width, dtype=torch.bool)  # [B, T]
+    soft_ids, soft_logp = [], []
+    for r, tr in enumerate(batch):
+        n, plen = int(tr.ids.numel()), tr.prompt_len
+        assert plen >= 1, "a trace needs a non-empty prompt"
+        ids[r, :n] = tr.ids
+        mask[r, plen - 1 : n - 1] = True
+        soft_ids.append(tr.topk_ids[: n - plen])  # [n - plen, k]
+        soft_logp.append(tr.topk_logp[: n - plen])
+    return {"ids": ids, "loss_mask": mask, "soft_ids": torch.cat(soft_ids),
+            "soft_logp": torch.cat(soft_logp)}

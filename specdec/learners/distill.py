@@ -1,0 +1,182 @@
+"""Lightning wrappers to distill a reduced-vocabulary draft from its target (DistillSpec-style).
+
+DistillSpec (Zhou et al. 2024) trains the draft ``q`` to match the target ``p`` on target-generated
+sequences with a divergence ``D(p || q)``; we use the forward KL restricted to the draft's token map
+(``-Σ_{v ∈ d2t} p(v) log q(v)``, whose minimiser is ``q ∝ p`` on the map) when the target runs
+online as teacher (GPU), plus a cross-entropy on the trace's next token (on greedy traces this is
+the target's argmax, i.e. exactly the event "greedy draft token accepted"). On CPU the teacher can
+be switched off (``teacher: false``) and only the hard term is used.
+
+Logged metrics: ``*/loss``, ``*/top1`` (draft argmax == trace token: greedy acceptance per token)
+and, with a teacher, ``*/accept_t1`` = ``Σ min(p, q)`` (the expected T=1 acceptance per token).
+The checkpoint holds the draft only (the target and the shared embeddings are not saved).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+
+import lightning as L
+import torch
+from safetensors.torch import load_file
+from torch.utils.data import DataLoader
+
+from specdec.data.distill_data import DATA_COMMAND, TraceDataset, collate_traces
+from specdec.models.draft_net import EMBED_KEY, init_from_target, save_draft, tokenizer_sha256
+
+
+class DistillLearner(L.LightningModule):
+    """Wraps a ``ReducedVocabDraft`` (plain ``nn.Module``) initialised from the target.
+
+    Args:
+        model: the ``ModelPair`` (its target is the teacher and the init source).
+        traces_dir: folder written by ``stage=data`` (holds ``token_map.safetensors``).
+        layers: target layers copied into the draft, in order (e.g. ``[0, 1]``).
+        teacher: run the target online for the soft (KL) term.
+        kl_weight: weight of the soft term (``1 - kl_weight`` on the hard term).
+        lr, weight_decay, warmup_steps: AdamW with linear warm-up and cosine decay.
+        total_steps: schedule length (``trainer.max_steps``).
+    """
+
+    def __init__(self, model, traces_dir: str, layers: list[int], teacher: bool = True,
+                 kl_weight: float = 0.5, lr: float = 3e-4, weight_decay: float = 0.0,
+                 warmup_steps: int = 100, total_steps: int = 10_000) -> None:
+        super().__init__()
+        self.save_hyperparameters(ignore=["model"])
+        path = Path(traces_dir) / "token_map.safetensors"
+        if not path.exists():
+            raise FileNotFoundError(f"{path} is missing; create it with `{DATA_COMMAND}`")
+        tmap = load_file(str(path))["token_map"].long()
+        target = model.target.float()
+        for p in target.parameters():
+            p.requires_grad_(False)
+        self._target = [target]  # a list: not a registered submodule (not trained, not saved)
+        self.net = init_from_target(target, tmap, layers=list(layers),
+                                    tokenizer_hash=tokenizer_sha256(model.tokenizer))
+        t2d = torch.full((target.config.vocab_size,), -1, dtype=torch.long)
+        t2d[tmap] = torch.arange(tmap.numel())
+        self.register_buffer("t2d", t2d, persistent=False)
+        self.strict_loading = False  # checkpoints omit the shared embeddings
+
+    # --- steps --------------------------------------------------------------------------------
+    def _step(self, batch: dict[str, torch.Tensor], stage: str) -> torch.Tensor:
+        ids, mask = batch["ids"], batch["loss_mask"]  # [B, T], [B, T] (positions predicting t+1)
+        h = self.net.model(input_ids=ids).last_hidden_state  # [B, T, H]
+        logits = self.net.lm_head(h[mask]).float()  # [M, V_d]
+        logq = logits.log_softmax(-1)
+        nxt = torch.roll(ids, -1, dims=1)[mask]  # [M] the trace's next tokens
+        idx = self.t2d[nxt]  # [M], -1 where the token is outside the map
+        mapped = idx >= 0
+        picked = logq.gather(-1, idx.clamp(min=0)[:, None])[:, 0]  # [M]
+        hard = -(picked * mapped).sum() / mapped.sum().clamp(min=1)
+        top1 = (logits.argmax(-1) == idx).float().mean()
+        loss, kl_w = hard, float(self.hparams.kl_weight)
+        if kl_w > 0:
+            # soft labels: the online teacher's full p, else the traces' stored top-k of p
+            if self.hparams.teacher:
+                target = self._target[0]
+                with torch.no_grad():
+                    th = target.model(input_ids=ids).last_hidden_state[mask]  # [M, H]
+                    p = target.lm_head(th).float().softmax(-1)[:, self.net.token_map]  # [M, V_d]
+                q_at = logq
+            else:
+                k_idx = self.t2d[batch["soft_ids"]]  # [M, k]
+                p = batch["soft_logp"].float().exp() * (k_idx >= 0)  # [M, k]
+                q_at = logq.gather(-1, k_idx.clamp(min=0))  # [M, k]
+            soft = -(p * q_at).sum(-1).mean()
+            loss = kl_w * soft + (1 - kl_w) * hard
+            accept = torch.minimum(p, q_at.exp()).sum(-1).mean()  # top-k: a lower bound
+            self.log(f"{stage}/accept_t1", accept, prog_bar=stage != "train", sync_dist=True)
+            self.log(f"{stage}/soft", soft, sync_dist=True)
+        self.log(f"{stage}/loss", loss, prog_bar=True, sync_dist=True)
+        self.log(f"{stage}/top1", top1, prog_bar=True, sync_dist=True)
+        return loss
+
+    def training_step(self, batch, batch_idx):
+        return self._step(batch, "train")
+
+    def validation_step(self, batch, batch_idx):
+        self._step(batch, "val")
+
+    def test_step(self, batch, batch_idx):
+        self._step(batch, "test")
+
+    def on_fit_start(self) -> None:
+        self._target[0].to(self.device)
+        self._start = time.monotonic()
+
+    def on_validation_epoch_end(self) -> None:
+        # wall-clock training time, for learning curves (acceptance vs time)
+        self.log("val/elapsed_s", time.monotonic() - getattr(self, "_start", time.monotonic()))
+
+    on_test_start = on_fit_start
+
+    def configure_optimizers(self):
+        params = [p for n, p in self.net.named_parameters() if p.requires_grad and "embed" not in n]
+        opt = torch.optim.AdamW(params, lr=self.hparams.lr, weight_decay=self.hparams.weight_decay)
+        warm, total = int(self.hparams.warmup_steps), int(self.hparams.total_steps)
+
+        def schedule(step: int) -> float:
+            if step < warm:
+                return (step + 1) / warm
+            frac = min(1.0, (step - warm) / max(1, total - warm))
+            return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * frac))
+
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, schedule)
+        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
+
+    # --- checkpoints: the draft only ----------------------------------------------------------
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        state = checkpoint["state_dict"]
+        for key in [k for k in state if k.endswith(EMBED_KEY)]:
+            del state[key]
+
+
+class TraceDataModule(L.LightningDataModule):
+    """Batches of target traces (prompt + continuation) with a loss mask on the continuation.
+
+    Args:
+        traces_dir: folder written by ``stage=data``.
+        batch_size, max_len: tokens per row are truncated to ``max_len``.
+        val_fraction: share of traces held out (chosen by a stable hash of the token ids).
+        num_workers: DataLoader workers.
+    """
+
+    def __init__(self, traces_dir: str, batch_size: int = 16, max_len: int = 512,
+                 val_fraction: float = 0.02, num_workers: int = 0) -> None:
+        super().__init__()
+        self.traces_dir, self.batch_size, self.max_len = traces_dir, batch_size, max_len
+        self.val_fraction, self.num_workers = val_fraction, num_workers
+
+    def setup(self, stage: str | None = None) -> None:
+        full = TraceDataset(self.traces_dir, self.max_len)
+        self.train_set, self.val_set = full.split(self.val_fraction)
+
+    def _loader(self, data, shuffle: bool) -> DataLoader:
+        return DataLoader(data, batch_size=self.batch_size, shuffle=shuffle,
+                          collate_fn=collate_traces, num_workers=self.num_workers,
+                          drop_last=shuffle and len(data) > self.batch_size)
+
+    def train_dataloader(self) -> DataLoader:
+        return self._loader(self.train_set, True)
+
+    def val_dataloader(self) -> DataLoader:
+        return self._loader(self.val_set, False)
+
+    def test_dataloader(self) -> DataLoader:
+        return self._loader(self.val_set, False)
+
+
+def export_draft(learner: DistillLearner, out_dir: str, folder: str | None = None,
+                 dtype: str = "bfloat16") -> Path:
+    """``export``: write the shipped format (``config.json`` + ``model.safetensors``).
+
+    Args:
+        folder: destination (default ``<out_dir>/draft``); e.g. ``specdec/assets/smollm2-draft``.
+        dtype: storage dtype of the float tensors.
+    """
+    dest = Path(folder) if folder else Path(out_dir) / "draft"
+    save_draft(learner.net, dest, dtype=getattr(torch, dtype))
+    return dest
