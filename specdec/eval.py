@@ -225,6 +225,8 @@ def run(cfg: DictConfig) -> dict:
     if not cfg.benchmark.get("datasets"):
         raise ValueError("the benchmark has no datasets; pick one with benchmark=<name> "
                          "(conf/benchmark/)")
+    if cfg.get("threads"):
+        torch.set_num_threads(int(cfg.threads))  # the machine tag records the count
     pair: ModelPair = instantiate(cfg.model)
     parts = build_method(cfg, pair)
     cost = _cost_table(cfg, parts)

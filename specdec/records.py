@@ -9,7 +9,8 @@ killed run restarted with the same command ends with every prompt recorded exact
 The configuration hash covers what changes a prompt's record (model pair, method parts, sampling,
 seed, generation length, datasets' formatting, cost model) and not what only selects or reports
 (``limit``, ``warmup``, ``resume``, ``quality``, ``logger``, ``paths``): raising ``limit`` resumes
-the same run. The fingerprints (``machine_tag``, ``software_versions``) go into ``summary.json`` so
+the same run. ``threads`` and ``device`` are hashed: timings of one record set share them. The
+fingerprints (``machine_tag``, ``software_versions``) go into ``summary.json`` so
 the report refuses speedups across different machines or library versions.
 """
 
