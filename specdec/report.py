@@ -209,7 +209,8 @@ def report(paths: list[str | Path], out_dir: str | Path, *, baseline: str = "ar"
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m specdec.report", description=__doc__)
     parser.add_argument("runs", nargs="+", help="run directories (or folders holding them)")
-    parser.add_argument("--out", default="report", help="output folder (default ./report)")
+    parser.add_argument("--out", default="outputs/report",
+                        help="output folder (default outputs/report)")
     parser.add_argument("--baseline", default="ar", help="method name of the baseline run")
     parser.add_argument("--no-plots", action="store_true", help="write the Markdown only")
     parser.add_argument("--strict", action="store_true",
