@@ -35,7 +35,7 @@ def bars(rows, value, title: str, ylabel: str, path: Path) -> None:
     ax.set_ylabel(ylabel)
     ax.set_title(title)
     ax.axhline(1.0, color="grey", linewidth=0.8, linestyle="--")
-    ax.legend(fontsize="small")
+    ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 
