@@ -2,5 +2,7 @@
 
 from specdec.drafters.empty import EmptyDrafter
 from specdec.drafters.model import ModelDrafter
+from specdec.drafters.multi import MultiDraftDrafter
+from specdec.drafters.tree import TopKTreeDrafter
 
-__all__ = ["EmptyDrafter", "ModelDrafter"]
+__all__ = ["EmptyDrafter", "ModelDrafter", "MultiDraftDrafter", "TopKTreeDrafter"]
