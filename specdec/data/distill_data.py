@@ -249,21 +249,25 @@ def make_traces(model, out_dir: str, source_dir: str, *, datasets: Sequence[str]
                      min(b + batch_size, len(prompts)), time.monotonic() - start)
         if stopped:
             break
-    # 2. Token map from the traces (weighted) and the reference answers.
-    vocab = int(model.target.config.vocab_size)
+    write_token_map(model.target.config.vocab_size, tok, out, source_dir, vocab_map_size)
+    return out
+
+
+def write_token_map(vocab: int, tok, out: Path, source_dir: str | Path, size: int) -> Path:
+    """``token_map.safetensors`` from the traces in ``out`` (weight 10) and the references."""
     counts = torch.zeros(vocab, dtype=torch.long)
     for text in reference_texts(source_dir):
         counts += torch.bincount(torch.tensor(tok.encode(text, add_special_tokens=False),
                                               dtype=torch.long), minlength=vocab)
     trace_counts = torch.zeros(vocab, dtype=torch.long)
     for tr in load_traces(out):
-        trace_counts += torch.bincount(tr.ids[tr.prompt_len:], minlength=vocab)
+        trace_counts += torch.bincount(tr.topk_ids[:, 0], minlength=vocab)  # target argmax
     counts += 10 * trace_counts
-    tmap = token_map(counts, vocab_map_size, always=[tok.eos_token_id])
+    tmap = token_map(counts, size, always=[tok.eos_token_id])
     save_file({"token_map": tmap, "counts": counts}, str(out / "token_map.safetensors"))
     covered = trace_counts[tmap].sum().item() / max(trace_counts.sum().item(), 1)
-    log.info("token map: %d tokens cover %.4f of trace continuation tokens", tmap.numel(), covered)
-    return out
+    log.info("token map: %d tokens cover %.4f of the target's argmax tokens", tmap.numel(), covered)
+    return out / "token_map.safetensors"
 
 
 class TraceDataset(torch.utils.data.Dataset):

@@ -3,8 +3,8 @@
 DistillSpec (Zhou et al. 2024) trains the draft ``q`` to match the target ``p`` on target-generated
 sequences with a divergence ``D(p || q)``; we use the forward KL restricted to the draft's token map
 (``-Σ_{v ∈ d2t} p(v) log q(v)``, whose minimiser is ``q ∝ p`` on the map) when the target runs
-online as teacher (GPU), plus a cross-entropy on the trace's next token (on greedy traces this is
-the target's argmax, i.e. exactly the event "greedy draft token accepted"). On CPU the teacher can
+online as teacher (GPU) or from the stored top-k, plus a cross-entropy on the target's argmax
+(exactly the event "greedy draft token accepted"). On CPU the teacher can
 be switched off (``teacher: false``) and only the hard term is used.
 
 Logged metrics: ``*/loss``, ``*/top1`` (draft argmax == trace token: greedy acceptance per token)
@@ -66,7 +66,10 @@ class DistillLearner(L.LightningModule):
         h = self.net.model(input_ids=ids).last_hidden_state  # [B, T, H]
         logits = self.net.lm_head(h[mask]).float()  # [M, V_d]
         logq = logits.log_softmax(-1)
-        nxt = torch.roll(ids, -1, dims=1)[mask]  # [M] the trace's next tokens
+        if "soft_ids" in batch:  # hard label: the target's argmax (the next token on greedy traces)
+            nxt = batch["soft_ids"][:, 0]  # [M]
+        else:
+            nxt = torch.roll(ids, -1, dims=1)[mask]  # [M] the trace's next tokens
         idx = self.t2d[nxt]  # [M], -1 where the token is outside the map
         mapped = idx >= 0
         picked = logq.gather(-1, idx.clamp(min=0)[:, None])[:, 0]  # [M]
