@@ -169,3 +169,22 @@ def test_head_for_another_draft_names_the_experiment(tmp_path):
 def test_tied_head_shares_one_block_and_untied_does_not():
     assert len(list(AcceptanceHead(8, 3, tie=True).parameters())) == 4
     assert len(list(AcceptanceHead(8, 3).parameters())) == 8
+
+
+def test_training_prompts_skip_eval_prompts_and_use_train_files_only(tmp_path):
+    import json
+
+    (tmp_path / "alpaca").mkdir()
+    (tmp_path / "gsm8k").mkdir()
+    rows = [{"instruction": "Say hi.", "input": ""}, {"instruction": "Add", "input": "1 and 2"},
+            {"instruction": "Say hi.", "input": ""}]  # a duplicate
+    (tmp_path / "alpaca" / "train_a.json").write_text(json.dumps(rows))
+    (tmp_path / "alpaca" / "eagle_question.jsonl").write_text(
+        json.dumps({"question_id": 0, "turns": ["Add\n\n1 and 2"]}) + "\n")
+    (tmp_path / "gsm8k" / "train.jsonl").write_text(json.dumps({"question": "2+2?"}) + "\n")
+    (tmp_path / "gsm8k" / "test.jsonl").write_text(json.dumps({"question": "3+3?"}) + "\n")
+    alpaca = acceptance_data.load_source({"name": "alpaca"}, tmp_path)
+    gsm8k = acceptance_data.load_source({"name": "gsm8k"}, tmp_path)
+    assert [t for _, t in alpaca] == ["Say hi."] and [t for _, t in gsm8k] == ["2+2?"]
+    with pytest.raises(FileNotFoundError, match="data_gen.data_dir"):
+        acceptance_data.load_source({"name": "gsm8k"}, tmp_path / "missing")
