@@ -1,0 +1,119 @@
+"""Cost model: a forward-time table calibrated on this machine turns a forward log into seconds.
+
+ARCHITECTURE §0.2: every forward is logged as ``ForwardRecord(role, new_tokens, context, seconds)``;
+``calibrate`` measures, per model role, the median time of a cached forward of ``n`` new tokens
+(``n = 1..max_new`` plus a few prefill sizes) after a reference context ``c_ref``, and the
+per-context-token slope ``s`` of a 1-token forward between two contexts. A record then costs
+
+    t(role, n, ctx) = T_role(n) + s_role * (ctx - c_ref)
+
+with ``T(n)`` interpolated linearly between measured sizes (extrapolated from the last two).
+Serial forwards add up: ``CostTable(forwards)`` is the sum (``modeled_s``); overlapped schedules
+take maxima at their own level.
+"""
+
+from __future__ import annotations
+
+import bisect
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import torch
+
+from specdec.lm import CachedLM, ForwardRecord
+
+PREFILL_SIZES = (16, 32, 64, 128, 256)
+
+
+@dataclass
+class CostTable:
+    """Median forward seconds per role and number of new tokens, plus a context slope.
+
+    Attributes:
+        times: ``{role: {n: seconds}}`` measured at context ``ref_context``.
+        slopes: ``{role: seconds per extra context token}`` (1-token forwards).
+        ref_context: the context length the ``times`` were measured at.
+    """
+
+    times: dict[str, dict[int, float]]
+    slopes: dict[str, float] = field(default_factory=dict)
+    ref_context: int = 0
+
+    def cost(self, role: str, new_tokens: int, context: int) -> float:
+        """Modelled seconds of one forward."""
+        if role not in self.times:
+            raise ValueError(f"no calibration for role {role!r}; calibrated: {sorted(self.times)}")
+        table = self.times[role]
+        sizes = sorted(table)
+        n = max(1, int(new_tokens))
+        i = bisect.bisect_left(sizes, n)
+        if i < len(sizes) and sizes[i] == n:
+            base = table[n]
+        elif len(sizes) == 1:
+            base = table[sizes[0]] * n / sizes[0]
+        else:
+            # 1. Interpolate between neighbours (or extrapolate from the two nearest ends).
+            lo, hi = (sizes[i - 1], sizes[i]) if 0 < i < len(sizes) else (
+                (sizes[0], sizes[1]) if i == 0 else (sizes[-2], sizes[-1]))
+            frac = (n - lo) / (hi - lo)
+            base = table[lo] + frac * (table[hi] - table[lo])
+        extra = self.slopes.get(role, 0.0) * (context - self.ref_context)
+        return max(base + extra, 0.0)
+
+    def __call__(self, forwards: Sequence[ForwardRecord]) -> float:
+        """Serial forwards add up."""
+        return sum(self.cost(f.role, f.new_tokens, f.context) for f in forwards)
+
+    def describe(self) -> dict[str, dict[str, float]]:
+        """``{role: {"n=1": ms, ...}}`` for summaries."""
+        return {role: {f"n={n}": 1000 * t for n, t in sorted(tab.items())}
+                for role, tab in self.times.items()}
+
+
+def _median_forward(lm: CachedLM, context: torch.Tensor, n: int, repeats: int,
+                    gen: torch.Generator) -> float:
+    """Median seconds of an ``n``-token forward after ``context`` (cache rebuilt once)."""
+    lm.reset()
+    lm.forward(context)
+    lm.keep(list(range(context.numel())))
+    times = []
+    for _ in range(repeats + 1):
+        tokens = torch.randint(0, lm.vocab_size, (n,), generator=gen)
+        lm.forward(tokens)
+        times.append(lm.forward_log[-1].seconds)
+        lm.crop(context.numel())
+    return statistics.median(times[1:])  # the first repeat warms up
+
+
+def calibrate(target: CachedLM, draft: CachedLM | None, *, max_new: int = 8, repeats: int = 5,
+              ref_context: int = 128, far_context: int = 512, seed: int = 0) -> CostTable:
+    """Measure forward times of ``target`` (and ``draft``) on this machine.
+
+    Args:
+        target, draft: the cached models the run uses (their caches are reset afterwards and the
+            calibration forwards are removed from their logs).
+        max_new: measure every ``n`` in ``1..max_new`` (verification / drafting sizes), plus the
+            prefill sizes ``16..256`` for drafts that catch up on prompts.
+        repeats: forwards per size (the median is kept; at most 2 for the prefill sizes).
+        ref_context, far_context: contexts for the table and the context slope.
+    """
+    if max_new < 1 or repeats < 1:
+        raise ValueError(f"max_new and repeats must be >= 1, got {max_new}, {repeats}")
+    gen = torch.Generator().manual_seed(seed)
+    times: dict[str, dict[int, float]] = {}
+    slopes: dict[str, float] = {}
+    for lm in [m for m in (target, draft) if m is not None]:
+        mark = len(lm.forward_log)
+        ctx = torch.randint(0, lm.vocab_size, (far_context,), generator=gen)
+        sizes = sorted(set(range(1, max_new + 1)) | {s for s in PREFILL_SIZES if s > max_new})
+        # 1. T(n) at the reference context.
+        table = {n: _median_forward(lm, ctx[:ref_context], n, repeats if n <= max_new else
+                                    min(repeats, 2), gen) for n in sizes}
+        # 2. Context slope from 1-token forwards at a far context.
+        far = _median_forward(lm, ctx, 1, repeats, gen)
+        slopes[lm.role] = (far - table[1]) / (far_context - ref_context)
+        times[lm.role] = table
+        lm.reset()
+        del lm.forward_log[mark:]
+    return CostTable(times=times, slopes=slopes, ref_context=ref_context)

@@ -1,0 +1,47 @@
+"""Cost model: table lookups, interpolation, serial sums, and calibration on the tiny pair."""
+
+from __future__ import annotations
+
+import pytest
+
+from specdec.costmodel import CostTable, calibrate
+from specdec.drafters import ModelDrafter
+from specdec.drafters.policies import Fixed
+from specdec.engine import generate
+from specdec.lm import CachedLM, ForwardRecord
+from specdec.models.tiny import tiny_pair
+from specdec.sampling import Sampling, TorchCoins
+from specdec.verifiers import Tokenwise
+
+
+def test_table_interpolates_extrapolates_and_adds_serial_forwards():
+    table = CostTable(times={"target": {1: 0.010, 2: 0.016, 4: 0.020}, "draft": {1: 0.001}},
+                      slopes={"target": 1e-5}, ref_context=100)
+    assert table.cost("target", 2, 100) == pytest.approx(0.016)
+    assert table.cost("target", 3, 100) == pytest.approx(0.018)  # linear between 2 and 4
+    assert table.cost("target", 6, 100) == pytest.approx(0.024)  # extrapolated from 2..4
+    assert table.cost("target", 1, 300) == pytest.approx(0.010 + 200 * 1e-5)
+    assert table.cost("draft", 3, 100) == pytest.approx(0.003)  # one size: proportional
+    log = [ForwardRecord("target", 2, 100, 9.9), ForwardRecord("draft", 1, 100, 9.9),
+           ForwardRecord("draft", 1, 100, 9.9)]
+    assert table(log) == pytest.approx(0.016 + 0.002)  # measured seconds are not used
+    with pytest.raises(ValueError, match="no calibration for role 'other'"):
+        table([ForwardRecord("other", 1, 0, 0.0)])
+
+
+def test_calibrate_tiny_pair_and_price_a_run():
+    pair = tiny_pair()
+    target, draft = CachedLM(pair.target), CachedLM(pair.draft, role="draft")
+    table = calibrate(target, draft, max_new=3, repeats=2, ref_context=16, far_context=48)
+    assert set(table.times) == {"target", "draft"}
+    assert {1, 2, 3, 16, 256} <= set(table.times["target"])
+    assert all(t > 0 for tab in table.times.values() for t in tab.values())
+    assert target.forward_log == [] and draft.forward_log == [] and target.ids == []
+    sampling = Sampling(temperature=0.0)
+    out = generate(pair.tokenizer.encode("hello world"), target,
+                   ModelDrafter(draft, Fixed(3), sampling), Tokenwise(), sampling=sampling,
+                   coins=TorchCoins(0), max_new_tokens=10)
+    expected = sum(table.cost(f.role, f.new_tokens, f.context) for f in out.stats.forwards)
+    assert table(out.stats.forwards) == pytest.approx(expected) and expected > 0
+    with pytest.raises(ValueError, match="max_new and repeats"):
+        calibrate(target, None, max_new=0)

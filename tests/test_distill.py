@@ -1,0 +1,191 @@
+"""Draft distillation: the experiment runs on a tiny config, its export round-trips exactly and the
+exported draft decodes; training prompts exclude eval prompts; bad draft files are refused."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from specdec.data.distill_data import (
+    collate_traces,
+    load_traces,
+    make_traces,
+    training_prompts,
+)
+from specdec.drafters import EmptyDrafter, ModelDrafter
+from specdec.drafters.policies import Fixed
+from specdec.engine import generate
+from specdec.lm import CachedLM
+from specdec.models.draft_net import (
+    EMBED_KEY,
+    init_from_target,
+    load_draft,
+    save_draft,
+    tokenizer_sha256,
+)
+from specdec.models.tiny import tiny_pair
+from specdec.sampling import Sampling, TorchCoins, warp
+from specdec.verifiers import Tokenwise
+
+EVAL_Q = "What is 3 + 4 apples?"
+
+
+def _source(tmp_path):
+    """A folder laid out like shared/data with a few training prompts and one eval prompt."""
+    src = tmp_path / "shared"
+    (src / "gsm8k").mkdir(parents=True)
+    (src / "alpaca").mkdir()
+    rows = [{"question": f"Tom has {i} pens and buys {i + 1}. How many?", "answer": f"{2 * i + 1}"}
+            for i in range(5)] + [{"question": EVAL_Q, "answer": "7"}]
+    (src / "gsm8k" / "train.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
+    (src / "gsm8k" / "eagle_question.jsonl").write_text(
+        json.dumps({"question_id": 0, "turns": [EVAL_Q]}))
+    (src / "alpaca" / "train.json").write_text(json.dumps(
+        [{"instruction": "Name a color.", "input": "", "output": "Blue."},
+         {"instruction": "Add these.", "input": "2 and 2", "output": "4"}]))
+    return src
+
+
+def test_training_prompts_exclude_eval_prompts(tmp_path):
+    prompts = training_prompts(_source(tmp_path))
+    assert EVAL_Q not in prompts
+    assert len(prompts) == 7 and "Add these.\n2 and 2" in prompts
+
+
+def test_on_policy_traces_hold_the_targets_greedy_continuations(tmp_path):
+    pair = tiny_pair()
+    make_traces(pair, str(tmp_path / "t"), str(_source(tmp_path)), max_new=5, batch_size=3,
+                limit=4, vocab_map_size=30, topk=4)
+    traces = load_traces(tmp_path / "t")
+    assert len(traces) == 4
+    for tr in traces:
+        # greedy: each continuation token is the target's argmax, i.e. the first of its top-k
+        assert torch.equal(tr.ids[tr.prompt_len:], tr.topk_ids[:, 0])
+        assert tr.topk_ids.shape == (tr.ids.numel() - tr.prompt_len, 4)
+        assert torch.all(tr.topk_logp[:, :-1] >= tr.topk_logp[:, 1:])
+
+
+def test_experiment_debug_fit_writes_checkpoint_and_exact_export(tmp_path, compose):
+    from specdec.train import train
+
+    src = _source(tmp_path)
+    overrides = [
+        "+experiment=distill_draft_smollm2", "trainer=debug",
+        "distill.model._target_=specdec.models.tiny.tiny_pair", "~distill.model.draft",
+        "~distill.model.cache_dir", "~distill.model.device", f"distill.source_dir={src}",
+        f"distill.traces_dir={tmp_path / 'traces'}", f"distill.export_dir={tmp_path / 'draft'}",
+        "data_gen.max_len=40", "data_gen.batch_size=4", "data_gen.vocab_map_size=40",
+        "learner.layers=[1]", "datamodule.batch_size=4", "export.dtype=float32",
+    ]
+    train(compose("train", [*overrides, "stage=data"]))
+    traces = load_traces(tmp_path / "traces")
+    assert len(traces) == 7 and all(t.topk_ids.shape[0] == t.ids.numel() - t.prompt_len
+                                    for t in traces)
+    batch = collate_traces(traces[:3])
+    assert batch["soft_ids"].shape[0] == int(batch["loss_mask"].sum())
+
+    # fit (one debug step) and export; capture the learner through the export hook
+    import specdec.learners.distill as distill
+
+    seen = {}
+    real_export = distill.export_draft
+
+    def spy(learner, out_dir, **kw):
+        seen["net"] = learner.net
+        return real_export(learner, out_dir, **kw)
+
+    distill.export_draft = spy
+    try:
+        metrics = train(compose("train", overrides))
+    finally:
+        distill.export_draft = real_export
+    assert "test/top1" in metrics and "test/accept_t1" in metrics
+    pair = tiny_pair()
+    draft = load_draft(tmp_path / "draft", pair.target, tokenizer=pair.tokenizer)
+    trained = {k: v for k, v in seen["net"].state_dict().items() if "embed_tokens" not in k}
+    loaded = {k: v for k, v in draft.state_dict().items() if "embed_tokens" not in k}
+    assert trained.keys() == loaded.keys()
+    for key, value in trained.items():
+        assert torch.equal(value, loaded[key]), key  # float32 export: bit-exact round trip
+
+    # the exported draft decodes through the engine, and greedy sps == ar
+    sampling, ids = Sampling(temperature=0.0), pair.tokenizer.encode("Tom has 3 pens")
+    outs = []
+    for drafter in (EmptyDrafter(), ModelDrafter(CachedLM(draft, role="draft"), Fixed(3),
+                                                 sampling)):
+        outs.append(generate(ids, CachedLM(pair.target), drafter, Tokenwise(), sampling=sampling,
+                             coins=TorchCoins(0), max_new_tokens=12).tokens)
+    assert outs[0] == outs[1] and len(outs[0]) == 12
+
+
+def test_checkpoint_from_fit_is_written(tmp_path, compose):
+    """Without fast_dev_run a short fit writes a Lightning checkpoint holding the draft only."""
+    from specdec.train import train
+
+    src = _source(tmp_path)
+    base = ["+experiment=distill_draft_smollm2", "distill.model._target_=specdec.models.tiny."
+            "tiny_pair", "~distill.model.draft", "~distill.model.cache_dir",
+            "~distill.model.device", f"distill.source_dir={src}",
+            f"distill.traces_dir={tmp_path / 'traces'}", f"distill.export_dir={tmp_path / 'd'}",
+            "data_gen.max_len=30", "data_gen.batch_size=8", "learner.layers=[0]",
+            "datamodule.batch_size=4", "trainer.max_steps=2", "trainer.val_check_interval=1",
+            "+trainer.limit_val_batches=1", "+trainer.enable_progress_bar=false"]
+    train(compose("train", [*base, "stage=data"]))
+    train(compose("train", base))
+    ckpt = tmp_path / "checkpoints" / "last.ckpt"
+    assert ckpt.exists()
+    state = torch.load(ckpt, map_location="cpu", weights_only=False)["state_dict"]
+    assert not any("embed_tokens" in k for k in state) and "net.lm_head.weight" in state
+
+
+def test_bf16_export_round_trips_to_storage_precision(tmp_path):
+    pair = tiny_pair()
+    net = init_from_target(pair.target, torch.arange(0, 200, 3), layers=[0, 1],
+                           tokenizer_hash=tokenizer_sha256(pair.tokenizer))
+    save_draft(net, tmp_path, dtype=torch.bfloat16)
+    back = load_draft(tmp_path, pair.target, tokenizer=pair.tokenizer)
+    for key, value in net.state_dict().items():
+        if key == EMBED_KEY:  # shared with the target, never exported
+            assert back.get_input_embeddings() is pair.target.get_input_embeddings()
+            continue
+        want = value.to(torch.bfloat16).to(value.dtype) if value.is_floating_point() else value
+        assert torch.equal(back.state_dict()[key], want), key
+
+
+def test_reduced_vocab_q_is_a_distribution_with_zeros_outside_the_map():
+    pair = tiny_pair()
+    tmap = torch.arange(5, 120, 2)
+    net = init_from_target(pair.target, tmap, layers=[0])
+    lm = CachedLM(net, role="draft")
+    assert lm.vocab_size == pair.target.config.vocab_size
+    logits = lm.forward(torch.tensor([1, 2, 3])).logits  # [3, V]
+    for temperature in (0.0, 1.0):
+        q = warp(logits, Sampling(temperature=temperature))
+        torch.testing.assert_close(q.sum(-1), torch.ones(3))
+        outside = torch.ones(q.shape[-1], dtype=torch.bool)
+        outside[tmap] = False
+        assert torch.all(q[:, outside] == 0)
+
+
+def test_draft_for_another_tokenizer_is_refused(tmp_path):
+    pair = tiny_pair()
+    net = init_from_target(pair.target, torch.arange(50), layers=[0], tokenizer_hash="0" * 64)
+    save_draft(net, tmp_path)
+    with pytest.raises(ValueError, match="another tokenizer"):
+        load_draft(tmp_path, pair.target, tokenizer=pair.tokenizer)
+
+
+def test_missing_or_corrupt_draft_names_file_and_command(tmp_path):
+    pair = tiny_pair()
+    with pytest.raises(FileNotFoundError, match=r"config\.json.*specdec\.train \+experiment"):
+        load_draft(tmp_path / "nowhere", pair.target)
+    net = init_from_target(pair.target, torch.arange(50), layers=[0])
+    save_draft(net, tmp_path)
+    (tmp_path / "model.safetensors").write_bytes(b"not a safetensors file")
+    with pytest.raises(ValueError, match=r"corrupt.*specdec\.train \+experiment"):
+        load_draft(tmp_path, pair.target)
+    (tmp_path / "model.safetensors").unlink()
+    with pytest.raises(FileNotFoundError, match=r"model\.safetensors is missing"):
+        load_draft(tmp_path, pair.target)
