@@ -125,6 +125,7 @@ def test_cost_model_without_the_module_says_how_to_turn_it_off(tmp_path, monkeyp
         ev.run(eval_cfg(tmp_path, ["method=ar", "cost_model=true"]))
 
 
+@pytest.mark.slow  # the real calibration times many forwards
 def test_real_cost_model_if_present(tmp_path):
     try:
         import specdec.costmodel  # noqa: F401
