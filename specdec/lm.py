@@ -122,6 +122,7 @@ class CachedLM:
         hidden = out.hidden_states[-1][0] if want_hidden else None  # [N, H]
         return LMOut(logits=logits, hidden=hidden)
 
+    @torch.inference_mode()  # the tree gather writes into cache tensors made in inference mode
     def keep(self, nodes: list[int]) -> None:
         """Commit the pending nodes ``nodes`` (in this order) and drop the other pending nodes.
 
