@@ -90,6 +90,9 @@ class WandbLogger(EvalLogger):
 
     def finish(self) -> None:
         self.run.finish()
+        # finish() can return before the W&B service has written the run file (seen in offline
+        # mode under load); teardown waits for the service to flush and stop
+        self.wandb.teardown()
 
 
 def make_logger(cfg: dict, config: dict, out_dir: str | Path, *, name: str) -> EvalLogger:
