@@ -20,6 +20,7 @@ from specdec.engine import generate
 from specdec.lm import CachedLM
 from specdec.models.draft_net import (
     EMBED_KEY,
+    draft_from_checkpoint,
     init_from_target,
     load_draft,
     save_draft,
@@ -136,8 +137,17 @@ def test_checkpoint_from_fit_is_written(tmp_path, compose):
     train(compose("train", base))
     ckpt = tmp_path / "checkpoints" / "last.ckpt"
     assert ckpt.exists()
-    state = torch.load(ckpt, map_location="cpu", weights_only=False)["state_dict"]
+    state = torch.load(ckpt, map_location="cpu", weights_only=True)["state_dict"]
     assert not any("embed_tokens" in k for k in state) and "net.lm_head.weight" in state
+    # the checkpoint rebuilds the exported draft (bf16 storage)
+    pair = tiny_pair()
+    rebuilt = draft_from_checkpoint(ckpt, pair.target, pair.tokenizer)
+    shipped = load_draft(tmp_path / "d", pair.target, tokenizer=pair.tokenizer)
+    for key, value in rebuilt.state_dict().items():
+        if key == EMBED_KEY:
+            continue
+        want = value.to(torch.bfloat16).float() if value.is_floating_point() else value
+        assert torch.equal(shipped.state_dict()[key], want), key
 
 
 def test_bf16_export_round_trips_to_storage_precision(tmp_path):

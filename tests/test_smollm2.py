@@ -69,3 +69,16 @@ def test_greedy_sps_equals_ar_on_smollm2(draft):
         rates.append(rate)
     if draft == "trained":  # the trained draft must actually help (truncated accepts ~nothing)
         assert sum(rates) / len(rates) > 0.3, rates
+
+
+def test_corrupt_cache_names_the_file_and_the_remedy(tmp_path):
+    folder = tmp_path / CACHE_NAME
+    folder.mkdir()
+    (folder / "model.safetensors").write_bytes(b"not a safetensors file")
+    with pytest.raises(ValueError, match=r"model\.safetensors.*delete the folder"):
+        load_target(tmp_path)
+
+
+def test_unknown_draft_kind_is_refused():
+    with pytest.raises(ValueError, match="unknown draft 'big'"):
+        smollm2_pair(draft="big")

@@ -44,7 +44,12 @@ class DistillLearner(L.LightningModule):
                  kl_weight: float = 0.5, lr: float = 3e-4, weight_decay: float = 0.0,
                  warmup_steps: int = 100, total_steps: int = 10_000) -> None:
         super().__init__()
-        self.save_hyperparameters(ignore=["model"])
+        # plain types only, so checkpoints load with torch.load(weights_only=True)
+        self.save_hyperparameters({
+            "traces_dir": str(traces_dir), "layers": [int(i) for i in layers],
+            "teacher": bool(teacher), "kl_weight": float(kl_weight), "lr": float(lr),
+            "weight_decay": float(weight_decay), "warmup_steps": int(warmup_steps),
+            "total_steps": int(total_steps)})
         path = Path(traces_dir) / "token_map.safetensors"
         if not path.exists():
             raise FileNotFoundError(f"{path} is missing; create it with `{DATA_COMMAND}`")

@@ -186,3 +186,18 @@ def load_draft(folder: str | Path, target, *, tokenizer=None,
                          f"(missing {missing}, unexpected {unexpected}); {remedy}")
     draft.model.rotary_emb = type(draft.model.rotary_emb)(config=cfg)  # rebuild meta buffers
     return draft.eval()
+
+
+def draft_from_checkpoint(ckpt_path: str | Path, target, tokenizer=None) -> ReducedVocabDraft:
+    """Rebuild the draft from a ``DistillLearner`` Lightning checkpoint (keys ``net.*``)."""
+    state = torch.load(str(ckpt_path), map_location="cpu", weights_only=True)["state_dict"]
+    net = {k[len("net."):]: v for k, v in state.items() if k.startswith("net.")}
+    layers = 1 + max(int(k.split(".")[2]) for k in net if k.startswith("model.layers."))
+    cfg = draft_config(target.config, layers=layers,
+                       draft_vocab_size=net["lm_head.weight"].shape[0],
+                       tokenizer_hash=tokenizer_sha256(tokenizer) if tokenizer else "")
+    draft = ReducedVocabDraft(cfg).to(target.dtype)
+    attach_embeddings(draft, target)
+    missing, unexpected = draft.load_state_dict(net, strict=False)
+    assert not unexpected and set(missing) <= {EMBED_KEY}, (missing, unexpected)
+    return draft.eval()
