@@ -12,6 +12,15 @@ from specdec.sampling import Sampling
 TINY_SOURCES = [{"name": "synthetic", "limit": 16}]
 
 
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """Tiny models gain nothing from intra-op threads, and they stall on a busy shared machine."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture(scope="module")
 def tiny32():
     from specdec.models.tiny import tiny_pair
@@ -95,19 +104,19 @@ def test_loss_ignores_labels_of_target_positions(tiny32, data_dir):
 
 
 def test_overfitting_one_batch_cuts_the_excess_loss_tenfold(tiny32, data_dir):
-    """Excess over the per-token optimum p* = a / (a + w(1-a)) must fall by 10x in 200 steps."""
+    """Excess over the per-token optimum p* = a / (a + w(1-a)) must fall by 10x in 120 steps."""
     from specdec.learners.acceptance import AcceptanceLearner, mix, weighted_bce
 
     torch.manual_seed(0)
-    learner = AcceptanceLearner(tiny32, depth=2, mismatch_weight=6.0, lr=3e-3)
+    learner = AcceptanceLearner(tiny32, depth=2, mismatch_weight=6.0)
     batch = batch_of(data_dir, n=2)
     _, loss_mask = mix(batch, ratio=0.15, seed=0, epoch=0)  # what model_step uses at epoch 0
     a = batch["labels"][loss_mask].double()
     best = (a / (a + 6.0 * (1 - a))).clamp(1e-9, 1 - 1e-9)
     floor = float(weighted_bce(torch.stack([(1 - best).log(), best.log()], -1), a, 6.0))
-    opt = torch.optim.Adam(learner.head.parameters(), lr=3e-3)
+    opt = torch.optim.Adam(learner.head.parameters(), lr=1e-2)
     losses = []
-    for _ in range(200):
+    for _ in range(120):
         opt.zero_grad()
         loss = learner.model_step(batch, "train_")
         loss.backward()

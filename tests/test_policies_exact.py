@@ -25,6 +25,15 @@ PROMPT = [0, 1]
 VOCAB = 2
 
 
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """Tiny models gain nothing from intra-op threads, and they stall on a busy shared machine."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 def random_head_dir(tmp_path, hidden: int, seed: int) -> str:
     """A small fixed random acceptance head (TableLM's hidden states are its logits, size V)."""
     gen = torch.Generator().manual_seed(seed)
@@ -57,7 +66,10 @@ def truncate_at_stop(dist: dict, stops: set[int]) -> dict:
 @pytest.mark.parametrize("policy_name", ["heuristic", "adaedl", "specdecpp"])
 def test_adaptive_policies_keep_sps_lossless(policy_name, temperature, stop_ids, tmp_path):
     # greedy runs have one path each, so they use more tables to see the lengths vary
-    seeds, length = (range(24) if temperature == 0 else (3, 4)), 5
+    seeds = range(24) if temperature == 0 else (3,)
+    # SpecDec++ drafts >= 2 tokens a step here, so 4 tokens already span several steps (and its
+    # enumeration grows fastest); the others need 5 to show different lengths
+    length = 4 if policy_name == "specdecpp" else 5
     sampling = Sampling(temperature=temperature)
     lengths: set[int] = set()
     for seed in seeds:
