@@ -103,8 +103,9 @@ def load_target(cache_dir: str | Path | None = None, dtype: str = "float32",
         model = AutoModelForCausalLM.from_pretrained(folder, dtype=resolve_dtype(dtype))
     except Exception as err:  # a truncated or corrupt cache file
         raise ValueError(
-            f"cannot load the SmolLM2 cache {folder / 'model.safetensors'} ({err}); delete the "
-            f"folder {folder} and rerun: it is recreated from {GGUF_NAME}"
+            f"cannot load the SmolLM2 cache {folder / 'model.safetensors'}; delete the folder "
+            f"{folder} and rerun: it is recreated from {GGUF_NAME}. Cause: "
+            + " ".join(str(err).split())
         ) from err
     return model.to(device).eval(), tok
 
