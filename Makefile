@@ -6,7 +6,9 @@ export HF_HUB_OFFLINE ?= 1
 export HF_DATASETS_OFFLINE ?= 1
 export WANDB_MODE ?= offline
 
-.PHONY: install eval test lint clean
+DATA_DIR ?= $(or $(SPECDEC_DATA_DIR),data)
+
+.PHONY: install data eval test lint clean
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -18,7 +20,14 @@ $(VENV)/.installed: pyproject.toml
 
 install: $(VENV)/.installed
 
-eval: install
+# Benchmark prompts from ../shared/data (scripts/prepare_data.py --source DIR for another folder).
+$(DATA_DIR)/.prepared: | $(VENV)/.installed
+	$(PY) scripts/prepare_data.py --out $(DATA_DIR)
+	touch $@
+
+data: $(DATA_DIR)/.prepared
+
+eval: install data
 	$(PY) -m specdec.eval $(ARGS)
 
 test: install

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The CPU recipe for the shipped SmolLM2 draft (resumable; run it under nohup):
 #   nohup scripts/train_draft_cpu.sh > outputs/distill_smollm2_cpu.log 2>&1 &
-# 1. stage=data: target top-k labels on reference answers for DATA_MINUTES (rerun to add more);
+# 1. stage=data for DATA_MINUTES (rerun to add more): DATA=traces (default) stores the target's own
+#    greedy continuations of training prompts (on-policy, ~110 new tokens/s on 2 cores);
+#    DATA=reference scores reference answers instead (prefill only, ~2x the tokens/s, off-policy);
 # 2. fit: distil the draft for at most FIT_TIME (resumes from the last checkpoint if present),
 #    then test and export to specdec/assets/smollm2-draft/ (EXPORT_DIR to change).
 set -euo pipefail
@@ -10,8 +12,14 @@ cd "$(dirname "$0")/.."
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 WANDB_MODE=offline PYTHONUNBUFFERED=1
 RUN=${RUN:-outputs/distill_smollm2_cpu}
 EXP="+experiment=distill_draft_smollm2"
+if [ "${DATA:-traces}" = traces ]; then
+  GEN=(data_gen._target_=specdec.data.distill_data.make_traces "+data_gen.passes=[{temperature:0.0}]"
+       +data_gen.max_new=${MAX_NEW:-192} "~data_gen.max_len" data_gen.batch_size=${GEN_BATCH:-32})
+else
+  GEN=(data_gen.batch_size=${GEN_BATCH:-8})
+fi
 python -m specdec.train $EXP stage=data data_gen.max_minutes=${DATA_MINUTES:-15} \
-  data_gen.batch_size=${GEN_BATCH:-8} hydra.run.dir=$RUN/data
+  hydra.run.dir=$RUN/data "${GEN[@]}"
 RESUME=()
 [ -f "$RUN/fit/checkpoints/last.ckpt" ] && RESUME=(ckpt_path=$RUN/fit/checkpoints/last.ckpt)
 python -m specdec.train $EXP logger=csv hydra.run.dir=$RUN/fit \

@@ -210,8 +210,17 @@ class Drafter:
     def reset(self) -> None:
         """Forget everything about the previous generation."""
 
-    def propose(self, ctx: Context) -> Draft:
-        raise NotImplementedError
+    def prefill(self, prompt: torch.Tensor) -> None:
+        """Cache ``prompt[:-1]`` (``[T]``, every prompt token but the root) in each draft model.
+
+        The engine calls it inside its timed prefill, so the draft's prompt forward is accounted
+        as prefill, like the target's. Drafters whose models are not token LMs override it.
+        """
+        n = int(prompt.numel()) - 1
+        for lm in getattr(self, "models", []):
+            if n > 0:
+                lm.forward(prompt[:-1])
+                lm.keep(list(range(n)))
 
     def observe(self, ctx: Context, draft: Draft, verdict: Verdict) -> None:
         """Feedback after verification (adaptive schedules, statistics)."""

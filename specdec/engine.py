@@ -88,13 +88,15 @@ def generate(
     stops = frozenset(int(s) for s in stop_ids)
     logs = [target.forward_log, *[m.forward_log for m in getattr(drafter, "models", [])]]
 
-    # 1. Prefill every prompt token but the root; the drafter syncs itself at propose time.
+    # 1. Prefill every prompt token but the root, in the target and in the draft models (the
+    #    drafter reconciles its caches with the committed tokens at every propose after this).
     start = time.perf_counter()
     target.reset()
     drafter.reset()
     if prompt.numel() > 1:
         target.forward(prompt[:-1])
         target.keep(list(range(prompt.numel() - 1)))
+    drafter.prefill(prompt)
     marks = [len(log) for log in logs]
     stats.prefill_s = time.perf_counter() - start
 

@@ -35,6 +35,11 @@ def compose(tmp_path):
     register_resolvers()
 
     def _compose(name: str, overrides: list[str] | None = None):
+        overrides = list(overrides or [])
+        if name == "eval":  # tests default to the tiny pair and the tiny fixture dataset
+            for key, value in (("model", "tiny"), ("benchmark", "tiny")):
+                if not any(o.startswith(f"{key}=") for o in overrides):
+                    overrides.insert(0, f"{key}={value}")
         GlobalHydra.instance().clear()
         with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
             cfg = hydra_compose(name, overrides=overrides or [], return_hydra_config=True)

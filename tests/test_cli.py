@@ -31,7 +31,9 @@ def test_eval_cli_writes_summary(tmp_path, method):
         "-m",
         "specdec.eval",
         "model=tiny",
+        "benchmark=tiny",
         f"method={method}",
+        "hydra.mode=RUN",
         f"hydra.run.dir={tmp_path}",
         "logger=none",
     ]
@@ -52,8 +54,36 @@ def test_eval_cli_rejects_unknown_key(tmp_path):
         "specdec.eval",
         "model=tiny",
         "gama=3",
+        "hydra.mode=RUN",
         f"hydra.run.dir={tmp_path}",
     ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert proc.returncode != 0
     assert "gama" in proc.stderr
+
+
+def test_default_eval_sweeps_ar_and_sps_on_smollm2_and_prints_the_leaderboard(compose):
+    cfg = compose("eval", ["model=smollm2", "benchmark=default"])  # what no overrides selects
+    assert str(cfg.hydra.mode) == "RunMode.MULTIRUN"
+    assert cfg.hydra.sweeper.params.method == "ar,sps"
+    assert cfg.model._target_.endswith("smollm2_pair") and cfg.model.draft == "trained"
+    assert sorted(cfg.benchmark.datasets) == ["alpaca", "gsm8k", "humaneval"]
+    assert cfg.hydra.callbacks.leaderboard._target_ == "specdec.sweep_report.PrintLeaderboard"
+
+
+def test_sweep_prints_a_leaderboard_with_the_speedup_of_sps(tmp_path):
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline"}
+    cmd = [sys.executable, "-m", "specdec.eval", "model=tiny", "benchmark=tiny", "limit=2",
+           "max_new_tokens=8", "warmup=0", "progress=false", f"paths.log_dir={tmp_path}"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    board = tmp_path / "eval" / "tiny" / "tiny" / "leaderboard" / "leaderboard.md"
+    text = board.read_text()
+    assert text in proc.stdout
+    rows = [line for line in text.splitlines() if line.startswith("| sps | tiny | yes")]
+    assert len(rows) == 1 and "x |" in rows[0], text  # a speedup cell like "1.07x"
+    # method=sps alone reuses the ar run of the same command for its speedup
+    proc = subprocess.run([*cmd, "method=sps"], capture_output=True, text=True, env=env,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "| ar" in proc.stdout and "x |" in proc.stdout

@@ -88,8 +88,9 @@ def test_sigkill_mid_run_then_rerun_records_every_prompt_exactly_once(tmp_path, 
     monkeypatch.setenv("SPECDEC_DATA_DIR", str(tmp_path / "data"))
     overrides = ["benchmark=alpaca", "limit=8", "max_new_tokens=6", "warmup=0"]
     # no hydra.run.dir: the run directory must follow from the command alone for resume to work
-    cmd = [sys.executable, "-m", "specdec.eval", "model=tiny", *overrides, "progress=false",
-           f"paths.log_dir={tmp_path / 'logs'}", f"paths.cache_dir={tmp_path / 'cache'}"]
+    cmd = [sys.executable, "-m", "specdec.eval", "model=tiny", "method=sps", *overrides,
+           "progress=false", f"paths.log_dir={tmp_path / 'logs'}",
+           f"paths.cache_dir={tmp_path / 'cache'}"]
     run_dir = tmp_path / "logs" / "eval" / "tiny" / "alpaca" / "sps" / "max_new_tokens=6"
     records = run_dir / "records" / "alpaca.jsonl"
     # 1. Start a subprocess run, wait until a few prompts are recorded, SIGKILL it.
@@ -120,8 +121,9 @@ def test_sigkill_then_rerun_from_the_cli(tmp_path):
     """The same, with the rerun as a second CLI process (two interpreter start-ups)."""
     ids = _prompts(tmp_path / "data", 8)
     env = {**os.environ, "SPECDEC_DATA_DIR": str(tmp_path / "data")}
-    cmd = [sys.executable, "-m", "specdec.eval", "model=tiny", "benchmark=alpaca", "limit=8",
-           "max_new_tokens=12", "warmup=0", "progress=false", f"paths.log_dir={tmp_path / 'l'}"]
+    cmd = [sys.executable, "-m", "specdec.eval", "model=tiny", "method=sps", "benchmark=alpaca",
+           "limit=8", "max_new_tokens=12", "warmup=0", "progress=false",
+           f"paths.log_dir={tmp_path / 'l'}"]
     records = tmp_path / "l/eval/tiny/alpaca/sps/max_new_tokens=12/records/alpaca.jsonl"
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     while proc.poll() is None and not (records.exists() and records.read_text().count("\n") >= 2):

@@ -26,7 +26,7 @@ def test_specdecpp_eval_cli_runs_with_the_shipped_tiny_head(tmp_path):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline"}
     cmd = [sys.executable, "-m", "specdec.eval", "model=tiny", "method=specdecpp", "limit=1",
            "max_new_tokens=8", "warmup=0", "threads=1", "sampling.temperature=1.0",
-           f"hydra.run.dir={tmp_path}", "logger=none"]
+           "benchmark=tiny", "hydra.mode=RUN", f"hydra.run.dir={tmp_path}", "logger=none"]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads((tmp_path / "summary.json").read_text())

@@ -1,4 +1,4 @@
-"""Model pairs (target + draft + tokenizer): tiny random pairs for tests, hub/local pairs, SmolLM2."""
+"""Model pairs (target + draft + tokenizer): tiny random pairs, hub/local pairs, SmolLM2."""
 
 from specdec.models.pair import ModelPair, check_vocab, load_pair
 
