@@ -6,13 +6,15 @@ leaderboard (speedup of ``sps`` over ``ar``). A sweep that does not include the 
 gets a speedup column when the baseline's run directory for the same command exists (the sibling
 folder named after it).
 
-The leaderboard and its plots are written to ``<common parent of the job dirs>/leaderboard/``.
+The leaderboard and its plots go to ``<common parent>/leaderboard/<baseline+methods>-<hash>/``
+(the hash is over the run folders).
 Jobs are collected in ``on_job_end``, i.e. in the launcher's process: with a remote launcher the
 callback only prints the ``specdec.report`` command to run.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 from pathlib import Path
@@ -25,11 +27,19 @@ from omegaconf import DictConfig
 log = logging.getLogger(__name__)
 
 
-def baseline_dir(output_dir: Path, override_dirname: str, baseline: str) -> Path:
-    """Where ``method=<baseline>`` with the same other overrides writes (see ``conf/eval.yaml``:
-    ``.../<method_name>/<override_dirname>``)."""
-    return (output_dir.parent.parent / baseline / output_dir.name if override_dirname
-            else output_dir.parent / baseline)
+def baseline_dir(output_dir: Path, method_name: str, task_overrides: list[str],
+                 exclude_keys: list[str], baseline: str) -> Path:
+    """Where ``method=<baseline>`` with the same overrides writes (``conf/eval.yaml``:
+    ``.../<method_name>/<override_dirname>``), leaving out the overrides of the method's own parts
+    (``drafter*``, ``verifier*``), which the baseline does not have."""
+    method_root = output_dir
+    while method_root.name != method_name and method_root != method_root.parent:
+        method_root = method_root.parent
+    kept = sorted(o for o in task_overrides
+                  if o.split("=", 1)[0].lstrip("+~") not in exclude_keys
+                  and not o.lstrip("+~").startswith(("drafter", "verifier")))
+    base = method_root.parent / baseline
+    return base / ",".join(kept) if kept else base
 
 
 class PrintLeaderboard(Callback):
@@ -43,6 +53,7 @@ class PrintLeaderboard(Callback):
     def __init__(self, baseline: str = "ar", plots: bool = True) -> None:
         self.baseline, self.plots = baseline, plots
         self.dirs: list[Path] = []
+        self.methods: list[str] = []
 
     def on_job_end(self, config: DictConfig, job_return: JobReturn, **kwargs: Any) -> None:
         if job_return.status != JobStatus.COMPLETED or job_return.hydra_cfg is None:
@@ -50,7 +61,10 @@ class PrintLeaderboard(Callback):
         hydra_cfg = job_return.hydra_cfg.hydra
         out = Path(hydra_cfg.runtime.output_dir)
         self.dirs.append(out)
-        base = baseline_dir(out, hydra_cfg.job.override_dirname, self.baseline)
+        self.methods.append(str(config.method_name))
+        base = baseline_dir(out, str(config.method_name), list(hydra_cfg.overrides.task),
+                            list(hydra_cfg.job.config.override_dirname.exclude_keys),
+                            self.baseline)
         if (base / "summary.json").exists() and base not in self.dirs:
             self.dirs.append(base)
 
@@ -61,9 +75,11 @@ class PrintLeaderboard(Callback):
         if not runs:
             print("no finished eval jobs here; report with `python -m specdec.report <run dirs>`")
             return
-        out = Path(os.path.commonpath([str(d) for d in runs])) / "leaderboard"
-        if len(runs) == 1:
-            out = runs[0] / "leaderboard"
+        # one folder per set of runs (methods + a hash of their folders): rerunning a sweep
+        # rewrites its own board, another sweep does not overwrite it
+        digest = hashlib.sha1("\n".join(sorted(map(str, runs))).encode()).hexdigest()[:8]
+        name = "+".join(sorted(set(self.methods) | {self.baseline})) + "-" + digest
+        out = Path(os.path.commonpath([str(d.parent) for d in runs])) / "leaderboard" / name
         try:
             text, _ = report(runs, out, baseline=self.baseline, plots=self.plots)
         except ValueError as err:  # e.g. runs that cannot share a table

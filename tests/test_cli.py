@@ -77,13 +77,15 @@ def test_sweep_prints_a_leaderboard_with_the_speedup_of_sps(tmp_path):
            "max_new_tokens=8", "warmup=0", "progress=false", f"paths.log_dir={tmp_path}"]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    board = tmp_path / "eval" / "tiny" / "tiny" / "leaderboard" / "leaderboard.md"
+    (board,) = (tmp_path / "eval" / "tiny" / "tiny" / "leaderboard").glob("ar+sps-*/leaderboard.md")
     text = board.read_text()
     assert text in proc.stdout
     rows = [line for line in text.splitlines() if line.startswith("| sps | tiny | yes")]
     assert len(rows) == 1 and "x |" in rows[0], text  # a speedup cell like "1.07x"
-    # method=sps alone reuses the ar run of the same command for its speedup
-    proc = subprocess.run([*cmd, "method=sps"], capture_output=True, text=True, env=env,
-                          timeout=300)
+    # method=sps alone (here with its own gamma) reuses the ar run of the same command
+    proc = subprocess.run([*cmd, "method=sps", "drafter.policy.gamma=2"], capture_output=True,
+                          text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "| ar" in proc.stdout and "x |" in proc.stdout
+    assert "| ar | tiny" in proc.stdout and "| sps | tiny | yes" in proc.stdout
+    assert "refused" not in proc.stdout
+    assert board.read_text() == text  # the ar+sps board of the first sweep is not overwritten
