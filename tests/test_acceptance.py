@@ -197,3 +197,33 @@ def test_training_prompts_skip_eval_prompts_and_use_train_files_only(tmp_path):
     assert [t for _, t in alpaca] == ["Say hi."] and [t for _, t in gsm8k] == ["2+2?"]
     with pytest.raises(FileNotFoundError, match="data_gen.data_dir"):
         acceptance_data.load_source({"name": "gsm8k"}, tmp_path / "missing")
+
+
+def test_batched_greedy_answers_equal_engine_answers_and_traced_prompts_are_skipped(tiny64,
+                                                                                   tmp_path):
+    from datasets import load_from_disk
+
+    from specdec.data.distill_data import save_traces
+    from specdec.data.prompts import encode_turn
+
+    sources = [{"name": "synthetic", "limit": 12}]
+    kw = {"sampling": {"temperature": 0.0}, "max_new_tokens": 10, "val_fraction": 0.25,
+          "test_fraction": 0.25}
+    one = acceptance_data.generate_acceptance_data(tiny64, str(tmp_path / "one"), sources, **kw)
+    many = acceptance_data.generate_acceptance_data(tiny64, str(tmp_path / "many"), sources,
+                                                    batch_size=5, **kw)
+    a, b = load_from_disk(str(one)), load_from_disk(str(many))
+    for split in ("train", "validation", "test"):
+        assert a[split]["prompt_id"] == b[split]["prompt_id"]
+        assert a[split]["response_ids"] == b[split]["response_ids"], split
+    # a prompt present in a distillation traces folder is left out
+    text = acceptance_data.load_source(sources[0], tmp_path)[0][1]
+    ids = encode_turn(tiny64.tokenizer, [{"role": "user", "content": text}], chat_template=True)
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    save_traces(traces / "traces_p0_00000.safetensors", [ids],
+                [([3], torch.zeros(1, 2, dtype=torch.int32), torch.zeros(1, 2).half())])
+    cut = acceptance_data.generate_acceptance_data(tiny64, str(tmp_path / "cut"), sources,
+                                                   batch_size=5, exclude_traces=str(traces), **kw)
+    kept = {pid for split in load_from_disk(str(cut)).values() for pid in split["prompt_id"]}
+    assert "synthetic/0" not in kept and len(kept) == 11
