@@ -12,15 +12,6 @@ from specdec.sampling import Sampling
 TINY_SOURCES = [{"name": "synthetic", "limit": 16}]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Tiny models gain nothing from intra-op threads, and they stall on a busy shared machine."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.fixture(scope="module")
 def tiny32():
     from specdec.models.tiny import tiny_pair

@@ -7,7 +7,6 @@ prefill of the committed tokens.
 
 from __future__ import annotations
 
-import pytest
 import torch
 
 from specdec.lm import CachedLM
@@ -17,14 +16,6 @@ PREFIX = [11, 12, 13, 14]
 # root 20 -> {21 -> {23, 24 -> 26}, 22 -> 25}; a duplicate token (21) under 22 as in multi-draft
 TOKENS = [20, 21, 22, 23, 24, 25, 26, 21]
 PARENT = [-1, 0, 0, 1, 1, 2, 4, 2]
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def full_logits(model, ids: list[int]) -> torch.Tensor:

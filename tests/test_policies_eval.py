@@ -13,15 +13,6 @@ import torch
 from specdec.drafters.policies import AdaEDL, DraftState, Heuristic
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Tiny models gain nothing from intra-op threads, and they stall on a busy shared machine."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def test_specdecpp_eval_cli_runs_with_the_shipped_tiny_head(tmp_path):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline"}
     cmd = [sys.executable, "-m", "specdec.eval", "model=tiny", "method=specdecpp", "limit=1",

@@ -25,15 +25,6 @@ PROMPT = [0, 1]
 VOCAB = 2
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Tiny models gain nothing from intra-op threads, and they stall on a busy shared machine."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def random_head_dir(tmp_path, hidden: int, seed: int) -> str:
     """A small fixed random acceptance head (TableLM's hidden states are its logits, size V)."""
     gen = torch.Generator().manual_seed(seed)

@@ -13,7 +13,6 @@ test_verifiers_hsd.py instead. The big grids are ``slow``.
 from __future__ import annotations
 
 import pytest
-import torch
 
 from specdec.drafters import ModelDrafter, MultiDraftDrafter, TopKTreeDrafter
 from specdec.drafters.policies import Fixed
@@ -30,15 +29,6 @@ LOSSLESS = {
     "blockwise": Blockwise,
     "hsd": Hierarchical,
 }
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny tensors: torch's intra-op threads only add contention (softmax 16 ms vs 2 µs)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 class PointMassChain(ModelDrafter):

@@ -10,21 +10,12 @@
 from __future__ import annotations
 
 import pytest
-import torch
 from test_verifiers_exact import PROMPT, make
 
 from specdec.testing.enumeration import max_abs_error, total_variation
 from specdec.testing.step import complete, expected_emitted, one_step
 from specdec.testing.table_lm import ar_joint
 from specdec.verifiers import Blockwise, Hierarchical
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def measure(verifier, case):

@@ -7,9 +7,6 @@ never below ``Tokenwise``'s on the same draft model, target and γ.
 
 from __future__ import annotations
 
-import pytest
-import torch
-
 from specdec.drafters import ModelDrafter
 from specdec.drafters.policies import Fixed
 from specdec.sampling import Sampling
@@ -18,14 +15,6 @@ from specdec.testing.table_lm import TableLM
 from specdec.verifiers import Blockwise, Tokenwise
 
 PROMPT = [0, 1]
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def instance(i: int) -> tuple[int, int, float, float]:
