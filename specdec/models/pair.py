@@ -16,6 +16,8 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
+from specdec.models.kernels import apply_linear_kernel, resolve_kernel
+
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16,
           "float16": torch.float16}
 
@@ -58,6 +60,28 @@ def check_vocab(target: PreTrainedModel, draft: PreTrainedModel | None) -> None:
         )
 
 
+def make_pair(
+    name: str,
+    target: PreTrainedModel,
+    draft: PreTrainedModel | None,
+    tokenizer: PreTrainedTokenizerBase,
+    info: dict[str, str],
+    *,
+    linear_kernel: str = "auto",
+) -> ModelPair:
+    """Check the vocabularies, set both models' linear kernel, and return the ``ModelPair``.
+
+    Every loader ends here, so the kernel (``specdec.models.kernels``) is the same for target and
+    draft, for ``ar`` and every method, and is recorded in the pair's fingerprint.
+    """
+    check_vocab(target, draft)
+    kernel = resolve_kernel(linear_kernel, next(target.parameters()).device)
+    apply_linear_kernel(target, kernel)
+    apply_linear_kernel(draft, kernel)
+    return ModelPair(name=name, target=target, draft=draft, tokenizer=tokenizer,
+                     info={**info, "linear_kernel": kernel})
+
+
 def load_pair(
     name: str,
     target: str,
@@ -67,6 +91,7 @@ def load_pair(
     device: str = "cpu",
     trust_remote_code: bool = False,
     attn_implementation: str | None = None,
+    linear_kernel: str = "auto",
 ) -> ModelPair:
     """Load a pair by hub id or local path with ``AutoModelForCausalLM``.
 
@@ -78,6 +103,7 @@ def load_pair(
         device: torch device string.
         trust_remote_code: forwarded to transformers; keep ``False`` unless the config says so.
         attn_implementation: e.g. ``sdpa``, ``eager``, ``flash_attention_2`` (None: default).
+        linear_kernel: ``auto`` | ``stock`` | ``weight_stationary`` (``specdec.models.kernels``).
     """
     kwargs = {"dtype": resolve_dtype(dtype), "trust_remote_code": trust_remote_code}
     if attn_implementation:
@@ -87,6 +113,5 @@ def load_pair(
     drf = None
     if draft is not None:
         drf = AutoModelForCausalLM.from_pretrained(draft, **kwargs).to(device).eval()
-    check_vocab(tgt, drf)
-    return ModelPair(name=name, target=tgt, draft=drf, tokenizer=tok,
-                     info={"target": target, "draft": str(draft)})
+    return make_pair(name, tgt, drf, tok, {"target": target, "draft": str(draft)},
+                     linear_kernel=linear_kernel)

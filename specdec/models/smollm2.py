@@ -24,7 +24,7 @@ import torch
 from torch import nn
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 
-from specdec.models.pair import ModelPair, check_vocab, resolve_dtype
+from specdec.models.pair import ModelPair, make_pair, resolve_dtype
 
 log = logging.getLogger(__name__)
 
@@ -140,6 +140,7 @@ def smollm2_pair(
     cache_dir: str | None = None,
     dtype: str = "float32",
     device: str = "cpu",
+    linear_kernel: str = "auto",
 ) -> ModelPair:
     """Build the SmolLM2 pair.
 
@@ -151,6 +152,8 @@ def smollm2_pair(
             ``<repo>/cache``).
         dtype: ``float32`` (default; the cost measurements assume it) or another torch dtype.
         device: torch device string.
+        linear_kernel: ``auto`` (``weight_stationary`` on CPU) | ``stock`` | ``weight_stationary``
+            (``specdec.models.kernels``: how the linear layers compute small-M products).
     """
     from specdec.models.draft_net import load_draft
 
@@ -167,5 +170,4 @@ def smollm2_pair(
     elif draft == "truncated":
         drf = truncated_draft(target, truncated_layers)
         info["draft"] = f"truncated:{truncated_layers}"
-    check_vocab(target, drf)
-    return ModelPair(name="smollm2", target=target, draft=drf, tokenizer=tok, info=info)
+    return make_pair("smollm2", target, drf, tok, info, linear_kernel=linear_kernel)

@@ -11,7 +11,7 @@ import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
-from specdec.models.pair import ModelPair, check_vocab, resolve_dtype
+from specdec.models.pair import ModelPair, make_pair, resolve_dtype
 
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 CHATML = (
@@ -66,6 +66,7 @@ def tiny_pair(
     draft_seed: int = 1,
     dtype: str = "float32",
     draft_vocab_size: int | None = None,
+    linear_kernel: str = "auto",
 ) -> ModelPair:
     """Build the tiny random target/draft pair.
 
@@ -74,12 +75,12 @@ def tiny_pair(
         seed, draft_seed: weight seeds (equal seeds and sizes give a draft identical to the target).
         dtype: ``float32`` or ``float64`` (exactness tests).
         draft_vocab_size: only to test the vocabulary-mismatch error (default: the tokenizer's).
+        linear_kernel: ``auto`` | ``stock`` | ``weight_stationary`` (``specdec.models.kernels``).
     """
     tok = byte_tokenizer()
     dt = resolve_dtype(dtype)
     target = tiny_lm(len(tok), hidden=hidden, layers=layers, heads=heads, seed=seed, dtype=dt)
     draft = tiny_lm(draft_vocab_size or len(tok), hidden=draft_hidden, layers=draft_layers,
                     heads=heads, seed=draft_seed, dtype=dt)
-    check_vocab(target, draft)
-    return ModelPair(name="tiny", target=target, draft=draft, tokenizer=tok,
-                     info={"seed": str(seed), "draft_seed": str(draft_seed)})
+    return make_pair("tiny", target, draft, tok, {"seed": str(seed), "draft_seed": str(draft_seed)},
+                     linear_kernel=linear_kernel)

@@ -1,0 +1,74 @@
+"""The weight-stationary CPU linear kernel (specdec/models/kernels.py): same numbers, same params."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from specdec.lm import CachedLM
+from specdec.models.kernels import (
+    MAX_ROWS,
+    WeightStationaryLinear,
+    apply_linear_kernel,
+    resolve_kernel,
+)
+from specdec.models.tiny import tiny_pair
+
+
+@pytest.mark.parametrize("rows", [1, 2, 3, 8, MAX_ROWS, MAX_ROWS + 1])
+@pytest.mark.parametrize("bias", [False, True])
+def test_weight_stationary_equals_f_linear(rows, bias):
+    gen = torch.Generator().manual_seed(rows)
+    layer = nn.Linear(24, 40, bias=bias, dtype=torch.float64)
+    x = torch.randn(1, rows, 24, generator=gen, dtype=torch.float64)  # [1, M, I]
+    want = F.linear(x, layer.weight, layer.bias)  # [1, M, O]
+    apply_linear_kernel(layer, "weight_stationary")
+    with torch.inference_mode():
+        got = layer(x)
+    assert type(layer) is WeightStationaryLinear and got.shape == want.shape
+    torch.testing.assert_close(got, want, atol=1e-12, rtol=0)
+
+
+def test_swap_keeps_parameters_ties_and_gradients():
+    pair = tiny_pair(dtype="float64", linear_kernel="stock")
+    model = pair.target
+    model.config.tie_word_embeddings = True
+    model.tie_weights()
+    before = {k: v.data_ptr() for k, v in model.state_dict().items()}
+    linears = sum(type(m) is nn.Linear for m in model.modules())
+    assert apply_linear_kernel(model, "weight_stationary") == linears > 0
+    assert {k: v.data_ptr() for k, v in model.state_dict().items()} == before
+    assert model.lm_head.weight is model.model.embed_tokens.weight
+    # With autograd on, the stock path runs and gradients reach the weights.
+    out = model(input_ids=torch.tensor([[3, 4, 5]])).logits.sum()
+    out.backward()
+    assert model.lm_head.weight.grad is not None
+    # Switching back restores plain nn.Linear; a second switch is a no-op.
+    assert apply_linear_kernel(model, "stock") == linears
+    assert apply_linear_kernel(model, "stock") == 0
+
+
+def test_cached_forwards_agree_across_kernels():
+    """Every decoding shape (1 token, chains, a tree) gives the same logits with both kernels."""
+    stock = CachedLM(tiny_pair(dtype="float64", linear_kernel="stock").target)
+    fast = CachedLM(tiny_pair(dtype="float64", linear_kernel="weight_stationary").target)
+    assert type(fast.model.lm_head) is WeightStationaryLinear
+    assert type(stock.model.lm_head) is nn.Linear
+    steps = [(torch.arange(10, 30), None), (torch.tensor([7]), None),
+             (torch.tensor([1, 2, 3, 4]), None), (torch.tensor([5, 6, 8]), torch.tensor([-1, 0, 0]))]
+    for tokens, parent in steps:
+        a, b = stock.forward(tokens, parent).logits, fast.forward(tokens, parent).logits
+        torch.testing.assert_close(b, a, atol=1e-10, rtol=0)
+        for lm in (stock, fast):
+            lm.keep([0])
+
+
+def test_kernel_names_and_fingerprint():
+    assert resolve_kernel("auto", "cpu") == "weight_stationary"
+    assert resolve_kernel("auto", "cuda") == "stock"
+    with pytest.raises(ValueError, match="unknown linear_kernel 'fast'.*auto"):
+        resolve_kernel("fast", "cpu")
+    assert tiny_pair().describe()["linear_kernel"] == "weight_stationary"
+    assert tiny_pair(linear_kernel="stock").describe()["linear_kernel"] == "stock"
