@@ -1,4 +1,4 @@
-"""The weight-stationary CPU linear kernel (specdec/models/kernels.py): same numbers, same params."""
+"""The weight-stationary CPU linear kernel (specdec/models/kernels.py): same numbers and params."""
 
 from __future__ import annotations
 
@@ -57,7 +57,8 @@ def test_cached_forwards_agree_across_kernels():
     assert type(fast.model.lm_head) is WeightStationaryLinear
     assert type(stock.model.lm_head) is nn.Linear
     steps = [(torch.arange(10, 30), None), (torch.tensor([7]), None),
-             (torch.tensor([1, 2, 3, 4]), None), (torch.tensor([5, 6, 8]), torch.tensor([-1, 0, 0]))]
+             (torch.tensor([1, 2, 3, 4]), None),
+             (torch.tensor([5, 6, 8]), torch.tensor([-1, 0, 0]))]  # the last one is a tree
     for tokens, parent in steps:
         a, b = stock.forward(tokens, parent).logits, fast.forward(tokens, parent).logits
         torch.testing.assert_close(b, a, atol=1e-10, rtol=0)
