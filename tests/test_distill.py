@@ -199,3 +199,26 @@ def test_missing_or_corrupt_draft_names_file_and_command(tmp_path):
     (tmp_path / "model.safetensors").unlink()
     with pytest.raises(FileNotFoundError, match=r"model\.safetensors is missing"):
         load_draft(tmp_path, pair.target)
+
+
+def test_warm_start_keeps_the_shipped_drafts_weights_depth_and_token_map(tmp_path):
+    from specdec.learners.distill import DistillLearner
+
+    pair = tiny_pair()
+    tmap = torch.arange(3, 150, 4)
+    net = init_from_target(pair.target, tmap, layers=[1, 0],
+                           tokenizer_hash=tokenizer_sha256(pair.tokenizer))
+    with torch.no_grad():
+        net.lm_head.weight.add_(0.5)  # differs from anything init_from_target would build
+    save_draft(net, tmp_path / "d", dtype=torch.float32)
+    # no traces folder: a warm start takes the token map from the draft
+    learner = DistillLearner(pair, str(tmp_path / "no_traces"), layers=[0], init_from=str(
+        tmp_path / "d"))
+    assert len(learner.net.model.layers) == 2 and torch.equal(learner.net.token_map, tmap)
+    assert torch.equal(learner.t2d[tmap], torch.arange(tmap.numel()))
+    assert int((learner.t2d >= 0).sum()) == tmap.numel()
+    for key, value in net.state_dict().items():
+        if key != EMBED_KEY:
+            assert torch.equal(learner.net.state_dict()[key], value), key
+    trainable = {n for n, p in learner.net.named_parameters() if p.requires_grad}
+    assert "lm_head.weight" in trainable and not any("embed" in n for n in trainable)

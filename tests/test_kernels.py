@@ -73,3 +73,28 @@ def test_kernel_names_and_fingerprint():
         resolve_kernel("fast", "cpu")
     assert tiny_pair().describe()["linear_kernel"] == "weight_stationary"
     assert tiny_pair(linear_kernel="stock").describe()["linear_kernel"] == "stock"
+
+
+@pytest.mark.parametrize("rows", [1, 2, 3, 8])
+def test_output_is_row_major(rows):
+    # a transposed view would send q/k/v strided into attention: measured on SmolLM2, SDPA then
+    # left its CPU flash kernel for the math path and a 2-token verify cost 1.6x a 1-token step
+    layer = nn.Linear(16, 24)
+    apply_linear_kernel(layer, "weight_stationary")
+    with torch.inference_mode():
+        out = layer(torch.randn(1, rows, 16))  # [1, M, 24]
+    assert out.is_contiguous()
+
+
+def test_chain_verify_forward_uses_the_flash_attention_kernel():
+    from torch.profiler import profile
+
+    pair = tiny_pair()
+    apply_linear_kernel(pair.target, "weight_stationary")
+    lm = CachedLM(pair.target)
+    lm.forward(torch.arange(1, 20))
+    with profile() as prof:
+        lm.forward(torch.arange(20, 24))  # 4 new tokens: a causal mask over the cache
+    names = {e.key for e in prof.key_averages()}
+    assert "aten::_scaled_dot_product_flash_attention_for_cpu" in names
+    assert "aten::_scaled_dot_product_attention_math" not in names

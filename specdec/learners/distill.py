@@ -24,7 +24,13 @@ from safetensors.torch import load_file
 from torch.utils.data import DataLoader
 
 from specdec.data.distill_data import DATA_COMMAND, TraceDataset, collate_traces
-from specdec.models.draft_net import EMBED_KEY, init_from_target, save_draft, tokenizer_sha256
+from specdec.models.draft_net import (
+    EMBED_KEY,
+    init_from_target,
+    load_draft,
+    save_draft,
+    tokenizer_sha256,
+)
 
 
 class DistillLearner(L.LightningModule):
@@ -38,28 +44,38 @@ class DistillLearner(L.LightningModule):
         kl_weight: weight of the soft term (``1 - kl_weight`` on the hard term).
         lr, weight_decay, warmup_steps: AdamW with linear warm-up and cosine decay.
         total_steps: schedule length (``trainer.max_steps``).
+        init_from: warm start from a draft in the shipped format (``config.json`` +
+            ``model.safetensors``, e.g. ``specdec/assets/smollm2-draft``); its depth and token map
+            are kept (``layers`` and the traces' token map are then unused).
     """
 
     def __init__(self, model, traces_dir: str, layers: list[int], teacher: bool = True,
                  kl_weight: float = 0.5, lr: float = 3e-4, weight_decay: float = 0.0,
-                 warmup_steps: int = 100, total_steps: int = 10_000) -> None:
+                 warmup_steps: int = 100, total_steps: int = 10_000,
+                 init_from: str | None = None) -> None:
         super().__init__()
         # plain types only, so checkpoints load with torch.load(weights_only=True)
         self.save_hyperparameters({
             "traces_dir": str(traces_dir), "layers": [int(i) for i in layers],
             "teacher": bool(teacher), "kl_weight": float(kl_weight), "lr": float(lr),
             "weight_decay": float(weight_decay), "warmup_steps": int(warmup_steps),
-            "total_steps": int(total_steps)})
-        path = Path(traces_dir) / "token_map.safetensors"
-        if not path.exists():
-            raise FileNotFoundError(f"{path} is missing; create it with `{DATA_COMMAND}`")
-        tmap = load_file(str(path))["token_map"].long()
+            "total_steps": int(total_steps), "init_from": init_from and str(init_from)})
         target = model.target.float()
         for p in target.parameters():
             p.requires_grad_(False)
         self._target = [target]  # a list: not a registered submodule (not trained, not saved)
-        self.net = init_from_target(target, tmap, layers=list(layers),
-                                    tokenizer_hash=tokenizer_sha256(model.tokenizer))
+        if init_from:
+            self.net = load_draft(init_from, target, tokenizer=model.tokenizer)
+            for name, p in self.net.named_parameters():
+                p.requires_grad_("embed" not in name)
+            tmap = self.net.token_map.long()
+        else:
+            path = Path(traces_dir) / "token_map.safetensors"
+            if not path.exists():
+                raise FileNotFoundError(f"{path} is missing; create it with `{DATA_COMMAND}`")
+            tmap = load_file(str(path))["token_map"].long()
+            self.net = init_from_target(target, tmap, layers=list(layers),
+                                        tokenizer_hash=tokenizer_sha256(model.tokenizer))
         t2d = torch.full((target.config.vocab_size,), -1, dtype=torch.long)
         t2d[tmap] = torch.arange(tmap.numel())
         self.register_buffer("t2d", t2d, persistent=False)

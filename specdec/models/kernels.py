@@ -35,7 +35,9 @@ class WeightStationaryLinear(nn.Linear):
             return F.linear(x, self.weight, self.bias)
         flat = x.reshape(rows, x.shape[-1])  # [M, I]
         cols = torch.cat([flat, flat]) if rows == 1 else flat  # [max(M, 2), I]
-        out = torch.mm(self.weight, cols.t())[:, :rows].t()  # [M, O]
+        # row-major again: a transposed view would send attention (strided q/k/v) and the
+        # elementwise ops down their slow strided paths
+        out = torch.mm(self.weight, cols.t())[:, :rows].t().contiguous()  # [M, O]
         if self.bias is not None:
             out = out + self.bias
         return out.reshape(*x.shape[:-1], out.shape[-1])
