@@ -68,6 +68,15 @@ def test_on_policy_traces_hold_the_targets_greedy_continuations(tmp_path):
         assert torch.all(tr.topk_logp[:, :-1] >= tr.topk_logp[:, 1:])
 
 
+def test_first_chunk_skips_the_prompts_of_earlier_chunks(tmp_path):
+    pair = tiny_pair()
+    make_traces(pair, str(tmp_path / "t"), str(_source(tmp_path)), max_new=3, batch_size=3,
+                limit=5, vocab_map_size=30, topk=2, first_chunk=1)
+    assert [p.name for p in sorted((tmp_path / "t").glob("traces*"))] == [
+        "traces_p0_00001.safetensors"]
+    assert len(load_traces(tmp_path / "t")) == 2  # prompts 3 and 4 of 5
+
+
 def test_experiment_debug_fit_writes_checkpoint_and_exact_export(tmp_path, compose):
     from specdec.train import train
 

@@ -209,7 +209,8 @@ def token_map(counts: torch.Tensor, size: int, always: Sequence[int] = ()) -> to
 def make_traces(model, out_dir: str, source_dir: str, *, datasets: Sequence[str] = ("gsm8k",
                 "alpaca"), passes: Sequence[dict] = ({"temperature": 0.0},), max_new: int = 256,
                 batch_size: int = 16, limit: int | None = None, vocab_map_size: int = 8192,
-                topk: int = 8, max_minutes: float | None = None, seed: int = 0) -> Path:
+                topk: int = 8, max_minutes: float | None = None, seed: int = 0,
+                first_chunk: int = 0) -> Path:
     """``stage=data``: write ``traces_p<pass>_<chunk>.safetensors`` and ``token_map.safetensors``.
 
     Resumable: existing chunk files are skipped. ``max_minutes`` stops generating (between
@@ -221,6 +222,7 @@ def make_traces(model, out_dir: str, source_dir: str, *, datasets: Sequence[str]
         batch_size: prompts per ``generate`` call (= per chunk file).
         limit: use at most this many prompts.
         topk: target log-probabilities kept per continuation token (soft labels).
+        first_chunk: skip chunks before this one (e.g. the prompts a warm-started draft saw).
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -234,7 +236,7 @@ def make_traces(model, out_dir: str, source_dir: str, *, datasets: Sequence[str]
         for c, b in enumerate(range(0, len(prompts), batch_size)):
             # 1. One chunk file per batch of prompts (skip what a previous run wrote).
             path = out / f"traces_p{i}_{c:05d}.safetensors"
-            if path.exists():
+            if path.exists() or c < first_chunk:
                 continue
             if max_minutes is not None and time.monotonic() - start > 60 * max_minutes:
                 stopped = True
