@@ -16,6 +16,7 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
+from specdec.models.attention import use_cpu_attention
 from specdec.models.kernels import apply_linear_kernel, resolve_kernel
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16,
@@ -69,17 +70,23 @@ def make_pair(
     *,
     linear_kernel: str = "auto",
 ) -> ModelPair:
-    """Check the vocabularies, set both models' linear kernel, and return the ``ModelPair``.
+    """Check the vocabularies, set both models' CPU kernels, and return the ``ModelPair``.
 
-    Every loader ends here, so the kernel (``specdec.models.kernels``) is the same for target and
-    draft, for ``ar`` and every method, and is recorded in the pair's fingerprint.
+    Every loader ends here, so the kernels are the same for target and draft, for ``ar`` and every
+    method, and are recorded in the pair's fingerprint. ``weight_stationary`` (the CPU default)
+    also switches ``sdpa`` attention to ``specdec_sdpa`` (``specdec.models.attention``: grouped
+    queries without copied key/value heads); ``stock`` leaves both models as loaded.
     """
     check_vocab(target, draft)
     kernel = resolve_kernel(linear_kernel, next(target.parameters()).device)
     apply_linear_kernel(target, kernel)
     apply_linear_kernel(draft, kernel)
+    if kernel == "weight_stationary":
+        use_cpu_attention(target)
+        use_cpu_attention(draft)
+    attention = getattr(target.config, "_attn_implementation", None) or "default"
     return ModelPair(name=name, target=target, draft=draft, tokenizer=tokenizer,
-                     info={**info, "linear_kernel": kernel})
+                     info={**info, "linear_kernel": kernel, "attention": attention})
 
 
 def load_pair(
