@@ -8,12 +8,8 @@ import json
 import pytest
 import torch
 
-from specdec.data.distill_data import (
-    collate_traces,
-    load_traces,
-    make_traces,
-    training_prompts,
-)
+from specdec.data.distill_data import load_traces, make_traces, training_prompts
+from specdec.data.trace_dataset import collate_traces
 from specdec.drafters import EmptyDrafter, ModelDrafter
 from specdec.drafters.policies import Fixed
 from specdec.engine import generate

@@ -23,7 +23,8 @@ import torch
 from safetensors.torch import load_file
 from torch.utils.data import DataLoader
 
-from specdec.data.distill_data import DATA_COMMAND, TraceDataset, collate_traces
+from specdec.data.distill_data import DATA_COMMAND
+from specdec.data.trace_dataset import TraceDataset, collate_traces
 from specdec.models.draft_net import (
     EMBED_KEY,
     init_from_target,
