@@ -66,7 +66,7 @@ class DistillLearner(L.LightningModule):
             p.requires_grad_(False)
         self._target = [target]  # a list: not a registered submodule (not trained, not saved)
         if init_from:
-            self.net = load_draft(init_from, target, tokenizer=model.tokenizer)
+            self.net = load_draft(init_from, target, tokenizer=model.tokenizer).train()
             for name, p in self.net.named_parameters():
                 p.requires_grad_("embed" not in name)
             tmap = self.net.token_map.long()
