@@ -9,6 +9,12 @@ to ``generate`` are ignored), so we set them there: constant schedule, γ tokens
 vocabulary draft is a ``PreTrainedModel`` + ``GenerationMixin`` whose logits cover the full
 vocabulary (``-inf`` outside its token map), so HF can use it as the assistant directly.
 Prints tokens/s of each, the ratio, new tokens per target call, and whether outputs are identical.
+
+Two HF rows (``--hf-kernels``): ``hf`` runs on the very models ours uses, so it shares this
+project's CPU kernels (``specdec/models/kernels.py``, ``specdec/models/attention.py``) and the ratio
+isolates the decoding loop; ``hf_stock`` loads the pair a second time with ``linear_kernel=stock``
+(stock ``nn.Linear`` and transformers' ``sdpa``), i.e. assisted generation as a transformers user
+runs it.
 """
 
 from __future__ import annotations
@@ -64,41 +70,50 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--max-new", type=int, default=128)
     parser.add_argument("--draft", default="trained", choices=["trained", "truncated"])
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
+    parser.add_argument("--hf-kernels", nargs="+", default=["same", "stock"],
+                        choices=["same", "stock"], help="HF rows: our kernels, stock kernels")
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
     pair = smollm2_pair(draft=args.draft)
-    # transformers 5.x takes the assistant schedule from the draft's generation_config
-    pair.draft.generation_config.num_assistant_tokens = args.gamma
-    pair.draft.generation_config.num_assistant_tokens_schedule = "constant"
-    pair.draft.generation_config.assistant_confidence_threshold = 0.0
+    hf_pairs = {("hf" if k == "same" else "hf_stock"): (
+        pair if k == "same" else smollm2_pair(draft=args.draft, linear_kernel="stock"))
+        for k in args.hf_kernels}
     calls: list[int] = []
-    pair.target.register_forward_hook(lambda *_: calls.append(1))
+    for p in hf_pairs.values():
+        # transformers 5.x takes the assistant schedule from the draft's generation_config
+        p.draft.generation_config.num_assistant_tokens = args.gamma
+        p.draft.generation_config.num_assistant_tokens_schedule = "constant"
+        p.draft.generation_config.assistant_confidence_threshold = 0.0
+        p.target.register_forward_hook(lambda *_: calls.append(1))
     prompts = load_jsonl_prompts(args.data, "bench", limit=args.prompts + 1)
     encoded = [encode_turn(pair.tokenizer, [{"role": "user", "content": p.turns[0]}],
                            chat_template=True) for p in prompts]
     ours(pair, encoded[0], args.gamma, 16)  # warm-ups
-    hf(pair, encoded[0], 16, calls)
-    rows = {"ours": [0, 0.0, 0], "hf": [0, 0.0, 0]}
-    same = 0
+    for p in hf_pairs.values():
+        hf(p, encoded[0], 16, calls)
+    rows = {k: [0, 0.0, 0] for k in ["ours", *hf_pairs]}
+    same = dict.fromkeys(hf_pairs, 0)
     for ids in encoded[1:]:
-        a, ta, fa = ours(pair, ids, args.gamma, args.max_new)
-        b, tb, fb = hf(pair, ids, args.max_new, calls)
-        for key, (toks, secs, fwd) in (("ours", (a, ta, fa)), ("hf", (b, tb, fb))):
+        runs = {"ours": ours(pair, ids, args.gamma, args.max_new)}  # interleaved per prompt
+        runs.update({k: hf(p, ids, args.max_new, calls) for k, p in hf_pairs.items()})
+        for key, (toks, secs, fwd) in runs.items():
             rows[key][0] += len(toks)
             rows[key][1] += secs
             rows[key][2] += fwd
-        same += a == b
-        print(f"prompt: ours {len(a)} tok {ta:.2f}s ({fa} target calls) | hf {len(b)} tok "
-              f"{tb:.2f}s ({fb} calls) | identical={a == b}", flush=True)
+        for k in hf_pairs:
+            same[k] += runs[k][0] == runs["ours"][0]
+        print("prompt: " + " | ".join(f"{k} {len(t)} tok {s:.2f}s ({f} target calls)"
+                                      for k, (t, s, f) in runs.items()), flush=True)
     tps = {k: v[0] / v[1] for k, v in rows.items()}
     per_call = {k: v[0] / max(v[2], 1) for k, v in rows.items()}
     print(f"\ngamma={args.gamma} greedy, {len(encoded) - 1} prompts, draft={args.draft}, "
           f"threads={torch.get_num_threads()}")
     for k in rows:
-        print(f"{k:5s}: {tps[k]:7.2f} tokens/s  {per_call[k]:.2f} tokens per target call")
-    print(f"ratio ours/hf: {tps['ours'] / tps['hf']:.3f}   identical outputs: {same}/"
-          f"{len(encoded) - 1}")
+        print(f"{k:8s}: {tps[k]:7.2f} tokens/s  {per_call[k]:.2f} tokens per target call")
+    for k in hf_pairs:
+        print(f"ratio ours/{k}: {tps['ours'] / tps[k]:.3f}   outputs identical to ours: "
+              f"{same[k]}/{len(encoded) - 1}")
 
 
 if __name__ == "__main__":

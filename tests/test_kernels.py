@@ -10,6 +10,7 @@ from torch import nn
 from specdec.lm import CachedLM
 from specdec.models.kernels import (
     MAX_ROWS,
+    PackedLinear,
     WeightStationaryLinear,
     apply_linear_kernel,
     resolve_kernel,
@@ -98,3 +99,35 @@ def test_chain_verify_forward_uses_the_flash_attention_kernel():
     names = {e.key for e in prof.key_averages()}
     assert "aten::_scaled_dot_product_flash_attention_for_cpu" in names
     assert "aten::_scaled_dot_product_attention_math" not in names
+
+
+@pytest.mark.parametrize("rows", [1, 3, 8, MAX_ROWS, MAX_ROWS + 1])
+def test_packed_equals_f_linear_and_follows_weight_updates(rows):
+    gen = torch.Generator().manual_seed(rows)
+    layer = nn.Linear(48, 80)
+    x = torch.randn(1, rows, 48, generator=gen)  # [1, M, I] float32 (the packed path's dtype)
+    apply_linear_kernel(layer, "packed")
+    for _ in range(2):
+        with torch.inference_mode():
+            got = layer(x)
+        want = F.linear(x, layer.weight, layer.bias)  # [1, M, O]
+        assert type(layer) is PackedLinear and got.is_contiguous()
+        torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+        with torch.no_grad():
+            layer.weight.mul_(-2.0)  # the packed copy must be remade
+    apply_linear_kernel(layer, "stock")
+    assert "_packed" not in layer.__dict__
+
+
+def test_cached_forwards_agree_with_the_packed_kernel_in_float32():
+    stock = CachedLM(tiny_pair(linear_kernel="stock").target)
+    packed = CachedLM(tiny_pair(linear_kernel="packed").target)
+    assert type(packed.model.lm_head) is PackedLinear
+    steps = [(torch.arange(10, 30), None), (torch.tensor([7]), None),
+             (torch.tensor([1, 2, 3, 4, 9]), None),
+             (torch.tensor([5, 6, 8, 2]), torch.tensor([-1, 0, 0, 1]))]  # the last one is a tree
+    for tokens, parent in steps:
+        a, b = stock.forward(tokens, parent).logits, packed.forward(tokens, parent).logits
+        torch.testing.assert_close(b, a, atol=1e-4, rtol=1e-4)
+        for lm in (stock, packed):
+            lm.keep([0])

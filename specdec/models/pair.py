@@ -73,15 +73,15 @@ def make_pair(
     """Check the vocabularies, set both models' CPU kernels, and return the ``ModelPair``.
 
     Every loader ends here, so the kernels are the same for target and draft, for ``ar`` and every
-    method, and are recorded in the pair's fingerprint. ``weight_stationary`` (the CPU default)
-    also switches ``sdpa`` attention to ``specdec_sdpa`` (``specdec.models.attention``: grouped
+    method, and are recorded in the pair's fingerprint. The CPU kernels (``weight_stationary``,
+    ``packed``) also switch ``sdpa`` attention to ``specdec_sdpa`` (``specdec.models.attention``: grouped
     queries without copied key/value heads); ``stock`` leaves both models as loaded.
     """
     check_vocab(target, draft)
     kernel = resolve_kernel(linear_kernel, next(target.parameters()).device)
     apply_linear_kernel(target, kernel)
     apply_linear_kernel(draft, kernel)
-    if kernel == "weight_stationary":
+    if kernel != "stock":
         use_cpu_attention(target)
         use_cpu_attention(draft)
     attention = getattr(target.config, "_attn_implementation", None) or "default"
