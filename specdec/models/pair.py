@@ -74,8 +74,8 @@ def make_pair(
 
     Every loader ends here, so the kernels are the same for target and draft, for ``ar`` and every
     method, and are recorded in the pair's fingerprint. The CPU kernels (``weight_stationary``,
-    ``packed``) also switch ``sdpa`` attention to ``specdec_sdpa`` (``specdec.models.attention``: grouped
-    queries without copied key/value heads); ``stock`` leaves both models as loaded.
+    ``packed``) also switch ``sdpa`` attention to ``specdec_sdpa`` (``specdec.models.attention``:
+    grouped queries without copied key/value heads); ``stock`` leaves both models as loaded.
     """
     check_vocab(target, draft)
     kernel = resolve_kernel(linear_kernel, next(target.parameters()).device)
