@@ -1,4 +1,4 @@
-"""Forward cost per number of new tokens with the stock and the weight-stationary linear kernel.
+"""Forward cost per number of new tokens per CPU linear kernel (stock, weight-stationary, packed).
 
 Loads the SmolLM2 pair once, then for each kernel (``specdec/models/kernels.py``) runs the cost
 model's calibration (``specdec.costmodel.calibrate``: median of repeated cached forwards at a
@@ -7,6 +7,7 @@ the verify/step ratio T(n)/T(1) that decides how much acceptance SD needs to pay
 
 Usage:
     python scripts/bench_kernels.py [--max-new 8] [--repeats 7] [--context 200] [--threads 2]
+        [--kernels stock weight_stationary packed]
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ import torch
 
 from specdec.costmodel import calibrate
 from specdec.lm import CachedLM
-from specdec.models.kernels import apply_linear_kernel
+from specdec.models.attention import use_cpu_attention
+from specdec.models.kernels import KERNELS, apply_linear_kernel
 from specdec.models.smollm2 import smollm2_pair
 
 
@@ -28,15 +30,20 @@ def main() -> None:
     ap.add_argument("--context", type=int, default=200)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--draft", default="trained", help="trained | truncated")
+    ap.add_argument("--kernels", nargs="+", default=list(KERNELS[1:]), choices=KERNELS[1:])
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     pair = smollm2_pair(draft=args.draft, linear_kernel="stock")
     target, draft = CachedLM(pair.target, "target"), CachedLM(pair.draft, "draft")
     sizes = range(1, args.max_new + 1)
     rows = {}
-    for kernel in ("stock", "weight_stationary", "stock", "weight_stationary"):  # interleaved
+    for kernel in [*args.kernels, *args.kernels]:  # two interleaved passes
         apply_linear_kernel(pair.target, kernel)
         apply_linear_kernel(pair.draft, kernel)
+        for model in (pair.target, pair.draft):  # attention as make_pair sets it per kernel
+            model.set_attn_implementation("sdpa")
+            if kernel != "stock":
+                use_cpu_attention(model)
         table = calibrate(target, draft, max_new=args.max_new, repeats=args.repeats,
                           ref_context=args.context, far_context=args.context + 256)
         for role, times in table.times.items():
@@ -49,12 +56,9 @@ def main() -> None:
         cells = " ".join(f"{ms[n]:7.1f}" for n in sizes)
         ratio = ms[min(4, args.max_new)] / ms[1]
         print(f"{role:>6} {kernel:>18} {cells}   {ratio:.2f}")
-    for role in ("target", "draft"):
-        gain = rows[(role, "stock")][1] / rows[(role, "weight_stationary")][1]
-        print(f"{role}: 1-token forward {gain:.2f}x faster with weight_stationary")
-    t1 = rows[("target", "weight_stationary")][1]
-    d1 = rows[("draft", "weight_stationary")][1]
-    print(f"draft/target cost per token (weight_stationary): {d1 / t1:.3f} (1/{t1 / d1:.1f})")
+    for kernel in args.kernels:
+        t1, d1 = rows[("target", kernel)][1], rows[("draft", kernel)][1]
+        print(f"{kernel}: draft/target cost per token {d1 / t1:.3f} (1/{t1 / d1:.1f})")
 
 
 if __name__ == "__main__":

@@ -63,10 +63,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--ar", action="store_true", help="also run ar (speedup)")
     p.add_argument("--cost", action="store_true", help="calibrate the cost model (modeled_s)")
     p.add_argument("--threads", type=int, default=0)
+    p.add_argument("--kernel", default="auto", help="linear_kernel of the pair (kernels.py)")
     args = p.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
-    pair = smollm2_pair(draft=args.draft, draft_path=args.draft_path)
+    pair = smollm2_pair(draft=args.draft, draft_path=args.draft_path, linear_kernel=args.kernel)
     target, draft = CachedLM(pair.target), CachedLM(pair.draft, role="draft")
     cost = calibrate(target, draft, max_new=max(args.gammas) + 1) if args.cost else None
     if cost is not None:

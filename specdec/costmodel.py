@@ -2,8 +2,10 @@
 
 ARCHITECTURE §0.2: every forward is logged as ``ForwardRecord(role, new_tokens, context, seconds)``;
 ``calibrate`` measures, per model role, the median time of a cached forward of ``n`` new tokens
-(``n = 1..max_new`` plus a few prefill sizes) after a reference context ``c_ref``, and the
-per-context-token slope ``s`` of a 1-token forward between two contexts. A record then costs
+(``n = 1..max_new`` plus a few prefill sizes) after a reference context ``c_ref``, each forward
+right after a step of the other model (as draft and target alternate in a run, so neither model's
+weights are warm in the CPU caches), and the per-context-token slope ``s`` of a 1-token forward
+between two contexts. A record then costs
 
     t(role, n, ctx) = T_role(n) + s_role * (ctx - c_ref)
 
@@ -16,7 +18,7 @@ from __future__ import annotations
 
 import bisect
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -72,14 +74,20 @@ class CostTable:
 
 
 def _median_forward(lm: CachedLM, context: torch.Tensor, n: int, repeats: int,
-                    gen: torch.Generator) -> float:
-    """Median seconds of an ``n``-token forward after ``context`` (cache rebuilt once)."""
+                    gen: torch.Generator, other: Callable[[], None] | None = None) -> float:
+    """Median seconds of an ``n``-token forward after ``context`` (cache rebuilt once).
+
+    ``other`` (untimed) runs before each timed forward: the other model's step, so that this
+    model's weights leave the CPU caches as they do when draft and target alternate in a run.
+    """
     lm.reset()
     lm.forward(context)
     lm.keep(list(range(context.numel())))
     times = []
     for _ in range(repeats + 1):
         tokens = torch.randint(0, lm.vocab_size, (n,), generator=gen)
+        if other is not None:
+            other()
         lm.forward(tokens)
         times.append(lm.forward_log[-1].seconds)
         lm.crop(context.numel())
@@ -103,17 +111,34 @@ def calibrate(target: CachedLM, draft: CachedLM | None, *, max_new: int = 8, rep
     gen = torch.Generator().manual_seed(seed)
     times: dict[str, dict[int, float]] = {}
     slopes: dict[str, float] = {}
-    for lm in [m for m in (target, draft) if m is not None]:
-        mark = len(lm.forward_log)
+    models = [m for m in (target, draft) if m is not None]
+    marks = [len(m.forward_log) for m in models]
+    for lm in models:
+        others = [m for m in models if m is not lm]
+        other = _step_of(others[0], ref_context, gen) if others else None
         ctx = torch.randint(0, lm.vocab_size, (far_context,), generator=gen)
         sizes = sorted(set(range(1, max_new + 1)) | {s for s in PREFILL_SIZES if s > max_new})
-        # 1. T(n) at the reference context.
+        # 1. T(n) at the reference context, each forward after one step of the other model.
         table = {n: _median_forward(lm, ctx[:ref_context], n, repeats if n <= max_new else
-                                    min(repeats, 2), gen) for n in sizes}
+                                    min(repeats, 2), gen, other) for n in sizes}
         # 2. Context slope from 1-token forwards at a far context.
-        far = _median_forward(lm, ctx, 1, repeats, gen)
+        far = _median_forward(lm, ctx, 1, repeats, gen, other)
         slopes[lm.role] = (far - table[1]) / (far_context - ref_context)
         times[lm.role] = table
-        lm.reset()
-        del lm.forward_log[mark:]
+    for m, mark in zip(models, marks, strict=True):
+        m.reset()
+        del m.forward_log[mark:]
     return CostTable(times=times, slopes=slopes, ref_context=ref_context)
+
+
+def _step_of(lm: CachedLM, context: int, gen: torch.Generator) -> Callable[[], None]:
+    """An untimed 1-token forward of ``lm`` after ``context`` random tokens, repeatable."""
+    lm.reset()
+    lm.forward(torch.randint(0, lm.vocab_size, (context,), generator=gen))
+    lm.keep(list(range(context)))
+
+    def step() -> None:
+        lm.forward(torch.randint(0, lm.vocab_size, (1,), generator=gen))
+        lm.crop(context)
+
+    return step

@@ -36,7 +36,7 @@ def test_calibrate_tiny_pair_and_price_a_run():
     assert set(table.times) == {"target", "draft"}
     assert {1, 2, 3, 16, 256} <= set(table.times["target"])
     assert all(t > 0 for tab in table.times.values() for t in tab.values())
-    assert target.forward_log == [] and draft.forward_log == [] and target.ids == []
+    assert target.forward_log == [] and draft.forward_log == [] and target.ids == draft.ids == []
     sampling = Sampling(temperature=0.0)
     out = generate(pair.tokenizer.encode("hello world"), target,
                    ModelDrafter(draft, Fixed(3), sampling), Tokenwise(), sampling=sampling,
