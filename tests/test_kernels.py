@@ -68,11 +68,11 @@ def test_cached_forwards_agree_across_kernels():
 
 
 def test_kernel_names_and_fingerprint():
-    assert resolve_kernel("auto", "cpu") == "weight_stationary"
+    assert resolve_kernel("auto", "cpu") == "packed"
     assert resolve_kernel("auto", "cuda") == "stock"
     with pytest.raises(ValueError, match="unknown linear_kernel 'fast'.*auto"):
         resolve_kernel("fast", "cpu")
-    assert tiny_pair().describe()["linear_kernel"] == "weight_stationary"
+    assert tiny_pair().describe()["linear_kernel"] == "packed"
     assert tiny_pair(linear_kernel="stock").describe()["linear_kernel"] == "stock"
 
 

@@ -110,7 +110,8 @@ def load_pair(
         device: torch device string.
         trust_remote_code: forwarded to transformers; keep ``False`` unless the config says so.
         attn_implementation: e.g. ``sdpa``, ``eager``, ``flash_attention_2`` (None: default).
-        linear_kernel: ``auto`` | ``stock`` | ``weight_stationary`` (``specdec.models.kernels``).
+        linear_kernel: ``auto`` | ``stock`` | ``weight_stationary`` | ``packed``
+            (``specdec.models.kernels``).
     """
     kwargs = {"dtype": resolve_dtype(dtype), "trust_remote_code": trust_remote_code}
     if attn_implementation:

@@ -152,7 +152,7 @@ def smollm2_pair(
             ``<repo>/cache``).
         dtype: ``float32`` (default; the cost measurements assume it) or another torch dtype.
         device: torch device string.
-        linear_kernel: ``auto`` (``weight_stationary`` on CPU) | ``stock`` | ``weight_stationary``
+        linear_kernel: ``auto`` (``packed`` on CPU) | ``stock`` | ``weight_stationary`` | ``packed``
             (``specdec.models.kernels``: how the linear layers compute small-M products).
     """
     from specdec.models.draft_net import load_draft

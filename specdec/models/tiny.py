@@ -75,7 +75,8 @@ def tiny_pair(
         seed, draft_seed: weight seeds (equal seeds and sizes give a draft identical to the target).
         dtype: ``float32`` or ``float64`` (exactness tests).
         draft_vocab_size: only to test the vocabulary-mismatch error (default: the tokenizer's).
-        linear_kernel: ``auto`` | ``stock`` | ``weight_stationary`` (``specdec.models.kernels``).
+        linear_kernel: ``auto`` | ``stock`` | ``weight_stationary`` | ``packed``
+            (``specdec.models.kernels``).
     """
     tok = byte_tokenizer()
     dt = resolve_dtype(dtype)
