@@ -73,25 +73,32 @@ class CostTable:
                 for role, tab in self.times.items()}
 
 
-def _median_forward(lm: CachedLM, context: torch.Tensor, n: int, repeats: int,
-                    gen: torch.Generator, other: Callable[[], None] | None = None) -> float:
-    """Median seconds of an ``n``-token forward after ``context`` (cache rebuilt once).
+def _median_forwards(lm: CachedLM, context: torch.Tensor, repeats: dict[int, int],
+                     gen: torch.Generator, other: Callable[[], None] | None = None,
+                     ) -> dict[int, float]:
+    """Median seconds of an ``n``-token forward after ``context``, per ``n`` in ``repeats``.
 
-    ``other`` (untimed) runs before each timed forward: the other model's step, so that this
-    model's weights leave the CPU caches as they do when draft and target alternate in a run.
+    The sizes take turns (round ``r`` times every size that still has repeats left), so a slow
+    phase of a shared machine spreads over all sizes instead of skewing one of them. ``other``
+    (untimed) runs before each timed forward: the other model's step, so that this model's
+    weights leave the CPU caches as they do when draft and target alternate in a run.
     """
     lm.reset()
     lm.forward(context)
     lm.keep(list(range(context.numel())))
-    times = []
-    for _ in range(repeats + 1):
-        tokens = torch.randint(0, lm.vocab_size, (n,), generator=gen)
-        if other is not None:
-            other()
-        lm.forward(tokens)
-        times.append(lm.forward_log[-1].seconds)
-        lm.crop(context.numel())
-    return statistics.median(times[1:])  # the first repeat warms up
+    times: dict[int, list[float]] = {n: [] for n in repeats}
+    for r in range(max(repeats.values()) + 1):
+        for n, want in repeats.items():
+            if r > want:
+                continue
+            # 1. The other model's step, then the timed forward of n random tokens.
+            tokens = torch.randint(0, lm.vocab_size, (n,), generator=gen)
+            if other is not None:
+                other()
+            lm.forward(tokens)
+            times[n].append(lm.forward_log[-1].seconds)
+            lm.crop(context.numel())
+    return {n: statistics.median(ts[1:]) for n, ts in times.items()}  # round 0 warms up
 
 
 def calibrate(target: CachedLM, draft: CachedLM | None, *, max_new: int = 8, repeats: int = 5,
@@ -119,10 +126,10 @@ def calibrate(target: CachedLM, draft: CachedLM | None, *, max_new: int = 8, rep
         ctx = torch.randint(0, lm.vocab_size, (far_context,), generator=gen)
         sizes = sorted(set(range(1, max_new + 1)) | {s for s in PREFILL_SIZES if s > max_new})
         # 1. T(n) at the reference context, each forward after one step of the other model.
-        table = {n: _median_forward(lm, ctx[:ref_context], n, repeats if n <= max_new else
-                                    min(repeats, 2), gen, other) for n in sizes}
+        table = _median_forwards(lm, ctx[:ref_context], {
+            n: repeats if n <= max_new else min(repeats, 2) for n in sizes}, gen, other)
         # 2. Context slope from 1-token forwards at a far context.
-        far = _median_forward(lm, ctx, 1, repeats, gen, other)
+        far = _median_forwards(lm, ctx, {1: repeats}, gen, other)[1]
         slopes[lm.role] = (far - table[1]) / (far_context - ref_context)
         times[lm.role] = table
     for m, mark in zip(models, marks, strict=True):

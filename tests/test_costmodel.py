@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import pytest
+import torch
 
-from specdec.costmodel import CostTable, calibrate
+from specdec.costmodel import CostTable, _median_forwards, calibrate
 from specdec.drafters import ModelDrafter
 from specdec.drafters.policies import Fixed
 from specdec.engine import generate
@@ -45,3 +46,13 @@ def test_calibrate_tiny_pair_and_price_a_run():
     assert table(out.stats.forwards) == pytest.approx(expected) and expected > 0
     with pytest.raises(ValueError, match="max_new and repeats"):
         calibrate(target, None, max_new=0)
+
+
+def test_calibration_sizes_take_turns_so_a_slow_phase_hits_them_all():
+    lm = CachedLM(tiny_pair().target)
+    steps = []
+    medians = _median_forwards(lm, torch.arange(1, 17), {1: 3, 2: 3, 16: 1},
+                               torch.Generator().manual_seed(0), other=lambda: steps.append(1))
+    sizes = [f.new_tokens for f in lm.forward_log[1:]]  # after the 16-token context
+    assert sizes == [1, 2, 16, 1, 2, 16, 1, 2, 1, 2]  # round 0 warms up every size
+    assert len(steps) == len(sizes) and set(medians) == {1, 2, 16}
