@@ -2,8 +2,9 @@
 
 Steps: load the pair once → build target ``CachedLM``, drafter, verifier from the config groups →
 (``cost_model=true``) calibrate a cost table once → for each dataset of ``benchmark``: load its
-prompts, skip those already recorded under this config hash (resume), generate every remaining
-prompt with per-prompt coins seeded from (seed, prompt id), append one JSONL record per prompt →
+prompts, skip those already recorded under this config hash (resume; the hash covers the digests
+of the learned weights too, ``specdec.fingerprint``), generate every remaining prompt with
+per-prompt coins seeded from (seed, prompt id), append one JSONL record per prompt →
 ``summary.json`` (metrics of ``specdec.metrics`` per dataset and overall) → logger.
 
 Timing rules (the same for every method, AR included):
@@ -36,6 +37,7 @@ from omegaconf import DictConfig, OmegaConf
 from specdec.core import Drafter, Verifier
 from specdec.data.prompts import Prompt, encode_turn, format_turn, load_prompts, prompt_ids_hash
 from specdec.engine import check_compatible, generate
+from specdec.fingerprint import learned_weights
 from specdec.lm import CachedLM
 from specdec.loggers import EvalLogger, make_logger
 from specdec.metrics import GenerationStats, summarize
@@ -218,7 +220,6 @@ def run(cfg: DictConfig) -> dict:
     # resolve everything but the hydra node (absent under @hydra.main, present when composed)
     resolved = {k: OmegaConf.to_container(v, resolve=True) if OmegaConf.is_config(v) else v
                 for k, v in cfg.items() if k != "hydra"}
-    chash = config_hash(resolved)
     if not cfg.benchmark.get("datasets"):
         raise ValueError("the benchmark has no datasets; pick one with benchmark=<name> "
                          "(conf/benchmark/)")
@@ -226,10 +227,14 @@ def run(cfg: DictConfig) -> dict:
         torch.set_num_threads(int(cfg.threads))  # the machine tag records the count
     pair: ModelPair = instantiate(cfg.model)
     parts = build_method(cfg, pair)
+    # retrained weights at the same path must not resume the old weights' records
+    weights = learned_weights(pair.target, pair.draft, parts[1], parts[2])
+    chash = config_hash({**resolved, "learned_weights": weights})
     cost = _cost_table(cfg, parts)
     summary = {
         "method": cfg.method_name, "lossless": bool(getattr(parts[2], "lossless", False)),
-        "model": pair.describe(), "sampling": resolved["sampling"], "seed": cfg.seed,
+        "model": pair.describe(), "learned_weights": weights,
+        "sampling": resolved["sampling"], "seed": cfg.seed,
         "machine": machine_tag(str(cfg.device)), "software": software_versions(),
         "config_hash": chash, "cost_model": cost is not None, "datasets": {}, "overall": {},
         "config": resolved,

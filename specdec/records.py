@@ -7,7 +7,9 @@ the prompt ids already recorded under the current ``config_hash``; the run then 
 killed run restarted with the same command ends with every prompt recorded exactly once.
 
 The configuration hash covers what changes a prompt's record (model pair, method parts, sampling,
-seed, generation length, datasets' formatting, cost model) and not what only selects or reports
+seed, generation length, datasets' formatting, cost model; ``eval`` adds the digests of the learned
+weights, ``specdec.fingerprint``, so a retrained draft or head never resumes the old records) and
+not what only selects or reports
 (``limit``, ``warmup``, ``resume``, ``quality``, ``logger``, ``paths``): raising ``limit`` resumes
 the same run. ``threads`` and ``device`` are hashed: timings of one record set share them. The
 fingerprints (``machine_tag``, ``software_versions``) go into ``summary.json`` so

@@ -8,6 +8,7 @@ import types
 from pathlib import Path
 
 import pytest
+import torch
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 
@@ -86,6 +87,28 @@ def test_rerun_resumes_without_generating_again(sps_run, monkeypatch):
     again = ev.run(eval_cfg(out, ["method=sps", "warmup=0"]))
     assert len(_records(out)) == 2
     assert again["datasets"]["tiny"]["new_tokens"] == summary["datasets"]["tiny"]["new_tokens"]
+
+
+def test_retrained_draft_at_the_same_config_records_afresh(tmp_path, monkeypatch):
+    import specdec.models.tiny as tiny
+
+    old = ev.run(eval_cfg(tmp_path, ["method=sps", "limit=1"]))
+    first = _records(tmp_path)
+    build = tiny.tiny_pair
+
+    def retrained(**kwargs):  # the same config, other draft weights (as after a retrain)
+        pair = build(**kwargs)
+        with torch.no_grad():
+            for p in pair.draft.parameters():
+                p.mul_(1.01)
+        return pair
+
+    monkeypatch.setattr(tiny, "tiny_pair", retrained)
+    second = ev.run(eval_cfg(tmp_path, ["method=sps", "limit=1"]))
+    recs = _records(tmp_path)
+    assert [r["prompt_id"] for r in recs] == ["tiny-0", "tiny-0"]  # generated again, old kept
+    assert recs[1]["config_hash"] == second["config_hash"] != first[0]["config_hash"]
+    assert second["learned_weights"]["draft"] != old["learned_weights"]["draft"]
 
 
 def test_resume_false_records_afresh_and_limit_extends(tmp_path):

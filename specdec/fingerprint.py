@@ -1,0 +1,79 @@
+"""Digests of the learned weights a run uses, so records of one set of weights never resume another.
+
+An eval run's ``config_hash`` (``specdec.records``) covers its configuration. A configuration names
+weights by path (``model.draft_path``, ``drafter.policy.head``), and retraining rewrites the file at
+the same path: without the weights in the hash, ``python -m specdec.eval`` after a retrain would
+resume the old draft's records and report them as the new draft's. ``learned_weights`` finds every
+``nn.Module`` a run's draft side holds (the pair's draft, and modules inside the drafter, its
+policy and the verifier, such as the SpecDec++ acceptance head) and digests each; ``eval`` hashes
+those digests with the configuration. The target is left out: it is named by the pair and can be
+large (hashing a 70B target would take minutes).
+
+A digest hashes every tensor's name, shape and dtype and up to ``SAMPLES`` evenly spaced values
+(plus the tensor's sum), so it costs milliseconds even for a 1B draft and changes whenever a
+training step has touched the weights.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import torch
+from torch import nn
+
+SAMPLES = 4096  # values sampled per tensor
+MAX_DEPTH = 4  # attribute levels searched below the drafter and the verifier
+
+
+def weights_digest(module: nn.Module) -> str:
+    """A short hash of ``module``'s parameters and buffers (names, shapes, dtypes, some values)."""
+    h = hashlib.sha256()
+    for name, t in sorted(module.state_dict().items()):
+        flat = t.detach().reshape(-1)  # [N]
+        step = max(1, flat.numel() // SAMPLES)
+        picked = flat[::step][:SAMPLES].to(device="cpu", dtype=torch.float64)  # [≤ SAMPLES]
+        total = flat.to(torch.float64).sum().reshape(1).cpu()  # [1]
+        h.update(f"{name}|{tuple(t.shape)}|{t.dtype}|".encode())
+        h.update(torch.cat([picked, total]).numpy().tobytes())
+    return h.hexdigest()[:12]
+
+
+Found = list[tuple[str, nn.Module]]  # (attribute path, module)
+
+
+def _modules_below(obj: object, path: str, depth: int, seen: set[int]) -> Found:
+    """Each module reachable from ``obj`` through attributes of specdec objects, lists, tuples."""
+    if id(obj) in seen or depth > MAX_DEPTH:
+        return []
+    seen.add(id(obj))
+    if isinstance(obj, nn.Module):
+        return [(path, obj)]
+    if isinstance(obj, list | tuple):
+        items = [(f"{path}[{i}]", v) for i, v in enumerate(obj)]
+    elif type(obj).__module__.startswith("specdec") and hasattr(obj, "__dict__"):
+        items = [(f"{path}.{k}", v) for k, v in vars(obj).items()]
+    else:
+        return []
+    found: Found = []
+    for sub_path, value in items:
+        found += _modules_below(value, sub_path, depth + 1, seen)
+    return found
+
+
+def learned_weights(target: nn.Module, draft: nn.Module | None, *parts: object) -> dict[str, str]:
+    """Digest of the draft and of each module inside ``parts`` (drafter, verifier), by name.
+
+    Args:
+        target: the pair's target; skipped wherever it is found.
+        draft: the pair's draft model, or None.
+        parts: objects to search (attributes of ``specdec`` classes, lists and tuples).
+    """
+    seen = {id(target)}
+    out: dict[str, str] = {}
+    if draft is not None:
+        seen.add(id(draft))
+        out["draft"] = weights_digest(draft)
+    for i, part in enumerate(parts):
+        for path, module in _modules_below(part, type(part).__name__, 0, seen):
+            out[path if path not in out else f"{path}#{i}"] = weights_digest(module)
+    return out
