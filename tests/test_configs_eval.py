@@ -58,7 +58,7 @@ def test_a_dataset_can_be_dropped_from_the_cli(compose):
 
 def test_eval_defaults_and_logger_schema(compose):
     cfg = compose("eval", [])
-    assert cfg.cost_model is False and cfg.resume is True and cfg.quality is False
+    assert cfg.cost_model is True and cfg.resume is True and cfg.quality is False
     for backend in ("none", "csv", "wandb"):
         assert compose("eval", [f"logger={backend}"]).logger.backend == backend
 
@@ -74,7 +74,7 @@ def test_config_hash_ignores_selection_keys_but_not_generation_keys(compose):
                  "progress=false", "benchmark.datasets.tiny.limit=1"):
         assert config_hash(_resolved(compose("eval", [same]))) == base, same
     for other in ("seed=1", "sampling.temperature=1.0", "max_new_tokens=3", "method=ar",
-                  "drafter.policy.gamma=2", "cost_model=true", "threads=1",
+                  "drafter.policy.gamma=2", "cost_model=false", "threads=1",
                   "benchmark.datasets.tiny.template='Q: {turn}'"):
         assert config_hash(_resolved(compose("eval", [other]))) != base, other
 

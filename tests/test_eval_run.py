@@ -59,7 +59,9 @@ def test_records_hold_one_line_per_prompt_with_counts_and_times(sps_run):
     assert summary["datasets"]["tiny"] == {
         **summarize([stats_from_record(r) for r in recs]),
         **{k: summary["datasets"]["tiny"][k] for k in
-           ("prompt_ids_hash", "max_new_tokens", "chat_template", "template")}}
+           ("prompt_ids_hash", "max_new_tokens", "chat_template", "template", "modeled_s")}}
+    assert summary["datasets"]["tiny"]["modeled_s"] == pytest.approx(
+        sum(r["modeled_s"] for r in recs))
 
 
 def test_summary_carries_the_comparability_fingerprint(sps_run):
@@ -72,7 +74,7 @@ def test_summary_carries_the_comparability_fingerprint(sps_run):
     assert {"cpu", "torch_threads", "device"} <= set(summary["machine"])
     assert {"python", "torch", "transformers"} <= set(summary["software"])
     assert summary["datasets"]["tiny"]["max_new_tokens"] == 6
-    assert summary["overall"]["prompts"] == 2 and summary["cost_model"] is False
+    assert summary["overall"]["prompts"] == 2 and summary["cost_model"] is True
     assert json.loads((out / "summary.json").read_text())["config_hash"] == summary["config_hash"]
     assert "tiny" in json.loads((out / "summary" / "tiny.json").read_text())["datasets"]
 
@@ -142,12 +144,19 @@ def test_cost_model_is_calibrated_once_and_prices_every_record(tmp_path, monkeyp
     assert summary["cost_model"] is True
 
 
-@pytest.mark.slow  # the real calibration times many forwards
-def test_real_cost_model_prices_the_run(tmp_path):
-    summary = ev.run(eval_cfg(tmp_path, ["method=sps", "cost_model=true", "limit=1"]))
+def test_default_run_is_priced_by_a_real_calibration(sps_run):
+    _, summary = sps_run  # cost_model=true is the default
     metrics = summary["datasets"]["tiny"]
-    assert summary["cost_model"] is True
     assert 0 < metrics["modeled_s"] < 10 * metrics["wall_s"]
+
+
+def test_cost_model_false_skips_the_calibration(tmp_path, monkeypatch):
+    fake = types.ModuleType("specdec.costmodel")
+    fake.calibrate = lambda *a, **k: pytest.fail("calibrated although cost_model=false")
+    monkeypatch.setitem(sys.modules, "specdec.costmodel", fake)
+    summary = ev.run(eval_cfg(tmp_path, ["method=sps", "cost_model=false", "limit=1"]))
+    assert summary["cost_model"] is False and "modeled_s" not in summary["datasets"]["tiny"]
+    assert all("modeled_s" not in r for r in _records(tmp_path))
 
 
 def test_csv_logger_writes_per_dataset_metrics(tmp_path):
