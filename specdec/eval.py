@@ -125,7 +125,10 @@ def _cost_table(cfg: DictConfig, parts: Parts):
     from specdec.costmodel import calibrate  # lazy: calibration is opt-in
     target, drafter = parts[0], parts[1]
     draft = next(iter(getattr(drafter, "models", [])), None)
-    return calibrate(target, draft)
+    table = calibrate(target, draft)
+    if hasattr(table, "describe"):
+        log.info("cost table (ms per forward by new tokens): %s", table.describe())
+    return table
 
 
 class DatasetRun:
@@ -236,7 +239,9 @@ def run(cfg: DictConfig) -> dict:
         "model": pair.describe(), "learned_weights": weights,
         "sampling": resolved["sampling"], "seed": cfg.seed,
         "machine": machine_tag(str(cfg.device)), "software": software_versions(),
-        "config_hash": chash, "cost_model": cost is not None, "datasets": {}, "overall": {},
+        "config_hash": chash, "cost_model": cost is not None,
+        "cost_table_ms": cost.describe() if hasattr(cost, "describe") else None,
+        "datasets": {}, "overall": {},
         "config": resolved,
     }
     logger: EvalLogger = make_logger(resolved["logger"], resolved, out_dir, name=cfg.method_name)

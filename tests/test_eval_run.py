@@ -148,6 +148,9 @@ def test_default_run_is_priced_by_a_real_calibration(sps_run):
     _, summary = sps_run  # cost_model=true is the default
     metrics = summary["datasets"]["tiny"]
     assert 0 < metrics["modeled_s"] < 10 * metrics["wall_s"]
+    table = summary["cost_table_ms"]  # the calibration that priced the run, for auditing
+    assert set(table) == {"target", "draft"} and all(v > 0 for v in table["target"].values())
+    assert {"n=1", "n=8"} <= set(table["draft"])
 
 
 def test_cost_model_false_skips_the_calibration(tmp_path, monkeypatch):
