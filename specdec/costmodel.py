@@ -5,72 +5,27 @@ ARCHITECTURE §0.2: every forward is logged as ``ForwardRecord(role, new_tokens,
 (``n = 1..max_new`` plus a few prefill sizes) after a reference context ``c_ref``, each forward
 right after a step of the other model (as draft and target alternate in a run, so neither model's
 weights are warm in the CPU caches), and the per-context-token slope ``s`` of a 1-token forward
-between two contexts. A record then costs
+between two contexts. Sizes take turns (round robin), so a slow phase of a shared machine spreads
+over all of them. The result is a ``CostTable`` (``specdec.pricing``, re-exported here), which
+prices a record as
 
     t(role, n, ctx) = T_role(n) + s_role * (ctx - c_ref)
 
-with ``T(n)`` interpolated linearly between measured sizes (extrapolated from the last two).
 Serial forwards add up: ``CostTable(forwards)`` is the sum (``modeled_s``); overlapped schedules
 take maxima at their own level.
 """
 
 from __future__ import annotations
 
-import bisect
 import statistics
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable
 
 import torch
 
-from specdec.lm import CachedLM, ForwardRecord
+from specdec.lm import CachedLM
+from specdec.pricing import CostTable
 
 PREFILL_SIZES = (16, 32, 64, 128, 256)
-
-
-@dataclass
-class CostTable:
-    """Median forward seconds per role and number of new tokens, plus a context slope.
-
-    Attributes:
-        times: ``{role: {n: seconds}}`` measured at context ``ref_context``.
-        slopes: ``{role: seconds per extra context token}`` (1-token forwards).
-        ref_context: the context length the ``times`` were measured at.
-    """
-
-    times: dict[str, dict[int, float]]
-    slopes: dict[str, float] = field(default_factory=dict)
-    ref_context: int = 0
-
-    def cost(self, role: str, new_tokens: int, context: int) -> float:
-        """Modelled seconds of one forward."""
-        if role not in self.times:
-            raise ValueError(f"no calibration for role {role!r}; calibrated: {sorted(self.times)}")
-        table = self.times[role]
-        sizes = sorted(table)
-        n = max(1, int(new_tokens))
-        i = bisect.bisect_left(sizes, n)
-        if i < len(sizes) and sizes[i] == n:
-            base = table[n]
-        elif len(sizes) == 1:
-            base = table[sizes[0]] * n / sizes[0]
-        else:
-            # 1. Interpolate between neighbours (or extrapolate from the two nearest ends).
-            lo, hi = (sizes[i - 1], sizes[i]) if 0 < i < len(sizes) else (
-                (sizes[0], sizes[1]) if i == 0 else (sizes[-2], sizes[-1]))
-            frac = (n - lo) / (hi - lo)
-            base = table[lo] + frac * (table[hi] - table[lo])
-        extra = self.slopes.get(role, 0.0) * (context - self.ref_context)
-        return max(base + extra, 0.0)
-
-    def __call__(self, forwards: Sequence[ForwardRecord]) -> float:
-        """Serial forwards add up."""
-        return sum(self.cost(f.role, f.new_tokens, f.context) for f in forwards)
-
-    def describe(self) -> dict[str, dict[str, float]]:
-        """``{role: {"n=1": ms, ...}}`` for summaries."""
-        return {role: {f"n={n}": 1000 * t for n, t in sorted(tab.items())}
-                for role, tab in self.times.items()}
 
 
 def _median_forwards(lm: CachedLM, context: torch.Tensor, repeats: dict[int, int],

@@ -42,6 +42,7 @@ from specdec.lm import CachedLM
 from specdec.loggers import EvalLogger, make_logger
 from specdec.metrics import GenerationStats, summarize
 from specdec.models import ModelPair
+from specdec.pricing import forward_profile, merge_profiles
 from specdec.records import (
     RecordFile,
     config_hash,
@@ -155,6 +156,7 @@ class DatasetRun:
                "text": "\n\n".join(answers)}
         if len(answers) > 1:
             rec["answers"] = answers
+        rec["forward_profile"] = forward_profile(s.forwards)  # lets a report reprice the run
         if self.cost is not None:
             rec["modeled_s"] = float(self.cost(s.forwards))
         check = self.ds.get("quality")
@@ -169,6 +171,8 @@ class DatasetRun:
         metrics = summarize([stats_from_record(r) for r in records])
         if records and all("modeled_s" in r for r in records):
             metrics["modeled_s"] = sum(r["modeled_s"] for r in records)
+        if records and all("forward_profile" in r for r in records):
+            metrics["forward_profile"] = merge_profiles(r["forward_profile"] for r in records)
         for key in sorted({k for r in records for k in r if k.startswith("quality_")}):
             values = [r[key] for r in records if key in r]
             metrics[key] = sum(values) / len(values)
@@ -240,7 +244,7 @@ def run(cfg: DictConfig) -> dict:
         "sampling": resolved["sampling"], "seed": cfg.seed,
         "machine": machine_tag(str(cfg.device)), "software": software_versions(),
         "config_hash": chash, "cost_model": cost is not None,
-        "cost_table_ms": cost.describe() if hasattr(cost, "describe") else None,
+        "cost_table": cost.to_dict() if hasattr(cost, "to_dict") else None,
         "datasets": {}, "overall": {},
         "config": resolved,
     }

@@ -12,6 +12,11 @@ versions; otherwise the cell says ``refused`` and the report lists why. The base
 without a draft, so against it only the target's part of the pair fingerprint must match (keys of
 ``ModelPair.describe()`` that name the draft are ignored): one ``ar`` run serves every draft model
 of the same target.
+
+Modeled speedup (when the method run calibrated a cost table and both runs' records carry forward
+profiles, ``specdec.pricing``): the baseline's forwards / the method's forwards, both priced by the
+method run's table. Wall-clock speedups on a shared machine move with its load (±0.1 on the
+project's 2-core VM); the modeled one depends only on token counts and one calibration.
 """
 
 from __future__ import annotations
@@ -22,6 +27,8 @@ import math
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+
+from specdec.pricing import CostTable
 
 COLUMNS = [  # (metric key, header, format)
     ("tokens_per_s", "tokens/s", "{:.1f}"),
@@ -58,6 +65,7 @@ class Row:
     speedup: float | None = None
     baseline: Run | None = None
     refused: str | None = None
+    modeled_speedup: float | None = None
 
 
 def load_runs(paths: list[str | Path]) -> list[Run]:
@@ -111,6 +119,22 @@ def mismatches(a: Run, b: Run, dataset: str, *, target_only: bool = False) -> li
     return [d for name, x, y in checks if (d := _diff(name, x, y)) is not None]
 
 
+def modeled_speedup(run: Run, base: Run, dataset: str) -> float | None:
+    """Baseline forwards / method forwards, both priced by ``run``'s own calibrated cost table.
+
+    One calibration prices both sides, so machine-speed drift between the two runs cancels; None
+    when ``run`` has no cost table or either side's records lack forward profiles.
+    """
+    table = run.summary.get("cost_table")
+    mine = run.summary["datasets"][dataset].get("forward_profile")
+    theirs = base.summary["datasets"][dataset].get("forward_profile")
+    if not table or mine is None or theirs is None:
+        return None
+    cost = CostTable.from_dict(table)
+    own = cost.price(mine)
+    return cost.price(theirs) / own if own else math.nan
+
+
 def build_rows(runs: list[Run], *, baseline: str = "ar") -> list[Row]:
     """Leaderboard rows with speedups against a comparable baseline run, or a refusal reason."""
     rows = []
@@ -129,6 +153,7 @@ def build_rows(runs: list[Run], *, baseline: str = "ar") -> list[Row]:
                 row.baseline = match
                 base_s, s = match.summary["datasets"][dataset]["wall_s"], metrics["wall_s"]
                 row.speedup = base_s / s if s else math.nan
+                row.modeled_speedup = modeled_speedup(run, match, dataset)
             elif not candidates:
                 row.refused = f"no `{baseline}` run of dataset {dataset} among the inputs"
             else:
@@ -154,8 +179,10 @@ def to_markdown(rows: list[Row]) -> str:
     """The leaderboard, a speedup pivot (method × dataset) and the list of refused comparisons."""
     quality = sorted({k for r in rows for k in r.metrics if k.startswith("quality_")})
     modeled = any("modeled_s" in r.metrics for r in rows)
+    priced = any(r.modeled_speedup is not None for r in rows)
     header = ["method", "dataset", "lossless", "prompts", *[c[1] for c in COLUMNS]]
-    header += (["modeled/wall"] if modeled else []) + [q.removeprefix("quality_") for q in quality]
+    header += (["modeled speedup"] if priced else []) + (["modeled/wall"] if modeled else [])
+    header += [q.removeprefix("quality_") for q in quality]
     lines = ["## Leaderboard", "", "| " + " | ".join(header) + " |",
              "|" + "|".join("---" if i < 2 else "---:" for i in range(len(header))) + "|"]
     for r in rows:
@@ -165,6 +192,8 @@ def to_markdown(rows: list[Row]) -> str:
         for key, _, fmt in COLUMNS:
             cells.append("refused" if key == "speedup" and r.refused and r.speedup is None
                          else _fmt(values.get(key), fmt))
+        if priced:
+            cells.append(_fmt(r.modeled_speedup, "{:.2f}x"))
         if modeled:
             m, w = r.metrics.get("modeled_s"), r.metrics.get("wall_s")
             cells.append(_fmt(m / w if m is not None and w else None, "{:.2f}"))
@@ -188,6 +217,11 @@ def to_markdown(rows: list[Row]) -> str:
         lines += [f"- {r.label} on {r.dataset} ({r.run.path}): {r.refused}" for r in refused]
     lines += ["", "Speedup = baseline wall_s / method wall_s (decoding only, prefill excluded, "
               "warm-up excluded); block eff. = new tokens / target forwards."]
+    if priced:
+        lines += ["Modeled speedup = the baseline's forwards / the method's forwards, both priced "
+                  "by the method run's calibrated cost table (one calibration, so machine-speed "
+                  "drift between the runs cancels); modeled/wall checks that table against the "
+                  "run's own clock."]
     return "\n".join(lines) + "\n"
 
 

@@ -15,6 +15,7 @@ from hydra.core.global_hydra import GlobalHydra
 import specdec.eval as ev
 from specdec.lm import CachedLM
 from specdec.metrics import summarize
+from specdec.pricing import CostTable
 from specdec.records import stats_from_record
 from specdec.utils import register_resolvers
 
@@ -59,7 +60,8 @@ def test_records_hold_one_line_per_prompt_with_counts_and_times(sps_run):
     assert summary["datasets"]["tiny"] == {
         **summarize([stats_from_record(r) for r in recs]),
         **{k: summary["datasets"]["tiny"][k] for k in
-           ("prompt_ids_hash", "max_new_tokens", "chat_template", "template", "modeled_s")}}
+           ("prompt_ids_hash", "max_new_tokens", "chat_template", "template", "modeled_s",
+            "forward_profile")}}
     assert summary["datasets"]["tiny"]["modeled_s"] == pytest.approx(
         sum(r["modeled_s"] for r in recs))
 
@@ -148,9 +150,14 @@ def test_default_run_is_priced_by_a_real_calibration(sps_run):
     _, summary = sps_run  # cost_model=true is the default
     metrics = summary["datasets"]["tiny"]
     assert 0 < metrics["modeled_s"] < 10 * metrics["wall_s"]
-    table = summary["cost_table_ms"]  # the calibration that priced the run, for auditing
-    assert set(table) == {"target", "draft"} and all(v > 0 for v in table["target"].values())
-    assert {"n=1", "n=8"} <= set(table["draft"])
+    table = CostTable.from_dict(summary["cost_table"])  # the calibration that priced the run
+    assert set(table.times) == {"target", "draft"} and {1, 8} <= set(table.times["draft"])
+    assert all(v > 0 for v in table.times["target"].values())
+    # the records' forward profiles, priced by that table, give the run's modeled_s back
+    profile = metrics["forward_profile"]
+    assert set(profile) == {"target", "draft"}
+    assert sum(c for c, _ in profile["target"].values()) == metrics["target_forwards"]
+    assert table.price(profile) == pytest.approx(metrics["modeled_s"], rel=1e-9)
 
 
 def test_cost_model_false_skips_the_calibration(tmp_path, monkeypatch):

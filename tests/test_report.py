@@ -105,3 +105,33 @@ def test_cli_finds_runs_below_a_folder_and_strict_fails_on_refusals(runs, tmp_pa
     missing = subprocess.run([sys.executable, "-m", "specdec.report", str(tmp_path / "empty")],
                              capture_output=True, text=True, timeout=120)
     assert missing.returncode == 1 and "no summary.json" in missing.stderr
+
+
+def test_modeled_speedup_prices_both_runs_with_the_method_runs_table(runs, tmp_path):
+    from specdec.pricing import CostTable
+
+    text, rows = rp.report([runs["ar"], runs["sps"]], tmp_path, plots=False)
+    by_method = {r.run.method: r for r in rows}
+    sps = _summary(runs["sps"])
+    table = CostTable.from_dict(sps["cost_table"])
+    ar_profile = _summary(runs["ar"])["datasets"]["tiny"]["forward_profile"]
+    expected = table.price(ar_profile) / table.price(sps["datasets"]["tiny"]["forward_profile"])
+    assert by_method["sps"].modeled_speedup == pytest.approx(expected)
+    assert by_method["ar"].modeled_speedup == pytest.approx(1.0)
+    assert "| modeled speedup |" in text and f"| {expected:.2f}x |" in text
+    # an ar run prices as target forwards only: one per new token
+    assert set(ar_profile) == {"target"}
+
+
+def test_runs_without_a_cost_table_get_no_modeled_speedup(runs, tmp_path):
+    copy = tmp_path / "sps_nocost"
+    shutil.copytree(runs["sps"], copy)
+    summary = _summary(copy)
+    summary["cost_table"] = None
+    (copy / "summary.json").write_text(json.dumps(summary))
+    text, rows = rp.report([runs["ar"], copy], tmp_path / "out", plots=False)
+    by_method = {r.run.method: r for r in rows}
+    assert by_method["sps"].modeled_speedup is None and by_method["sps"].speedup is not None
+    assert by_method["ar"].modeled_speedup == pytest.approx(1.0)  # the ar run has its own table
+    sps_line = next(line for line in text.splitlines() if line.startswith("| sps |"))
+    assert " - | " in sps_line

@@ -1,0 +1,122 @@
+"""Pricing forwards with a calibrated cost table: a whole log, or its compact profile.
+
+ARCHITECTURE §0.2. ``specdec.costmodel.calibrate`` measures a ``CostTable`` on this machine; this
+module (no torch, so the report can use it anywhere) turns forwards into seconds:
+
+    t(role, n, ctx) = T_role(n) + s_role * (ctx - c_ref)
+
+with ``T(n)`` interpolated linearly between measured sizes (extrapolated from the last two) and
+``s`` the per-context-token slope. Serial forwards add up: ``CostTable(forwards)`` is the sum
+(``modeled_s``).
+
+A forward *profile* is what a record keeps of its forward log: per role and number of new tokens
+``n``, the count of forwards and the sum of their contexts, ``{role: {"n": [count, ctx_sum]}}``.
+Because ``t`` is linear in ``ctx``, ``CostTable.price(profile)`` equals pricing the log itself
+(as long as no single forward would be priced below zero, where ``cost`` clips). Profiles let the
+report price a baseline run with a method run's table: both sides of a speedup measured by one
+calibration, so a slow phase of a shared machine during either run cancels out
+(``modeled_speedup``).
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from specdec.lm import ForwardRecord
+
+Profile = dict[str, dict[str, list[float]]]  # {role: {str(n): [count, sum of contexts]}}
+
+
+def forward_profile(forwards: Iterable[ForwardRecord]) -> Profile:
+    """Count forwards and sum their contexts per (role, new tokens)."""
+    out: Profile = {}
+    for f in forwards:
+        cell = out.setdefault(f.role, {}).setdefault(str(int(f.new_tokens)), [0, 0])
+        cell[0] += 1
+        cell[1] += int(f.context)
+    return out
+
+
+def merge_profiles(profiles: Iterable[Profile]) -> Profile:
+    """The profile of the concatenated logs."""
+    out: Profile = {}
+    for profile in profiles:
+        for role, sizes in profile.items():
+            for n, (count, ctx_sum) in sizes.items():
+                cell = out.setdefault(role, {}).setdefault(n, [0, 0])
+                cell[0] += count
+                cell[1] += ctx_sum
+    return out
+
+
+@dataclass
+class CostTable:
+    """Median forward seconds per role and number of new tokens, plus a context slope.
+
+    Attributes:
+        times: ``{role: {n: seconds}}`` measured at context ``ref_context``.
+        slopes: ``{role: seconds per extra context token}`` (1-token forwards).
+        ref_context: the context length the ``times`` were measured at.
+    """
+
+    times: dict[str, dict[int, float]]
+    slopes: dict[str, float] = field(default_factory=dict)
+    ref_context: int = 0
+
+    def base(self, role: str, new_tokens: int) -> float:
+        """``T_role(n)``: seconds of an ``n``-token forward at the reference context."""
+        if role not in self.times:
+            raise ValueError(f"no calibration for role {role!r}; calibrated: {sorted(self.times)}")
+        table = self.times[role]
+        sizes = sorted(table)
+        n = max(1, int(new_tokens))
+        i = bisect.bisect_left(sizes, n)
+        if i < len(sizes) and sizes[i] == n:
+            return table[n]
+        if len(sizes) == 1:
+            return table[sizes[0]] * n / sizes[0]
+        # interpolate between neighbours (or extrapolate from the two nearest ends)
+        lo, hi = (sizes[i - 1], sizes[i]) if 0 < i < len(sizes) else (
+            (sizes[0], sizes[1]) if i == 0 else (sizes[-2], sizes[-1]))
+        return table[lo] + (n - lo) / (hi - lo) * (table[hi] - table[lo])
+
+    def cost(self, role: str, new_tokens: int, context: int) -> float:
+        """Modelled seconds of one forward."""
+        extra = self.slopes.get(role, 0.0) * (context - self.ref_context)
+        return max(self.base(role, new_tokens) + extra, 0.0)
+
+    def __call__(self, forwards: Sequence[ForwardRecord]) -> float:
+        """Serial forwards add up."""
+        return sum(self.cost(f.role, f.new_tokens, f.context) for f in forwards)
+
+    def price(self, profile: Profile) -> float:
+        """Modelled seconds of the forwards a profile describes (serial)."""
+        total = 0.0
+        for role, sizes in profile.items():
+            slope = self.slopes.get(role, 0.0)
+            for n, (count, ctx_sum) in sizes.items():
+                total += count * self.base(role, int(n)) + slope * (
+                    ctx_sum - count * self.ref_context)
+        return total
+
+    def to_dict(self) -> dict:
+        """JSON form (``summary.json``: ``cost_table``); ``from_dict`` reads it back."""
+        return {"times": {role: {str(n): t for n, t in sorted(tab.items())}
+                          for role, tab in self.times.items()},
+                "slopes": dict(self.slopes), "ref_context": self.ref_context}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> CostTable:
+        return cls(times={role: {int(n): float(t) for n, t in tab.items()}
+                          for role, tab in data["times"].items()},
+                   slopes={k: float(v) for k, v in data.get("slopes", {}).items()},
+                   ref_context=int(data.get("ref_context", 0)))
+
+    def describe(self) -> dict[str, dict[str, float]]:
+        """``{role: {"n=1": ms, ...}}`` for logs."""
+        return {role: {f"n={n}": 1000 * t for n, t in sorted(tab.items())}
+                for role, tab in self.times.items()}
