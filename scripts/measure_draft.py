@@ -99,6 +99,9 @@ def main(argv: list[str] | None = None) -> None:
             if base is not None:
                 ratio = (t["tokens"] / t["wall"]) / (base["tokens"] / base["wall"])
                 line += f" speedup={ratio:.3f}"
+                if cost is not None:  # one table prices both runs: load drift cancels
+                    priced = (t["tokens"] / t["modeled"]) / (base["tokens"] / base["modeled"])
+                    line += f" modeled_speedup={priced:.3f}"
             print(line, flush=True)
 
 

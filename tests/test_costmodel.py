@@ -56,3 +56,25 @@ def test_calibration_sizes_take_turns_so_a_slow_phase_hits_them_all():
     sizes = [f.new_tokens for f in lm.forward_log[1:]]  # after the 16-token context
     assert sizes == [1, 2, 16, 1, 2, 16, 1, 2, 1, 2]  # round 0 warms up every size
     assert len(steps) == len(sizes) and set(medians) == {1, 2, 16}
+
+
+def test_decoding_sizes_are_timed_apart_from_the_prefill_sizes(monkeypatch):
+    import specdec.costmodel as cm
+
+    calls: list[list[int]] = []
+    real = cm._median_forwards
+
+    def spy(lm, context, repeats, gen, other=None):
+        calls.append(sorted(repeats))
+        return real(lm, context, repeats, gen, other)
+
+    monkeypatch.setattr(cm, "_median_forwards", spy)
+    pair = tiny_pair()
+    table = cm.calibrate(CachedLM(pair.target), None, max_new=3, repeats=2, ref_context=8,
+                         far_context=24)
+    # a decoding forward never follows a prefill-sized one inside a timing loop
+    assert calls == [[1, 2, 3], [16, 32, 64, 128, 256], [1]]
+    assert set(table.times["target"]) == {1, 2, 3, 16, 32, 64, 128, 256}
+    big = cm.calibrate(CachedLM(pair.target), None, max_new=300, repeats=1, ref_context=8,
+                       far_context=24)  # no prefill size left above max_new
+    assert calls[-2:] == [list(range(1, 301)), [1]] and len(big.times["target"]) == 300
