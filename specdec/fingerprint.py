@@ -9,9 +9,9 @@ policy and the verifier, such as the SpecDec++ acceptance head) and digests each
 those digests with the configuration. The target is left out: it is named by the pair and can be
 large (hashing a 70B target would take minutes).
 
-A digest hashes every tensor's name, shape and dtype and up to ``SAMPLES`` evenly spaced values
-(plus the tensor's sum), so it costs milliseconds even for a 1B draft and changes whenever a
-training step has touched the weights.
+A digest hashes every tensor's name, shape and dtype, up to ``SAMPLES`` evenly spaced values and
+an integer sum of all its values' bits (exact whatever the summation order or thread count), so
+it is cheap even for a 1B draft and changes whenever a training step has touched the weights.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from torch import nn
 
 SAMPLES = 4096  # values sampled per tensor
 MAX_DEPTH = 4  # attribute levels searched below the drafter and the verifier
+INT_OF_SIZE = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}  # bytes → int view
 
 
 def weights_digest(module: nn.Module) -> str:
@@ -32,9 +33,11 @@ def weights_digest(module: nn.Module) -> str:
         flat = t.detach().reshape(-1)  # [N]
         step = max(1, flat.numel() // SAMPLES)
         picked = flat[::step][:SAMPLES].to(device="cpu", dtype=torch.float64)  # [≤ SAMPLES]
-        total = flat.to(torch.float64).sum().reshape(1).cpu()  # [1]
-        h.update(f"{name}|{tuple(t.shape)}|{t.dtype}|".encode())
-        h.update(torch.cat([picked, total]).numpy().tobytes())
+        # every value counts through an integer sum of the raw bits: exact in any order
+        bits = flat.contiguous().view(INT_OF_SIZE[t.element_size()])  # [N]
+        total = int(bits.sum(dtype=torch.int64))
+        h.update(f"{name}|{tuple(t.shape)}|{t.dtype}|{total}|".encode())
+        h.update(picked.numpy().tobytes())
     return h.hexdigest()[:12]
 
 
@@ -73,7 +76,7 @@ def learned_weights(target: nn.Module, draft: nn.Module | None, *parts: object) 
     if draft is not None:
         seen.add(id(draft))
         out["draft"] = weights_digest(draft)
-    for i, part in enumerate(parts):
+    for part in parts:  # paths are unique: each module is found once (``seen``)
         for path, module in _modules_below(part, type(part).__name__, 0, seen):
-            out[path if path not in out else f"{path}#{i}"] = weights_digest(module)
+            out[path] = weights_digest(module)
     return out

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from specdec.lm import ForwardRecord
 
-Profile = dict[str, dict[str, list[float]]]  # {role: {str(n): [count, sum of contexts]}}
+Profile = dict[str, dict[str, list[int]]]  # {role: {str(n): [count, sum of contexts]}}
 
 
 def forward_profile(forwards: Iterable[ForwardRecord]) -> Profile:
