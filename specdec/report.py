@@ -15,7 +15,7 @@ of the same target.
 
 Modeled speedup (when the method run calibrated a cost table and both runs' records carry forward
 profiles, ``specdec.pricing``): the baseline's forwards / the method's forwards, both priced by the
-method run's table. Wall-clock speedups on a shared machine move with its load (±0.1 on the
+method run's table. Wall-clock speedups on a shared machine move with its load (±0.2 on the
 project's 2-core VM); the modeled one depends only on token counts and one calibration.
 """
 
