@@ -18,12 +18,12 @@ import argparse
 from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 
+from specdec.bench.runner import build_method
+from specdec.config import ROOT, register_resolvers
 from specdec.data.prompts import encode_turn
 from specdec.engine import generate
-from specdec.eval import build_method
 from specdec.metrics import summarize
 from specdec.sampling import TorchCoins
-from specdec.utils import ROOT, register_resolvers
 
 PROMPTS = [
     "Janet's ducks lay 16 eggs per day. She eats three for breakfast and bakes muffins with four. "
@@ -59,8 +59,8 @@ def main() -> None:
         f"{'tok/s':>7} {'BE':>6}"
     )
     for method, cfg in cfgs.items():
-        parts = build_method(cfg, pair)
-        target, drafter, verifier, sampling = parts
+        m = build_method(cfg, pair)
+        target, drafter, verifier, sampling = m.target, m.drafter, m.verifier, m.sampling
         stats = []
         for i, text in enumerate([PROMPTS[0], *PROMPTS]):  # the first run is warm-up
             ids = encode_turn(

@@ -10,7 +10,7 @@ import argparse
 
 import torch
 
-from specdec.models.draft_net import draft_from_checkpoint, save_draft
+from specdec.learners.draft_lm.net import draft_from_checkpoint, save_draft
 from specdec.models.smollm2 import load_target
 
 

@@ -17,6 +17,7 @@ means deterministic proposals, which verifiers treat as point masses (the EAGLE 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -202,6 +203,9 @@ class Context:
 class Drafter:
     """Proposes drafts. Subclasses own their draft model and reconcile it to ``ctx.tokens``."""
 
+    #: the draft models this drafter owns (their forwards are logged and checked against the
+    #: target's vocabulary); drafters with a model set ``self.models = [lm]``.
+    models: Sequence[LM] = ()
     #: whether the drafts can branch (trees); the engine checks it against the verifier.
     makes_trees: bool = False
     #: whether the engine should return target hidden states in ``Context`` (feature drafters).
@@ -217,7 +221,7 @@ class Drafter:
         as prefill, like the target's. Drafters whose models are not token LMs override it.
         """
         n = int(prompt.numel()) - 1
-        for lm in getattr(self, "models", []):
+        for lm in self.models:
             if n > 0:
                 lm.forward(prompt[:-1])
                 lm.keep(list(range(n)))

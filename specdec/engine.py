@@ -37,7 +37,7 @@ def check_compatible(target: LM, drafter: Drafter, verifier: Verifier) -> None:
             f"verifier {type(verifier).__name__} does not support tree drafts from "
             f"{type(drafter).__name__}; use a tree-capable verifier or a chain drafter"
         )
-    for lm in getattr(drafter, "models", []):
+    for lm in drafter.models:
         if lm.vocab_size != target.vocab_size:
             raise ValueError(
                 f"target vocabulary size {target.vocab_size} != draft vocabulary size "
@@ -86,7 +86,7 @@ def generate(
     if max_new_tokens == 0:
         return Generation([], stats)
     stops = frozenset(int(s) for s in stop_ids)
-    logs = [target.forward_log, *[m.forward_log for m in getattr(drafter, "models", [])]]
+    logs = [target.forward_log, *[m.forward_log for m in drafter.models]]
 
     # 1. Prefill every prompt token but the root, in the target and in the draft models (the
     #    drafter reconciles its caches with the committed tokens at every propose after this).

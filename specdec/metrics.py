@@ -20,21 +20,29 @@ Per generation and in aggregate (``summarize``):
 * ``per_position_acceptance[j]`` = steps accepting depth j+1 / steps drafting depth j+1.
 * ``draft_forwards``: draft-model forwards; ``draft_share``: draft forward time / decode time.
 * ``tokens_per_s`` = new_tokens / decode_s, where ``decode_s`` excludes prefill (``prefill_s``).
-* ``modeled_s``: the forward log priced by a calibrated cost table (``specdec.costmodel``), when one
-  is given.
+* ``counters``: a method's own counts (``Drafter.counters``), summed over generations.
+
+Modeled time (a forward log priced by a calibrated cost table) is the harness's business:
+``specdec.bench.pricing``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+import copy
+from collections.abc import Sequence
+from dataclasses import dataclass, field, fields
 
 from specdec.lm import ForwardRecord
 
 
 @dataclass
 class GenerationStats:
-    """Counts and timings of one generation (one prompt)."""
+    """Counts and timings of one generation (one prompt); its fields are the record schema.
+
+    ``forwards`` (the raw forward log) stays in memory; ``to_record`` writes every other field
+    and ``from_record`` reads them back, so records and stats can never disagree on a name.
+    ``counters`` holds a method's own counts (``Drafter.counters``: cache hits, branches, ...).
+    """
 
     new_tokens: int = 0
     target_forwards: int = 0
@@ -46,6 +54,7 @@ class GenerationStats:
     prefill_s: float = 0.0
     decode_s: float = 0.0
     draft_s: float = 0.0
+    counters: dict[str, int] = field(default_factory=dict)
     forwards: list[ForwardRecord] = field(default_factory=list)
 
     def step(self, drafted: int, accepted: int, emitted: int) -> None:
@@ -57,29 +66,40 @@ class GenerationStats:
         self.drafted_per_step.append(drafted)
         self.accepted_per_step.append(accepted)
 
-    def to_dict(self, *, with_forwards: bool = False) -> dict:
-        out = asdict(self)
-        out["forwards"] = (
-            [asdict(f) for f in self.forwards] if with_forwards else len(self.forwards)
-        )
-        return out
+    def merge(self, other: GenerationStats) -> None:
+        """Add ``other`` (e.g. the next turn of a multi-turn prompt): numbers add, lists extend,
+        counters add key by key."""
+        for f in fields(self):
+            mine, theirs = getattr(self, f.name), getattr(other, f.name)
+            if isinstance(mine, list):
+                mine.extend(theirs)
+            elif isinstance(mine, dict):
+                for key, value in theirs.items():
+                    mine[key] = mine.get(key, 0) + value
+            else:
+                setattr(self, f.name, mine + theirs)
+
+    def to_record(self) -> dict:
+        """Every field but the forward log, JSON-ready (the stats part of an eval record)."""
+        return {f.name: copy.copy(getattr(self, f.name)) for f in fields(self)
+                if f.name != "forwards"}
+
+    @classmethod
+    def from_record(cls, record: dict) -> GenerationStats:
+        """The stats an eval record was written from (without the forward log)."""
+        return cls(**{f.name: copy.copy(record[f.name]) for f in fields(cls)
+                      if f.name in record and f.name != "forwards"})
 
 
 def _ratio(num: float, den: float) -> float:
     return float(num) / den if den else float("nan")
 
 
-def summarize(
-    stats: Sequence[GenerationStats],
-    *,
-    cost: Callable[[Sequence[ForwardRecord]], float] | None = None,
-) -> dict[str, float | int | list[float]]:
+def summarize(stats: Sequence[GenerationStats]) -> dict:
     """Aggregate generations into the metrics defined in the module docstring.
 
     Args:
         stats: one ``GenerationStats`` per prompt.
-        cost: optional cost model mapping a forward log to modelled seconds. ``forwards`` holds
-            the decoding-phase forwards only (target prefill excluded), like ``wall_s``.
 
     Returns:
         A flat dict of metrics (JSON-serialisable).
@@ -97,7 +117,7 @@ def summarize(
             for j in range(d):
                 reached[j] += 1
                 passed[j] += j < a
-    out: dict[str, float | int | list[float]] = {
+    out: dict = {
         "prompts": len(stats),
         "new_tokens": new,
         "target_forwards": tf,
@@ -115,6 +135,10 @@ def summarize(
         "draft_share": _ratio(sum(s.draft_s for s in stats), decode_s),
         "tokens_per_s": _ratio(new, decode_s),
     }
-    if cost is not None:
-        out["modeled_s"] = sum(cost(s.forwards) for s in stats)
+    counters: dict[str, int] = {}
+    for s in stats:
+        for key, value in s.counters.items():
+            counters[key] = counters.get(key, 0) + value
+    if counters:
+        out["counters"] = dict(sorted(counters.items()))
     return out

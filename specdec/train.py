@@ -18,7 +18,7 @@ import hydra
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from specdec.utils import register_resolvers
+from specdec.config import register_resolvers
 
 log = logging.getLogger(__name__)
 

@@ -41,7 +41,7 @@ def compose(tmp_path):
     from hydra.core.global_hydra import GlobalHydra
     from omegaconf import open_dict
 
-    from specdec.utils import register_resolvers
+    from specdec.config import register_resolvers
 
     register_resolvers()
 

@@ -5,8 +5,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from specdec.learners import acceptance_data
-from specdec.learners.heads import AcceptanceHead, head_from_checkpoint, load_head, save_head
+from specdec.learners.acceptance import data as acceptance_data
+from specdec.learners.acceptance.head import (
+    AcceptanceHead,
+    head_from_checkpoint,
+    load_head,
+    save_head,
+)
 from specdec.sampling import Sampling
 
 TINY_SOURCES = [{"name": "synthetic", "limit": 16}]
@@ -59,7 +64,7 @@ def test_no_prompt_id_is_in_two_splits(data_dir):
 
 
 def batch_of(data_dir, split="train", n=4):
-    from specdec.learners.acceptance import AcceptanceDataModule, collate
+    from specdec.learners.acceptance.module import AcceptanceDataModule, collate
 
     dm = AcceptanceDataModule(data_dir, batch_size=n)
     dm.setup()
@@ -67,7 +72,7 @@ def batch_of(data_dir, split="train", n=4):
 
 
 def test_token_mixing_never_puts_loss_on_target_or_prompt_tokens(data_dir):
-    from specdec.learners.acceptance import mix
+    from specdec.learners.acceptance.module import mix
 
     batch = batch_of(data_dir)
     ids, loss_mask = mix(batch, ratio=0.3, seed=0, epoch=0)
@@ -83,7 +88,7 @@ def test_token_mixing_never_puts_loss_on_target_or_prompt_tokens(data_dir):
 
 
 def test_loss_ignores_labels_of_target_positions(tiny32, data_dir):
-    from specdec.learners.acceptance import AcceptanceLearner, mix
+    from specdec.learners.acceptance.module import AcceptanceLearner, mix
 
     learner = AcceptanceLearner(tiny32, depth=1)
     batch = batch_of(data_dir)
@@ -96,7 +101,7 @@ def test_loss_ignores_labels_of_target_positions(tiny32, data_dir):
 
 def test_overfitting_one_batch_cuts_the_excess_loss_tenfold(tiny32, data_dir):
     """Excess over the per-token optimum p* = a / (a + w(1-a)) must fall by 10x in 120 steps."""
-    from specdec.learners.acceptance import AcceptanceLearner, mix, weighted_bce
+    from specdec.learners.acceptance.module import AcceptanceLearner, mix, weighted_bce
 
     torch.manual_seed(0)
     learner = AcceptanceLearner(tiny32, depth=2, mismatch_weight=6.0)
@@ -119,7 +124,11 @@ def test_overfitting_one_batch_cuts_the_excess_loss_tenfold(tiny32, data_dir):
 def test_checkpoint_and_export_give_the_trained_head_exactly(tiny32, data_dir, tmp_path):
     import lightning as L
 
-    from specdec.learners.acceptance import AcceptanceDataModule, AcceptanceLearner, export_head
+    from specdec.learners.acceptance.module import (
+        AcceptanceDataModule,
+        AcceptanceLearner,
+        export_head,
+    )
 
     learner = AcceptanceLearner(tiny32, depth=2, tie=True)
     ckpt = L.pytorch.callbacks.ModelCheckpoint(dirpath=str(tmp_path / "ckpt"))
@@ -148,7 +157,7 @@ def test_fast_dev_run_of_the_tiny_experiment(compose, data_dir, tmp_path):
 def test_missing_head_names_the_experiment_that_trains_it(compose, tiny32, tmp_path):
     from hydra.errors import InstantiationException
 
-    from specdec.eval import build_method
+    from specdec.bench.runner import build_method
 
     cfg = compose("eval", ["method=specdecpp", f"drafter.policy.head={tmp_path / 'nothing'}"])
     with pytest.raises(InstantiationException, match=r"FileNotFoundError.*no acceptance head"
@@ -194,8 +203,8 @@ def test_batched_greedy_answers_equal_engine_answers_and_traced_prompts_are_skip
                                                                                    tmp_path):
     from datasets import load_from_disk
 
-    from specdec.data.distill_data import save_traces
     from specdec.data.prompts import encode_turn
+    from specdec.learners.draft_lm.traces import save_traces
 
     sources = [{"name": "synthetic", "limit": 12}]
     kw = {"sampling": {"temperature": 0.0}, "max_new_tokens": 10, "val_fraction": 0.25,

@@ -68,7 +68,7 @@ def test_default_eval_sweeps_ar_and_sps_on_smollm2_and_prints_the_leaderboard(co
     assert cfg.hydra.sweeper.params.method == "ar,sps"
     assert cfg.model._target_.endswith("smollm2_pair") and cfg.model.draft == "trained"
     assert sorted(cfg.benchmark.datasets) == ["alpaca", "gsm8k", "humaneval"]
-    assert cfg.hydra.callbacks.leaderboard._target_ == "specdec.sweep_report.PrintLeaderboard"
+    assert cfg.hydra.callbacks.leaderboard._target_ == "specdec.bench.leaderboard.PrintLeaderboard"
 
 
 def test_sweep_prints_a_leaderboard_with_the_speedup_of_sps(tmp_path):

@@ -8,7 +8,7 @@ import pytest
 import yaml
 from omegaconf import OmegaConf
 
-from specdec.records import config_hash
+from specdec.bench.records import config_hash
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 SWEEPS = sorted((Path(__file__).resolve().parents[1] / "scripts" / "sweeps").glob("*.yaml"))

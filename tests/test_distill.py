@@ -8,13 +8,10 @@ import json
 import pytest
 import torch
 
-from specdec.data.distill_data import load_traces, make_traces, training_prompts
-from specdec.data.trace_dataset import collate_traces
 from specdec.drafters import EmptyDrafter, ModelDrafter
 from specdec.drafters.policies import Fixed
 from specdec.engine import generate
-from specdec.lm import CachedLM
-from specdec.models.draft_net import (
+from specdec.learners.draft_lm.net import (
     EMBED_KEY,
     draft_from_checkpoint,
     init_from_target,
@@ -22,6 +19,9 @@ from specdec.models.draft_net import (
     save_draft,
     tokenizer_sha256,
 )
+from specdec.learners.draft_lm.trace_dataset import collate_traces
+from specdec.learners.draft_lm.traces import load_traces, make_traces, training_prompts
+from specdec.lm import CachedLM
 from specdec.models.tiny import tiny_pair
 from specdec.sampling import Sampling, TorchCoins, warp
 from specdec.verifiers import Tokenwise
@@ -93,7 +93,7 @@ def test_experiment_debug_fit_writes_checkpoint_and_exact_export(tmp_path, compo
     assert batch["soft_ids"].shape[0] == int(batch["loss_mask"].sum())
 
     # fit (one debug step) and export; capture the learner through the export hook
-    import specdec.learners.distill as distill
+    import specdec.learners.draft_lm.module as distill
 
     seen = {}
     real_export = distill.export_draft
@@ -207,7 +207,7 @@ def test_missing_or_corrupt_draft_names_file_and_command(tmp_path):
 
 
 def test_warm_start_keeps_the_shipped_drafts_weights_depth_and_token_map(tmp_path):
-    from specdec.learners.distill import DistillLearner
+    from specdec.learners.draft_lm.module import DistillLearner
 
     pair = tiny_pair()
     tmap = torch.arange(3, 150, 4)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from specdec import quality as q
+from specdec.bench import quality as q
 from specdec.data.prompts import Prompt
 
 PROMPT = 'def add(a, b):\n    """Return a + b."""\n'
@@ -69,7 +69,7 @@ def test_score_dispatch_and_missing_data():
 def test_quality_true_adds_per_prompt_scores_and_a_mean(tmp_path, monkeypatch):
     from test_eval_run import eval_cfg
 
-    import specdec.eval as ev
+    import specdec.bench.runner as ev
 
     data = tmp_path / "data" / "gsm8k"
     data.mkdir(parents=True)

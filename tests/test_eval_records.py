@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from specdec.records import RecordFile, iter_records, stats_from_record
+from specdec.bench.records import RecordFile, iter_records
+from specdec.metrics import GenerationStats
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -67,7 +68,7 @@ def test_appending_a_recorded_prompt_twice_is_an_invariant_error(tmp_path):
 
 
 def test_stats_round_trip_through_a_record():
-    s = stats_from_record(_rec("a"))
+    s = GenerationStats.from_record(_rec("a"))
     assert s.new_tokens == 2 and s.accepted_per_step == [0] and s.forwards == []
 
 
@@ -82,7 +83,7 @@ def _prompts(data_dir: Path, n: int) -> list[str]:
 def test_sigkill_mid_run_then_rerun_records_every_prompt_exactly_once(tmp_path, monkeypatch):
     from test_eval_run import eval_cfg
 
-    import specdec.eval as ev
+    import specdec.bench.runner as ev
 
     ids = _prompts(tmp_path / "data", 8)
     monkeypatch.setenv("SPECDEC_DATA_DIR", str(tmp_path / "data"))

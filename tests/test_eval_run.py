@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
-import types
 from pathlib import Path
 
 import pytest
@@ -12,12 +10,11 @@ import torch
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 
-import specdec.eval as ev
+import specdec.bench.runner as ev
+from specdec.bench.pricing import CostTable
+from specdec.config import register_resolvers
 from specdec.lm import CachedLM
-from specdec.metrics import summarize
-from specdec.pricing import CostTable
-from specdec.records import stats_from_record
-from specdec.utils import register_resolvers
+from specdec.metrics import GenerationStats, summarize
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 FAST = ["model=tiny", "benchmark=tiny", "limit=2", "max_new_tokens=6", "warmup=1",
@@ -58,7 +55,7 @@ def test_records_hold_one_line_per_prompt_with_counts_and_times(sps_run):
         assert r["wall_s"] == r["decode_s"] and r["total_s"] >= r["wall_s"]
         assert len(r["accepted_per_step"]) == r["target_forwards"]
     assert summary["datasets"]["tiny"] == {
-        **summarize([stats_from_record(r) for r in recs]),
+        **summarize([GenerationStats.from_record(r) for r in recs]),
         **{k: summary["datasets"]["tiny"][k] for k in
            ("prompt_ids_hash", "max_new_tokens", "chat_template", "template", "modeled_s",
             "forward_profile")}}
@@ -128,11 +125,10 @@ def test_cost_model_is_calibrated_once_and_prices_every_record(tmp_path, monkeyp
 
     def calibrate(target, draft, *, max_new=8, repeats=5):
         calls.append((target, draft))
-        return lambda forwards: 0.5 * len(forwards)
+        flat = {1: 0.5, 2: 0.5}  # 0.5 s per forward whatever its size (no context slope)
+        return CostTable(times={"target": flat, "draft": flat})
 
-    fake = types.ModuleType("specdec.costmodel")
-    fake.calibrate = calibrate
-    monkeypatch.setitem(sys.modules, "specdec.costmodel", fake)
+    monkeypatch.setattr(ev, "calibrate", calibrate)
     summary = ev.run(eval_cfg(tmp_path, ["method=sps", "cost_model=true"]))
     assert len(calls) == 1
     target, draft = calls[0]
@@ -141,7 +137,8 @@ def test_cost_model_is_calibrated_once_and_prices_every_record(tmp_path, monkeyp
     recs = _records(tmp_path)
     # 1 target forward per step + the draft's forwards; prefill excluded like wall_s
     for r in recs:
-        assert r["modeled_s"] == 0.5 * r["forwards"] and r["forwards"] >= r["target_forwards"]
+        forwards = sum(c for sizes in r["forward_profile"].values() for c, _ in sizes.values())
+        assert r["modeled_s"] == 0.5 * forwards and forwards >= r["target_forwards"]
     assert summary["datasets"]["tiny"]["modeled_s"] == sum(r["modeled_s"] for r in recs)
     assert summary["cost_model"] is True
 
@@ -161,9 +158,8 @@ def test_default_run_is_priced_by_a_real_calibration(sps_run):
 
 
 def test_cost_model_false_skips_the_calibration(tmp_path, monkeypatch):
-    fake = types.ModuleType("specdec.costmodel")
-    fake.calibrate = lambda *a, **k: pytest.fail("calibrated although cost_model=false")
-    monkeypatch.setitem(sys.modules, "specdec.costmodel", fake)
+    monkeypatch.setattr(
+        ev, "calibrate", lambda *a, **k: pytest.fail("calibrated although cost_model=false"))
     summary = ev.run(eval_cfg(tmp_path, ["method=sps", "cost_model=false", "limit=1"]))
     assert summary["cost_model"] is False and "modeled_s" not in summary["datasets"]["tiny"]
     assert all("modeled_s" not in r for r in _records(tmp_path))

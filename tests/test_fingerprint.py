@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import torch
 
+from specdec.bench.fingerprint import SAMPLES, learned_weights, weights_digest
 from specdec.drafters.model import ModelDrafter
 from specdec.drafters.policies import Fixed, SpecDecPP
-from specdec.fingerprint import SAMPLES, learned_weights, weights_digest
-from specdec.learners.heads import AcceptanceHead, save_head
+from specdec.learners.acceptance.head import AcceptanceHead, save_head
 from specdec.lm import CachedLM
 from specdec.models.tiny import tiny_pair
 from specdec.sampling import Sampling

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from specdec.bench.runner import build_method
 from specdec.engine import generate
-from specdec.eval import build_method
 from specdec.models.tiny import tiny_pair
 from specdec.sampling import TorchCoins
 
@@ -26,7 +26,8 @@ def pair():
 
 def greedy_tokens(compose, pair, method: str, prompt: list[int]) -> list[int]:
     cfg = compose("eval", [f"method={method}", *GREEDY])
-    target, drafter, verifier, sampling = build_method(cfg, pair)
+    m = build_method(cfg, pair)
+    target, drafter, verifier, sampling = m.target, m.drafter, m.verifier, m.sampling
     return generate(
         prompt, target, drafter, verifier, sampling=sampling, coins=TorchCoins(1), max_new_tokens=20
     ).tokens

@@ -15,7 +15,7 @@ import torch
 from specdec.drafters import ModelDrafter
 from specdec.drafters.policies import AdaEDL, Heuristic, SpecDecPP
 from specdec.engine import generate
-from specdec.learners.heads import AcceptanceHead, save_head
+from specdec.learners.acceptance.head import AcceptanceHead, save_head
 from specdec.sampling import Sampling
 from specdec.testing.enumeration import enumerate_outcomes, max_abs_error
 from specdec.testing.table_lm import TableLM, ar_joint

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from test_eval_run import eval_cfg
 
-import specdec.eval as ev
-from specdec import report as rp
+import specdec.bench.runner as ev
+from specdec.bench import report as rp
 
 
 @pytest.fixture(scope="module")
@@ -108,7 +108,7 @@ def test_cli_finds_runs_below_a_folder_and_strict_fails_on_refusals(runs, tmp_pa
 
 
 def test_modeled_speedup_prices_both_runs_with_the_method_runs_table(runs, tmp_path):
-    from specdec.pricing import CostTable
+    from specdec.bench.pricing import CostTable
 
     text, rows = rp.report([runs["ar"], runs["sps"]], tmp_path, plots=False)
     by_method = {r.run.method: r for r in rows}

@@ -9,9 +9,9 @@ from __future__ import annotations
 import pytest
 import torch
 
+from specdec.bench.runner import build_method
 from specdec.core import Draft
 from specdec.engine import generate
-from specdec.eval import build_method
 from specdec.sampling import TorchCoins
 from specdec.verifiers import Blockwise, Hierarchical, RecursiveRejection, Tokenwise
 
@@ -94,7 +94,8 @@ def pair():
 
 def greedy(compose, pair, overrides: list[str]) -> list[int]:
     cfg = compose("eval", [*overrides, *GREEDY])
-    target, drafter, verifier, sampling = build_method(cfg, pair)
+    m = build_method(cfg, pair)
+    target, drafter, verifier, sampling = m.target, m.drafter, m.verifier, m.sampling
     prompt = pair.tokenizer.encode("The quick brown fox")
     return generate(prompt, target, drafter, verifier, sampling=sampling, coins=TorchCoins(1),
                     max_new_tokens=16).tokens

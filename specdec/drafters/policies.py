@@ -219,7 +219,8 @@ class SpecDecPP(Policy):
     but is the last token, and the drafter skips its (unneeded) draft forward.
 
     Args:
-        head: folder written by ``specdec.learners.heads.save_head`` (the training export).
+        head: folder written by ``specdec.learners.acceptance.head.save_head`` (the training
+            export).
         threshold: stop threshold h on the predicted probability of a rejection.
         min_len, max_len: draft-length bounds (paper: 2 and 20).
         experiment: the training experiment, named in errors about a missing or mismatched head.
@@ -231,7 +232,7 @@ class SpecDecPP(Policy):
 
     def __init__(self, head: str, threshold: float = 0.3, *, min_len: int = 2, max_len: int = 20,
                  experiment: str = "specdecpp_<model>", sampling: dict | None = None) -> None:
-        from specdec.learners.heads import load_head
+        from specdec.learners.acceptance.head import load_head
 
         check_bounds("min_len", min_len, max_len)
         if not 0.0 <= threshold <= 1.0:

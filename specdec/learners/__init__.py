@@ -1,1 +1,1 @@
-"""Auxiliary learners: plain nn.Module heads (heads.py) and Lightning modules that train them."""
+"""Learners: one subpackage per learned part (its net, its data generation, its LightningModule)."""

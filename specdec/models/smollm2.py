@@ -155,7 +155,7 @@ def smollm2_pair(
         linear_kernel: ``auto`` (``packed`` on CPU) | ``stock`` | ``weight_stationary`` | ``packed``
             (``specdec.models.kernels``: how the linear layers compute small-M products).
     """
-    from specdec.models.draft_net import load_draft
+    from specdec.learners.draft_lm.net import load_draft
 
     if draft not in DRAFTS:
         raise ValueError(f"unknown draft {draft!r}; choose one of {list(DRAFTS)}")

@@ -41,7 +41,7 @@ class _OneStep(Drafter):
 
     def __init__(self, inner: Drafter, coins: _FreezableCoins) -> None:
         self.inner, self.coins, self.done = inner, coins, False
-        self.models = getattr(inner, "models", [])
+        self.models = inner.models
         self.makes_trees = inner.makes_trees
         self.wants_target_hidden = inner.wants_target_hidden
 

@@ -1,7 +1,7 @@
 """Training batches of draft distillation: stored target traces, truncated, split and padded.
 
-A trace (``specdec.data.distill_data.Trace``) is ``prompt + continuation`` ids with the target's
-top-k log-probabilities for each continuation token. ``TraceDataset`` truncates traces to
+A trace (``specdec.learners.draft_lm.traces.Trace``) is ``prompt + continuation`` ids with the
+target's top-k log-probabilities for each continuation token. ``TraceDataset`` truncates traces to
 ``max_len`` and holds out a stable share of prompts; ``collate_traces`` right-pads a batch and
 marks the positions whose next token is a continuation token (where DistillSpec's divergence
 ``D(p || q)`` is taken).
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-from specdec.data.distill_data import Trace, hash_text, load_traces
+from specdec.learners.draft_lm.traces import Trace, hash_text, load_traces
 
 
 class TraceDataset(torch.utils.data.Dataset):

@@ -1,4 +1,4 @@
-"""Per-prompt records (one JSONL line each), resumable by configuration hash, and run fingerprints.
+"""Per-prompt records (one JSONL line each), resumable by configuration hash.
 
 Records live in ``<run dir>/records/<dataset>.jsonl``. Each line is written with one ``write`` and
 flushed, so a run killed at any moment (SIGKILL included) leaves whole lines plus at most one
@@ -7,33 +7,25 @@ the prompt ids already recorded under the current ``config_hash``; the run then 
 killed run restarted with the same command ends with every prompt recorded exactly once.
 
 The configuration hash covers what changes a prompt's record (model pair, method parts, sampling,
-seed, generation length, datasets' formatting, cost model; ``eval`` adds the digests of the learned
-weights, ``specdec.fingerprint``, so a retrained draft or head never resumes the old records) and
-not what only selects or reports
-(``limit``, ``warmup``, ``resume``, ``quality``, ``logger``, ``paths``): raising ``limit`` resumes
-the same run. ``threads`` and ``device`` are hashed: timings of one record set share them. The
-fingerprints (``machine_tag``, ``software_versions``) go into ``summary.json`` so
-the report refuses speedups across different machines or library versions.
+seed, generation length, datasets' formatting, cost model; the runner adds the digests of the
+learned weights, ``specdec.bench.fingerprint``, so a retrained draft or head never resumes the old
+records) and not what only selects or reports (``limit``, ``warmup``, ``resume``, ``quality``,
+``logger``, ``paths``): raising ``limit`` resumes the same run. ``threads`` and ``device`` are
+hashed: timings of one record set share them. A record's stats fields are
+``GenerationStats.to_record()`` (``specdec.metrics``: one schema).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import platform
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import torch
-
-from specdec.metrics import GenerationStats
-
 # keys of the eval config that do not change what a prompt's record contains
 UNHASHED_KEYS = ("hydra", "paths", "logger", "limit", "warmup", "resume", "quality", "progress")
 UNHASHED_DATASET_KEYS = ("path", "limit", "quality")
-STATS_FIELDS = ("new_tokens", "target_forwards", "draft_forwards", "drafted", "accepted",
-                "accepted_per_step", "drafted_per_step", "prefill_s", "decode_s", "draft_s")
 
 
 def config_hash(cfg: dict) -> str:
@@ -135,36 +127,8 @@ def _rewrite(path: Path, lines: list[str]) -> None:
     tmp.replace(path)
 
 
-def stats_from_record(record: dict) -> GenerationStats:
-    """The ``GenerationStats`` a record was written from (the forward log is not kept)."""
-    return GenerationStats(**{k: record[k] for k in STATS_FIELDS})
-
-
 def iter_records(run_dir: str | Path) -> Iterator[dict]:
     """All records of a run directory (every dataset, every configuration)."""
     for path in sorted((Path(run_dir) / "records").glob("*.jsonl")):
         for line in _whole_lines(path):
             yield json.loads(line)
-
-
-def machine_tag(device: str) -> dict[str, str]:
-    """Hostname-independent description of the hardware that timed the run."""
-    cpu = platform.processor() or platform.machine()
-    cpuinfo = Path("/proc/cpuinfo")
-    if cpuinfo.exists():
-        for line in cpuinfo.read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    tag = {"cpu": cpu, "torch_threads": str(torch.get_num_threads()), "device": device}
-    if device.startswith("cuda") and torch.cuda.is_available():
-        tag["gpu"] = torch.cuda.get_device_name(torch.device(device))
-    return tag
-
-
-def software_versions() -> dict[str, str]:
-    """Versions of the libraries whose changes move timings."""
-    import transformers
-
-    return {"python": platform.python_version(), "torch": torch.__version__,
-            "transformers": transformers.__version__}

@@ -23,7 +23,7 @@ import torch
 import torchmetrics
 from torch.utils.data import DataLoader
 
-from specdec.learners.heads import AcceptanceHead, save_head
+from specdec.learners.acceptance.head import AcceptanceHead, save_head
 from specdec.models import ModelPair
 
 

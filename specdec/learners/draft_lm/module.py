@@ -23,15 +23,15 @@ import torch
 from safetensors.torch import load_file
 from torch.utils.data import DataLoader
 
-from specdec.data.distill_data import DATA_COMMAND
-from specdec.data.trace_dataset import TraceDataset, collate_traces
-from specdec.models.draft_net import (
+from specdec.learners.draft_lm.net import (
     EMBED_KEY,
     init_from_target,
     load_draft,
     save_draft,
     tokenizer_sha256,
 )
+from specdec.learners.draft_lm.trace_dataset import TraceDataset, collate_traces
+from specdec.learners.draft_lm.traces import DATA_COMMAND
 
 
 class DistillLearner(L.LightningModule):

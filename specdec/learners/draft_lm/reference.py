@@ -18,14 +18,14 @@ from pathlib import Path
 
 import torch
 
-from specdec.data.distill_data import (
+from specdec.data.prompts import encode_turn
+from specdec.learners.draft_lm.traces import (
     _norm,
     eval_texts,
     hash_text,
     save_traces,
     write_token_map,
 )
-from specdec.data.prompts import encode_turn
 
 log = logging.getLogger(__name__)
 

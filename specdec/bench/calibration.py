@@ -6,7 +6,7 @@ ARCHITECTURE §0.2: every forward is logged as ``ForwardRecord(role, new_tokens,
 right after a step of the other model (as draft and target alternate in a run, so neither model's
 weights are warm in the CPU caches), and the per-context-token slope ``s`` of a 1-token forward
 between two contexts. Sizes take turns (round robin), so a slow phase of a shared machine spreads
-over all of them. The result is a ``CostTable`` (``specdec.pricing``, re-exported here), which
+over all of them. The result is a ``CostTable`` (``specdec.bench.pricing``, re-exported here), which
 prices a record as
 
     t(role, n, ctx) = T_role(n) + s_role * (ctx - c_ref)
@@ -22,8 +22,8 @@ from collections.abc import Callable
 
 import torch
 
+from specdec.bench.pricing import CostTable
 from specdec.lm import CachedLM
-from specdec.pricing import CostTable
 
 PREFILL_SIZES = (16, 32, 64, 128, 256)
 

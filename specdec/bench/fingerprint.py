@@ -1,22 +1,27 @@
 """Digests of the learned weights a run uses, so records of one set of weights never resume another.
 
-An eval run's ``config_hash`` (``specdec.records``) covers its configuration. A configuration names
-weights by path (``model.draft_path``, ``drafter.policy.head``), and retraining rewrites the file at
-the same path: without the weights in the hash, ``python -m specdec.eval`` after a retrain would
-resume the old draft's records and report them as the new draft's. ``learned_weights`` finds every
-``nn.Module`` a run's draft side holds (the pair's draft, and modules inside the drafter, its
-policy and the verifier, such as the SpecDec++ acceptance head) and digests each; ``eval`` hashes
-those digests with the configuration. The target is left out: it is named by the pair and can be
-large (hashing a 70B target would take minutes).
+An eval run's ``config_hash`` (``specdec.bench.records``) covers its configuration. A
+configuration names weights by path (``model.draft_path``, ``drafter.policy.head``), and
+retraining rewrites the file at the same path: without the weights in the hash, ``python -m
+specdec.eval`` after a retrain would resume the old draft's records and report them as the new
+draft's. ``learned_weights`` finds every ``nn.Module`` a run's draft side holds (the pair's draft,
+and modules inside the drafter, its policy and the verifier, such as the SpecDec++ acceptance head)
+and digests each; the runner hashes those digests with the configuration. The target is left out:
+it is named by the pair and can be large (hashing a 70B target would take minutes).
 
 A digest hashes every tensor's name, shape and dtype, up to ``SAMPLES`` evenly spaced values and
 an integer sum of all its values' bits (exact whatever the summation order or thread count), so
 it is cheap even for a 1B draft and changes whenever a training step has touched the weights.
+
+The machine and software fingerprints (``machine_tag``, ``software_versions``) go into
+``summary.json`` so the report refuses speedups across different machines or library versions.
 """
 
 from __future__ import annotations
 
 import hashlib
+import platform
+from pathlib import Path
 
 import torch
 from torch import nn
@@ -80,3 +85,26 @@ def learned_weights(target: nn.Module, draft: nn.Module | None, *parts: object) 
         for path, module in _modules_below(part, type(part).__name__, 0, seen):
             out[path] = weights_digest(module)
     return out
+
+
+def machine_tag(device: str) -> dict[str, str]:
+    """Hostname-independent description of the hardware that timed the run."""
+    cpu = platform.processor() or platform.machine()
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        for line in cpuinfo.read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    tag = {"cpu": cpu, "torch_threads": str(torch.get_num_threads()), "device": device}
+    if device.startswith("cuda") and torch.cuda.is_available():
+        tag["gpu"] = torch.cuda.get_device_name(torch.device(device))
+    return tag
+
+
+def software_versions() -> dict[str, str]:
+    """Versions of the libraries whose changes move timings."""
+    import transformers
+
+    return {"python": platform.python_version(), "torch": torch.__version__,
+            "transformers": transformers.__version__}

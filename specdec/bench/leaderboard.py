@@ -69,7 +69,7 @@ class PrintLeaderboard(Callback):
             self.dirs.append(base)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        from specdec.report import report
+        from specdec.bench.report import report
 
         runs = [d for d in dict.fromkeys(self.dirs) if (d / "summary.json").exists()]
         if not runs:

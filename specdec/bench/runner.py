@@ -1,0 +1,267 @@
+"""The benchmark runner behind ``python -m specdec.eval``: one method preset, one pair, a benchmark.
+
+Steps: load the pair once → build target ``CachedLM``, drafter, verifier from the config groups →
+(``cost_model=true``) calibrate a cost table once → for each dataset of ``benchmark``: load its
+prompts, skip those already recorded under this config hash (resume; the hash covers the digests
+of the learned weights too, ``specdec.bench.fingerprint``), generate every remaining prompt with
+per-prompt coins seeded from (seed, prompt id), append one JSONL record per prompt →
+``summary.json`` (metrics of ``specdec.metrics`` per dataset and overall) → logger.
+A record is ``GenerationStats.to_record()`` plus the prompt's identity, text and timings.
+
+Timing rules (the same for every method, AR included):
+
+1. Warm-up: the first ``warmup`` prompts still to run are generated once and not recorded, so
+   one-off costs (allocator growth, kernel selection, lazy imports) stay out of every timing.
+2. Prefill is timed apart (``prefill_s``); ``wall_s`` and ``tokens_per_s`` cover decoding only
+   (the loop after prefill), measured by the engine with ``time.perf_counter``.
+3. CUDA is synchronised at generation boundaries only (before and after each turn's
+   ``generate``), never per step: per-step syncs would distort methods that overlap work.
+4. Time spent outside generation (tokenising, decoding text, quality checks, writing records)
+   is not counted. ``total_s`` in a record is prefill + decode between the two syncs.
+
+Artifacts in the run directory: ``records/<dataset>.jsonl`` (see ``specdec.bench.records``),
+``summary.json`` (every dataset + ``overall``), ``summary/<dataset>.json`` (one dataset each).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+
+from specdec.bench.calibration import calibrate
+from specdec.bench.fingerprint import learned_weights, machine_tag, software_versions
+from specdec.bench.loggers import EvalLogger, make_logger
+from specdec.bench.pricing import CostTable, forward_profile, merge_profiles
+from specdec.bench.records import RecordFile, config_hash
+from specdec.bench.table import format_table
+from specdec.core import Drafter, Verifier
+from specdec.data.prompts import Prompt, encode_turn, format_turn, load_prompts, prompt_ids_hash
+from specdec.engine import check_compatible, generate
+from specdec.lm import CachedLM
+from specdec.metrics import GenerationStats, summarize
+from specdec.models import ModelPair
+from specdec.sampling import Sampling, TorchCoins, prompt_seed
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Method:
+    """What a method preset builds: the target with its cache, a drafter, a verifier, sampling."""
+
+    target: CachedLM
+    drafter: Drafter
+    verifier: Verifier
+    sampling: Sampling
+
+
+def build_method(cfg: DictConfig, pair: ModelPair) -> Method:
+    """Instantiate the target cache, drafter and verifier that the method preset chose."""
+    sampling = Sampling(**OmegaConf.to_container(cfg.sampling, resolve=True))
+    target = CachedLM(pair.target, role="target")
+    draft = CachedLM(pair.draft, role="draft") if pair.draft is not None else None
+    drafter = instantiate(cfg.drafter, lm=draft, sampling=sampling)
+    verifier = instantiate(cfg.verifier)
+    check_compatible(target, drafter, verifier)
+    return Method(target, drafter, verifier, sampling)
+
+
+def _sync(device: str) -> None:
+    if device.startswith("cuda") and torch.cuda.is_available():
+        torch.cuda.synchronize(torch.device(device))
+
+
+def run_prompt(
+    prompt: Prompt,
+    pair: ModelPair,
+    method: Method,
+    *,
+    seed: int,
+    max_new_tokens: int,
+    chat_template: bool,
+    template: str = "{turn}",
+    device: str = "cpu",
+) -> tuple[list[str], GenerationStats, float]:
+    """Answer every turn of a prompt (later turns see the model's own earlier answers).
+
+    Returns:
+        The answer of each turn, the summed stats, and prefill+decode seconds between syncs.
+    """
+    coins = TorchCoins(prompt_seed(seed, prompt.id))
+    stop_ids = [pair.tokenizer.eos_token_id] if pair.tokenizer.eos_token_id is not None else []
+    messages: list[dict[str, str]] = []
+    total, answers, seconds = GenerationStats(), [], 0.0
+    for turn in prompt.turns:
+        messages.append({"role": "user", "content": format_turn(turn, template)})
+        ids = encode_turn(pair.tokenizer, messages, chat_template=chat_template)
+        _sync(device)
+        start = time.perf_counter()
+        out = generate(ids, method.target, method.drafter, method.verifier,
+                       sampling=method.sampling, coins=coins, max_new_tokens=max_new_tokens,
+                       stop_ids=stop_ids)
+        _sync(device)
+        seconds += time.perf_counter() - start
+        answer = pair.tokenizer.decode(out.tokens, skip_special_tokens=True)
+        messages.append({"role": "assistant", "content": answer})
+        answers.append(answer)
+        total.merge(out.stats)
+    return answers, total, seconds
+
+
+def _cost_table(cfg: DictConfig, method: Method) -> CostTable | None:
+    """Calibrate the cost model once on this machine (``cost_model=true``)."""
+    if not cfg.get("cost_model", False):
+        return None
+    draft = next(iter(method.drafter.models), None)
+    table = calibrate(method.target, draft)
+    log.info("cost table (ms per forward by new tokens): %s", table.describe())
+    return table
+
+
+class DatasetRun:
+    """Generates, records and summarises one dataset of the benchmark."""
+
+    def __init__(self, cfg: DictConfig, name: str, pair: ModelPair, method: Method,
+                 cost: CostTable | None):
+        self.cfg, self.name, self.pair, self.method, self.cost = cfg, name, pair, method, cost
+        self.ds = cfg.benchmark.datasets[name]
+        self.max_new = int(cfg.max_new_tokens if cfg.max_new_tokens is not None
+                           else self.ds.max_new_tokens)
+        limit = cfg.limit if cfg.limit is not None else self.ds.get("limit")
+        self.prompts = load_prompts(self.ds.path, name, limit,
+                                    cache_dir=Path(cfg.paths.cache_dir) / "datasets")
+
+    def generate(self, prompt: Prompt) -> tuple[list[str], GenerationStats, float]:
+        return run_prompt(prompt, self.pair, self.method, seed=self.cfg.seed,
+                          max_new_tokens=self.max_new, chat_template=self.ds.chat_template,
+                          template=self.ds.get("template", "{turn}"), device=self.cfg.device)
+
+    def record(self, prompt: Prompt, answers: list[str], s: GenerationStats, seconds: float):
+        rec = {"prompt_id": prompt.id, "dataset": self.name, "category": prompt.category,
+               "method": self.cfg.method_name, "seed": self.cfg.seed, "turns": len(prompt.turns),
+               **s.to_record(), "wall_s": s.decode_s, "total_s": seconds,
+               "text": "\n\n".join(answers)}
+        if len(answers) > 1:
+            rec["answers"] = answers
+        rec["forward_profile"] = forward_profile(s.forwards)  # lets a report reprice the run
+        if self.cost is not None:
+            rec["modeled_s"] = float(self.cost(s.forwards))
+        check = self.ds.get("quality")
+        if self.cfg.quality and check:
+            from specdec.bench.quality import score
+
+            rec[f"quality_{check}"] = score(check, prompt, answers,
+                                            timeout_s=self.cfg.quality_timeout_s)
+        return rec
+
+    def summarize(self, records: list[dict]) -> dict:
+        metrics = summarize([GenerationStats.from_record(r) for r in records])
+        if records and all("modeled_s" in r for r in records):
+            metrics["modeled_s"] = sum(r["modeled_s"] for r in records)
+        if records and all("forward_profile" in r for r in records):
+            metrics["forward_profile"] = merge_profiles(r["forward_profile"] for r in records)
+        for key in sorted({k for r in records for k in r if k.startswith("quality_")}):
+            values = [r[key] for r in records if key in r]
+            metrics[key] = sum(values) / len(values)
+        metrics.update(prompt_ids_hash=prompt_ids_hash([r["prompt_id"] for r in records]),
+                       max_new_tokens=self.max_new, chat_template=bool(self.ds.chat_template),
+                       template=self.ds.get("template", "{turn}"))
+        return metrics
+
+
+def _progress(run: DatasetRun, done: int, enabled: bool):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=len(run.prompts), initial=done, desc=run.name, unit="prompt",
+                disable=not enabled, dynamic_ncols=True)
+
+
+def _running(records: list[dict]) -> dict[str, str]:
+    new = sum(r["new_tokens"] for r in records)
+    secs, steps = sum(r["decode_s"] for r in records), sum(r["target_forwards"] for r in records)
+    return {"tok/s": f"{new / secs:.1f}" if secs else "-",
+            "block_eff": f"{new / steps:.2f}" if steps else "-"}
+
+
+def run_dataset(run: DatasetRun, records_dir: Path, chash: str, warm: list[int]) -> list[dict]:
+    """Generate the dataset's unrecorded prompts; returns its records in prompt order."""
+    cfg = run.cfg
+    rf = RecordFile.open(records_dir / f"{run.name}.jsonl", chash, resume=cfg.resume)
+    todo = [p for p in run.prompts if p.id not in rf.done]
+    # 1. Warm-up (once per run, on the first prompts still to do; not recorded).
+    for prompt in todo[: warm[0]]:
+        run.generate(prompt)
+    warm[0] -= min(warm[0], len(todo))
+    bar = _progress(run, len(run.prompts) - len(todo), bool(cfg.progress))
+    for prompt in todo:
+        # 2. Generate, 3. append + flush the record, 4. update the bar's running metrics.
+        answers, stats, seconds = run.generate(prompt)
+        rf.append(run.record(prompt, answers, stats, seconds))
+        bar.set_postfix(_running(rf.records), refresh=False)
+        bar.update(1)
+    bar.close()
+    by_id = {r["prompt_id"]: r for r in rf.records}
+    return [by_id[p.id] for p in run.prompts if p.id in by_id]
+
+
+def run(cfg: DictConfig) -> dict:
+    """Run the evaluation described by ``cfg``; returns the summary dict."""
+    import datasets
+
+    datasets.disable_progress_bars()
+    out_dir = Path(cfg.paths.output_dir)
+    (out_dir / "summary").mkdir(parents=True, exist_ok=True)
+    # resolve everything but the hydra node (absent under @hydra.main, present when composed)
+    resolved = {k: OmegaConf.to_container(v, resolve=True) if OmegaConf.is_config(v) else v
+                for k, v in cfg.items() if k != "hydra"}
+    if not cfg.benchmark.get("datasets"):
+        raise ValueError("the benchmark has no datasets; pick one with benchmark=<name> "
+                         "(conf/benchmark/)")
+    if cfg.get("threads"):
+        torch.set_num_threads(int(cfg.threads))  # the machine tag records the count
+    pair: ModelPair = instantiate(cfg.model)
+    method = build_method(cfg, pair)
+    # retrained weights at the same path must not resume the old weights' records
+    weights = learned_weights(pair.target, pair.draft, method.drafter, method.verifier)
+    chash = config_hash({**resolved, "learned_weights": weights})
+    cost = _cost_table(cfg, method)
+    summary = {
+        "method": cfg.method_name, "lossless": bool(method.verifier.lossless),
+        "model": pair.describe(), "learned_weights": weights,
+        "sampling": resolved["sampling"], "seed": cfg.seed,
+        "machine": machine_tag(str(cfg.device)), "software": software_versions(),
+        "config_hash": chash, "cost_model": cost is not None,
+        "cost_table": cost.to_dict() if cost is not None else None,
+        "datasets": {}, "overall": {},
+        "config": resolved,
+    }
+    logger: EvalLogger = make_logger(resolved["logger"], resolved, out_dir, name=cfg.method_name)
+    try:
+        warm, all_records = [int(cfg.warmup)], []
+        for name in cfg.benchmark.datasets:
+            ds_run = DatasetRun(cfg, name, pair, method, cost)
+            records = run_dataset(ds_run, out_dir / "records", chash, warm)
+            metrics = ds_run.summarize(records)
+            summary["datasets"][name] = metrics
+            all_records += records
+            summary["overall"] = summarize(
+                [GenerationStats.from_record(r) for r in all_records])
+            (out_dir / "summary" / f"{name}.json").write_text(
+                json.dumps({**summary, "datasets": {name: metrics}}, indent=2))
+            (out_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+            logger.log_dataset(name, metrics)
+            logger.log_records(name, records)
+        logger.log_dataset("overall", summary["overall"])
+    finally:
+        logger.finish()
+    print(format_table(cfg.method_name, {**summary["datasets"], "overall": summary["overall"]}))
+    log.info("wrote %s", out_dir / "summary.json")
+    return summary
+
