@@ -17,7 +17,7 @@ means deterministic proposals, which verifiers treat as point masses (the EAGLE 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -140,6 +140,18 @@ class Coins(Protocol):
 
     def categorical(self, probs: torch.Tensor) -> int:
         """An index drawn from the 1-D distribution ``probs [V]`` (non-negative, sums to 1)."""
+        ...
+
+    def fork(self, key: Hashable) -> Coins:
+        """A child stream determined only by this stream's seed and ``key``.
+
+        For work whose draws must not depend on thread timing or on how many numbers this stream
+        has consumed: background drafting, drafts prepared for guessed verification outcomes
+        (key them e.g. ``(step, guessed_outcome)``). Forking the same key twice gives the same
+        stream, so a key must be unique per use. Drawing from a child never moves the parent,
+        and a child can fork again. Keys are built from ``int``, ``str``, ``bool``, ``None`` and
+        tuples of those (see ``sampling.fork_seed``); anything else raises ``TypeError``.
+        """
         ...
 
 

@@ -6,10 +6,16 @@ logits with the same settings. Temperature 0 returns one-hot argmax rows, so gre
 tokenwise verification against a one-hot ``p`` and needs no separate code path.
 
 ``TorchCoins`` draws every random number from one explicit ``torch.Generator`` (no global RNG).
+``TorchCoins.fork(key)`` gives a child stream for background and ahead-of-time drafting (PEARL,
+SpecBranch, SSD): its seed is ``fork_seed(parent_seed, key)``, a SHA-256 of the parent's seed and a
+canonical, type-tagged encoding of the key, so a child's draws depend on neither thread timing nor
+how far the parent has drawn, and are the same in every process (Python's ``hash()`` is salted).
 """
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Hashable
 from dataclasses import dataclass
 
 import torch
@@ -69,11 +75,12 @@ class TorchCoins:
     """Coins backed by one explicit ``torch.Generator`` (CPU generator; results are device-free).
 
     Args:
-        seed: seeds a fresh CPU generator (per prompt: see ``prompt_seed``).
+        seed: seeds a fresh CPU generator (per prompt: see ``prompt_seed``); kept as ``seed``.
     """
 
     def __init__(self, seed: int) -> None:
-        self.generator = torch.Generator(device="cpu").manual_seed(int(seed))
+        self.seed = int(seed)
+        self.generator = torch.Generator(device="cpu").manual_seed(self.seed)
 
     def bernoulli(self, prob: float) -> bool:
         u = torch.rand((), generator=self.generator, dtype=torch.float64)
@@ -87,10 +94,51 @@ class TorchCoins:
             return int(nonzero[0])
         return int(torch.multinomial(probs, 1, generator=self.generator))
 
+    def fork(self, key: Hashable) -> TorchCoins:
+        """A child with its own generator seeded by ``fork_seed(self.seed, key)``.
+
+        The child ignores this stream's position, and drawing from it never moves this stream.
+        Forking one key twice gives the same stream: keys must be unique per use.
+        """
+        return TorchCoins(fork_seed(self.seed, key))
+
+
+def canonical_key(key: Hashable) -> str:
+    """An injective, process-independent text encoding of a fork key.
+
+    Keys are ``int``, ``str``, ``bool``, ``None`` and (nested) tuples of those; each value is
+    tagged with its type and strings are length-prefixed, so ``1``, ``"1"``, ``True`` and ``(1,)``
+    differ. Floats are refused on purpose: a key names one use of randomness, and float
+    equality (``0.1 + 0.2``, ``-0.0``, ``nan``) makes that ambiguous; use an int counter.
+
+    Raises:
+        TypeError: for any other type (tensors, floats, lists, numpy scalars, ...).
+    """
+    if key is None:
+        return "N"
+    if isinstance(key, bool):
+        return "T" if key else "F"
+    if isinstance(key, int):
+        return f"i{int(key)};"
+    if isinstance(key, str):
+        return f"s{len(key)}:{key}"
+    if isinstance(key, tuple):
+        return f"t{len(key)}(" + "".join(canonical_key(k) for k in key) + ")"
+    raise TypeError(
+        f"Coins.fork keys must be int, str, bool, None or tuples of those (they must encode the "
+        f"same way in every process); got a {type(key).__module__}.{type(key).__qualname__}. "
+        f"Convert tensors and numpy scalars with int(...), and use an int counter, not a float"
+    )
+
+
+def fork_seed(seed: int, key: Hashable) -> int:
+    """The seed of the child stream ``key`` of the stream seeded ``seed`` (63-bit, stable)."""
+    text = f"specdec.fork:{int(seed)}:{canonical_key(key)}"
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
+    return int.from_bytes(digest[:8], "little") & ((1 << 63) - 1)
+
 
 def prompt_seed(seed: int, prompt_id: str | int) -> int:
     """A per-prompt seed derived from the run seed and the prompt id (stable across runs)."""
-    import hashlib
-
     digest = hashlib.sha256(f"{seed}:{prompt_id}".encode()).digest()
     return int.from_bytes(digest[:8], "little") & ((1 << 63) - 1)

@@ -6,13 +6,14 @@ cheaper and just as strong: every step of the loop is the same process, so a met
 runs the real ``generate`` loop with a drafter wrapper that drafts once and then proposes empty
 drafts while the coins are frozen (argmax, no branching), and returns what the first step emitted.
 ``complete`` extends the step law to a fixed length with exact target probabilities (no further
-enumeration), so ``total_variation(complete(...), ar_joint(...))`` is the exact distance.
+enumeration), so ``total_variation(complete(...), ar_joint(...))`` is the exact distance. Forks of
+the frozen coins (``Coins.fork``) are frozen too.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 
 import torch
 
@@ -24,16 +25,30 @@ from specdec.testing.table_lm import TableLM
 
 
 class _FreezableCoins:
-    """Delegates to ``inner`` until ``freeze()``; then takes the likeliest option (no branching)."""
+    """Delegates to ``inner`` until ``freeze()``; then takes the likeliest option (no branching).
 
-    def __init__(self, inner: Coins) -> None:
-        self.inner, self.frozen = inner, False
+    Forks wrap ``inner``'s forks and are frozen whenever their parent is (also when frozen later).
+    """
+
+    def __init__(self, inner: Coins, parent: _FreezableCoins | None = None) -> None:
+        self.inner, self.parent, self._frozen = inner, parent, False
+
+    @property
+    def frozen(self) -> bool:
+        return self._frozen or (self.parent is not None and self.parent.frozen)
+
+    @frozen.setter
+    def frozen(self, value: bool) -> None:
+        self._frozen = value
 
     def bernoulli(self, prob: float) -> bool:
         return float(prob) >= 0.5 if self.frozen else self.inner.bernoulli(prob)
 
     def categorical(self, probs: torch.Tensor) -> int:
         return int(probs.argmax()) if self.frozen else self.inner.categorical(probs)
+
+    def fork(self, key: Hashable) -> _FreezableCoins:
+        return _FreezableCoins(self.inner.fork(key), self)
 
 
 class _OneStep(Drafter):
