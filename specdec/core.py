@@ -23,6 +23,8 @@ from typing import Protocol, runtime_checkable
 
 import torch
 
+from specdec.trees import is_chain
+
 
 @dataclass(frozen=True)
 class Draft:
@@ -78,31 +80,7 @@ class Draft:
 
     @property
     def is_chain(self) -> bool:
-        expected = torch.arange(-1, self.size - 1, device=self.parent.device)
-        return bool(torch.equal(self.parent, expected))
-
-    def children(self, i: int) -> list[int]:
-        """Indices of the children of node ``i`` in node order."""
-        return [int(j) for j in torch.nonzero(self.parent == i).flatten()]
-
-    def depth(self) -> torch.Tensor:
-        """``[N]`` depth of each node (root = 0)."""
-        parents = self.parent.tolist()
-        depth = [0] * self.size
-        for i in range(1, self.size):
-            depth[i] = depth[parents[i]] + 1
-        return torch.tensor(depth, dtype=torch.long)
-
-    def ancestor_mask(self) -> torch.Tensor:
-        """``[N, N]`` bool, ``mask[i, j]`` is True when ``j`` is ``i`` or an ancestor of ``i``."""
-        parents = self.parent.tolist()
-        mask = torch.zeros(self.size, self.size, dtype=torch.bool)
-        for i in range(self.size):
-            j = i
-            while j >= 0:
-                mask[i, j] = True
-                j = parents[j]
-        return mask
+        return is_chain(self.parent)
 
 
 @dataclass(frozen=True)
@@ -180,6 +158,12 @@ class LM(Protocol):
     def forward(
         self, tokens: torch.Tensor, parent: torch.Tensor | None = None, *, want_hidden: bool = False
     ) -> LMOut: ...
+
+    def extend(
+        self, tokens: torch.Tensor, parent: torch.Tensor, *, want_hidden: bool = False
+    ) -> LMOut: ...
+
+    def reconcile(self, ids: list[int], *, want_hidden: bool = False) -> LMOut: ...
 
     def keep(self, nodes: list[int]) -> None: ...
 

@@ -1,12 +1,16 @@
 """CachedLM: a transformers causal LM plus its KV cache, appended to and pruned by node index.
 
 This is the **only** module that touches ``past_key_values`` / ``DynamicCache`` (ARCHITECTURE B6).
-API: ``reset()``, ``ids`` (the cached token ids), ``forward(tokens, parent)`` appends N nodes after
-the cached prefix and returns their logits, ``keep(nodes)`` retains some of the nodes appended by
-the last forward (in order) and drops the rest, ``crop(length)`` truncates the cached prefix.
+API: ``reset()``, ``ids`` (the cached token ids), ``forward(tokens, parent)`` appends N *pending*
+nodes after the committed prefix and returns their logits, ``extend(tokens, parent)`` grows the
+pending nodes by a frontier (one forward of the new nodes only), ``keep(nodes)`` retains some
+pending nodes (in order) and drops the rest, ``crop(length)`` truncates the cached prefix, and
+``reconcile(ids)`` brings the cache to a list of committed ids (what drafters call each step).
 
-Trees use an explicit 4-D additive attention mask (prefix fully visible, plus the ancestor matrix of
-``parent``) and position ids ``prefix_len + depth``; chains use the model's causal path.
+Cache layout: committed prefix, then the pending nodes in the order they were appended. Trees use
+an explicit 4-D additive attention mask (prefix fully visible, plus the ancestor matrix of the
+pending tree, ``trees.ancestor_mask``) and position ids ``prefix_len + depth``; chains use the
+model's causal path.
 
 Every forward is appended to ``forward_log`` as
 ``ForwardRecord(role, new_tokens, context, seconds)``
@@ -21,7 +25,8 @@ from dataclasses import dataclass
 import torch
 from transformers import DynamicCache, PreTrainedModel
 
-from specdec.core import LMOut
+from specdec.core import LM, LMOut
+from specdec.trees import ancestor_mask, depths, is_chain
 
 
 @dataclass(frozen=True)
@@ -52,7 +57,8 @@ class CachedLM:
         self.device = next(model.parameters()).device
         self.forward_log: list[ForwardRecord] = []
         self._ids: list[int] = []
-        self._pending: list[int] = []  # ids appended by the last forward, not yet kept
+        self._pending: list[int] = []  # ids appended since the last commit, not yet kept
+        self._pending_parent: list[int] = []  # parent of each pending node (-1: the prefix)
         self._pending_chain = True
         self._cache = DynamicCache(config=model.config)
 
@@ -64,7 +70,7 @@ class CachedLM:
 
     def reset(self) -> None:
         """Empty the cache."""
-        self._ids, self._pending, self._pending_chain = [], [], True
+        self._ids, self._pending, self._pending_parent, self._pending_chain = [], [], [], True
         self._cache = DynamicCache(config=self.model.config)
 
     def crop(self, length: int) -> None:
@@ -99,13 +105,56 @@ class CachedLM:
         """
         assert tokens.dim() == 1, "batch size 1: pass a 1-D tensor of token ids"
         self._commit_pending_chain()
-        n, prefix = int(tokens.shape[0]), len(self._ids)
+        n = int(tokens.shape[0])
+        parents = list(range(-1, n - 1)) if parent is None else [int(p) for p in parent.tolist()]
+        return self._append(tokens, parents, want_hidden=want_hidden)
+
+    @torch.inference_mode()
+    def extend(
+        self, tokens: torch.Tensor, parent: torch.Tensor, *, want_hidden: bool = False
+    ) -> LMOut:
+        """Grow the pending nodes by a frontier of ``M`` new nodes, forwarding only the new ones.
+
+        Each new node sees the committed prefix, its pending ancestors and itself; its position is
+        ``prefix_len + depth``. The new nodes get the next pending indices (the cache stays
+        ``prefix + pending nodes in index order``), and afterwards the pending set is a tree that
+        must be resolved with ``keep`` (``keep([])`` drops it all).
+
+        Args:
+            tokens: ``[M]`` token ids of the new nodes.
+            parent: ``[M]`` parent per new node, indexing the pending nodes (0-based in the order
+                they were appended, earlier new nodes included: ``parent[i] < P + i`` with ``P``
+                pending nodes before the call), or ``-1`` for a node hanging off the prefix.
+            want_hidden: also return the last layer's hidden states.
+
+        Returns:
+            ``LMOut(logits [M, V], hidden [M, H] | None)`` of the new nodes.
+        """
+        assert tokens.dim() == 1 and tokens.shape == parent.shape, (tokens.shape, parent.shape)
+        out = self._append(tokens, [int(p) for p in parent.tolist()], want_hidden=want_hidden)
+        self._pending_chain = False
+        return out
+
+    def reconcile(self, ids: list[int], *, want_hidden: bool = False) -> LMOut:
+        """Bring the cache to the committed tokens ``ids`` (the last one is the root).
+
+        Keeps the longest common prefix of the cached ids with ``ids[:-1]`` (pending tree nodes
+        are dropped) and forwards the rest of ``ids`` as a pending chain, so the root is always
+        forwarded and its logits are the last row of the result.
+        """
+        return reconcile_cache(self, ids, want_hidden=want_hidden)
+
+    def _append(self, tokens: torch.Tensor, parents: list[int], *, want_hidden: bool) -> LMOut:
+        """Forward new pending nodes after the pending ones; ``parents`` index the pending set."""
+        n, prefix, before = int(tokens.shape[0]), len(self._ids), len(self._pending)
         ids = tokens.to(self.device).view(1, n)  # [1, N]
+        parents = self._pending_parent + parents  # over every pending node, old and new
         kwargs: dict = {}
-        if parent is not None and not _is_chain(parent):
-            kwargs.update(self._tree_inputs(parent, prefix))
+        if not is_chain(parents):
+            kwargs.update(self._tree_inputs(parents, prefix, before))
         else:
-            kwargs["position_ids"] = torch.arange(prefix, prefix + n, device=self.device)[None]
+            first = prefix + before
+            kwargs["position_ids"] = torch.arange(first, first + n, device=self.device)[None]
         start = self._clock()
         out = self.model(
             input_ids=ids,
@@ -115,8 +164,9 @@ class CachedLM:
             **kwargs,
         )
         seconds = self._clock() - start
-        self.forward_log.append(ForwardRecord(self.role, n, prefix, seconds))
-        self._pending = [int(t) for t in tokens.tolist()]
+        self.forward_log.append(ForwardRecord(self.role, n, prefix + before, seconds))
+        self._pending = self._pending + [int(t) for t in tokens.tolist()]
+        self._pending_parent = parents
         self._pending_chain = "attention_mask" not in kwargs
         logits = out.logits[0]  # [N, V]
         hidden = out.hidden_states[-1][0] if want_hidden else None  # [N, H]
@@ -127,10 +177,13 @@ class CachedLM:
         """Commit the pending nodes ``nodes`` (in this order) and drop the other pending nodes.
 
         For a chain prefix ``[0, 1, ..., m-1]`` this is a crop; otherwise a gather along the
-        sequence axis followed by a crop. The caller guarantees ``nodes`` forms a root-to-node path.
+        sequence axis followed by a crop. ``nodes`` must be a path down from a node hanging off
+        the prefix (indices over every pending node, ``extend``'s included).
         """
         n = len(self._pending)
-        assert all(0 <= i < n for i in nodes), (nodes, n)
+        tops = [-1, *nodes[:-1]]
+        path = all(0 <= i < n and self._pending_parent[i] == top for i, top in zip(nodes, tops))
+        assert path, f"keep({nodes}) is not a path of the {n} pending nodes"
         prefix = len(self._ids)
         if nodes != list(range(len(nodes))):
             index = torch.tensor([prefix + i for i in nodes], device=self.device)
@@ -140,7 +193,7 @@ class CachedLM:
         if n - len(nodes):
             self._cache.crop(-(n - len(nodes)))
         self._ids = self._ids + [self._pending[i] for i in nodes]
-        self._pending = []
+        self._pending, self._pending_parent, self._pending_chain = [], [], True
 
     # --- helpers ----------------------------------------------------------------------------------
     def _commit_pending_chain(self) -> None:
@@ -148,30 +201,22 @@ class CachedLM:
         assert self._pending_chain or not self._pending, "call keep() after a tree forward"
         if self._pending:
             self._ids = self._ids + self._pending
-            self._pending = []
+            self._pending, self._pending_parent = [], []
 
     def _drop_pending(self) -> None:
         if self._pending:
             self._cache.crop(-len(self._pending))
-            self._pending = []
+            self._pending, self._pending_parent, self._pending_chain = [], [], True
 
-    def _tree_inputs(self, parent: torch.Tensor, prefix: int) -> dict:
-        n = int(parent.shape[0])
-        parents = parent.tolist()
-        depth = [0] * n
-        allowed = torch.zeros(n, n, dtype=torch.bool)
-        for i in range(n):
-            depth[i] = 0 if parents[i] < 0 else depth[parents[i]] + 1
-            j = i
-            while j >= 0:
-                allowed[i, j] = True
-                j = parents[j]
-        dtype = self.model.dtype
-        mask = torch.zeros(1, 1, n, prefix + n, dtype=dtype, device=self.device)  # [1, 1, N, P+N]
-        block = torch.zeros(n, n, dtype=dtype).masked_fill(~allowed, torch.finfo(dtype).min)
-        mask[0, 0, :, prefix:] = block.to(self.device)
-        positions = torch.tensor(depth, device=self.device)[None] + prefix  # [1, N]
-        return {"attention_mask": mask, "position_ids": positions}
+    def _tree_inputs(self, parents: list[int], prefix: int, before: int) -> dict:
+        # Rows: the new nodes (pending index >= before); columns: prefix + every pending node.
+        allowed = ancestor_mask(parents)[before:]  # [N, before + N]
+        n, dtype = int(allowed.shape[0]), self.model.dtype
+        mask = torch.zeros(1, 1, n, prefix + len(parents), dtype=dtype, device=self.device)
+        blocked = ~allowed.to(self.device)  # [N, before + N]
+        mask[0, 0, :, prefix:].masked_fill_(blocked, torch.finfo(dtype).min)  # prefix stays 0
+        positions = torch.tensor(depths(parents)[before:], device=self.device)[None] + prefix
+        return {"attention_mask": mask, "position_ids": positions}  # positions: [1, N]
 
     def _clock(self) -> float:
         if self.synchronize and self.device.type == "cuda":
@@ -179,6 +224,27 @@ class CachedLM:
         return time.perf_counter()
 
 
-def _is_chain(parent: torch.Tensor) -> bool:
-    n = int(parent.shape[0])
-    return bool(torch.equal(parent.cpu(), torch.arange(-1, n - 1)))
+def common_prefix(a: list[int], b: list[int]) -> int:
+    """Length of the longest common prefix of two id lists."""
+    n = min(len(a), len(b))
+    for i in range(n):
+        if a[i] != b[i]:
+            return i
+    return n
+
+
+def reconcile_cache(lm: LM, ids: list[int], *, want_hidden: bool = False) -> LMOut:
+    """``lm.reconcile`` written once for every ``core.LM`` (``CachedLM``, ``TableLM``).
+
+    Args:
+        lm: the model whose cache is brought to ``ids``.
+        ids: committed token ids (prompt + generated), at least one; the last one is the root.
+        want_hidden: also return the last layer's hidden states.
+
+    Returns:
+        ``LMOut(logits [K, V], hidden)`` of the ``K >= 1`` forwarded tokens ``ids[-K:]``.
+    """
+    assert ids, "reconcile needs at least the root"
+    keep = common_prefix(lm.ids, ids[:-1])
+    lm.crop(keep)
+    return lm.forward(torch.tensor(ids[keep:], dtype=torch.long), want_hidden=want_hidden)

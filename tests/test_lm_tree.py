@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch
 
 from specdec.lm import CachedLM
+from specdec.trees import path_to
 
 ATOL = 1e-10
 PREFIX = [11, 12, 13, 14]
@@ -23,20 +24,12 @@ def full_logits(model, ids: list[int]) -> torch.Tensor:
         return model(input_ids=torch.tensor([ids])).logits[0]  # [T, V]
 
 
-def path_to(node: int) -> list[int]:
-    path = []
-    while node >= 0:
-        path.append(node)
-        node = PARENT[node]
-    return path[::-1]
-
-
 def test_tree_forward_equals_forwarding_each_path(tiny64):
     lm = CachedLM(tiny64.target)
     lm.forward(torch.tensor(PREFIX))
     logits = lm.forward(torch.tensor(TOKENS), torch.tensor(PARENT)).logits  # [N, V]
     for node in range(len(TOKENS)):
-        ids = PREFIX + [TOKENS[i] for i in path_to(node)]
+        ids = PREFIX + [TOKENS[i] for i in path_to(PARENT, node)]
         want = full_logits(tiny64.target, ids)[-1]
         torch.testing.assert_close(logits[node], want, atol=ATOL, rtol=0)
 
@@ -46,7 +39,7 @@ def test_keep_on_a_tree_equals_re_prefilling_the_accepted_path(tiny64):
         lm = CachedLM(tiny64.target)
         lm.forward(torch.tensor(PREFIX))
         lm.forward(torch.tensor(TOKENS), torch.tensor(PARENT))
-        kept = path_to(leaf)
+        kept = path_to(PARENT, leaf)
         lm.keep(kept)
         committed = PREFIX + [TOKENS[i] for i in kept]
         assert lm.ids == committed

@@ -5,8 +5,8 @@ Speculative Decoding"; Chen et al. 2023): draft tokens ``x_1..x_γ`` are sampled
 from the warped draft distributions ``q_0..q_{γ-1}``; the draft length comes from a ``Policy``.
 
 The drafter owns its ``CachedLM`` and reconciles it to the committed tokens at every ``propose``
-(crop to the longest common prefix, then forward the missing tokens), so the engine never has to
-roll the draft cache back.
+(``lm.reconcile``: crop to the longest common prefix, then forward the missing tokens), so the
+engine never has to roll the draft cache back.
 """
 
 from __future__ import annotations
@@ -16,15 +16,6 @@ import torch
 from specdec.core import LM, Context, Draft, Drafter, Verdict
 from specdec.drafters.policies import DraftState, Policy
 from specdec.sampling import Sampling, warp
-
-
-def common_prefix(a: list[int], b: list[int]) -> int:
-    """Length of the longest common prefix of two id lists."""
-    n = min(len(a), len(b))
-    for i in range(n):
-        if a[i] != b[i]:
-            return i
-    return n
 
 
 class ModelDrafter(Drafter):
@@ -49,10 +40,8 @@ class ModelDrafter(Drafter):
     def propose(self, ctx: Context) -> Draft:
         ids = ctx.tokens.tolist()
         want_hidden = self.policy.wants_hidden
-        # 1. Reconcile the draft cache with the committed tokens (the root is never cached).
-        keep = common_prefix(self.lm.ids, ids[:-1])
-        self.lm.crop(keep)
-        out = self.lm.forward(torch.tensor(ids[keep:]), want_hidden=want_hidden)
+        # 1. Reconcile the draft cache with the committed tokens; the last row scores the root.
+        out = self.lm.reconcile(ids, want_hidden=want_hidden)
         tokens: list[int] = []
         q_rows: list[torch.Tensor] = []
         while len(tokens) < self._limit(ctx):

@@ -15,7 +15,10 @@ needs (it is always rejected once its twin was, because the residual then gives 
 mass). Merging identical prefixes without duplicates would make the siblings a set of distinct
 tokens, whose law is not i.i.d.; that is not lossless with the with-replacement rule.
 
-Drafting cost: one tree-masked draft forward per depth over the tree built so far.
+Drafting cost: every token is forwarded once per step. ``lm.reconcile`` catches the draft cache up
+and scores the root, then one draft forward per depth scores the new nodes some chain draws from
+next (``drafters.tree.TreeGrower``: ``lm.forward`` for the first depth, ``lm.extend`` after it);
+duplicate leaves, stop ids and the last depth are never forwarded. ``lm.keep([])`` drops the tree.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import torch
 
 from specdec.core import LM, Context, Draft, Drafter, Verdict
 from specdec.drafters.policies import Policy
-from specdec.drafters.tree import score_tree, sync_cache
+from specdec.drafters.tree import TreeGrower
 from specdec.sampling import Sampling, warp
 
 
@@ -55,7 +58,7 @@ class MultiDraftDrafter(Drafter):
 
     def propose(self, ctx: Context) -> Draft:
         gamma = min(self.policy.limit(), ctx.budget - 1)
-        sync_cache(self.lm, ctx.tokens.tolist())
+        grower = TreeGrower(self.lm, ctx.tokens.tolist())
         tokens, parent = [ctx.root], [-1]
         kids: list[dict[int, int]] = [{}]  # token -> first child node with that token
         heads: list[int | None] = [0] * self.num_drafts  # node each chain has reached
@@ -63,13 +66,13 @@ class MultiDraftDrafter(Drafter):
         for _ in range(gamma):
             if all(h is None for h in heads):
                 break
-            # 1. Score the tree so far; q of every node a chain will draw from.
-            logits = score_tree(self.lm, tokens, parent)  # [N, V]
+            # 1. Score the nodes the chains draw from (new ones only); q of each.
+            grower.score([h for h in heads if h is not None], tokens, parent)
             for k, node in enumerate(heads):
                 if node is None:
                     continue
                 if node not in q_rows:
-                    q_rows[node] = warp(logits[node][None], self.sampling)[0]  # [V]
+                    q_rows[node] = warp(grower.logits[node][None], self.sampling)[0]  # [V]
                 # 2. Chain k draws its next token; a repeated token adds a duplicate leaf.
                 tok = ctx.coins.categorical(q_rows[node])
                 tokens.append(tok)
@@ -80,6 +83,7 @@ class MultiDraftDrafter(Drafter):
                 # 3. Nothing follows a stop id.
                 if tok in ctx.stop_ids:
                     heads[k] = None
+        grower.close()
         vocab = self.lm.vocab_size
         q = torch.zeros(len(tokens), vocab, dtype=torch.float64)  # [N, V]; leaves stay zero
         for node, row in q_rows.items():

@@ -6,9 +6,11 @@ Feature Uncertainty"; Medusa/SpecInfer static trees): every node at depth ``d`` 
 deterministic function of the context, so the draft has ``q = None`` and verifiers treat each child
 as a point mass (recursive rejection *without replacement*: ``verifier=rrs``, or ``hsd`` on trees).
 
-Drafting cost: one tree-masked draft forward per depth over the tree built so far (the draft cache
-is reconciled to the committed tokens first and the tree nodes are dropped after each forward).
-The shared helpers ``sync_cache`` and ``score_tree`` are also used by ``drafters.multi``.
+Drafting cost: every token is forwarded once per step. ``lm.reconcile`` catches the draft cache up
+to the committed tokens and scores the root; then one draft forward per depth scores only the new
+frontier (``lm.forward`` for the first, ``lm.extend`` of the pending tree after it), skipping nodes
+that get no children (stop ids, the last depth); ``lm.keep([])`` drops the tree at the end, so the
+root stays committed. ``TreeGrower`` does this bookkeeping and is shared with ``drafters.multi``.
 """
 
 from __future__ import annotations
@@ -16,24 +18,49 @@ from __future__ import annotations
 import torch
 
 from specdec.core import LM, Context, Draft, Drafter, Verdict
-from specdec.drafters.model import common_prefix
 from specdec.drafters.policies import Policy
 from specdec.sampling import Sampling
 
 
-def sync_cache(lm: LM, ids: list[int]) -> None:
-    """Make the draft cache hold ``ids[:-1]`` (every committed token but the root)."""
-    keep = common_prefix(lm.ids, ids[:-1])
-    lm.crop(keep)
-    if len(ids) - 1 > keep:
-        lm.forward(torch.tensor(ids[keep:-1]))  # pending chain: committed by the next forward
+class TreeGrower:
+    """A draft tree scored in the draft cache frontier by frontier, each node forwarded once.
 
+    Draft node 0 is the root: ``lm.reconcile`` forwards it as the last node of a pending chain, and
+    the first ``score`` commits it (a ``forward`` whose parents are all ``-1``). Every later
+    ``score`` is an ``extend`` of the pending tree, whose pending indices therefore exclude the
+    root: ``slot`` maps each forwarded draft node to its pending index (draft nodes that are never
+    forwarded, like leaves, get none). ``close`` drops the tree, leaving prefix + root committed.
 
-def score_tree(lm: LM, tokens: list[int], parent: list[int]) -> torch.Tensor:
-    """``[N, V]`` draft logits of every tree node; the cache is left at the committed prefix."""
-    out = lm.forward(torch.tensor(tokens), torch.tensor(parent))
-    lm.keep([])
-    return out.logits
+    Args:
+        lm: the draft model with its cache.
+        ids: every committed token (prompt + generated); the last one is the root.
+    """
+
+    def __init__(self, lm: LM, ids: list[int]) -> None:
+        self.lm = lm
+        self.logits: dict[int, torch.Tensor] = {0: lm.reconcile(ids).logits[-1]}  # node -> [V]
+        self.slot: dict[int, int] = {0: -1}  # draft node -> pending index; root: the prefix
+
+    def score(self, nodes: list[int], tokens: list[int], parent: list[int]) -> None:
+        """Forward the draft nodes in ``nodes`` that are not scored yet, filling ``self.logits``.
+
+        Their parents must be scored already or among them; they are forwarded in node order.
+        """
+        fresh = sorted({n for n in nodes if n not in self.logits})
+        if not fresh:
+            return
+        first = len(self.slot) == 1  # only the root so far: this forward starts the tree
+        base = len(self.slot) - 1
+        self.slot.update({n: base + i for i, n in enumerate(fresh)})
+        new = torch.tensor([tokens[n] for n in fresh], dtype=torch.long)  # [M]
+        par = torch.tensor([self.slot[parent[n]] for n in fresh], dtype=torch.long)  # [M]
+        out = self.lm.forward(new, par) if first else self.lm.extend(new, par)
+        self.logits.update(zip(fresh, out.logits))  # out.logits: [M, V]
+
+    def close(self) -> None:
+        """Drop the tree from the draft cache (nothing to drop if no frontier was forwarded)."""
+        if len(self.slot) > 1:
+            self.lm.keep([])
 
 
 class TopKTreeDrafter(Drafter):
@@ -66,22 +93,23 @@ class TopKTreeDrafter(Drafter):
 
     def propose(self, ctx: Context) -> Draft:
         depth_limit = min(self.policy.limit(), ctx.budget - 1)
-        sync_cache(self.lm, ctx.tokens.tolist())
+        grower = TreeGrower(self.lm, ctx.tokens.tolist())
         tokens, parent, frontier = [ctx.root], [-1], [0]
         for depth in range(depth_limit):
-            # 1. Score the tree so far; 2. give every frontier node its top-k children.
-            logits = score_tree(self.lm, tokens, parent)  # [N, V]
+            # 1. Score the frontier (the root was scored by reconcile).
+            grower.score(frontier, tokens, parent)
+            # 2. Give every frontier node its top-k children.
             width = self.branching[depth] if depth < len(self.branching) else 1
-            width = min(width, int(logits.shape[-1]))
+            width = min(width, self.lm.vocab_size)
             grown = []
             for node in frontier:
-                if tokens[node] in ctx.stop_ids and node != 0:
-                    continue  # nothing follows a stop id
-                for tok in torch.topk(logits[node], width).indices.tolist():
+                for tok in torch.topk(grower.logits[node], width).indices.tolist():
                     tokens.append(int(tok))
                     parent.append(node)
                     grown.append(len(tokens) - 1)
-            frontier = grown
+            # 3. Nothing follows a stop id.
+            frontier = [node for node in grown if tokens[node] not in ctx.stop_ids]
+        grower.close()
         return Draft(torch.tensor(tokens), torch.tensor(parent), None)
 
     def observe(self, ctx: Context, draft: Draft, verdict: Verdict) -> None:

@@ -2,9 +2,10 @@
 
 Context-dependent, tiny-vocabulary, float64 conditionals: exactly what the enumeration harness needs
 to compare a method's output distribution with the target's autoregressive joint. It implements the
-``core.LM`` protocol (``ids``, ``forward`` with chains and trees, ``keep``, ``crop``), so drafters
-and
-the engine use it exactly as they use ``lm.CachedLM``.
+``core.LM`` protocol (``ids``, ``forward`` with chains and trees, ``extend``, ``keep``, ``crop``,
+``reconcile``) with ``lm.CachedLM``'s pending-node semantics, so drafters and the engine use it
+exactly as they use ``lm.CachedLM``. Each pending node is stored as its full context (prefix +
+ancestors + itself), which is all its logits depend on.
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ import itertools
 import torch
 
 from specdec.core import LMOut
-from specdec.lm import ForwardRecord
+from specdec.lm import ForwardRecord, reconcile_cache
 from specdec.sampling import Sampling, warp
+from specdec.trees import is_chain
 
 
 class TableLM:
@@ -63,17 +65,33 @@ class TableLM:
         self, tokens: torch.Tensor, parent: torch.Tensor | None = None, *, want_hidden: bool = False
     ) -> LMOut:
         assert self._pending_chain or not self._pending, "call keep() after a tree forward"
-        self._ids = self.ids
-        toks = [int(t) for t in tokens.tolist()]
-        parents = list(range(-1, len(toks) - 1)) if parent is None else parent.tolist()
-        contexts: list[list[int]] = []
-        for i, tok in enumerate(toks):
-            base = self._ids if parents[i] < 0 else contexts[parents[i]]
-            contexts.append([*base, tok])
-        self.forward_log.append(ForwardRecord(self.role, len(toks), len(self._ids), 0.0))
-        self._pending = contexts
-        self._pending_chain = parents == list(range(-1, len(toks) - 1))
-        logits = torch.stack([self.logits(tuple(c)) for c in contexts])  # [N, V]
+        self._ids, self._pending = self.ids, []
+        n = int(tokens.shape[0])
+        parents = list(range(-1, n - 1)) if parent is None else parent.tolist()
+        out = self._append(tokens, parents, want_hidden=want_hidden)
+        self._pending_chain = is_chain(parents)
+        return out
+
+    def extend(
+        self, tokens: torch.Tensor, parent: torch.Tensor, *, want_hidden: bool = False
+    ) -> LMOut:
+        out = self._append(tokens, parent.tolist(), want_hidden=want_hidden)
+        self._pending_chain = False
+        return out
+
+    def reconcile(self, ids: list[int], *, want_hidden: bool = False) -> LMOut:
+        return reconcile_cache(self, ids, want_hidden=want_hidden)
+
+    def _append(self, tokens: torch.Tensor, parents: list[int], *, want_hidden: bool) -> LMOut:
+        """New pending nodes; ``parents`` index the pending set (``-1``: the committed prefix)."""
+        before = len(self._pending)
+        for tok, par in zip(tokens.tolist(), parents):
+            assert -1 <= par < len(self._pending), (par, len(self._pending))
+            base = self._ids if par < 0 else self._pending[par]
+            self._pending.append([*base, int(tok)])
+        new = self._pending[before:]
+        self.forward_log.append(ForwardRecord(self.role, len(new), len(self._ids) + before, 0.0))
+        logits = torch.stack([self.logits(tuple(c)) for c in new])  # [N, V]
         hidden = logits.clone() if want_hidden else None
         return LMOut(logits=logits, hidden=hidden)
 

@@ -27,6 +27,7 @@ from typing import Protocol
 import torch
 
 from specdec.core import Coins, Draft, Verdict
+from specdec.trees import children
 
 
 class ChainRule(Protocol):
@@ -70,10 +71,7 @@ def walk(draft: Draft, p: torch.Tensor, coins: Coins, rule: ChainRule) -> Verdic
     Returns:
         The accepted root-to-node path and the recovered or bonus token.
     """
-    parents = draft.parent.tolist()
-    kids: list[list[int]] = [[] for _ in parents]
-    for i in range(1, len(parents)):
-        kids[parents[i]].append(i)
+    kids = children(draft.parent)
     q = None if draft.q is None else draft.q.to(p)  # [N, V]
     tokens = draft.tokens.tolist()
     node, dist, next_child, path = 0, p[0], 0, []

@@ -1,0 +1,277 @@
+"""Growing a pending tree by frontiers (``extend``) and ``reconcile``, for CachedLM and TableLM.
+
+On the tiny fp64 pair a tree grown frontier by frontier must score every node exactly as one tree
+forward and as forwarding its root-to-node path alone; ``keep`` after growth must leave the cache
+equal to a fresh prefill. ``reconcile`` must bring any cache state to the committed ids, forwarding
+only what is missing (and at least the root). TableLM must behave the same.
+
+The tree drafters grow their trees this way: each step forwards the caught-up tokens and each tree
+node with children once, and drafts the trees a per-depth full-tree re-forward would (the way they
+drafted before growth existed; the references below keep that algorithm).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+from specdec.core import Context, Draft, Drafter
+from specdec.drafters import MultiDraftDrafter, TopKTreeDrafter
+from specdec.drafters.policies import Fixed
+from specdec.engine import generate
+from specdec.lm import CachedLM, common_prefix
+from specdec.sampling import Sampling, TorchCoins, warp
+from specdec.testing.table_lm import TableLM
+from specdec.trees import children, path_to
+from specdec.verifiers import Hierarchical, RecursiveRejection
+
+ATOL = 1e-10
+PREFIX = [11, 12, 13, 14]
+# 20 -> {21 -> {23, 24 -> 26}, 22 -> {25, 21}}, and 27 hanging off the prefix beside 20
+TOKENS = [20, 21, 22, 23, 24, 25, 26, 21, 27]
+PARENT = [-1, 0, 0, 1, 1, 2, 4, 2, -1]
+# frontiers in an order that is not node order, so pending index != node index
+FRONTIERS = [[8, 0], [2, 1], [7, 4, 3, 5], [6]]
+
+
+def reference(lm, ids: list[int]) -> torch.Tensor:
+    """``[V]`` next-token logits after ``ids``, computed from scratch."""
+    if isinstance(lm, TableLM):
+        return lm.logits(tuple(ids))
+    with torch.inference_mode():
+        return lm.model(input_ids=torch.tensor([ids])).logits[0, -1]
+
+
+def make_lm(kind: str, tiny64):
+    return CachedLM(tiny64.target) if kind == "cached" else TableLM(50, seed=3)
+
+
+def grow(lm, frontiers: list[list[int]], tokens=TOKENS, parent=PARENT):
+    """Forward the tree by ``frontiers`` (first with ``forward``); node -> (slot, logits [V])."""
+    slot, out = {}, {}
+    for i, nodes in enumerate(frontiers):
+        base = len(slot)
+        slot.update({n: base + j for j, n in enumerate(nodes)})
+        new = torch.tensor([tokens[n] for n in nodes])
+        par = torch.tensor([-1 if parent[n] < 0 else slot[parent[n]] for n in nodes])
+        logits = (lm.forward(new, par) if i == 0 else lm.extend(new, par)).logits  # [M, V]
+        out.update(zip(nodes, logits))
+    return slot, out
+
+
+@pytest.mark.parametrize("kind", ["cached", "table"])
+def test_a_grown_tree_equals_one_tree_forward_and_each_path(kind, tiny64):
+    lm = make_lm(kind, tiny64)
+    lm.forward(torch.tensor(PREFIX))
+    _, grown = grow(lm, FRONTIERS)
+    whole = make_lm(kind, tiny64)
+    whole.forward(torch.tensor(PREFIX))
+    once = whole.forward(torch.tensor(TOKENS), torch.tensor(PARENT)).logits  # [N, V]
+    for node, logits in grown.items():
+        torch.testing.assert_close(logits, once[node], atol=ATOL, rtol=0)
+        path = PREFIX + [TOKENS[i] for i in path_to(PARENT, node)]
+        torch.testing.assert_close(logits, reference(lm, path), atol=ATOL, rtol=0)
+    # the log holds one record per frontier: its new tokens and the context before it
+    log = lm.forward_log[-len(FRONTIERS):]
+    assert [r.new_tokens for r in log] == [len(f) for f in FRONTIERS]
+    assert [r.context for r in log] == [4, 6, 8, 12]
+
+
+@pytest.mark.parametrize("kind", ["cached", "table"])
+def test_extend_grows_a_pending_chain_and_new_nodes_may_hang_off_new_nodes(kind, tiny64):
+    """The drafting case: the prefix is still a pending chain; one frontier holds parent + child."""
+    lm = make_lm(kind, tiny64)
+    lm.forward(torch.tensor(PREFIX))  # pending chain, indices 0..3
+    out = lm.extend(torch.tensor([30, 31, 32]), torch.tensor([3, 4, 1])).logits  # [3, V]
+    assert lm.ids == []  # pending chain + tree: nothing committed yet
+    for row, ids in zip(out, [PREFIX + [30], PREFIX + [30, 31], PREFIX[:2] + [32]]):
+        torch.testing.assert_close(row, reference(lm, ids), atol=ATOL, rtol=0)
+    lm.keep([0, 1, 2, 3, 4, 5])
+    assert lm.ids == PREFIX + [30, 31]
+    got = lm.forward(torch.tensor([33])).logits[0]
+    torch.testing.assert_close(got, reference(lm, PREFIX + [30, 31, 33]), atol=ATOL, rtol=0)
+
+
+@pytest.mark.parametrize("kind", ["cached", "table"])
+@pytest.mark.parametrize("leaf", [6, 3, 5, 7, 8, 0, None])
+def test_keep_after_growth_equals_a_fresh_prefill(kind, leaf, tiny64):
+    lm = make_lm(kind, tiny64)
+    lm.forward(torch.tensor(PREFIX))
+    lm.keep(list(range(len(PREFIX))))
+    slot, _ = grow(lm, FRONTIERS)
+    nodes = [] if leaf is None else path_to(PARENT, leaf)
+    lm.keep([slot[n] for n in nodes])
+    committed = PREFIX + [TOKENS[n] for n in nodes]
+    assert lm.ids == committed
+    # a chain, then a tree grown on it, see exactly the committed prefix
+    chain = lm.forward(torch.tensor([40, 41])).logits  # [2, V]
+    torch.testing.assert_close(chain[1], reference(lm, committed + [40, 41]), atol=ATOL, rtol=0)
+    tree = lm.extend(torch.tensor([42, 43]), torch.tensor([0, 2])).logits  # [2, V]
+    torch.testing.assert_close(tree[1], reference(lm, committed + [40, 42, 43]), atol=ATOL, rtol=0)
+
+
+@pytest.mark.parametrize("kind", ["cached", "table"])
+def test_reconcile(kind, tiny64):
+    ids = PREFIX + [15, 16, 17]
+    lm = make_lm(kind, tiny64)
+    want = torch.stack([reference(lm, ids[: i + 1]) for i in range(len(ids))])  # [T, V]
+
+    def check(out, forwarded: int) -> None:
+        assert lm.forward_log[-1].new_tokens == forwarded
+        assert lm.ids == ids  # the forwarded tokens stay a pending chain
+        torch.testing.assert_close(out.logits, want[-forwarded:], atol=ATOL, rtol=0)
+
+    # 1. Nothing cached: every id is forwarded.
+    check(lm.reconcile(ids), len(ids))
+    # 2. Everything cached, root included: only the root is forwarded again.
+    check(lm.reconcile(ids), 1)
+    # 3. A cache that diverges after 5 tokens and runs longer: crop to 5, forward the rest.
+    lm.crop(5)
+    lm.forward(torch.tensor([90, 91, 92, 93]))
+    check(lm.reconcile(ids), 2)
+    # 4. A pending tree (after a committed prefix) is dropped first.
+    lm.forward(torch.tensor([50, 51, 52]), torch.tensor([-1, -1, 0]))
+    check(lm.reconcile(ids), 1)
+    # 5. A pending tree grown on a pending chain: the chain is dropped with it.
+    lm.crop(3)
+    lm.forward(torch.tensor(ids[3:6]))
+    assert lm.ids == ids[:6]
+    lm.extend(torch.tensor([60, 61]), torch.tensor([2, -1]))
+    check(lm.reconcile(ids), len(ids) - 3)
+
+
+# --- tree drafters -------------------------------------------------------------------------------
+BRANCHING = [3, 2, 1]
+SAMPLING = Sampling(temperature=1.0)
+
+
+class Recorder(Drafter):
+    """Drafts with ``inner`` using fresh coins ``TorchCoins(step)``; records each step."""
+
+    def __init__(self, inner: Drafter) -> None:
+        self.inner, self.models, self.makes_trees = inner, inner.models, inner.makes_trees
+        self.steps: list[dict] = []
+
+    def reset(self) -> None:
+        self.inner.reset()
+
+    def propose(self, ctx: Context) -> Draft:
+        lm, seed = self.inner.lm, len(self.steps)
+        cached, mark = lm.ids, len(lm.forward_log)
+        draft = self.inner.propose(dataclasses.replace(ctx, coins=TorchCoins(seed)))
+        sizes = [r.new_tokens for r in lm.forward_log[mark:]]
+        depth = min(self.inner.policy.limit(), ctx.budget - 1)
+        self.steps.append({"ids": ctx.tokens.tolist(), "cached": cached, "draft": draft,
+                           "sizes": sizes, "seed": seed, "depth": depth})
+        return draft
+
+
+def rescorer(model, ids: list[int]):
+    """``score(tokens, parent) -> [N, V]``: the whole tree forwarded after ``ids[:-1]``."""
+    lm = CachedLM(model, role="draft")
+    lm.forward(torch.tensor(ids[:-1]))
+    lm.keep(list(range(len(ids) - 1)))
+
+    def score(tokens: list[int], parent: list[int]) -> torch.Tensor:
+        logits = lm.forward(torch.tensor(tokens), torch.tensor(parent)).logits  # [N, V]
+        lm.keep([])
+        return logits
+
+    return score
+
+
+def topk_reference(score, root: int, depth_limit: int, stops=frozenset()) -> Draft:
+    tokens, parent, frontier = [root], [-1], [0]
+    for depth in range(depth_limit):
+        logits = score(tokens, parent)  # [N, V]
+        width = BRANCHING[depth] if depth < len(BRANCHING) else 1
+        grown = []
+        for node in frontier:
+            if tokens[node] in stops and node != 0:
+                continue
+            for tok in torch.topk(logits[node], width).indices.tolist():
+                tokens, parent, grown = tokens + [tok], parent + [node], grown + [len(tokens)]
+        frontier = grown
+    return Draft(torch.tensor(tokens), torch.tensor(parent), None)
+
+
+def multi_reference(score, root: int, gamma: int, coins, vocab: int, stops=frozenset()) -> Draft:
+    tokens, parent, kids, heads, q = [root], [-1], [{}], [0] * 3, {}  # K = 3 chains
+    for _ in range(gamma):
+        if all(h is None for h in heads):
+            break
+        logits = score(tokens, parent)  # [N, V]
+        for j, node in enumerate(heads):
+            if node is None:
+                continue
+            q[node] = q.get(node, warp(logits[node][None], SAMPLING)[0])
+            tok = coins.categorical(q[node])
+            tokens, parent, kids = tokens + [tok], parent + [node], kids + [{}]
+            heads[j] = None if tok in stops else kids[node].setdefault(tok, len(tokens) - 1)
+    rows = torch.zeros(len(tokens), vocab, dtype=torch.float64)  # [N, V]
+    for node, row in q.items():
+        rows[node] = row
+    return Draft(torch.tensor(tokens), torch.tensor(parent), rows)
+
+
+def reference_draft(name: str, model, ids: list[int], gamma: int, seed: int,
+                    stops=frozenset()) -> Draft:
+    score = rescorer(model, ids)
+    if name == "topk":
+        return topk_reference(score, ids[-1], gamma, stops)
+    vocab = model.config.vocab_size
+    return multi_reference(score, ids[-1], gamma, TorchCoins(seed), vocab, stops)
+
+
+def make_drafter(name: str, model, gamma: int) -> Drafter:
+    lm = CachedLM(model, role="draft")
+    if name == "topk":
+        return TopKTreeDrafter(lm, Fixed(gamma), SAMPLING, branching=BRANCHING)
+    return MultiDraftDrafter(lm, Fixed(gamma), SAMPLING, num_drafts=3)
+
+
+def assert_same_draft(got: Draft, want: Draft) -> None:
+    assert got.tokens.tolist() == want.tokens.tolist()
+    assert got.parent.tolist() == want.parent.tolist()
+    if want.q is not None:
+        torch.testing.assert_close(got.q, want.q, atol=ATOL, rtol=0)
+
+
+@pytest.mark.parametrize("name", ["topk", "multi"])
+def test_tree_drafters_forward_each_token_once_and_draft_as_a_full_re_forward(name, tiny64):
+    gamma = 3
+    drafter = Recorder(make_drafter(name, tiny64.draft, gamma))
+    verifier = RecursiveRejection() if name == "topk" else Hierarchical()
+    prompt = tiny64.tokenizer.encode("The quick brown fox")
+    generate(prompt, CachedLM(tiny64.target), drafter, verifier, sampling=SAMPLING,
+             coins=TorchCoins(0), max_new_tokens=16)
+    assert len(drafter.steps) >= 4
+    for step in drafter.steps:
+        ids, draft = step["ids"], step["draft"]
+        # 1. The draft LM forwarded the missing committed tokens (root included) once, then each
+        #    tree node that has children once: O(N) tokens per step, not O(N * depth).
+        caught_up = len(ids) - common_prefix(step["cached"], ids[:-1])
+        parents = [n for n, kids in enumerate(children(draft.parent)) if kids and n > 0]
+        assert step["sizes"][0] == caught_up
+        assert sum(step["sizes"]) == caught_up + len(parents) <= caught_up + draft.num_drafted
+        assert len(step["sizes"]) <= 1 + gamma
+        # 2. The tree is the one a per-depth re-forward of the whole tree drafts.
+        want = reference_draft(name, tiny64.draft, ids, step["depth"], step["seed"])
+        assert_same_draft(draft, want)
+    # 3. After a step the draft cache holds the committed tokens (the tree was dropped).
+    assert drafter.inner.lm.ids == drafter.steps[-1]["ids"]
+
+
+@pytest.mark.parametrize("name", ["topk", "multi"])
+def test_tree_drafters_give_stop_ids_no_children(name, tiny64):
+    ids = tiny64.tokenizer.encode("Once upon a time")
+    drafter = make_drafter(name, tiny64.draft, 3)
+    ctx = Context(torch.tensor(ids), TorchCoins(5))
+    stops = frozenset({int(drafter.propose(ctx).tokens[1])})  # a token drafted at depth 1
+    ctx = Context(torch.tensor(ids), TorchCoins(5), stop_ids=stops)
+    draft = drafter.propose(ctx)
+    kids = children(draft.parent)
+    assert all(not kids[n] for n in range(1, draft.size) if int(draft.tokens[n]) in stops)
+    assert_same_draft(draft, reference_draft(name, tiny64.draft, ids, 3, 5, stops))
