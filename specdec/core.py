@@ -18,7 +18,7 @@ means deterministic proposals, which verifiers treat as point masses (the EAGLE 
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 import torch
@@ -146,7 +146,7 @@ class LM(Protocol):
 
     role: str
     vocab_size: int
-    forward_log: list  # list[lm.ForwardRecord]
+    forward_log: list  # list[forwards.ForwardRecord]
 
     @property
     def ids(self) -> list[int]:
@@ -155,41 +155,66 @@ class LM(Protocol):
 
     def reset(self) -> None: ...
 
-    def forward(
-        self, tokens: torch.Tensor, parent: torch.Tensor | None = None, *, want_hidden: bool = False
-    ) -> LMOut: ...
+    def forward(self, tokens: torch.Tensor, parent: torch.Tensor | None = None, *,
+                hidden_layers: Sequence[int] = (),
+                inputs_embeds: torch.Tensor | None = None) -> LMOut: ...
 
-    def extend(
-        self, tokens: torch.Tensor, parent: torch.Tensor, *, want_hidden: bool = False
-    ) -> LMOut: ...
+    def extend(self, tokens: torch.Tensor, parent: torch.Tensor, *,
+               hidden_layers: Sequence[int] = (),
+               inputs_embeds: torch.Tensor | None = None) -> LMOut: ...
 
-    def reconcile(self, ids: list[int], *, want_hidden: bool = False) -> LMOut: ...
+    def reconcile(self, ids: list[int], *, hidden_layers: Sequence[int] = ()) -> LMOut: ...
 
     def keep(self, nodes: list[int]) -> None: ...
 
     def crop(self, length: int) -> None: ...
 
+    def embed(self, tokens: torch.Tensor) -> torch.Tensor: ...
 
-@dataclass
+    def head(self, hidden: torch.Tensor) -> torch.Tensor: ...
+
+
+class TargetView:
+    """Read-only access to the target for feature drafters: its embedding and output head.
+
+    ``embed(tokens [N]) -> [N, H]`` and ``head(hidden [N, H]) -> [N, V]`` run under inference mode
+    and never touch the target's cache, so a drafter can share them without disturbing decoding.
+    """
+
+    def __init__(self, target: LM) -> None:
+        self._target = target
+        self.vocab_size = target.vocab_size
+
+    def embed(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self._target.embed(tokens)
+
+    def head(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self._target.head(hidden)
+
+
+@dataclass(frozen=True, kw_only=True)
 class Context:
-    """What a drafter sees at ``propose`` time.
+    """What a drafter sees at ``propose`` time (built by keyword).
 
     Attributes:
         tokens: ``[T]`` every committed token (prompt + generated); the root is last.
-        coins: randomness for drafting (so exact enumeration covers draft randomness too).
+        coins: randomness for drafting (so exact enumeration covers draft randomness too);
+            background work draws from ``coins.fork(key)``.
+        step: index of this decoding step (0-based), e.g. for fork keys.
         budget: tokens the generation may still emit; a step emits at most ``drafted + 1``
             tokens, so drafting more than ``budget - 1`` is wasted work (drafters cap at it).
-        target_hidden: ``[n, H]`` target hidden states of the tokens committed in the last step
-            (for feature drafters), or ``None``.
+        target_features: ``[n, k, H]`` target hidden states of the ``drafter.target_layers`` at
+            the tokens the last step kept in the target cache (its root and accepted nodes), or
+            ``None`` (first step, or a drafter without ``target_layers``).
         stop_ids: token ids that end the generation (drafting past one is wasted work).
     """
 
     tokens: torch.Tensor
     coins: Coins
+    step: int = 0
     budget: int = 1 << 30
-    target_hidden: torch.Tensor | None = None
+    target_features: torch.Tensor | None = None
     stop_ids: frozenset[int] = frozenset()
-    stats: dict[str, float] = field(default_factory=dict)
 
     @property
     def root(self) -> int:
@@ -197,24 +222,35 @@ class Context:
 
 
 class Drafter:
-    """Proposes drafts. Subclasses own their draft model and reconcile it to ``ctx.tokens``."""
+    """Proposes drafts. Subclasses own their draft model and reconcile it to ``ctx.tokens``.
+
+    Background work (drafting while the target verifies) must run inside
+    ``forwards.lane(<name>)``, draw from ``ctx.coins.fork(key)``, and be joined by the end of
+    ``observe``: the engine reads the forward logs right after it.
+    """
 
     #: the draft models this drafter owns (their forwards are logged and checked against the
     #: target's vocabulary); drafters with a model set ``self.models = [lm]``.
     models: Sequence[LM] = ()
     #: whether the drafts can branch (trees); the engine checks it against the verifier.
     makes_trees: bool = False
-    #: whether the engine should return target hidden states in ``Context`` (feature drafters).
-    wants_target_hidden: bool = False
+    #: target layers whose hidden states the drafter reads (feature drafters, e.g. EAGLE-3's
+    #: low/middle/high): they reach ``prefill`` and ``Context.target_features``.
+    target_layers: tuple[int, ...] = ()
 
     def reset(self) -> None:
         """Forget everything about the previous generation."""
 
-    def prefill(self, prompt: torch.Tensor) -> None:
+    def attach(self, target: TargetView) -> None:
+        """Read-only access to the target (embedding, head); called before every prefill."""
+
+    def prefill(self, prompt: torch.Tensor, features: torch.Tensor | None = None) -> None:
         """Cache ``prompt[:-1]`` (``[T]``, every prompt token but the root) in each draft model.
 
         The engine calls it inside its timed prefill, so the draft's prompt forward is accounted
-        as prefill, like the target's. Drafters whose models are not token LMs override it.
+        as prefill, like the target's. ``features [T-1, k, H]``: the target's ``target_layers``
+        hidden states of ``prompt[:-1]`` (``None`` without ``target_layers`` or when T = 1).
+        Drafters whose models are not token LMs override it.
         """
         n = int(prompt.numel()) - 1
         for lm in self.models:
@@ -223,7 +259,12 @@ class Drafter:
                 lm.keep(list(range(n)))
 
     def observe(self, ctx: Context, draft: Draft, verdict: Verdict) -> None:
-        """Feedback after verification (adaptive schedules, statistics)."""
+        """Feedback after verification (adaptive schedules, statistics); joins background work."""
+
+    def counters(self) -> dict[str, int]:
+        """Method counters since ``reset`` (cache hits, branches, rollbacks, ...); stored per
+        prompt in the records and summed in summaries and the report."""
+        return {}
 
 
 @runtime_checkable

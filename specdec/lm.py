@@ -12,31 +12,31 @@ an explicit 4-D additive attention mask (prefix fully visible, plus the ancestor
 pending tree, ``trees.ancestor_mask``) and position ids ``prefix_len + depth``; chains use the
 model's causal path.
 
-Every forward is appended to ``forward_log`` as
-``ForwardRecord(role, new_tokens, context, seconds)``
-so that the cost model can turn a run's log into modelled time (ARCHITECTURE §0.2).
+Feature drafters: ``forward(..., hidden_layers=(i, j, ...))`` also returns the hidden states of
+those layers (``hidden [N, k, H]``; index ``i`` into transformers' ``hidden_states``: 0 = the
+embeddings, ``l`` = after decoder layer ``l``, ``-1`` = the last, after the final norm);
+``embed(tokens)`` and ``head(hidden)`` expose the input embedding and the output head (read-only,
+no cache change); ``forward(..., inputs_embeds=...)`` feeds embeddings instead of token ids.
+
+Every forward is appended to ``forward_log`` as a ``specdec.forwards.ForwardRecord`` (role, new
+tokens, context, seconds, start/end, lane, step) so that the cost model can turn a run's log into
+modelled time (ARCHITECTURE §0.2). ``threads`` gives the model its own torch thread budget (the
+draft's ``draft_threads``): set around each forward, restored after.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from collections.abc import Sequence
 
 import torch
 from transformers import DynamicCache, PreTrainedModel
 
 from specdec.core import LM, LMOut
+from specdec.forwards import ForwardRecord, current_lane
 from specdec.trees import ancestor_mask, depths, is_chain
 
-
-@dataclass(frozen=True)
-class ForwardRecord:
-    """One model forward: which model, how many new tokens, the cached context before it, time."""
-
-    role: str
-    new_tokens: int
-    context: int
-    seconds: float
+Layers = Sequence[int]  # indices into transformers' hidden_states (0 = embeddings, -1 = last)
 
 
 class CachedLM:
@@ -47,12 +47,17 @@ class CachedLM:
         role: ``"target"`` or ``"draft"`` (used in the forward log).
         synchronize: call ``torch.cuda.synchronize()`` around forwards for per-forward timing
             (only for profiling; CPU timing needs none).
+        threads: torch intra-op threads for this model's forwards (``None``: leave the caller's).
     """
 
-    def __init__(self, model: PreTrainedModel, role: str = "target", *, synchronize: bool = False):
+    def __init__(self, model: PreTrainedModel, role: str = "target", *, synchronize: bool = False,
+                 threads: int | None = None):
+        if threads is not None and threads < 1:
+            raise ValueError(f"threads must be >= 1 or null, got {threads}")
         self.model = model.eval()
         self.role = role
         self.synchronize = synchronize
+        self.threads = threads
         self.vocab_size = int(model.get_output_embeddings().weight.shape[0])
         self.device = next(model.parameters()).device
         self.forward_log: list[ForwardRecord] = []
@@ -88,7 +93,12 @@ class CachedLM:
     # --- forward / keep -------------------------------------------------------------------------
     @torch.inference_mode()
     def forward(
-        self, tokens: torch.Tensor, parent: torch.Tensor | None = None, *, want_hidden: bool = False
+        self,
+        tokens: torch.Tensor,
+        parent: torch.Tensor | None = None,
+        *,
+        hidden_layers: Layers = (),
+        inputs_embeds: torch.Tensor | None = None,
     ) -> LMOut:
         """Append ``tokens`` after the committed prefix and return their logits.
 
@@ -96,10 +106,12 @@ class CachedLM:
             tokens: ``[N]`` token ids (a chain, or a tree described by ``parent``).
             parent: ``[N]`` parent index per node (``-1`` for nodes whose parent is the prefix), or
                 ``None`` for a chain.
-            want_hidden: also return the last layer's hidden states.
+            hidden_layers: also return these layers' hidden states (see the module docstring).
+            inputs_embeds: ``[N, H]`` input embeddings fed instead of the tokens' own (the
+                tokens still name the cached ids).
 
         Returns:
-            ``LMOut(logits [N, V], hidden [N, H] | None)``. The nodes stay *pending* until
+            ``LMOut(logits [N, V], hidden [N, k, H] | None)``. The nodes stay *pending* until
             ``keep``; pending chain nodes are committed by the next ``forward`` or ``crop`` (the
             drafting loop), pending tree nodes must be resolved with ``keep`` first.
         """
@@ -107,11 +119,16 @@ class CachedLM:
         self._commit_pending_chain()
         n = int(tokens.shape[0])
         parents = list(range(-1, n - 1)) if parent is None else [int(p) for p in parent.tolist()]
-        return self._append(tokens, parents, want_hidden=want_hidden)
+        return self._append(tokens, parents, hidden_layers, inputs_embeds)
 
     @torch.inference_mode()
     def extend(
-        self, tokens: torch.Tensor, parent: torch.Tensor, *, want_hidden: bool = False
+        self,
+        tokens: torch.Tensor,
+        parent: torch.Tensor,
+        *,
+        hidden_layers: Layers = (),
+        inputs_embeds: torch.Tensor | None = None,
     ) -> LMOut:
         """Grow the pending nodes by a frontier of ``M`` new nodes, forwarding only the new ones.
 
@@ -125,51 +142,72 @@ class CachedLM:
             parent: ``[M]`` parent per new node, indexing the pending nodes (0-based in the order
                 they were appended, earlier new nodes included: ``parent[i] < P + i`` with ``P``
                 pending nodes before the call), or ``-1`` for a node hanging off the prefix.
-            want_hidden: also return the last layer's hidden states.
+            hidden_layers, inputs_embeds: as in ``forward``.
 
         Returns:
-            ``LMOut(logits [M, V], hidden [M, H] | None)`` of the new nodes.
+            ``LMOut(logits [M, V], hidden [M, k, H] | None)`` of the new nodes.
         """
         assert tokens.dim() == 1 and tokens.shape == parent.shape, (tokens.shape, parent.shape)
-        out = self._append(tokens, [int(p) for p in parent.tolist()], want_hidden=want_hidden)
+        parents = [int(p) for p in parent.tolist()]
+        out = self._append(tokens, parents, hidden_layers, inputs_embeds)
         self._pending_chain = False
         return out
 
-    def reconcile(self, ids: list[int], *, want_hidden: bool = False) -> LMOut:
+    def reconcile(self, ids: list[int], *, hidden_layers: Layers = ()) -> LMOut:
         """Bring the cache to the committed tokens ``ids`` (the last one is the root).
 
         Keeps the longest common prefix of the cached ids with ``ids[:-1]`` (pending tree nodes
         are dropped) and forwards the rest of ``ids`` as a pending chain, so the root is always
         forwarded and its logits are the last row of the result.
         """
-        return reconcile_cache(self, ids, want_hidden=want_hidden)
+        return reconcile_cache(self, ids, hidden_layers=hidden_layers)
 
-    def _append(self, tokens: torch.Tensor, parents: list[int], *, want_hidden: bool) -> LMOut:
+    @torch.inference_mode()
+    def embed(self, tokens: torch.Tensor) -> torch.Tensor:
+        """``[N, H]`` input embeddings of ``tokens [N]`` (no cache change, not logged)."""
+        return self.model.get_input_embeddings()(tokens.to(self.device))
+
+    @torch.inference_mode()
+    def head(self, hidden: torch.Tensor) -> torch.Tensor:
+        """``[N, V]`` logits of final hidden states ``hidden [N, H]`` (the output head alone)."""
+        return self.model.get_output_embeddings()(hidden.to(self.device))
+
+    def _append(self, tokens: torch.Tensor, parents: list[int], hidden_layers: Layers,
+                inputs_embeds: torch.Tensor | None) -> LMOut:
         """Forward new pending nodes after the pending ones; ``parents`` index the pending set."""
         n, prefix, before = int(tokens.shape[0]), len(self._ids), len(self._pending)
-        ids = tokens.to(self.device).view(1, n)  # [1, N]
+        if inputs_embeds is None:
+            kwargs: dict = {"input_ids": tokens.to(self.device).view(1, n)}  # [1, N]
+        else:
+            assert inputs_embeds.shape[0] == n, (inputs_embeds.shape, n)
+            kwargs = {"inputs_embeds": inputs_embeds.to(self.device)[None]}  # [1, N, H]
         parents = self._pending_parent + parents  # over every pending node, old and new
-        kwargs: dict = {}
         if not is_chain(parents):
             kwargs.update(self._tree_inputs(parents, prefix, before))
         else:
             first = prefix + before
             kwargs["position_ids"] = torch.arange(first, first + n, device=self.device)[None]
+        saved = torch.get_num_threads()
+        if self.threads is not None and self.threads != saved:
+            torch.set_num_threads(self.threads)
         start = self._clock()
-        out = self.model(
-            input_ids=ids,
-            past_key_values=self._cache,
-            use_cache=True,
-            output_hidden_states=want_hidden,
-            **kwargs,
-        )
-        seconds = self._clock() - start
-        self.forward_log.append(ForwardRecord(self.role, n, prefix + before, seconds))
+        try:
+            out = self.model(past_key_values=self._cache, use_cache=True,
+                             output_hidden_states=bool(hidden_layers), **kwargs)
+        finally:
+            end = self._clock()
+            if torch.get_num_threads() != saved:
+                torch.set_num_threads(saved)
+        where, step = current_lane()
+        self.forward_log.append(ForwardRecord(self.role, n, prefix + before, end - start,
+                                              start, end, where, step))
         self._pending = self._pending + [int(t) for t in tokens.tolist()]
         self._pending_parent = parents
         self._pending_chain = "attention_mask" not in kwargs
         logits = out.logits[0]  # [N, V]
-        hidden = out.hidden_states[-1][0] if want_hidden else None  # [N, H]
+        hidden = None
+        if hidden_layers:
+            hidden = torch.stack([out.hidden_states[i][0] for i in hidden_layers], 1)  # [N, k, H]
         return LMOut(logits=logits, hidden=hidden)
 
     @torch.inference_mode()  # the tree gather writes into cache tensors made in inference mode
@@ -233,13 +271,13 @@ def common_prefix(a: list[int], b: list[int]) -> int:
     return n
 
 
-def reconcile_cache(lm: LM, ids: list[int], *, want_hidden: bool = False) -> LMOut:
+def reconcile_cache(lm: LM, ids: list[int], *, hidden_layers: Layers = ()) -> LMOut:
     """``lm.reconcile`` written once for every ``core.LM`` (``CachedLM``, ``TableLM``).
 
     Args:
         lm: the model whose cache is brought to ``ids``.
         ids: committed token ids (prompt + generated), at least one; the last one is the root.
-        want_hidden: also return the last layer's hidden states.
+        hidden_layers: also return these layers' hidden states (``hidden [K, k, H]``).
 
     Returns:
         ``LMOut(logits [K, V], hidden)`` of the ``K >= 1`` forwarded tokens ``ids[-K:]``.
@@ -247,4 +285,4 @@ def reconcile_cache(lm: LM, ids: list[int], *, want_hidden: bool = False) -> LMO
     assert ids, "reconcile needs at least the root"
     keep = common_prefix(lm.ids, ids[:-1])
     lm.crop(keep)
-    return lm.forward(torch.tensor(ids[keep:], dtype=torch.long), want_hidden=want_hidden)
+    return lm.forward(torch.tensor(ids[keep:], dtype=torch.long), hidden_layers=hidden_layers)

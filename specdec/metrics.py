@@ -32,7 +32,7 @@ import copy
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 
-from specdec.lm import ForwardRecord
+from specdec.forwards import ForwardRecord
 
 
 @dataclass

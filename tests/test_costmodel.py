@@ -9,7 +9,8 @@ from specdec.bench.calibration import CostTable, _median_forwards, calibrate
 from specdec.drafters import ModelDrafter
 from specdec.drafters.policies import Fixed
 from specdec.engine import generate
-from specdec.lm import CachedLM, ForwardRecord
+from specdec.forwards import ForwardRecord
+from specdec.lm import CachedLM
 from specdec.models.tiny import tiny_pair
 from specdec.sampling import Sampling, TorchCoins
 from specdec.verifiers import Tokenwise

@@ -268,9 +268,9 @@ def test_tree_drafters_forward_each_token_once_and_draft_as_a_full_re_forward(na
 def test_tree_drafters_give_stop_ids_no_children(name, tiny64):
     ids = tiny64.tokenizer.encode("Once upon a time")
     drafter = make_drafter(name, tiny64.draft, 3)
-    ctx = Context(torch.tensor(ids), TorchCoins(5))
+    ctx = Context(tokens=torch.tensor(ids), coins=TorchCoins(5))
     stops = frozenset({int(drafter.propose(ctx).tokens[1])})  # a token drafted at depth 1
-    ctx = Context(torch.tensor(ids), TorchCoins(5), stop_ids=stops)
+    ctx = Context(tokens=torch.tensor(ids), coins=TorchCoins(5), stop_ids=stops)
     draft = drafter.propose(ctx)
     kids = children(draft.parent)
     assert all(not kids[n] for n in range(1, draft.size) if int(draft.tokens[n]) in stops)

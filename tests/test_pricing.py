@@ -8,7 +8,7 @@ import random
 import pytest
 
 from specdec.bench.pricing import CostTable, forward_profile, merge_profiles
-from specdec.lm import ForwardRecord
+from specdec.forwards import ForwardRecord
 
 TABLE = CostTable(times={"target": {1: 0.030, 2: 0.034, 4: 0.045, 8: 0.050},
                          "draft": {1: 0.004, 16: 0.007}},

@@ -22,13 +22,16 @@ RECORD_COLUMNS = ("prompt_id", "category", "new_tokens", "target_forwards", "dra
 
 
 def scalar_metrics(metrics: dict) -> dict[str, float]:
-    """Scalars of a metrics dict; list-valued per-position acceptance is spread into keys."""
+    """Scalars of a metrics dict; per-position acceptance and method counters are spread into
+    keys (``acceptance_pos<j>``, ``counter_<name>``)."""
     out: dict[str, float] = {}
     for key, value in metrics.items():
         if isinstance(value, bool | int | float):
             out[key] = float(value)
         elif key == "per_position_acceptance":
             out.update({f"acceptance_pos{j}": float(v) for j, v in enumerate(value)})
+        elif key == "counters":
+            out.update({f"counter_{k}": float(v) for k, v in value.items()})
     return out
 
 

@@ -6,13 +6,16 @@ machine; this module (no torch, so the report can use it anywhere) turns forward
     t(role, n, ctx) = T_role(n) + s_role * (ctx - c_ref)
 
 with ``T(n)`` interpolated linearly between measured sizes (extrapolated from the last two) and
-``s`` the per-context-token slope. Serial forwards add up: ``CostTable(forwards)`` is the sum
-(``modeled_s``).
+``s`` the per-context-token slope. ``CostTable(forwards)`` (``modeled_s``) prices a run's log step
+by step: serial draft work plus the max of the target's lane and each background lane
+(``specdec.forwards``); for a method without background lanes that is the sum of its forwards.
 
 A forward *profile* is what a record keeps of its forward log: per role and number of new tokens
 ``n``, the count of forwards and the sum of their contexts, ``{role: {"n": [count, ctx_sum]}}``.
 Because ``t`` is linear in ``ctx``, ``CostTable.price(profile)`` equals pricing the log itself
-(as long as no single forward would be priced below zero, where ``cost`` clips). Profiles let the
+(as long as no single forward would be priced below zero, where ``cost`` clips) for methods
+without background lanes; a profile prices overlapped work serially, so the report takes an
+overlapping method's own ``modeled_s``. Profiles let the
 report price a baseline run with a method run's table: both sides of a speedup measured by one
 calibration, so a slow phase of a shared machine during either run cancels out
 (``modeled_speedup``).
@@ -25,8 +28,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from specdec.forwards import MAIN
+
 if TYPE_CHECKING:
-    from specdec.lm import ForwardRecord
+    from specdec.forwards import ForwardRecord
 
 Profile = dict[str, dict[str, list[int]]]  # {role: {str(n): [count, sum of contexts]}}
 
@@ -90,8 +95,24 @@ class CostTable:
         return max(self.base(role, new_tokens) + extra, 0.0)
 
     def __call__(self, forwards: Sequence[ForwardRecord]) -> float:
-        """Serial forwards add up."""
-        return sum(self.cost(f.role, f.new_tokens, f.context) for f in forwards)
+        """Modeled seconds of a forward log, each decoding step priced with its overlap (§0.2).
+
+        Per step (``ForwardRecord.step``): ``serial + max(target, each background lane)``, where
+        ``serial`` is the main lane's draft work, ``target`` the main lane's target forwards and
+        a background lane's price the sum of its forwards. Without background lanes this is the
+        plain sum of every forward's price; unstamped records (step -1) add up serially.
+        """
+        serial = 0.0
+        overlap: dict[int, dict[str, float]] = {}  # step -> {"target" | lane: seconds}
+        for f in forwards:
+            price = self.cost(f.role, f.new_tokens, f.context)
+            if f.step < 0 or (f.lane == MAIN and f.role != "target"):
+                serial += price
+            else:
+                key = "target" if f.lane == MAIN else f.lane
+                lanes = overlap.setdefault(f.step, {})
+                lanes[key] = lanes.get(key, 0.0) + price
+        return serial + sum(max(lanes.values()) for lanes in overlap.values())
 
     def price(self, profile: Profile) -> float:
         """Modelled seconds of the forwards a profile describes (serial)."""

@@ -131,7 +131,8 @@ def modeled_speedup(run: Run, base: Run, dataset: str) -> float | None:
     if not table or mine is None or theirs is None:
         return None
     cost = CostTable.from_dict(table)
-    own = cost.price(mine)
+    # the method's own modeled_s prices its overlap per step (a profile would price it serially)
+    own = run.summary["datasets"][dataset].get("modeled_s", cost.price(mine))
     return cost.price(theirs) / own if own else math.nan
 
 
@@ -211,6 +212,11 @@ def to_markdown(rows: list[Row]) -> str:
             cells.append(", ".join(_fmt(r.speedup, "{:.2f}x") if not r.refused else "refused"
                                    for r in found) or "")
         lines.append(f"| {m} | " + " | ".join(cells) + " |")
+    counted = [r for r in rows if r.metrics.get("counters")]
+    if counted:
+        lines += ["", "## Method counters (summed over prompts)", ""]
+        lines += [f"- {r.label} on {r.dataset}: " + ", ".join(
+            f"{k}={v}" for k, v in r.metrics["counters"].items()) for r in counted]
     refused = [r for r in rows if r.refused]
     if refused:
         lines += ["", "## Refused comparisons", ""]

@@ -15,7 +15,8 @@ Timing rules (the same for every method, AR included):
 2. Prefill is timed apart (``prefill_s``); ``wall_s`` and ``tokens_per_s`` cover decoding only
    (the loop after prefill), measured by the engine with ``time.perf_counter``.
 3. CUDA is synchronised at generation boundaries only (before and after each turn's
-   ``generate``), never per step: per-step syncs would distort methods that overlap work.
+   ``generate``, every device of the pair), never per step: per-step syncs would distort methods
+   that overlap work.
 4. Time spent outside generation (tokenising, decoding text, quality checks, writing records)
    is not counted. ``total_s`` in a record is prefill + decode between the two syncs.
 
@@ -66,16 +67,20 @@ def build_method(cfg: DictConfig, pair: ModelPair) -> Method:
     """Instantiate the target cache, drafter and verifier that the method preset chose."""
     sampling = Sampling(**OmegaConf.to_container(cfg.sampling, resolve=True))
     target = CachedLM(pair.target, role="target")
-    draft = CachedLM(pair.draft, role="draft") if pair.draft is not None else None
+    draft = None
+    if pair.draft is not None:
+        draft = CachedLM(pair.draft, role="draft", threads=pair.draft_threads)
     drafter = instantiate(cfg.drafter, lm=draft, sampling=sampling)
     verifier = instantiate(cfg.verifier)
     check_compatible(target, drafter, verifier)
     return Method(target, drafter, verifier, sampling)
 
 
-def _sync(device: str) -> None:
-    if device.startswith("cuda") and torch.cuda.is_available():
-        torch.cuda.synchronize(torch.device(device))
+def _sync(devices: list[torch.device]) -> None:
+    """Wait for every CUDA device the pair runs on (target and draft may differ)."""
+    for device in devices:
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
 
 
 def run_prompt(
@@ -87,7 +92,6 @@ def run_prompt(
     max_new_tokens: int,
     chat_template: bool,
     template: str = "{turn}",
-    device: str = "cpu",
 ) -> tuple[list[str], GenerationStats, float]:
     """Answer every turn of a prompt (later turns see the model's own earlier answers).
 
@@ -96,17 +100,18 @@ def run_prompt(
     """
     coins = TorchCoins(prompt_seed(seed, prompt.id))
     stop_ids = [pair.tokenizer.eos_token_id] if pair.tokenizer.eos_token_id is not None else []
+    devices = pair.devices()
     messages: list[dict[str, str]] = []
     total, answers, seconds = GenerationStats(), [], 0.0
     for turn in prompt.turns:
         messages.append({"role": "user", "content": format_turn(turn, template)})
         ids = encode_turn(pair.tokenizer, messages, chat_template=chat_template)
-        _sync(device)
+        _sync(devices)
         start = time.perf_counter()
         out = generate(ids, method.target, method.drafter, method.verifier,
                        sampling=method.sampling, coins=coins, max_new_tokens=max_new_tokens,
                        stop_ids=stop_ids)
-        _sync(device)
+        _sync(devices)
         seconds += time.perf_counter() - start
         answer = pair.tokenizer.decode(out.tokens, skip_special_tokens=True)
         messages.append({"role": "assistant", "content": answer})
@@ -141,7 +146,7 @@ class DatasetRun:
     def generate(self, prompt: Prompt) -> tuple[list[str], GenerationStats, float]:
         return run_prompt(prompt, self.pair, self.method, seed=self.cfg.seed,
                           max_new_tokens=self.max_new, chat_template=self.ds.chat_template,
-                          template=self.ds.get("template", "{turn}"), device=self.cfg.device)
+                          template=self.ds.get("template", "{turn}"))
 
     def record(self, prompt: Prompt, answers: list[str], s: GenerationStats, seconds: float):
         rec = {"prompt_id": prompt.id, "dataset": self.name, "category": prompt.category,

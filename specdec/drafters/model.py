@@ -39,15 +39,15 @@ class ModelDrafter(Drafter):
 
     def propose(self, ctx: Context) -> Draft:
         ids = ctx.tokens.tolist()
-        want_hidden = self.policy.wants_hidden
+        layers = (-1,) if self.policy.wants_hidden else ()  # the draft's last hidden state
         # 1. Reconcile the draft cache with the committed tokens; the last row scores the root.
-        out = self.lm.reconcile(ids, want_hidden=want_hidden)
+        out = self.lm.reconcile(ids, hidden_layers=layers)
         tokens: list[int] = []
         q_rows: list[torch.Tensor] = []
         while len(tokens) < self._limit(ctx):
             # 2. Warp the draft logits of the last position into q for the next token.
             q = warp(out.logits[-1:], self.sampling)[0]  # [V]
-            hidden = out.hidden[-1] if want_hidden else None  # [H]
+            hidden = out.hidden[-1, 0] if layers else None  # [H]
             # 3. Ask the policy, then sample the token through the shared coins.
             if not self.policy.should_draft(DraftState(len(tokens), q, hidden, out.logits[-1])):
                 break
@@ -58,7 +58,7 @@ class ModelDrafter(Drafter):
             if tokens[-1] in ctx.stop_ids:
                 break
             if len(tokens) < self._limit(ctx):
-                out = self.lm.forward(torch.tensor(tokens[-1:]), want_hidden=want_hidden)
+                out = self.lm.forward(torch.tensor(tokens[-1:]), hidden_layers=layers)
         vocab = out.logits.shape[-1]
         q_rows.append(torch.zeros(vocab, dtype=out.logits.dtype, device=out.logits.device))
         q_all = torch.stack(q_rows)  # [k+1, V]; the last row is unused (leaf)

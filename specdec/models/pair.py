@@ -32,6 +32,13 @@ class ModelPair:
     draft: PreTrainedModel | None
     tokenizer: PreTrainedTokenizerBase
     info: dict[str, str] = field(default_factory=dict)
+    draft_threads: int | None = None  # torch threads for the draft's forwards (None: shared)
+
+    def devices(self) -> list[torch.device]:
+        """Every device holding weights of the pair (timing synchronises each of them)."""
+        models = [m for m in (self.target, self.draft) if m is not None]
+        found = {p.device for m in models for p in m.parameters()}
+        return sorted(found, key=str)
 
     def describe(self) -> dict[str, str]:
         """Fingerprint of the pair: name, parameter counts, dtype (for run comparability)."""
@@ -69,15 +76,26 @@ def make_pair(
     info: dict[str, str],
     *,
     linear_kernel: str = "auto",
+    draft_device: str | None = None,
+    draft_threads: int | None = None,
 ) -> ModelPair:
-    """Check the vocabularies, set both models' CPU kernels, and return the ``ModelPair``.
+    """Check the vocabularies, place the draft, set both models' CPU kernels, return the pair.
 
     Every loader ends here, so the kernels are the same for target and draft, for ``ar`` and every
     method, and are recorded in the pair's fingerprint. The CPU kernels (``weight_stationary``,
     ``packed``) also switch ``sdpa`` attention to ``specdec_sdpa`` (``specdec.models.attention``:
     grouped queries without copied key/value heads); ``stock`` leaves both models as loaded.
+    ``draft_device`` (default: the target's) and ``draft_threads`` (default: the process's torch
+    threads) place the draft; both are recorded in the fingerprint when set.
     """
     check_vocab(target, draft)
+    if draft_threads is not None and draft_threads < 1:
+        raise ValueError(f"model.draft_threads must be >= 1 or null, got {draft_threads}")
+    if draft is not None and draft_device is not None:
+        draft = place_draft(target, draft, draft_device)
+        info = {**info, "draft_device": str(draft_device)}
+    if draft is not None and draft_threads is not None:
+        info = {**info, "draft_threads": str(draft_threads)}
     kernel = resolve_kernel(linear_kernel, next(target.parameters()).device)
     apply_linear_kernel(target, kernel)
     apply_linear_kernel(draft, kernel)
@@ -86,7 +104,26 @@ def make_pair(
         use_cpu_attention(draft)
     attention = getattr(target.config, "_attn_implementation", None) or "default"
     return ModelPair(name=name, target=target, draft=draft, tokenizer=tokenizer,
-                     info={**info, "linear_kernel": kernel, "attention": attention})
+                     info={**info, "linear_kernel": kernel, "attention": attention},
+                     draft_threads=draft_threads)
+
+
+def place_draft(target: PreTrainedModel, draft: PreTrainedModel, device: str) -> PreTrainedModel:
+    """Move ``draft`` to ``device``; refuse when it shares weights with the target elsewhere.
+
+    Moving a module moves its parameter objects in place, so a draft sharing the target's
+    embedding (or layers) would drag the target's copy along.
+    """
+    dev = torch.device(device)
+    if next(draft.parameters()).device == dev:
+        return draft
+    shared = {id(p) for p in target.parameters()} & {id(p) for p in draft.parameters()}
+    if shared:
+        raise ValueError(
+            f"the draft shares {len(shared)} weight tensors with the target, so it cannot move to "
+            f"model.draft_device={device} alone; leave draft_device null (the target's device) "
+            "or use a draft with weights of its own")
+    return draft.to(dev)
 
 
 def load_pair(
@@ -99,6 +136,8 @@ def load_pair(
     trust_remote_code: bool = False,
     attn_implementation: str | None = None,
     linear_kernel: str = "auto",
+    draft_device: str | None = None,
+    draft_threads: int | None = None,
 ) -> ModelPair:
     """Load a pair by hub id or local path with ``AutoModelForCausalLM``.
 
@@ -112,6 +151,7 @@ def load_pair(
         attn_implementation: e.g. ``sdpa``, ``eager``, ``flash_attention_2`` (None: default).
         linear_kernel: ``auto`` | ``stock`` | ``weight_stationary`` | ``packed``
             (``specdec.models.kernels``).
+        draft_device: the draft's device (None: ``device``); draft_threads: its torch threads.
     """
     kwargs = {"dtype": resolve_dtype(dtype), "trust_remote_code": trust_remote_code}
     if attn_implementation:
@@ -122,4 +162,5 @@ def load_pair(
     if draft is not None:
         drf = AutoModelForCausalLM.from_pretrained(draft, **kwargs).to(device).eval()
     return make_pair(name, tgt, drf, tok, {"target": target, "draft": str(draft)},
-                     linear_kernel=linear_kernel)
+                     linear_kernel=linear_kernel, draft_device=draft_device,
+                     draft_threads=draft_threads)

@@ -141,6 +141,8 @@ def smollm2_pair(
     dtype: str = "float32",
     device: str = "cpu",
     linear_kernel: str = "auto",
+    draft_device: str | None = None,
+    draft_threads: int | None = None,
 ) -> ModelPair:
     """Build the SmolLM2 pair.
 
@@ -154,6 +156,9 @@ def smollm2_pair(
         device: torch device string.
         linear_kernel: ``auto`` (``packed`` on CPU) | ``stock`` | ``weight_stationary`` | ``packed``
             (``specdec.models.kernels``: how the linear layers compute small-M products).
+        draft_device, draft_threads: the draft's placement (``specdec.models.pair.make_pair``;
+            the shipped and truncated drafts share the target's embedding or layers, so they
+            stay on the target's device).
     """
     from specdec.learners.draft_lm.net import load_draft
 
@@ -170,4 +175,5 @@ def smollm2_pair(
     elif draft == "truncated":
         drf = truncated_draft(target, truncated_layers)
         info["draft"] = f"truncated:{truncated_layers}"
-    return make_pair("smollm2", target, drf, tok, info, linear_kernel=linear_kernel)
+    return make_pair("smollm2", target, drf, tok, info, linear_kernel=linear_kernel,
+                     draft_device=draft_device, draft_threads=draft_threads)

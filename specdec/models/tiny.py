@@ -67,6 +67,8 @@ def tiny_pair(
     dtype: str = "float32",
     draft_vocab_size: int | None = None,
     linear_kernel: str = "auto",
+    draft_device: str | None = None,
+    draft_threads: int | None = None,
 ) -> ModelPair:
     """Build the tiny random target/draft pair.
 
@@ -77,6 +79,7 @@ def tiny_pair(
         draft_vocab_size: only to test the vocabulary-mismatch error (default: the tokenizer's).
         linear_kernel: ``auto`` | ``stock`` | ``weight_stationary`` | ``packed``
             (``specdec.models.kernels``).
+        draft_device, draft_threads: the draft's placement (``specdec.models.pair.make_pair``).
     """
     tok = byte_tokenizer()
     dt = resolve_dtype(dtype)
@@ -84,4 +87,5 @@ def tiny_pair(
     draft = tiny_lm(draft_vocab_size or len(tok), hidden=draft_hidden, layers=draft_layers,
                     heads=heads, seed=draft_seed, dtype=dt)
     return make_pair("tiny", target, draft, tok, {"seed": str(seed), "draft_seed": str(draft_seed)},
-                     linear_kernel=linear_kernel)
+                     linear_kernel=linear_kernel, draft_device=draft_device,
+                     draft_threads=draft_threads)

@@ -17,7 +17,7 @@ from collections.abc import Hashable, Sequence
 
 import torch
 
-from specdec.core import Coins, Context, Draft, Drafter, Verdict, Verifier
+from specdec.core import Coins, Context, Draft, Drafter, TargetView, Verdict, Verifier
 from specdec.engine import generate
 from specdec.sampling import Sampling, warp
 from specdec.testing.enumeration import enumerate_outcomes
@@ -58,11 +58,20 @@ class _OneStep(Drafter):
         self.inner, self.coins, self.done = inner, coins, False
         self.models = inner.models
         self.makes_trees = inner.makes_trees
-        self.wants_target_hidden = inner.wants_target_hidden
+        self.target_layers = inner.target_layers
 
     def reset(self) -> None:
         self.inner.reset()
         self.done = False
+
+    def attach(self, target: TargetView) -> None:
+        self.inner.attach(target)
+
+    def prefill(self, prompt: torch.Tensor, features: torch.Tensor | None = None) -> None:
+        self.inner.prefill(prompt, features)
+
+    def counters(self) -> dict[str, int]:
+        return self.inner.counters()
 
     def propose(self, ctx: Context) -> Draft:
         if self.done:

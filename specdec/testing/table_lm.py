@@ -11,11 +11,13 @@ ancestors + itself), which is all its logits depend on.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 
 import torch
 
 from specdec.core import LMOut
-from specdec.lm import ForwardRecord, reconcile_cache
+from specdec.forwards import ForwardRecord, current_lane
+from specdec.lm import reconcile_cache
 from specdec.sampling import Sampling, warp
 from specdec.trees import is_chain
 
@@ -62,37 +64,66 @@ class TableLM:
         self._ids, self._pending, self._pending_chain = ids[:length], [], True
 
     def forward(
-        self, tokens: torch.Tensor, parent: torch.Tensor | None = None, *, want_hidden: bool = False
+        self,
+        tokens: torch.Tensor,
+        parent: torch.Tensor | None = None,
+        *,
+        hidden_layers: Sequence[int] = (),
+        inputs_embeds: torch.Tensor | None = None,
     ) -> LMOut:
         assert self._pending_chain or not self._pending, "call keep() after a tree forward"
         self._ids, self._pending = self.ids, []
         n = int(tokens.shape[0])
         parents = list(range(-1, n - 1)) if parent is None else parent.tolist()
-        out = self._append(tokens, parents, want_hidden=want_hidden)
+        out = self._append(tokens, parents, hidden_layers, inputs_embeds)
         self._pending_chain = is_chain(parents)
         return out
 
     def extend(
-        self, tokens: torch.Tensor, parent: torch.Tensor, *, want_hidden: bool = False
+        self,
+        tokens: torch.Tensor,
+        parent: torch.Tensor,
+        *,
+        hidden_layers: Sequence[int] = (),
+        inputs_embeds: torch.Tensor | None = None,
     ) -> LMOut:
-        out = self._append(tokens, parent.tolist(), want_hidden=want_hidden)
+        out = self._append(tokens, parent.tolist(), hidden_layers, inputs_embeds)
         self._pending_chain = False
         return out
 
-    def reconcile(self, ids: list[int], *, want_hidden: bool = False) -> LMOut:
-        return reconcile_cache(self, ids, want_hidden=want_hidden)
+    def reconcile(self, ids: list[int], *, hidden_layers: Sequence[int] = ()) -> LMOut:
+        return reconcile_cache(self, ids, hidden_layers=hidden_layers)
 
-    def _append(self, tokens: torch.Tensor, parents: list[int], *, want_hidden: bool) -> LMOut:
-        """New pending nodes; ``parents`` index the pending set (``-1``: the committed prefix)."""
+    def embed(self, tokens: torch.Tensor) -> torch.Tensor:
+        """``[N, V]`` one-hot rows: the table's "embedding" (hidden size = V)."""
+        return torch.nn.functional.one_hot(tokens.long(), self.vocab_size).double()
+
+    def head(self, hidden: torch.Tensor) -> torch.Tensor:
+        """The identity: a TableLM's hidden states are its logits."""
+        return hidden
+
+    def _append(self, tokens: torch.Tensor, parents: list[int], hidden_layers: Sequence[int],
+                inputs_embeds: torch.Tensor | None) -> LMOut:
+        """New pending nodes; ``parents`` index the pending set (``-1``: the committed prefix).
+
+        ``inputs_embeds`` must be the tokens' own one-hot rows (a table has no other input);
+        every requested hidden layer is the node's logits (``hidden [N, k, V]``).
+        """
+        if inputs_embeds is not None:
+            assert torch.equal(inputs_embeds, self.embed(tokens)), "a TableLM reads token ids"
         before = len(self._pending)
         for tok, par in zip(tokens.tolist(), parents):
             assert -1 <= par < len(self._pending), (par, len(self._pending))
             base = self._ids if par < 0 else self._pending[par]
             self._pending.append([*base, int(tok)])
         new = self._pending[before:]
-        self.forward_log.append(ForwardRecord(self.role, len(new), len(self._ids) + before, 0.0))
+        where, step = current_lane()
+        self.forward_log.append(ForwardRecord(self.role, len(new), len(self._ids) + before, 0.0,
+                                              lane=where, step=step))
         logits = torch.stack([self.logits(tuple(c)) for c in new])  # [N, V]
-        hidden = logits.clone() if want_hidden else None
+        hidden = None
+        if hidden_layers:
+            hidden = logits[:, None].expand(-1, len(hidden_layers), -1).clone()  # [N, k, V]
         return LMOut(logits=logits, hidden=hidden)
 
     def keep(self, nodes: list[int]) -> None:
