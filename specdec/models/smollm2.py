@@ -6,9 +6,10 @@ transformers de-quantizes it with ``gguf_file=`` (~20 s); we strip the quantizer
 fp32 weights and the tokenizer once as a safetensors folder under ``paths.cache_dir`` (env
 ``SPECDEC_CACHE_DIR``), so later loads take a fraction of a second.
 
-Drafts (``draft=``): ``trained`` (the shipped reduced-vocabulary draft, ``specdec/assets/``; see
-``draft_net.py``), ``truncated`` (the target's first ``truncated_layers`` layers sharing its
-embeddings, norm and head: runs before any training, accepts little), ``none`` (AR only).
+Drafts (``draft=``): ``trained`` (the shipped reduced-vocabulary draft, ``specdec/assets/``;
+see ``learners/draft_lm/net.py``), ``truncated`` (the target's first ``truncated_layers`` layers
+sharing its embeddings, norm and head: runs before any training, accepts little), ``none`` (AR
+only).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 SpecDec++ §4.4 (Huang, Guo & Wang 2025; digest §5.2–5.3). Each row holds a target response
 ``X``, a draft token ``y_t`` per position and its label ``a_t = min(1, p/q)``
-(``acceptance_data``). **Token mixing** (ratio r): every epoch each response position keeps the
+(``data``). **Token mixing** (ratio r): every epoch each response position keeps the
 target token ``x_t`` with probability r, else takes ``y_t``; the frozen draft reads the mixed
 sequence ``Z`` and the head reads the draft's last hidden state at the position of ``z_t`` (after
 consuming it) to predict ``a_t``. Loss only where ``z_t`` holds a draft token. **Weighted BCE**
@@ -177,7 +177,7 @@ def collate(rows: list[dict], pad_id: int = 0) -> dict:
 
 
 class AcceptanceDataModule(L.LightningDataModule):
-    """Loads the ``DatasetDict`` written by ``acceptance_data`` (already split by prompt id)."""
+    """Loads the ``DatasetDict`` written by ``acceptance.data`` (already split by prompt id)."""
 
     def __init__(self, path: str, batch_size: int = 8, num_workers: int = 0) -> None:
         super().__init__()

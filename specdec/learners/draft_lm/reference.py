@@ -5,7 +5,7 @@ instead run the target once over ``chat(prompt) + reference answer`` of the trai
 train answers, Alpaca outputs) and keep, at every answer position, the target's top-k
 log-probabilities: the draft is then distilled towards the target's distribution (its argmax is the
 hard label) on reference contexts (DistillSpec's "fixed dataset" setting, Zhou et al. 2024).
-Output: the same ``traces_*.safetensors`` format as ``distill_data.make_traces``.
+Output: the same ``traces_*.safetensors`` format as ``traces.make_traces``.
 """
 
 from __future__ import annotations
