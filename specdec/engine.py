@@ -34,16 +34,14 @@ class Generation:
 def check_compatible(target: LM, drafter: Drafter, verifier: Verifier) -> None:
     """Raise ``ValueError`` when a drafter and verifier (or the models) cannot work together."""
     if drafter.makes_trees and not verifier.supports_trees:
-        raise ValueError(
-            f"verifier {type(verifier).__name__} does not support tree drafts from "
-            f"{type(drafter).__name__}; use a tree-capable verifier or a chain drafter"
-        )
+        raise ValueError(f"verifier {type(verifier).__name__} does not support tree drafts from "
+                         f"{type(drafter).__name__}; use a tree-capable verifier or a chain "
+                         "drafter")
     for lm in drafter.models:
         if lm.vocab_size != target.vocab_size:
-            raise ValueError(
-                f"target vocabulary size {target.vocab_size} != draft vocabulary size "
-                f"{lm.vocab_size}; speculative decoding needs a draft with the target's tokenizer"
-            )
+            raise ValueError(f"target vocabulary size {target.vocab_size} != draft vocabulary size "
+                             f"{lm.vocab_size}; speculative decoding needs a draft with the "
+                             "target's tokenizer")
 
 
 def generate(
