@@ -239,7 +239,7 @@ class SpecDecPP(Policy):
             raise ValueError(f"drafter.policy.threshold must be in [0, 1], got {threshold}")
         self.head = load_head(head, experiment=experiment)
         self.experiment = experiment
-        trained = getattr(self.head, "meta", {}).get("sampling")
+        trained = self.head.meta.get("sampling")
         if sampling is not None and trained is not None and dict(sampling) != dict(trained):
             log.warning("acceptance head %s was trained with sampling %s but runs with %s; "
                         "retrain it with the run's sampling", head, trained, dict(sampling))

@@ -46,6 +46,7 @@ class AcceptanceHead(nn.Module):
         if depth < 0 or hidden_size < 1:
             raise ValueError(f"need depth >= 0 and hidden_size >= 1, got {depth}, {hidden_size}")
         self.hidden_size, self.depth, self.tie = int(hidden_size), int(depth), bool(tie)
+        self.meta: dict = {}  # the export's config.json (``load_head``): experiment, sampling
         if tie and depth > 0:
             block = ResBlock(hidden_size)
             self.blocks = nn.ModuleList([block] * depth)  # one module, D uses
