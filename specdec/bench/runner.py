@@ -137,6 +137,9 @@ class DatasetRun:
         limit = cfg.limit if cfg.limit is not None else self.ds.get("limit")
         self.prompts = load_prompts(self.ds.path, name, limit,
                                     cache_dir=Path(cfg.paths.cache_dir) / "datasets")
+        # the dataset's quality check (specdec.bench.quality), built once when quality=true
+        quality = self.ds.get("quality") if cfg.quality else None
+        self.check = instantiate(quality) if quality is not None else None
 
     def generate(self, prompt: Prompt) -> tuple[list[str], GenerationStats, float]:
         return run_prompt(prompt, self.pair, self.method, seed=self.cfg.seed,
@@ -153,12 +156,9 @@ class DatasetRun:
         rec["forward_profile"] = forward_profile(s.forwards)  # lets a report reprice the run
         if self.cost is not None:
             rec["modeled_s"] = float(self.cost(s.forwards))
-        check = self.ds.get("quality")
-        if self.cfg.quality and check:
-            from specdec.bench.quality import score
-
-            rec[f"quality_{check}"] = score(check, prompt, answers,
-                                            timeout_s=self.cfg.quality_timeout_s)
+        if self.check is not None:
+            rec[f"quality_{self.check.name}"] = self.check(prompt, answers,
+                                                           timeout_s=self.cfg.quality_timeout_s)
         return rec
 
     def summarize(self, records: list[dict]) -> dict:
