@@ -23,7 +23,7 @@ EXPERIMENTS = sorted(p.stem for p in (ROOT / "conf" / "experiment").glob("*.yaml
 
 def test_the_walk_reaches_every_group_with_targets():
     groups = {p.relative_to(ROOT / "conf").parts[0] for p in FILES if ROOT / "conf" in p.parents}
-    assert {"drafter", "verifier", "model", "trainer", "learner", "experiment", "dataset",
+    assert {"drafter", "verifier", "model", "trainer", "learner", "experiment", "dataset", "logger",
             "eval.yaml"} <= groups
 
 

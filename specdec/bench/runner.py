@@ -37,7 +37,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from specdec.bench.calibration import calibrate
 from specdec.bench.fingerprint import learned_weights, machine_tag, software_versions
-from specdec.bench.loggers import EvalLogger, make_logger
+from specdec.bench.loggers import EvalLogger
 from specdec.bench.pricing import CostTable, forward_profile, merge_profiles
 from specdec.bench.records import RecordFile, config_hash
 from specdec.bench.table import format_table
@@ -242,8 +242,9 @@ def run(cfg: DictConfig) -> dict:
         "datasets": {}, "overall": {},
         "config": resolved,
     }
-    logger: EvalLogger = make_logger(resolved["logger"], resolved, out_dir, name=cfg.method_name)
+    logger: EvalLogger = instantiate(cfg.logger.eval)  # conf/logger/: the eval node
     try:
+        logger.log_config(resolved)
         warm, all_records = [int(cfg.warmup)], []
         for name in cfg.benchmark.datasets:
             ds_run = DatasetRun(cfg, name, pair, method, cost)
