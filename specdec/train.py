@@ -12,7 +12,9 @@ Lightning is imported only here and in ``specdec.learners``; eval loads exported
 from __future__ import annotations
 
 import logging
+import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import hydra
 from hydra.utils import instantiate
@@ -20,31 +22,22 @@ from omegaconf import DictConfig, OmegaConf
 
 from specdec.config import register_resolvers
 
+if TYPE_CHECKING:
+    from lightning.pytorch.loggers import Logger
+
 log = logging.getLogger(__name__)
 
 
-def build_logger(cfg: DictConfig, out_dir: Path):
-    """A Lightning logger from the shared ``logger`` group (``backend: none|csv|wandb``)."""
-    backend = cfg.logger.backend
-    if backend == "none":
-        return False
-    if backend == "csv":
-        from lightning.pytorch.loggers import CSVLogger
-
-        return CSVLogger(save_dir=str(out_dir), name="csv")
-    if backend == "wandb":
-        from lightning.pytorch.loggers import WandbLogger
-
-        wb = WandbLogger(
-            project=cfg.logger.project,
-            entity=cfg.logger.entity,
-            offline=cfg.logger.mode == "offline",
-            tags=list(cfg.logger.tags),
-            save_dir=str(out_dir),
-        )
-        wb.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))
-        return wb
-    raise ValueError(f"unknown logger.backend {backend!r}; use none, csv or wandb")
+def build_logger(cfg: DictConfig) -> Logger | bool:
+    """The ``train`` node of the shared ``logger`` group (conf/logger/), with the resolved run
+    config logged as hyperparameters; ``False`` when the node is null (no logger)."""
+    if cfg.logger.train is None:
+        return False  # Trainer(logger=None) would mean Lightning's default logger
+    logger = instantiate(cfg.logger.train)
+    logger.log_hyperparams({k: OmegaConf.to_container(v, resolve=True)
+                            if OmegaConf.is_config(v) else v
+                            for k, v in cfg.items() if k != "hydra"})
+    return logger
 
 
 def train(cfg: DictConfig) -> dict[str, float]:
@@ -67,7 +60,7 @@ def train(cfg: DictConfig) -> dict[str, float]:
     L.seed_everything(cfg.seed, workers=True)
     datamodule = instantiate(cfg.datamodule)
     learner = instantiate(cfg.learner)
-    logger = build_logger(cfg, out_dir)
+    logger = build_logger(cfg)
     checkpoint = L.pytorch.callbacks.ModelCheckpoint(
         dirpath=str(out_dir / "checkpoints"), save_last=True
     )
@@ -79,9 +72,9 @@ def train(cfg: DictConfig) -> dict[str, float]:
         if cfg.export is not None:
             instantiate(cfg.export)(learner, out_dir)
     finally:
-        if cfg.logger.backend == "wandb":
-            import wandb
-
+        # close a W&B run the logger opened, also after an error (lightning-hydra-template)
+        wandb = sys.modules.get("wandb")
+        if wandb is not None and wandb.run is not None:
             wandb.finish()
     return {k: float(v) for k, v in trainer.callback_metrics.items()}
 

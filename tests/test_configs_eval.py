@@ -57,10 +57,20 @@ def test_a_dataset_can_be_dropped_from_the_cli(compose):
 
 
 def test_eval_defaults_and_logger_schema(compose):
+    from hydra.utils import get_object
+    from lightning.pytorch.loggers import Logger
+
+    from specdec.bench.loggers import EvalLogger
+
     cfg = compose("eval", [])
     assert cfg.cost_model is True and cfg.resume is True and cfg.quality is False
-    for backend in ("none", "csv", "wandb"):
-        assert compose("eval", [f"logger={backend}"]).logger.backend == backend
+    names = sorted(p.stem for p in (CONF / "logger").glob("*.yaml"))
+    assert names == ["csv", "none", "wandb"]
+    for name in names:  # one node per entry point: an eval logger, a Lightning logger or null
+        node = compose("eval", [f"logger={name}"]).logger
+        assert issubclass(get_object(node.eval._target_), EvalLogger), name
+        assert (node.train is None) == (name == "none"), name
+        assert node.train is None or issubclass(get_object(node.train._target_), Logger), name
 
 
 def _resolved(cfg) -> dict:

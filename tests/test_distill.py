@@ -139,9 +139,11 @@ def test_checkpoint_from_fit_is_written(tmp_path, compose):
             "datamodule.batch_size=4", "trainer.max_steps=2", "trainer.val_check_interval=1",
             "+trainer.limit_val_batches=1", "+trainer.enable_progress_bar=false"]
     train(compose("train", [*base, "stage=data"]))
-    train(compose("train", base))
+    train(compose("train", [*base, "logger=csv"]))  # as scripts/train_draft_cpu.sh fits
     ckpt = tmp_path / "checkpoints" / "last.ckpt"
     assert ckpt.exists()
+    metrics = (tmp_path / "csv" / "version_0" / "metrics.csv").read_text().splitlines()
+    assert "val/loss" in metrics[0] and "test/loss" in metrics[0] and len(metrics) > 1
     state = torch.load(ckpt, map_location="cpu", weights_only=True)["state_dict"]
     assert not any("embed_tokens" in k for k in state) and "net.lm_head.weight" in state
     # the checkpoint rebuilds the exported draft (bf16 storage)

@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
+from hydra.errors import InstantiationException
+from hydra.utils import instantiate
+from omegaconf import OmegaConf
 
 from specdec.bench import quality as q
 from specdec.data.prompts import Prompt
 
 PROMPT = 'def add(a, b):\n    """Return a + b."""\n'
+CONF = Path(__file__).resolve().parents[1] / "conf"
 TEST = "def check(candidate):\n    assert candidate(2, 3) == 5\n    assert candidate(-1, 1) == 0\n"
 
 
@@ -55,15 +60,43 @@ def test_rouge_l():
     assert 0 < q.rouge_l("the cat sat", "the cat sat on the mat") < 1
 
 
-def test_score_dispatch_and_missing_data():
-    gsm = Prompt("1", "gsm8k", "math", ("q",), None, {"answer": "5"})
-    assert q.score("gsm8k_accuracy", gsm, ["it is 5"]) == 1.0
+def _check(dataset: str):
+    """The quality check that ``conf/dataset/<dataset>.yaml`` configures (None: none)."""
+    node = OmegaConf.load(CONF / "dataset" / f"{dataset}.yaml").quality
+    return instantiate(node) if node is not None else None
+
+
+def test_datasets_configure_their_checks_under_the_record_names():
+    names = {p.stem: getattr(_check(p.stem), "name", None)
+             for p in (CONF / "dataset").glob("*.yaml")}
+    assert names == {"gsm8k": "gsm8k_accuracy", "humaneval": "humaneval_pass1",
+                     "cnndm": "rouge_l", "alpaca": None, "mt_bench": None, "specbench": None,
+                     "tiny": None}
+
+
+def test_checks_score_the_last_answer_and_name_missing_data():
+    gsm = Prompt("1", "gsm8k", "math", ("q", "q2"), None, {"answer": "5"})
+    assert _check("gsm8k")(gsm, ["it is 4", "it is 5"]) == 1.0
+    assert _check("gsm8k")(gsm, ["it is 5", "it is 4"]) == 0.0
     he = Prompt("H/0", "humaneval", "code", (PROMPT,), None, {"test": TEST, "entry_point": "add"})
-    assert q.score("humaneval_pass1", he, ["    return a + b\n"], timeout_s=5) == 1.0
+    assert _check("humaneval")(he, ["    return a + b\n"], timeout_s=5) == 1.0
+    assert _check("humaneval")(he, ["    return a * b\n"], timeout_s=5) == 0.0
     with pytest.raises(ValueError, match="meta.answer"):
-        q.score("gsm8k_accuracy", Prompt("1", "gsm8k", "math", ("q",)), ["5"])
-    with pytest.raises(ValueError, match="unknown quality check"):
-        q.score("bleu", gsm, ["5"])
+        _check("gsm8k")(Prompt("1", "gsm8k", "math", ("q",)), ["5"])
+    with pytest.raises(ValueError, match="meta.test/entry_point"):
+        _check("humaneval")(Prompt("H/1", "humaneval", "code", (PROMPT,)), ["x"])
+
+
+def test_rouge_check_needs_a_reference_and_says_how_to_install_its_scorer(monkeypatch):
+    pytest.importorskip("rouge_score")
+    ref = Prompt("c/0", "cnndm", "summ", ("Summarize: x",), "the cat sat on the mat")
+    assert _check("cnndm")(ref, ["the cat sat on the mat"]) == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="no reference"):
+        _check("cnndm")(Prompt("c/1", "cnndm", "summ", ("x",)), ["y"])
+    monkeypatch.setitem(sys.modules, "rouge_score", None)  # as if not installed
+    # at construction, before any prompt is generated (hydra wraps the ValueError)
+    with pytest.raises(InstantiationException, match="pip install rouge-score"):
+        _check("cnndm")
 
 
 def test_quality_true_adds_per_prompt_scores_and_a_mean(tmp_path, monkeypatch):

@@ -1,20 +1,25 @@
-"""Experiment loggers of the eval stage, chosen by the shared ``logger`` group (``backend:``).
+"""Experiment loggers of the eval stage: the ``eval`` node of the shared ``logger`` group.
 
-* ``none``: nothing beyond the run directory's records and ``summary.json``.
-* ``csv``: ``metrics.csv`` in the run directory, one ``dataset,metric,value`` row per scalar.
-* ``wandb``: Weights & Biases, offline unless ``WANDB_MODE`` says otherwise (``logger.mode``).
-  The run gets the resolved config, the metrics as ``eval/<dataset>/<metric>`` (per-position
-  acceptance as ``eval/<dataset>/acceptance_pos<j>``) and a table of records per dataset.
-  ``WANDB_DIR`` is honoured; otherwise W&B files go into the run directory.
+``conf/logger/<name>.yaml`` holds one ``_target_`` per entry point: ``eval`` (a class below, for
+``python -m specdec.eval``) and ``train`` (a Lightning logger, or null, for ``python -m
+specdec.train``). The runner instantiates ``logger.eval``, hands it the resolved run config
+(``log_config``), then each dataset's metrics and records, and always calls ``finish``.
 
-The schema (``backend``, ``project``, ``entity``, ``mode``, ``tags``) is shared with
-``specdec/train.py``'s Lightning loggers.
+* ``EvalLogger`` (``logger=none``): nothing beyond the run directory's records and ``summary.json``.
+* ``CSVLogger`` (``logger=csv``): ``metrics.csv`` in the run directory, one ``dataset,metric,value``
+  row per scalar.
+* ``WandbLogger`` (``logger=wandb``): Weights & Biases, offline unless ``WANDB_MODE`` says
+  otherwise (``logger.mode``). The run gets the resolved config, the metrics as
+  ``eval/<dataset>/<metric>`` (per-position acceptance as ``eval/<dataset>/acceptance_pos<j>``)
+  and a table of records per dataset. ``WANDB_DIR`` is honoured; otherwise W&B files go into the
+  run directory.
 """
 
 from __future__ import annotations
 
 import csv
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 RECORD_COLUMNS = ("prompt_id", "category", "new_tokens", "target_forwards", "draft_forwards",
@@ -36,7 +41,10 @@ def scalar_metrics(metrics: dict) -> dict[str, float]:
 
 
 class EvalLogger:
-    """No-op logger (``backend: none``); the others override what they record."""
+    """No-op logger (``logger=none``); the others override what they record."""
+
+    def log_config(self, config: dict) -> None:
+        """Record the resolved run config (called once, first)."""
 
     def log_dataset(self, name: str, metrics: dict) -> None:
         """Record the metrics of one dataset (``name`` may be ``overall``)."""
@@ -51,7 +59,7 @@ class EvalLogger:
 class CSVLogger(EvalLogger):
     """``metrics.csv`` in the run directory."""
 
-    def __init__(self, out_dir: Path):
+    def __init__(self, out_dir: str | Path):
         self.path = Path(out_dir) / "metrics.csv"
         with self.path.open("w", newline="") as f:
             csv.writer(f).writerow(["dataset", "metric", "value"])
@@ -66,18 +74,19 @@ class CSVLogger(EvalLogger):
 class WandbLogger(EvalLogger):
     """A W&B run holding the config, ``eval/<dataset>/<metric>`` and record tables."""
 
-    def __init__(self, cfg: dict, config: dict, out_dir: Path, name: str):
+    def __init__(self, out_dir: str | Path, *, name: str | None = None,
+                 project: str | None = None, entity: str | None = None, mode: str = "offline",
+                 tags: Sequence[str] = ()):
         import wandb
 
         self.wandb = wandb
         wandb_dir = os.environ.get("WANDB_DIR") or str(out_dir)
         Path(wandb_dir).mkdir(parents=True, exist_ok=True)
-        self.run = wandb.init(
-            project=cfg.get("project"), entity=cfg.get("entity"),
-            mode=os.environ.get("WANDB_MODE") or cfg.get("mode") or "offline",
-            tags=list(cfg.get("tags") or []), name=name, dir=wandb_dir, config=config,
-            reinit="finish_previous",
-        )
+        self.run = wandb.init(project=project, entity=entity, mode=mode, tags=list(tags),
+                              name=name, dir=wandb_dir, reinit="finish_previous")
+
+    def log_config(self, config: dict) -> None:
+        self.run.config.update(config, allow_val_change=True)  # a W&B sweep sets keys first
 
     def log_dataset(self, name: str, metrics: dict) -> None:
         values = {f"eval/{name}/{k}": v for k, v in scalar_metrics(metrics).items()}
@@ -97,22 +106,3 @@ class WandbLogger(EvalLogger):
         # mode under load); teardown waits for the service to flush and stop
         self.wandb.teardown()
 
-
-def make_logger(cfg: dict, config: dict, out_dir: str | Path, *, name: str) -> EvalLogger:
-    """The logger that ``cfg['backend']`` names.
-
-    Args:
-        cfg: the resolved ``logger`` group.
-        config: the resolved run config (logged by W&B).
-        out_dir: the run directory.
-        name: the run's name (method preset).
-    """
-    backend = cfg.get("backend")
-    if backend == "none":
-        return EvalLogger()
-    if backend == "csv":
-        return CSVLogger(Path(out_dir))
-    if backend == "wandb":
-        return WandbLogger(cfg, config, Path(out_dir), name)
-    raise ValueError(f"unknown logger.backend {backend!r}; use logger=none, logger=csv or "
-                     "logger=wandb")

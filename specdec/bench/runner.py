@@ -38,7 +38,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from specdec.bench.calibration import calibrate
 from specdec.bench.fingerprint import learned_weights, machine_tag, software_versions
-from specdec.bench.loggers import EvalLogger, make_logger
+from specdec.bench.loggers import EvalLogger
 from specdec.bench.pricing import CostTable, forward_profile, merge_profiles
 from specdec.bench.records import RecordFile, config_hash
 from specdec.bench.table import format_table
@@ -142,6 +142,9 @@ class DatasetRun:
         limit = cfg.limit if cfg.limit is not None else self.ds.get("limit")
         self.prompts = load_prompts(self.ds.path, name, limit,
                                     cache_dir=Path(cfg.paths.cache_dir) / "datasets")
+        # the dataset's quality check (specdec.bench.quality), built once when quality=true
+        quality = self.ds.get("quality") if cfg.quality else None
+        self.check = instantiate(quality) if quality is not None else None
 
     def generate(self, prompt: Prompt) -> tuple[list[str], GenerationStats, float]:
         return run_prompt(prompt, self.pair, self.method, seed=self.cfg.seed,
@@ -158,12 +161,9 @@ class DatasetRun:
         rec["forward_profile"] = forward_profile(s.forwards)  # lets a report reprice the run
         if self.cost is not None:
             rec["modeled_s"] = float(self.cost(s.forwards))
-        check = self.ds.get("quality")
-        if self.cfg.quality and check:
-            from specdec.bench.quality import score
-
-            rec[f"quality_{check}"] = score(check, prompt, answers,
-                                            timeout_s=self.cfg.quality_timeout_s)
+        if self.check is not None:
+            rec[f"quality_{self.check.name}"] = self.check(prompt, answers,
+                                                           timeout_s=self.cfg.quality_timeout_s)
         return rec
 
     def summarize(self, records: list[dict]) -> dict:
@@ -247,8 +247,9 @@ def run(cfg: DictConfig) -> dict:
         "datasets": {}, "overall": {},
         "config": resolved,
     }
-    logger: EvalLogger = make_logger(resolved["logger"], resolved, out_dir, name=cfg.method_name)
+    logger: EvalLogger = instantiate(cfg.logger.eval)  # conf/logger/: the eval node
     try:
+        logger.log_config(resolved)
         warm, all_records = [int(cfg.warmup)], []
         for name in cfg.benchmark.datasets:
             ds_run = DatasetRun(cfg, name, pair, method, cost)

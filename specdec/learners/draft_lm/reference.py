@@ -77,8 +77,8 @@ def score_answers(target, prompts: list[list[int]], answers: list[list[int]], to
 
 def label_references(model, out_dir: str, source_dir: str, *, datasets: Sequence[str] = ("gsm8k",
                      "alpaca"), batch_size: int = 8, max_len: int = 384, limit: int | None = None,
-                     vocab_map_size: int = 8192, topk: int = 8, max_minutes: float | None = None,
-                     **_: object) -> Path:
+                     vocab_map_size: int = 8192, topk: int = 8,
+                     max_minutes: float | None = None) -> Path:
     """``stage=data`` on CPU: write ``traces_r_<chunk>.safetensors`` (resumable) + the token map.
 
     Args:
