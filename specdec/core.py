@@ -146,6 +146,7 @@ class LM(Protocol):
 
     role: str
     vocab_size: int
+    num_layers: int
     forward_log: list  # list[forwards.ForwardRecord]
 
     @property
@@ -179,11 +180,15 @@ class TargetView:
 
     ``embed(tokens [N]) -> [N, H]`` and ``head(hidden [N, H]) -> [N, V]`` run under inference mode
     and never touch the target's cache, so a drafter can share them without disturbing decoding.
+    ``vocab_size``, ``num_layers``, ``hidden_size``, ``dtype`` and ``device`` describe the target
+    (a feature drafter checks its own shapes against them).
     """
 
     def __init__(self, target: LM) -> None:
         self._target = target
-        self.vocab_size = target.vocab_size
+        self.vocab_size, self.num_layers = target.vocab_size, target.num_layers
+        probe = target.embed(torch.zeros(1, dtype=torch.long))  # [1, H]
+        self.hidden_size, self.dtype, self.device = probe.shape[-1], probe.dtype, probe.device
 
     def embed(self, tokens: torch.Tensor) -> torch.Tensor:
         return self._target.embed(tokens)

@@ -48,17 +48,20 @@ class CachedLM:
         synchronize: call ``torch.cuda.synchronize()`` around forwards for per-forward timing
             (only for profiling; CPU timing needs none).
         threads: torch intra-op threads for this model's forwards (``None``: leave the caller's).
+        vocab_size: the output vocabulary (default: the rows of the model's output embedding;
+            a model fed only through ``inputs_embeds`` may have none).
     """
 
     def __init__(self, model: PreTrainedModel, role: str = "target", *, synchronize: bool = False,
-                 threads: int | None = None):
+                 threads: int | None = None, vocab_size: int | None = None):
         if threads is not None and threads < 1:
             raise ValueError(f"threads must be >= 1 or null, got {threads}")
         self.model = model.eval()
         self.role = role
         self.synchronize = synchronize
         self.threads = threads
-        self.vocab_size = int(model.get_output_embeddings().weight.shape[0])
+        self.vocab_size = int(vocab_size or model.get_output_embeddings().weight.shape[0])
+        self.num_layers = int(model.config.num_hidden_layers)
         self.device = next(model.parameters()).device
         self.forward_log: list[ForwardRecord] = []
         self._ids: list[int] = []

@@ -1,0 +1,152 @@
+"""Eagle3Drafter: a feature drafter growing a dynamic token tree (EAGLE-3 net, EAGLE-2 tree).
+
+EAGLE-3 (Li et al. 2025) drafts from the target's own hidden states: a draft position reads the
+fused features of the target's ``target_layers`` at a verified position (or, below it, the draft's
+own output at the parent node) and the embedding of the next token (``learners.eagle3.net``).
+The tree is EAGLE-2's (Li et al. 2024, "EAGLE-2: Faster Inference of Language Models with
+Dynamic Draft Trees"): every candidate carries its cumulative draft log-probability ``c``; per
+depth the ``topk`` best candidates of that depth are expanded (one draft forward of those nodes),
+each adding its ``topk`` best tokens as candidates; finally the ``total_tokens`` best candidates
+over all depths are kept. A child's ``c`` never exceeds its parent's, so ranking by ``(−c,
+depth)`` keeps every kept node's ancestors. The tree is a deterministic function of the context,
+so ``q = None`` and verification uses the point-mass tree rules (``rrs`` or ``hsd``).
+
+Cache: the decoder's ``CachedLM`` holds one position per verified token (``real`` of them, each
+computed from real target features); each step first drops the previous tree and the positions of
+the previous draft (``crop(real)``), then forwards the newly verified positions with
+``Context.target_features`` (at least the old root), whose last output scores the root.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from specdec.core import LM, Context, Draft, Drafter, TargetView, Verdict
+from specdec.drafters.policies import Policy
+from specdec.learners.eagle3.net import Eagle3Net, check_target, load_eagle3
+from specdec.lm import CachedLM
+from specdec.models.attention import use_cpu_attention
+from specdec.models.kernels import apply_linear_kernel, resolve_kernel
+from specdec.sampling import Sampling
+
+TRAIN_COMMAND = "python -m specdec.train +experiment=eagle3_<model>"
+
+
+class Eagle3Drafter(Drafter):
+    """Dynamic-tree drafting with a trained EAGLE-3 network.
+
+    Args:
+        lm: unused (the drafter brings its own network); accepted like every drafter's.
+        policy: ``policy.limit()`` caps the tree depth.
+        sampling: unused (the tree ranks raw draft log-probabilities; ``q = None``).
+        path: folder of the shipped drafter (``learners.eagle3.net.save_eagle3``).
+        topk: children per expanded node and nodes expanded per depth.
+        total_tokens: drafted nodes kept (the target verifies ``total_tokens + 1``).
+        linear_kernel: the pair's CPU linear kernel (``models.kernels``), for equal footing.
+        experiment: the training experiment named in errors (``eagle3_<model>``).
+    """
+
+    makes_trees = True
+
+    def __init__(self, lm: LM | None, policy: Policy, sampling: Sampling, path: str,
+                 topk: int = 4, total_tokens: int = 16, linear_kernel: str = "auto",
+                 experiment: str = "eagle3_<model>") -> None:
+        if topk < 1 or total_tokens < 1:
+            raise ValueError(f"drafter.topk and drafter.total_tokens must be >= 1, got {topk}, "
+                             f"{total_tokens}")
+        self.command = f"python -m specdec.train +experiment={experiment}"
+        self.net: Eagle3Net = load_eagle3(path, train_command=self.command)
+        kernel = resolve_kernel(linear_kernel, torch.device("cpu"))
+        apply_linear_kernel(self.net, kernel)
+        if kernel != "stock":  # as models.pair.make_pair does for the pair
+            use_cpu_attention(self.net.decoder)
+        self.policy, self.topk, self.total = policy, int(topk), int(total_tokens)
+        self.target_layers = tuple(self.net.target_layers)
+        self.lm = CachedLM(self.net.decoder, role="draft", vocab_size=self.net.meta["target_vocab"])
+        self.models = [self.lm]
+        self.view: TargetView | None = None
+        self.reset()
+
+    def reset(self) -> None:
+        self.lm.reset()
+        self.policy.reset()
+        self.real, self.root_out = 0, None  # verified positions cached; (logits [V], hidden [H])
+
+    def attach(self, target: TargetView) -> None:
+        if self.view is None:
+            check_target(self.net.meta, hidden=target.hidden_size, vocab=target.vocab_size,
+                         layers=target.num_layers, where="(drafter.path)",
+                         train_command=self.command)
+            self.net.to(device=target.device, dtype=target.dtype)
+        self.view = target
+
+    # --- verified positions -------------------------------------------------------------------
+    def _advance(self, tokens: list[int], features: torch.Tensor) -> None:
+        """Forward verified positions ``real..real+n-1`` (features ``[n, k, H]``; position ``t``
+        reads ``x_{t+1}`` = ``tokens[t + 1]``) and keep the last one's output for the root."""
+        n = int(features.shape[0])
+        nxt = torch.tensor(tokens[self.real + 1 : self.real + 1 + n])  # [n]
+        assert nxt.numel() == n, "features must cover the positions up to the root"
+        self.lm.crop(self.real)
+        with torch.inference_mode():
+            z = self.net.inputs(self.view.embed(nxt), self.net.condition(features))  # [n, H]
+        out = self.lm.forward(nxt, inputs_embeds=z, hidden_layers=(-1,))
+        self.real += n
+        self.root_out = (out.logits[-1], out.hidden[-1, 0])
+
+    def prefill(self, prompt: torch.Tensor, features: torch.Tensor | None = None) -> None:
+        if features is not None and features.shape[0] > 0:
+            self._advance(prompt.tolist(), features)
+
+    # --- the tree -----------------------------------------------------------------------------
+    def propose(self, ctx: Context) -> Draft:
+        ids = ctx.tokens.tolist()
+        if ctx.target_features is not None:
+            self._advance(ids, ctx.target_features)
+        depth_limit = min(self.policy.limit(), ctx.budget - 1)
+        if self.root_out is None or depth_limit < 1:
+            return Draft.empty(ctx.root)  # a one-token prompt: nothing verified to draft from
+        assert self.real == len(ids) - 1, (self.real, len(ids))
+        self.lm.crop(self.real)
+        # candidates: token, parent candidate (-1 = root), cumulative log-prob, depth
+        tok, par, score, depth = [], [], [], []
+        hidden: dict[int, torch.Tensor] = {-1: self.root_out[1]}
+        slot: dict[int, int] = {}  # expanded candidate -> pending index in the draft cache
+
+        def add_children(node: int, logits: torch.Tensor, base: float, d: int) -> None:
+            lp = logits.float().log_softmax(-1)  # [V]
+            best = torch.topk(lp, min(self.topk, int(torch.isfinite(lp).sum())))
+            for value, index in zip(best.values.tolist(), best.indices.tolist()):
+                tok.append(index), par.append(node), score.append(base + value), depth.append(d)
+
+        add_children(-1, self.root_out[0], 0.0, 1)
+        for d in range(1, depth_limit):
+            # 1. Expand the topk best candidates of depth d (stop ids get no children).
+            level = [i for i in range(len(tok)) if depth[i] == d and tok[i] not in ctx.stop_ids]
+            level = sorted(level, key=lambda i: -score[i])[: self.topk]
+            if not level:
+                break
+            # 2. One draft forward of those nodes: parent output as condition, own token.
+            toks = torch.tensor([tok[i] for i in level])  # [M]
+            with torch.inference_mode():
+                cond = torch.stack([hidden[par[i]] for i in level])  # [M, H]
+                z = self.net.inputs(self.view.embed(toks), cond)  # [M, H]
+            parents = torch.tensor([slot.get(par[i], -1) for i in level])  # [M]
+            grow = self.lm.forward if not slot else self.lm.extend
+            out = grow(toks, parents, inputs_embeds=z, hidden_layers=(-1,))
+            for j, i in enumerate(level):
+                slot[i] = len(slot)
+                hidden[i] = out.hidden[j, 0]
+                add_children(i, out.logits[j], score[i], d + 1)
+        if slot:
+            self.lm.keep([])
+        # 3. Keep the total_tokens best candidates (ancestors rank first), in depth order.
+        kept = sorted(range(len(tok)), key=lambda i: (-score[i], depth[i]))[: self.total]
+        kept.sort(key=lambda i: (depth[i], i))
+        node = {c: n + 1 for n, c in enumerate(kept)}  # candidate -> draft node (root = 0)
+        tokens = torch.tensor([ctx.root] + [tok[c] for c in kept])  # [N]
+        parent = torch.tensor([-1] + [node.get(par[c], 0) for c in kept])  # [N]
+        return Draft(tokens, parent, None)
+
+    def observe(self, ctx: Context, draft: Draft, verdict: Verdict) -> None:
+        self.policy.observe(draft.num_drafted, verdict.num_accepted)

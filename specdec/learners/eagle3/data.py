@@ -1,0 +1,160 @@
+"""EAGLE-3 training data: target traces plus the target's features at every trace position.
+
+``stage=data`` writes, per chunk of prompts, ``traces_*.safetensors`` (the target's own answers
+with its top-k log-probabilities, ``learners.draft_lm.traces``) and ``features_*.safetensors``
+(``[n, k, H]`` fp16 hidden states of the ``target_layers`` at each of the ``n`` trace tokens, one
+batched target forward per chunk), plus ``token_map.safetensors`` (the draft vocabulary ``d2t``:
+the most frequent target-argmax tokens; its coverage of the traces' argmax tokens is logged).
+Features are computed once and cached: on a 2-core CPU a target forward costs far more than the
+one-layer drafter's training step, and training makes several passes.
+
+``synthetic_traces`` makes seeded random prompts for pairs without training data (the tiny pair
+in tests and CI).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+
+from specdec.learners.draft_lm.traces import (
+    Trace,
+    generate_continuations,
+    load_traces,
+    make_traces,
+    save_traces,
+    token_map,
+)
+
+log = logging.getLogger(__name__)
+DATA_COMMAND = "python -m specdec.train +experiment=eagle3_<model> stage=data"
+
+
+def features_path(traces_file: Path) -> Path:
+    return traces_file.with_name(traces_file.name.replace("traces", "features", 1))
+
+
+@torch.inference_mode()
+def cache_features(model, folder: str | Path, target_layers: Sequence[int],
+                   batch_size: int = 8) -> int:
+    """Write ``features_*.safetensors`` beside every traces file that lacks one; returns count.
+
+    Args:
+        model: the ``ModelPair`` whose target made the traces.
+        folder: the traces folder.
+        target_layers: indices into the target's ``hidden_states``.
+        batch_size: traces per target forward (right-padded; padding never attends back).
+    """
+    target, written = model.target, 0
+    for path in sorted(Path(folder).glob("traces*.safetensors")):
+        out = features_path(path)
+        if out.exists():
+            continue
+        rows = _traces_of(path)
+        feats = []
+        for b in range(0, len(rows), batch_size):
+            # 1. Right-pad a batch, 2. one forward with hidden states, 3. keep the real tokens.
+            batch = rows[b : b + batch_size]
+            width = max(int(r.ids.numel()) for r in batch)
+            ids = torch.zeros(len(batch), width, dtype=torch.long)  # [B, T]
+            mask = torch.zeros(len(batch), width, dtype=torch.long)  # [B, T]
+            for i, r in enumerate(batch):
+                ids[i, : r.ids.numel()], mask[i, : r.ids.numel()] = r.ids, 1
+            dev = next(target.parameters()).device
+            states = target(input_ids=ids.to(dev), attention_mask=mask.to(dev),
+                            output_hidden_states=True).hidden_states
+            stacked = torch.stack([states[i] for i in target_layers], 2)  # [B, T, k, H]
+            feats += [stacked[i, : r.ids.numel()].half().cpu() for i, r in enumerate(batch)]
+        tmp = out.with_suffix(".tmp")
+        save_file({"features": torch.cat(feats).contiguous()}, str(tmp))  # [sum n, k, H]
+        tmp.rename(out)
+        written += 1
+        log.info("features: %s (%d traces)", out.name, len(rows))
+    return written
+
+
+def _traces_of(path: Path) -> list[Trace]:
+    """The traces of one file, in file order."""
+    d = load_file(str(path))
+    off, c, out = d["offsets"].tolist(), 0, []
+    for i, plen in enumerate(d["prompt_len"].tolist()):
+        n = off[i + 1] - off[i] - plen
+        out.append(Trace(d["tokens"][off[i] : off[i + 1]].long(), plen,
+                         d["topk_ids"][c : c + n].long(), d["topk_logp"][c : c + n].float()))
+        c += n
+    return out
+
+
+def load_feature_traces(folder: str | Path) -> list[tuple[Trace, torch.Tensor]]:
+    """Every trace of ``folder`` with its ``[n, k, H]`` fp16 features.
+
+    Raises:
+        FileNotFoundError: no traces, or a traces file without features (names the command).
+    """
+    files = sorted(Path(folder).glob("traces*.safetensors"))
+    if not files:
+        raise FileNotFoundError(f"no traces in {folder}; create them with `{DATA_COMMAND}`")
+    out = []
+    for path in files:
+        fpath = features_path(path)
+        if not fpath.exists():
+            raise FileNotFoundError(f"{fpath} is missing; finish `{DATA_COMMAND}`")
+        feats, start = load_file(str(fpath))["features"], 0
+        for tr in _traces_of(path):
+            n = int(tr.ids.numel())
+            out.append((tr, feats[start : start + n]))
+            start += n
+        assert start == feats.shape[0], f"{fpath} does not match {path}"
+    return out
+
+
+def synthetic_traces(model, out_dir: str | Path, *, prompts: int = 24, max_new: int = 24,
+                     vocab_map_size: int = 64, seed: int = 0, batch_size: int = 8) -> Path:
+    """Greedy target answers to seeded random printable prompts, and their token map."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    tok, gen = model.tokenizer, torch.Generator().manual_seed(seed)
+    alphabet = "abcdefghijklmnopqrstuvwxyz ,.?"
+    texts = ["".join(alphabet[i] for i in torch.randint(len(alphabet), (12,), generator=gen))
+             for _ in range(prompts)]
+    ids = [tok.encode(t) for t in texts]
+    for c, b in enumerate(range(0, len(ids), batch_size)):
+        path = out / f"traces_p0_{c:05d}.safetensors"
+        if not path.exists():
+            batch = ids[b : b + batch_size]
+            conts = generate_continuations(model.target, tok, batch, max_new=max_new,
+                                           temperature=0.0, seed=seed + c)
+            save_traces(path, batch, conts)
+    write_argmax_map(out, model.target.config.vocab_size, vocab_map_size, tok.eos_token_id)
+    return out
+
+
+def write_argmax_map(folder: Path, vocab: int, size: int, eos: int | None) -> Path:
+    """``token_map.safetensors``: the ``size`` most frequent target-argmax tokens of the traces."""
+    counts = torch.zeros(vocab, dtype=torch.long)
+    for tr in load_traces(folder):
+        counts += torch.bincount(tr.topk_ids[:, 0], minlength=vocab)
+    tmap = token_map(counts, size, always=[eos] if eos is not None else [])
+    save_file({"token_map": tmap, "counts": counts}, str(folder / "token_map.safetensors"))
+    log.info("token map: %d tokens cover %.4f of the target's argmax tokens", tmap.numel(),
+             counts[tmap].sum().item() / max(counts.sum().item(), 1))
+    return folder / "token_map.safetensors"
+
+
+def make_eagle3_data(model, out_dir: str, target_layers: Sequence[int], *,
+                     source_dir: str | None = None, synthetic: dict | None = None,
+                     feature_batch: int = 8, **trace_kwargs) -> Path:
+    """``stage=data``: traces (from ``source_dir``'s training prompts, or ``synthetic``), then
+    their features. Resumable: finished chunk files are kept."""
+    if synthetic is not None:
+        synthetic_traces(model, out_dir, **synthetic)
+    elif source_dir is not None:
+        make_traces(model, out_dir, source_dir, **trace_kwargs)
+    else:
+        raise ValueError("set data_gen.source_dir (training prompts) or data_gen.synthetic")
+    cache_features(model, out_dir, target_layers, batch_size=feature_batch)
+    return Path(out_dir)

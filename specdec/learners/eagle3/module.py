@@ -1,0 +1,267 @@
+"""Lightning training of the EAGLE-3 drafter with training-time test (TTT).
+
+EAGLE-3 (Li et al. 2025) trains the drafter on its own outputs: unrolled step ``j`` feeds, at
+position ``t``, the draft's step-``j-1`` output ``h_{t-1}`` as the condition (instead of the target
+feature) with the true next token, exactly as decoding feeds a drafted node its parent's output.
+Attention at step ``j`` sees the step-0 keys at positions ``≤ t-j`` (the verified prefix) and the
+step-``i`` key at position ``t-j+i`` for ``i = 1..j`` (the node's own drafted ancestors), so the
+training graph matches a depth-``j`` node of the decoding tree (``ttt_mask``). Every step predicts
+``x_{t+2}`` against the target: loss = ``soft_weight`` × forward KL on the stored top-k of ``p``
+(restricted to the draft vocabulary) + the rest × cross-entropy on the target's argmax, weighted
+``step_weight^j`` per step. Metrics: ``*/acc<j>`` = draft argmax == target argmax at step ``j``
+(teacher-forced acceptance at depth ``j+1``), ``*/loss``.
+
+The checkpoint holds the drafter only (the target's features are cached by ``stage=data``; its
+embedding is shared and frozen).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import lightning as L
+import torch
+from safetensors.torch import load_file
+from torch.utils.data import DataLoader, Dataset
+from transformers import DynamicCache
+
+from specdec.learners.draft_lm.net import tokenizer_sha256
+from specdec.learners.eagle3.data import DATA_COMMAND, load_feature_traces
+from specdec.learners.eagle3.net import (
+    DECODER_EMBED_KEY,
+    Eagle3Net,
+    load_eagle3,
+    new_eagle3,
+    save_eagle3,
+)
+
+
+def ttt_mask(length: int, step: int, valid: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """``[B, 1, S, (step+1)·S]`` additive mask of unrolled step ``step`` over the keys of steps
+    ``0..step`` (each ``S`` positions): step-0 keys at ``s ≤ t-step``, step-``i`` key at
+    ``s = t-step+i``; ``valid [B, S]`` masks padded keys."""
+    t = torch.arange(length)[:, None]  # [S, 1]
+    s = torch.arange(length)[None, :]  # [1, S]
+    blocks = [s <= t - step] + [s == t - step + i for i in range(1, step + 1)]
+    allowed = torch.cat(blocks, 1)[None] & valid.repeat(1, step + 1)[:, None, :]  # [B, S, K]
+    mask = torch.zeros(allowed.shape, dtype=dtype)
+    return mask.masked_fill_(~allowed, torch.finfo(dtype).min)[:, None]
+
+
+def unroll(net: Eagle3Net, embed: torch.nn.Module, ids: torch.Tensor, feats: torch.Tensor,
+           length: torch.Tensor, steps: int) -> list[torch.Tensor]:
+    """``[B, S, V_d]`` logits of each unrolled step, ``S = T - 1`` draft positions.
+
+    Args:
+        net: the drafter network.
+        embed: the target's (frozen) input embedding.
+        ids: ``[B, T]`` right-padded traces; feats: ``[B, T, k, H]`` their target features.
+        length: ``[B]`` real lengths.
+        steps: unrolled steps (1 = plain teacher forcing).
+
+    Position ``t`` reads ``f_t`` (step 0) or the previous step's output at ``t-1`` (step ``j``),
+    and ``x_{t+1}``; it predicts ``x_{t+2}``.
+    """
+    b, s = ids.shape[0], ids.shape[1] - 1
+    embeds = embed(ids[:, 1:])  # [B, S, H]
+    cond = net.condition(feats[:, :s].to(embeds.dtype))  # [B, S, H]
+    valid = torch.arange(s, device=ids.device)[None] < (length[:, None] - 1)  # [B, S]
+    positions = torch.arange(s, device=ids.device)[None].expand(b, -1)  # [B, S]
+    cache, out = DynamicCache(config=net.decoder.config), []
+    for j in range(steps):
+        # 1. Inputs from the condition, 2. one decoder pass over the step's keys so far,
+        # 3. the next step's condition: this step's output shifted by one position.
+        mask = ttt_mask(s, j, valid.cpu(), embeds.dtype).to(ids.device)
+        h = net.decoder.model(inputs_embeds=net.inputs(embeds, cond), attention_mask=mask,
+                              position_ids=positions, past_key_values=cache,
+                              use_cache=True).last_hidden_state  # [B, S, H]
+        out.append(net.decoder.lm_head(h))
+        cond = torch.cat([torch.zeros_like(h[:, :1]), h[:, :-1]], 1)
+    return out
+
+
+class FeatureTraces(Dataset):
+    """(trace, features) rows truncated to ``max_len`` tokens."""
+
+    def __init__(self, rows: list, max_len: int) -> None:
+        self.rows, self.max_len = rows, max_len
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, i: int) -> dict:
+        tr, feats = self.rows[i]
+        n = min(int(tr.ids.numel()), self.max_len)
+        return {"ids": tr.ids[:n], "feats": feats[:n], "plen": min(tr.prompt_len, n),
+                "topk_ids": tr.topk_ids, "topk_logp": tr.topk_logp}
+
+
+def collate(batch: list[dict]) -> dict[str, torch.Tensor]:
+    """Right-pad; ``lab_ids/lab_logp [B, T, k]`` hold the target's top-k for the token *at* each
+    position (``-1`` where it is a prompt token or padding); ``length [B]``."""
+    width = max(int(r["ids"].numel()) for r in batch)
+    k, kf = batch[0]["topk_ids"].shape[1], batch[0]["feats"].shape[1:]
+    ids = torch.zeros(len(batch), width, dtype=torch.long)  # [B, T]
+    feats = torch.zeros(len(batch), width, *kf, dtype=batch[0]["feats"].dtype)  # [B, T, k, H]
+    lab_ids = torch.full((len(batch), width, k), -1, dtype=torch.long)  # [B, T, k]
+    lab_logp = torch.zeros(len(batch), width, k)  # [B, T, k]
+    for r, row in enumerate(batch):
+        n, plen = int(row["ids"].numel()), row["plen"]
+        ids[r, :n], feats[r, :n] = row["ids"], row["feats"]
+        lab_ids[r, plen:n], lab_logp[r, plen:n] = row["topk_ids"][: n - plen], row["topk_logp"][
+            : n - plen]
+    length = torch.tensor([int(r["ids"].numel()) for r in batch])
+    return {"ids": ids, "feats": feats, "lab_ids": lab_ids, "lab_logp": lab_logp, "length": length}
+
+
+class Eagle3Learner(L.LightningModule):
+    """Trains an ``Eagle3Net`` (``learners.eagle3.net``) on cached target features.
+
+    Args:
+        model: the ``ModelPair`` (its target: init source, embedding, shapes).
+        traces_dir: the ``stage=data`` folder (traces, features, ``token_map.safetensors``).
+        target_layers: indices into the target's ``hidden_states`` (must match the features).
+        ttt_steps: unrolled steps (1 = no training-time test).
+        step_weight: loss weight ``w^j`` of step ``j``.
+        soft_weight: share of the top-k KL term (the rest: argmax cross-entropy).
+        lr, weight_decay, warmup_steps, total_steps: AdamW, linear warm-up, cosine decay.
+        init_from: warm start from a shipped drafter folder.
+    """
+
+    def __init__(self, model, traces_dir: str, target_layers: list[int], ttt_steps: int = 3,
+                 step_weight: float = 0.8, soft_weight: float = 0.5, lr: float = 5e-4,
+                 weight_decay: float = 0.0, warmup_steps: int = 50, total_steps: int = 2000,
+                 init_from: str | None = None) -> None:
+        super().__init__()
+        if ttt_steps < 1:
+            raise ValueError(f"learner.ttt_steps must be >= 1, got {ttt_steps}")
+        self.save_hyperparameters({  # plain types: checkpoints load with weights_only=True
+            "traces_dir": str(traces_dir), "target_layers": [int(i) for i in target_layers],
+            "ttt_steps": int(ttt_steps), "step_weight": float(step_weight),
+            "soft_weight": float(soft_weight), "lr": float(lr),
+            "weight_decay": float(weight_decay), "warmup_steps": int(warmup_steps),
+            "total_steps": int(total_steps), "init_from": init_from and str(init_from)})
+        target = model.target.float()
+        for p in target.parameters():
+            p.requires_grad_(False)
+        self._target = [target]  # not a registered submodule: not trained, not saved
+        tok_hash = tokenizer_sha256(model.tokenizer)
+        if init_from:
+            self.net = load_eagle3(init_from, target, tokenizer_hash=tok_hash)
+        else:
+            path = Path(traces_dir) / "token_map.safetensors"
+            if not path.exists():
+                raise FileNotFoundError(f"{path} is missing; create it with `{DATA_COMMAND}`")
+            tmap = load_file(str(path))["token_map"].long()
+            self.net = new_eagle3(target, tmap, target_layers, tokenizer_hash=tok_hash)
+        if list(self.net.target_layers) != [int(i) for i in target_layers]:
+            raise ValueError(f"init_from reads target layers {list(self.net.target_layers)}, the "
+                             f"config asks for {list(target_layers)}")
+        self.net.train()
+        for name, p in self.net.named_parameters():
+            p.requires_grad_("embed_tokens" not in name)
+        t2d = torch.full((target.config.vocab_size,), -1, dtype=torch.long)
+        t2d[self.net.decoder.token_map] = torch.arange(self.net.decoder.token_map.numel())
+        self.register_buffer("t2d", t2d, persistent=False)
+        self.strict_loading = False  # checkpoints omit the shared embedding
+
+    def _step(self, batch: dict[str, torch.Tensor], stage: str) -> torch.Tensor:
+        embed = self._target[0].get_input_embeddings()
+        logits = unroll(self.net, embed, batch["ids"], batch["feats"], batch["length"],
+                        int(self.hparams.ttt_steps))
+        lab_ids, lab_logp = batch["lab_ids"][:, 2:], batch["lab_logp"][:, 2:]  # x_{t+2}: [B,S-1,k]
+        top = self.t2d[lab_ids.clamp(min=0)] * (lab_ids >= 0) - (lab_ids < 0).long()  # [B,S-1,k]
+        has = lab_ids[..., 0] >= 0  # [B, S-1]: a continuation token is predicted
+        w_total, loss, soft_w = 0.0, 0.0, float(self.hparams.soft_weight)
+        for j, lg in enumerate(logits):
+            # positions t >= j have a full chain of j drafted ancestors
+            use = has.clone()
+            use[:, :j] = False
+            logq = lg[:, :-1][use].float().log_softmax(-1)  # [M, V_d]
+            k_idx, p = top[use], lab_logp[use].exp() * (top[use] >= 0)  # [M, k]
+            soft = -(p * logq.gather(-1, k_idx.clamp(min=0))).sum(-1).mean()
+            hard_idx = k_idx[:, 0]
+            mapped = hard_idx >= 0
+            picked = logq.gather(-1, hard_idx.clamp(min=0)[:, None])[:, 0]
+            hard = -(picked * mapped).sum() / mapped.sum().clamp(min=1)
+            weight = float(self.hparams.step_weight) ** j
+            loss = loss + weight * (soft_w * soft + (1 - soft_w) * hard)
+            w_total += weight
+            acc = (logq.argmax(-1) == hard_idx).float().mean()
+            self.log(f"{stage}/acc{j}", acc, prog_bar=j == 0 or stage != "train", sync_dist=True)
+        loss = loss / w_total
+        self.log(f"{stage}/loss", loss, prog_bar=True, sync_dist=True)
+        return loss
+
+    def training_step(self, batch, batch_idx):
+        return self._step(batch, "train")
+
+    def validation_step(self, batch, batch_idx):
+        self._step(batch, "val")
+
+    def test_step(self, batch, batch_idx):
+        self._step(batch, "test")
+
+    def on_fit_start(self) -> None:
+        self._target[0].to(self.device)
+
+    on_test_start = on_fit_start
+
+    def configure_optimizers(self):
+        params = [p for p in self.net.parameters() if p.requires_grad]
+        opt = torch.optim.AdamW(params, lr=self.hparams.lr, weight_decay=self.hparams.weight_decay)
+        warm, total = int(self.hparams.warmup_steps), int(self.hparams.total_steps)
+
+        def schedule(step: int) -> float:
+            if step < warm:
+                return (step + 1) / warm
+            frac = min(1.0, (step - warm) / max(1, total - warm))
+            return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * frac))
+
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, schedule)
+        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
+
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        state = checkpoint["state_dict"]
+        for key in [k for k in state if k.endswith(DECODER_EMBED_KEY)]:
+            del state[key]
+
+
+class Eagle3DataModule(L.LightningDataModule):
+    """Batches of (trace, cached features); a stable share of traces held out for validation."""
+
+    def __init__(self, traces_dir: str, batch_size: int = 16, max_len: int = 320,
+                 val_fraction: float = 0.03, num_workers: int = 0) -> None:
+        super().__init__()
+        self.traces_dir, self.batch_size, self.max_len = traces_dir, batch_size, max_len
+        self.val_fraction, self.num_workers = val_fraction, num_workers
+
+    def setup(self, stage: str | None = None) -> None:
+        rows = load_feature_traces(self.traces_dir)
+        every = max(2, round(1 / self.val_fraction)) if self.val_fraction > 0 else 0
+        val = [r for i, r in enumerate(rows) if every and i % every == 0] or rows[:1]
+        train = [r for i, r in enumerate(rows) if not (every and i % every == 0)] or rows
+        self.train_set = FeatureTraces(train, self.max_len)
+        self.val_set = FeatureTraces(val, self.max_len)
+
+    def _loader(self, data: Dataset, shuffle: bool) -> DataLoader:
+        return DataLoader(data, batch_size=self.batch_size, shuffle=shuffle, collate_fn=collate,
+                          num_workers=self.num_workers)
+
+    def train_dataloader(self) -> DataLoader:
+        return self._loader(self.train_set, True)
+
+    def val_dataloader(self) -> DataLoader:
+        return self._loader(self.val_set, False)
+
+    def test_dataloader(self) -> DataLoader:
+        return self._loader(self.val_set, False)
+
+
+def export_eagle3(learner: Eagle3Learner, out_dir: str, folder: str | None = None,
+                  dtype: str = "float32") -> Path:
+    """``export``: the shipped format (default ``<out_dir>/eagle3``)."""
+    dest = Path(folder) if folder else Path(out_dir) / "eagle3"
+    vocab = learner._target[0].config.vocab_size
+    return save_eagle3(learner.net, dest, target_vocab=vocab, dtype=getattr(torch, dtype))

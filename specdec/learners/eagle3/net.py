@@ -1,0 +1,180 @@
+"""EAGLE-3's draft network: target features of three layers fused, one decoder layer, a small head.
+
+Li et al. 2025, "EAGLE-3: Scaling up Inference Acceleration of Large Language Models via
+Training-Time Test". Symbols: ``f_t`` = the target's hidden states at position ``t`` from its
+low / middle / high layers (``target_layers``, indices into transformers' ``hidden_states``),
+``e(x)`` = the target's (frozen, shared, never shipped) input embedding of token ``x``, ``g`` = the
+condition of a draft position (``fuse(f_t)`` for a position the target has verified, the draft's
+own output ``h`` of the parent position otherwise). A draft position ``t`` reads ``(g_t,
+e(x_{t+1}))`` and predicts ``x_{t+2}``:
+
+    z_t = fc([RMSNorm(e(x_{t+1})); RMSNorm(g_t)])        (2H -> H)
+    h_t = Decoder(z_{≤t})                                 (one Llama decoder layer + final norm)
+    logits_t = head(h_t)                                  (over the V_d mapped tokens)
+
+The decoder is a one-layer ``ReducedVocabDraft`` (``learners.draft_lm.net``) driven through
+``inputs_embeds``, so at decoding time a ``CachedLM`` owns its KV cache, tree masks and forward
+log. The original feeds ``[e; g]`` straight into a 2H-wide attention; projecting to H first keeps
+the stock decoder layer (no forked modeling file) and is the EAGLE-1 input path.
+
+Shipped format (``save_eagle3`` / ``load_eagle3``): ``config.json`` (the decoder's Llama config plus
+``eagle3``: target layers, draft vocabulary size, tokenizer sha256, target hidden size / vocab) and
+``model.safetensors`` (every tensor but the shared embedding, plus ``token_map``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+from torch import nn
+from transformers import LlamaConfig
+from transformers.models.llama.modeling_llama import LlamaRMSNorm
+
+from specdec.learners.draft_lm.net import (
+    EMBED_KEY,
+    ReducedVocabDraft,
+    attach_embeddings,
+    draft_config,
+    init_from_target,
+)
+
+DECODER_EMBED_KEY = f"decoder.{EMBED_KEY}"
+
+
+class Eagle3Net(nn.Module):
+    """Fusion, input projection and a one-layer decoder over a reduced vocabulary.
+
+    Args:
+        decoder: a one-layer ``ReducedVocabDraft`` (its ``token_map`` is ``d2t``).
+        target_layers: indices into the target's ``hidden_states`` read as features.
+        target_hidden: the target's hidden size H (features are ``[k, H]``).
+    """
+
+    def __init__(self, decoder: ReducedVocabDraft, target_layers: Sequence[int],
+                 target_hidden: int) -> None:
+        super().__init__()
+        if decoder.config.num_hidden_layers != 1:
+            raise ValueError("the EAGLE-3 decoder has exactly one layer")
+        hidden, eps = decoder.config.hidden_size, decoder.config.rms_norm_eps
+        if hidden != target_hidden:
+            raise ValueError(f"draft hidden size {hidden} != target hidden size {target_hidden}")
+        self.target_layers = tuple(int(i) for i in target_layers)
+        self.fuse = nn.Linear(len(self.target_layers) * hidden, hidden, bias=False)  # kH -> H
+        self.norm_embed = LlamaRMSNorm(hidden, eps=eps)
+        self.norm_cond = LlamaRMSNorm(hidden, eps=eps)
+        self.fc = nn.Linear(2 * hidden, hidden, bias=False)  # [e; g] -> z
+        self.decoder = decoder
+        self.meta: dict = {"target_layers": list(self.target_layers), "target_hidden": hidden,
+                           "target_vocab": int(decoder.config.vocab_size),
+                           "draft_vocab_size": int(decoder.token_map.numel())}
+
+    @property
+    def hidden_size(self) -> int:
+        return self.decoder.config.hidden_size
+
+    def condition(self, features: torch.Tensor) -> torch.Tensor:
+        """``[..., k, H]`` target features -> ``[..., H]`` condition ``g``."""
+        return self.fuse(features.flatten(-2))
+
+    def inputs(self, embeds: torch.Tensor, cond: torch.Tensor) -> torch.Tensor:
+        """``z = fc([RMSNorm(e); RMSNorm(g)])``: ``[..., H]`` embeddings and conditions."""
+        return self.fc(torch.cat([self.norm_embed(embeds), self.norm_cond(cond)], -1))
+
+
+def new_eagle3(target, token_map: torch.Tensor, target_layers: Sequence[int], *,
+               tokenizer_hash: str = "", seed: int = 0) -> Eagle3Net:
+    """An ``Eagle3Net`` for ``target``: its decoder is a copy of the target's last layer, final
+    norm and head rows (``init_from_target``); fusion and projection are seeded random."""
+    n = target.config.num_hidden_layers
+    for i in target_layers:
+        if not -n - 1 <= int(i) <= n:
+            raise ValueError(f"target layer {i} is out of range for a {n}-layer target "
+                             f"(hidden_states has {n + 1} entries)")
+    decoder = init_from_target(target, token_map, layers=[n - 1], tokenizer_hash=tokenizer_hash)
+    gen = torch.Generator().manual_seed(seed)
+    net = Eagle3Net(decoder, target_layers, target.config.hidden_size)
+    with torch.no_grad():
+        for lin in (net.fuse, net.fc):
+            bound = lin.in_features ** -0.5
+            lin.weight.copy_(torch.rand(lin.weight.shape, generator=gen) * 2 * bound - bound)
+    return net.to(dtype=target.dtype)
+
+
+def save_eagle3(net: Eagle3Net, folder: str | Path, *, target_vocab: int,
+                dtype: torch.dtype = torch.float32) -> Path:
+    """Write ``config.json`` + ``model.safetensors`` (without the shared embedding)."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    state = {k: (v.detach().to(dtype) if v.is_floating_point() else v.detach()).contiguous().cpu()
+             for k, v in net.state_dict().items() if k != DECODER_EMBED_KEY}
+    save_file(state, str(folder / "model.safetensors"))
+    cfg = net.decoder.config.to_dict()
+    cfg["eagle3"] = {**net.meta, "target_vocab": int(target_vocab)}
+    (folder / "config.json").write_text(json.dumps(cfg, indent=2, default=str))
+    return folder
+
+
+def check_target(meta: dict, *, hidden: int, vocab: int, layers: int, where: str,
+                 train_command: str) -> None:
+    """Raise ``ValueError`` naming both sides when a drafter's target shapes differ (``meta``:
+    the ``eagle3`` block of its ``config.json``)."""
+    mine = {"hidden size": meta["target_hidden"], "vocabulary": meta["target_vocab"]}
+    theirs = {"hidden size": hidden, "vocabulary": vocab}
+    for key in mine:
+        if mine[key] != theirs[key]:
+            raise ValueError(f"EAGLE-3 drafter {where} was trained for a target with {key} "
+                             f"{mine[key]}, but this target has {theirs[key]}; retrain it with "
+                             f"`{train_command}`")
+    bad = [i for i in meta["target_layers"] if not -layers - 1 <= i <= layers]
+    if bad:
+        raise ValueError(f"EAGLE-3 drafter {where} reads target layers {bad}, but this target "
+                         f"has {layers} layers; retrain it with `{train_command}`")
+
+
+def load_eagle3(folder: str | Path, target=None, *, tokenizer_hash: str | None = None,
+                train_command: str = "python -m specdec.train +experiment=eagle3_<model>"
+                ) -> Eagle3Net:
+    """Load a shipped EAGLE-3 drafter; with ``target``, check it and attach its embedding.
+
+    Without ``target`` the decoder has no embedding (decoding feeds it ``inputs_embeds`` built
+    from the target's, ``TargetView.embed``) and ``net.meta`` keeps what ``check_target`` needs.
+
+    Raises:
+        FileNotFoundError: a missing file (names it and ``train_command``).
+        ValueError: a drafter made for another target (hidden size, vocabulary, layers) or
+            tokenizer, naming both sides.
+    """
+    folder = Path(folder)
+    for name in ("config.json", "model.safetensors"):
+        if not (folder / name).exists():
+            raise FileNotFoundError(f"EAGLE-3 file {folder / name} is missing; create it with "
+                                    f"`{train_command}` (it exports to {folder})")
+    raw = json.loads((folder / "config.json").read_text())
+    meta = raw.pop("eagle3")
+    if target is not None:
+        tcfg = target.config
+        check_target(meta, hidden=tcfg.hidden_size, vocab=tcfg.vocab_size,
+                     layers=tcfg.num_hidden_layers, where=f"in {folder}",
+                     train_command=train_command)
+    saved_hash = raw.get("tokenizer_sha256", "")
+    if tokenizer_hash and saved_hash and saved_hash != tokenizer_hash:
+        raise ValueError(f"EAGLE-3 drafter in {folder} was trained with another tokenizer; "
+                         f"retrain it with `{train_command}`")
+    cfg = draft_config(LlamaConfig.from_dict(raw), layers=1,
+                       draft_vocab_size=meta["draft_vocab_size"], tokenizer_hash=saved_hash)
+    net = Eagle3Net(ReducedVocabDraft(cfg), meta["target_layers"], meta["target_hidden"])
+    net.meta = meta
+    net.decoder.model.embed_tokens = None  # the target's is attached below or used through views
+    state = load_file(str(folder / "model.safetensors"))
+    missing, unexpected = net.load_state_dict(state, strict=False)
+    if unexpected or missing:
+        raise ValueError(f"{folder / 'model.safetensors'} does not match the EAGLE-3 network "
+                         f"(missing {missing}, unexpected {unexpected})")
+    if target is not None:
+        net = net.to(dtype=target.dtype)
+        attach_embeddings(net.decoder, target)
+    return net.eval()

@@ -1,0 +1,126 @@
+"""EAGLE-3 (issue 14): training-time test ≡ decoding, errors, exactness of feature trees.
+
+* ``ttt_mask`` against a per-position reference;
+* the training unroll's step ``j`` at position ``t`` gives the logits the decoding path gives a
+  depth-``j`` chain node below a verified prefix ending at ``t-j`` (fp64, tiny target);
+* a drafter made for another target or a missing asset fails with the fix named;
+* a feature-drafter test double building a deterministic tree from ``Context.target_features``
+  is lossless under the point-mass tree rules at T = 1 (exact enumeration, TableLM pair).
+Greedy identity of ``eagle3`` / ``eagle3_hsd`` with the shipped tiny asset is in test_methods.py.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from specdec.core import Context, Draft, Drafter, TargetView
+from specdec.drafters.eagle3 import Eagle3Drafter
+from specdec.drafters.policies import Fixed
+from specdec.engine import generate
+from specdec.learners.eagle3.module import ttt_mask, unroll
+from specdec.learners.eagle3.net import new_eagle3, save_eagle3
+from specdec.lm import CachedLM
+from specdec.models.tiny import tiny_lm
+from specdec.sampling import Sampling
+from specdec.testing.enumeration import enumerate_outcomes, max_abs_error
+from specdec.testing.table_lm import TableLM, ar_joint
+from specdec.verifiers import Hierarchical, RecursiveRejection
+
+LAYERS = (0, 1, 2)
+ATOL = 1e-10
+
+
+def test_ttt_mask_matches_a_per_position_reference():
+    s = 6
+    valid = torch.tensor([[True] * 5 + [False]])
+    for step in range(4):
+        allowed = ttt_mask(s, step, valid, torch.float64)[0, 0] == 0  # [S, (step+1)S]
+        for t in range(s):
+            want = {(0, p) for p in range(s) if p <= t - step and p < 5}
+            want |= {(i, t - step + i) for i in range(1, step + 1)
+                     if 0 <= t - step + i < 5}
+            got = {(int(c) // s, int(c) % s) for c in torch.nonzero(allowed[t]).flatten()}
+            assert got == want, (step, t)
+
+
+def _net(tiny64):
+    vocab = tiny64.target.config.vocab_size
+    torch.manual_seed(0)
+    net = new_eagle3(tiny64.target, torch.arange(vocab), LAYERS, seed=3)
+    return net.double().eval()
+
+
+def test_training_unroll_equals_the_decoding_chain(tiny64):
+    target, net = tiny64.target, _net(tiny64)
+    ids = torch.tensor([5, 17, 3, 44, 9, 12, 30, 7, 21, 8])  # [T]
+    with torch.inference_mode():
+        states = target(input_ids=ids[None], output_hidden_states=True).hidden_states
+        feats = torch.stack([states[i][0] for i in LAYERS], 1)  # [T, k, H]
+        steps = unroll(net, target.get_input_embeddings(), ids[None], feats[None],
+                       torch.tensor([ids.numel()]), 3)  # 3 x [1, S, V]
+    embed = target.get_input_embeddings()
+    for t in (3, 6, 8):
+        for j in range(3):
+            # decoding: verified positions 0..t-j (position p reads f_p and x_{p+1}) ...
+            lm = CachedLM(net.decoder, role="draft", vocab_size=target.config.vocab_size)
+            n = t - j + 1
+            with torch.inference_mode():
+                z = net.inputs(embed(ids[1 : n + 1]), net.condition(feats[:n]))
+            out = lm.forward(ids[1 : n + 1], inputs_embeds=z, hidden_layers=(-1,))
+            hidden = out.hidden[-1, 0]
+            # ... then j chain nodes, each conditioned on its parent's output
+            for d in range(1, j + 1):
+                tok = ids[n + d : n + d + 1]
+                with torch.inference_mode():
+                    z = net.inputs(embed(tok), hidden[None])
+                grow = lm.forward if d == 1 else lm.extend
+                out = grow(tok, torch.tensor([-1 if d == 1 else d - 2]), inputs_embeds=z,
+                           hidden_layers=(-1,))
+                hidden = out.hidden[-1, 0]
+            torch.testing.assert_close(out.logits[-1], steps[j][0, t], atol=ATOL, rtol=0)
+
+
+def test_drafter_refuses_another_target_and_a_missing_asset(tiny64, tmp_path):
+    save_eagle3(_net(tiny64), tmp_path / "e3", target_vocab=tiny64.target.config.vocab_size)
+    drafter = Eagle3Drafter(None, Fixed(3), Sampling(temperature=0.0), str(tmp_path / "e3"))
+    other = tiny_lm(tiny64.target.config.vocab_size, hidden=16, layers=2, heads=2, seed=0,
+                    dtype=torch.float64)
+    with pytest.raises(ValueError, match="hidden size 32, but this target has 16"):
+        drafter.attach(TargetView(CachedLM(other)))
+    with pytest.raises(FileNotFoundError, match=r"\+experiment=eagle3_tiny"):
+        Eagle3Drafter(None, Fixed(3), Sampling(), str(tmp_path / "none"), experiment="eagle3_tiny")
+
+
+class FeatureTree(Drafter):
+    """A feature-drafter double: a deterministic tree from the last verified position's features.
+
+    The root gets the two tokens the features rank highest (the TableLM's "hidden state" is its
+    logits); the first child gets one child, ranked by the same features shifted by its token.
+    """
+
+    target_layers = (0,)
+
+    def prefill(self, prompt, features=None):
+        self.last = features[-1, 0]  # [V]
+
+    def propose(self, ctx: Context) -> Draft:
+        if ctx.target_features is not None:
+            self.last = ctx.target_features[-1, 0]
+        top = torch.topk(self.last, 2).indices.tolist()
+        child = int(torch.roll(self.last, top[0]).argmax())
+        return Draft(torch.tensor([ctx.root, *top, child]), torch.tensor([-1, 0, 0, 1]), None)
+
+
+@pytest.mark.parametrize("verifier", [RecursiveRejection(), Hierarchical()])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_feature_tree_is_lossless_at_t1(verifier, seed):
+    sampling, target, prompt, length = Sampling(temperature=1.0), TableLM(3, seed), [0, 1], 3
+
+    def run(coins):
+        out = generate(prompt, target, FeatureTree(), verifier, sampling=sampling, coins=coins,
+                       max_new_tokens=length)
+        return tuple(out.tokens)
+
+    got = enumerate_outcomes(run)
+    assert max_abs_error(got, ar_joint(target, prompt, length, sampling)) < 1e-12
