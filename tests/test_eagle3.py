@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from specdec.core import Context, Draft, Drafter, TargetView
+from specdec.drafters import EmptyDrafter
 from specdec.drafters.eagle3 import Eagle3Drafter
 from specdec.drafters.policies import Fixed
 from specdec.engine import generate
@@ -22,7 +23,7 @@ from specdec.learners.eagle3.module import ttt_mask, unroll
 from specdec.learners.eagle3.net import new_eagle3, save_eagle3
 from specdec.lm import CachedLM
 from specdec.models.tiny import tiny_lm
-from specdec.sampling import Sampling
+from specdec.sampling import Sampling, TorchCoins
 from specdec.testing.enumeration import enumerate_outcomes, max_abs_error
 from specdec.testing.table_lm import TableLM, ar_joint
 from specdec.verifiers import Hierarchical, RecursiveRejection
@@ -124,3 +125,44 @@ def test_feature_tree_is_lossless_at_t1(verifier, seed):
 
     got = enumerate_outcomes(run)
     assert max_abs_error(got, ar_joint(target, prompt, length, sampling)) < 1e-12
+
+
+def test_tiny_experiment_trains_exports_and_decodes(tmp_path, compose):
+    from specdec.learners.eagle3.data import load_feature_traces
+    from specdec.learners.eagle3.module import Eagle3Learner, collate
+    from specdec.learners.eagle3.net import load_eagle3
+    from specdec.models.tiny import tiny_pair
+    from specdec.train import train
+
+    overrides = ["+experiment=eagle3_tiny", f"eagle3.traces_dir={tmp_path / 'data'}",
+                 f"export.folder={tmp_path / 'e3'}", "data_gen.synthetic.prompts=16"]
+    train(compose("train", [*overrides, "stage=data"]))
+    rows = load_feature_traces(tmp_path / "data")
+    assert len(rows) == 16 and all(f.shape[0] == t.ids.numel() for t, f in rows)
+    # the loss falls when the learner fits one batch (20 AdamW steps)
+    pair = tiny_pair()
+    learner = Eagle3Learner(pair, str(tmp_path / "data"), list(LAYERS), lr=3e-3)
+    batch = collate([{"ids": t.ids, "feats": f, "plen": t.prompt_len, "topk_ids": t.topk_ids,
+                      "topk_logp": t.topk_logp} for t, f in rows[:8]])
+    opt = torch.optim.AdamW([p for p in learner.net.parameters() if p.requires_grad], lr=3e-3)
+    losses = []
+    for _ in range(20):
+        loss = learner._step(batch, "train")
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(float(loss))
+    assert losses[-1] < 0.7 * losses[0], losses
+    # a debug fit exports a drafter that loads and decodes greedily like AR
+    metrics = train(compose("train", [*overrides, "trainer=debug"]))
+    assert "test/acc0" in metrics and "test/acc2" in metrics
+    net = load_eagle3(tmp_path / "e3", pair.target)
+    assert net.target_layers == LAYERS
+    greedy, prompt = Sampling(temperature=0.0), pair.tokenizer.encode("hello")
+
+    def run(drafter):
+        return generate(prompt, CachedLM(pair.target), drafter, RecursiveRejection(),
+                        sampling=greedy, coins=TorchCoins(0), max_new_tokens=12).tokens
+
+    eagle = Eagle3Drafter(None, Fixed(3), greedy, str(tmp_path / "e3"))
+    assert run(eagle) == run(EmptyDrafter())
