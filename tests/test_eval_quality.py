@@ -121,3 +121,39 @@ def test_quality_true_adds_per_prompt_scores_and_a_mean(tmp_path, monkeypatch):
     want = [q.gsm8k_correct(r["text"], str(i)) for i, r in enumerate(recs)]
     assert [r["quality_gsm8k_accuracy"] for r in recs] == want
     assert summary["datasets"]["gsm8k"]["quality_gsm8k_accuracy"] == sum(want) / 2
+
+
+@pytest.mark.parametrize(("overrides", "refused"), [
+    (["benchmark=humaneval", "quality=true"], True),
+    (["benchmark=default", "quality=true"], True),  # humaneval among others
+    (["benchmark=humaneval", "quality=true", "confirm_run_unsafe_code=true"], False),
+    (["benchmark=humaneval", "quality=false"], False),
+    (["benchmark=gsm8k", "quality=true"], False),  # checks that run no model code need no flag
+    (["benchmark=cnndm", "quality=true"], False),
+])
+def test_running_model_code_needs_the_confirmation_flag(compose, overrides, refused):
+    cfg = compose("eval", overrides)
+    if refused:
+        with pytest.raises(ValueError, match="confirm_run_unsafe_code=true"):
+            q.check_unsafe_code_confirmed(cfg)
+    else:
+        q.check_unsafe_code_confirmed(cfg)
+
+
+def test_unconfirmed_humaneval_quality_fails_before_the_models_load(tmp_path, monkeypatch):
+    from test_eval_run import eval_cfg
+
+    import specdec.bench.runner as ev
+    import specdec.models.tiny as tiny
+
+    def no_loading(**kw):
+        raise RuntimeError("the model pair was loaded")
+
+    monkeypatch.setattr(tiny, "tiny_pair", no_loading)  # model=tiny's _target_
+    args = ["method=ar", "benchmark=humaneval", "quality=true"]
+    with pytest.raises(ValueError, match="humaneval executes model-written code.*"
+                                         "confirm_run_unsafe_code=true"):
+        ev.run(eval_cfg(tmp_path / "a", args))
+    # the control: confirmed, the same run goes on to load the pair
+    with pytest.raises(InstantiationException, match="was loaded"):
+        ev.run(eval_cfg(tmp_path / "b", [*args, "confirm_run_unsafe_code=true"]))

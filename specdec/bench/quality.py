@@ -12,10 +12,13 @@ its score as ``quality_<name>``.
   followed by the task's unit tests runs in ``specdec.bench.sandbox`` (its own process group,
   empty environment, temporary folder, memory/CPU/process/file limits, no network and no writes
   outside its folder where the OS allows); pass@1 with one sample per task (Chen et al. 2021).
-  It scores 1.0 only on a clean pass. This executes model-written code: opt-in for that reason.
+  It scores 1.0 only on a clean pass. This executes model-written code, so it runs only with
+  ``confirm_run_unsafe_code=true`` (``check_unsafe_code_confirmed``, called before any model
+  loads), like lm-evaluation-harness's ``--confirm_run_unsafe_code``.
 * ``RougeL`` (``rouge_l``): ROUGE-L F1 against the reference (``rouge-score``, Lin 2004).
 
-Each returns a float in [0, 1] per prompt; the summary reports the mean over prompts.
+Each returns a float in [0, 1] per prompt; the summary reports the mean over prompts. A check
+declares ``runs_model_code``; those that do need the confirmation flag.
 """
 
 from __future__ import annotations
@@ -23,6 +26,9 @@ from __future__ import annotations
 import logging
 import re
 from typing import Protocol
+
+from hydra.utils import get_class
+from omegaconf import DictConfig
 
 from specdec.bench.sandbox import Limits, SandboxResult, run_sandboxed
 from specdec.data.prompts import Prompt
@@ -85,6 +91,7 @@ class QualityCheck(Protocol):
     """What a dataset's ``quality:`` config builds."""
 
     name: str  # scores are recorded as quality_<name>
+    runs_model_code: bool  # True: needs confirm_run_unsafe_code=true
 
     def __call__(self, prompt: Prompt, answers: list[str], *, timeout_s: float = 10.0) -> float:
         """Score a prompt's answers (one per turn) in [0, 1].
@@ -99,6 +106,7 @@ class GSM8KAccuracy:
     """Final-answer accuracy of the last turn's answer against ``meta.answer``."""
 
     name = "gsm8k_accuracy"
+    runs_model_code = False
 
     def __call__(self, prompt: Prompt, answers: list[str], *, timeout_s: float = 10.0) -> float:
         if "answer" not in prompt.meta:
@@ -110,6 +118,7 @@ class HumanEvalPass1:
     """pass@1 of the completion against the task's ``check(entry_point)`` (runs model code)."""
 
     name = "humaneval_pass1"
+    runs_model_code = True
 
     def __init__(self) -> None:
         self.warned = False
@@ -131,6 +140,7 @@ class RougeL:
     """ROUGE-L F1 of the last turn's answer against the prompt's reference."""
 
     name = "rouge_l"
+    runs_model_code = False
 
     def __init__(self) -> None:
         self.scorer = _rouge_scorer()  # fails before generation when rouge-score is missing
@@ -139,3 +149,21 @@ class RougeL:
         if prompt.reference is None:
             raise ValueError(f"prompt {prompt.id} has no reference for ROUGE-L")
         return float(self.scorer.score(prompt.reference, answers[-1])["rougeL"].fmeasure)
+
+
+def check_unsafe_code_confirmed(cfg: DictConfig) -> None:
+    """Refuse a run whose quality checks execute model code unless the config confirms it.
+
+    Raises:
+        ValueError: ``quality=true`` on a dataset whose check runs model code (HumanEval)
+            without ``confirm_run_unsafe_code=true``.
+    """
+    if not cfg.quality or cfg.confirm_run_unsafe_code:
+        return
+    risky = [name for name, ds in cfg.benchmark.datasets.items()
+             if ds.get("quality") is not None and get_class(ds.quality._target_).runs_model_code]
+    if risky:
+        raise ValueError(
+            f"quality=true on {', '.join(risky)} executes model-written code; add "
+            "confirm_run_unsafe_code=true to run it in the sandbox (specdec/bench/sandbox.py), "
+            "or set quality=false")
