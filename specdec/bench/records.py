@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 # keys of the eval config that do not change what a prompt's record contains
-UNHASHED_KEYS = ("hydra", "paths", "logger", "limit", "warmup", "resume", "quality", "progress")
+UNHASHED_KEYS = ("hydra", "paths", "logger", "limit", "warmup", "resume", "quality", "progress",
+                 "confirm_run_unsafe_code")
 UNHASHED_DATASET_KEYS = ("path", "limit", "quality")
 
 
