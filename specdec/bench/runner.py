@@ -41,6 +41,7 @@ from specdec.bench.fingerprint import learned_weights, machine_tag, software_ver
 from specdec.bench.loggers import EvalLogger
 from specdec.bench.pricing import CostTable, forward_profile, merge_profiles
 from specdec.bench.records import RecordFile, config_hash
+from specdec.bench.schema import validate
 from specdec.bench.table import format_table
 from specdec.core import Drafter, Verifier
 from specdec.data.prompts import Prompt, encode_turn, format_turn, load_prompts, prompt_ids_hash
@@ -218,6 +219,7 @@ def run_dataset(run: DatasetRun, records_dir: Path, chash: str, warm: list[int])
 
 def run(cfg: DictConfig) -> dict:
     """Run the evaluation described by ``cfg``; returns the summary dict."""
+    validate(cfg)  # bad scalar values fail here, naming the key, before anything loads
     import datasets
 
     datasets.disable_progress_bars()
