@@ -85,7 +85,8 @@ def test_config_hash_ignores_selection_keys_but_not_generation_keys(compose):
         assert config_hash(_resolved(compose("eval", [same]))) == base, same
     for other in ("seed=1", "sampling.temperature=1.0", "max_new_tokens=3", "method=ar",
                   "drafter.policy.gamma=2", "cost_model=false", "threads=1",
-                  "benchmark.datasets.tiny.template='Q: {turn}'"):
+                  "benchmark.datasets.tiny.template='Q: {turn}'",
+                  "benchmark.datasets.tiny.path=/moved/tiny_prompts.jsonl"):
         assert config_hash(_resolved(compose("eval", [other]))) != base, other
 
 

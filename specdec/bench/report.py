@@ -7,11 +7,11 @@ block efficiency, acceptance, rollback, discard and verification rates (definiti
 
 Speedup = ``wall_s`` of the baseline run (``ar``) / ``wall_s`` of the method run, on one dataset
 (ARCHITECTURE §0.3). It is computed only when both runs share the model pair, the prompts (ids,
-generation length, formatting), the sampling (settings and seed), the machine and the software
-versions; otherwise the cell says ``refused`` and the report lists why. The baseline decodes
-without a draft, so against it only the target's part of the pair fingerprint must match (keys of
-``ModelPair.describe()`` that name the draft are ignored): one ``ar`` run serves every draft model
-of the same target.
+the prompt file's digest, generation length, formatting), the sampling (settings and seed), the
+machine and the software versions; otherwise the cell says ``refused`` and the report lists why.
+The baseline decodes without a draft, so against it only the target's part of the pair fingerprint
+must match (keys of ``ModelPair.describe()`` that name the draft are ignored): one ``ar`` run
+serves every draft model of the same target.
 
 Modeled speedup (when the method run calibrated a cost table and both runs' records carry forward
 profiles, ``specdec.bench.pricing``): the baseline's forwards / the method's forwards, both priced
@@ -39,7 +39,8 @@ COLUMNS = [  # (metric key, header, format)
     ("discard_rate", "discard", "{:.3f}"),
     ("verification_rate", "verif.", "{:.3f}"),
 ]
-PROMPT_KEYS = ("prompt_ids_hash", "max_new_tokens", "chat_template", "template")
+PROMPT_KEYS = ("prompt_ids_hash", "prompt_file_sha256", "max_new_tokens", "chat_template",
+               "template")
 
 
 @dataclass

@@ -3,7 +3,8 @@
 Steps: load the pair once → build target ``CachedLM``, drafter, verifier from the config groups →
 (``cost_model=true``) calibrate a cost table once → for each dataset of ``benchmark``: load its
 prompts, skip those already recorded under this config hash (resume; the hash covers the digests
-of the learned weights too, ``specdec.bench.fingerprint``), generate every remaining prompt with
+of the learned weights, ``specdec.bench.fingerprint``, and of each prompt file's bytes,
+``specdec.data.prompts.read_prompt_file``), generate every remaining prompt with
 per-prompt coins seeded from (seed, prompt id), append one JSONL record per prompt →
 ``summary.json`` (metrics of ``specdec.metrics`` per dataset and overall) → logger.
 A record is ``GenerationStats.to_record()`` plus the prompt's identity, text and timings.
@@ -44,7 +45,14 @@ from specdec.bench.records import RecordFile, config_hash
 from specdec.bench.schema import validate
 from specdec.bench.table import format_table
 from specdec.core import Drafter, Verifier
-from specdec.data.prompts import Prompt, encode_turn, format_turn, load_prompts, prompt_ids_hash
+from specdec.data.prompts import (
+    Prompt,
+    PromptFile,
+    encode_turn,
+    format_turn,
+    prompt_ids_hash,
+    read_prompt_file,
+)
 from specdec.engine import check_compatible, generate
 from specdec.lm import CachedLM
 from specdec.metrics import GenerationStats, summarize
@@ -135,14 +143,13 @@ class DatasetRun:
     """Generates, records and summarises one dataset of the benchmark."""
 
     def __init__(self, cfg: DictConfig, name: str, pair: ModelPair, method: Method,
-                 cost: CostTable | None):
+                 cost: CostTable | None, file: PromptFile):
         self.cfg, self.name, self.pair, self.method, self.cost = cfg, name, pair, method, cost
-        self.ds = cfg.benchmark.datasets[name]
+        self.ds, self.file = cfg.benchmark.datasets[name], file
         self.max_new = int(cfg.max_new_tokens if cfg.max_new_tokens is not None
                            else self.ds.max_new_tokens)
         limit = cfg.limit if cfg.limit is not None else self.ds.get("limit")
-        self.prompts = load_prompts(self.ds.path, name, limit,
-                                    cache_dir=Path(cfg.paths.cache_dir) / "datasets")
+        self.prompts = list(file.prompts if limit is None else file.prompts[: int(limit)])
         # the dataset's quality check (specdec.bench.quality), built once when quality=true
         quality = self.ds.get("quality") if cfg.quality else None
         self.check = instantiate(quality) if quality is not None else None
@@ -177,6 +184,7 @@ class DatasetRun:
             values = [r[key] for r in records if key in r]
             metrics[key] = sum(values) / len(values)
         metrics.update(prompt_ids_hash=prompt_ids_hash([r["prompt_id"] for r in records]),
+                       prompt_file_sha256=self.file.sha256,
                        max_new_tokens=self.max_new, chat_template=bool(self.ds.chat_template),
                        template=self.ds.get("template", "{turn}"))
         return metrics
@@ -199,7 +207,8 @@ def _running(records: list[dict]) -> dict[str, str]:
 def run_dataset(run: DatasetRun, records_dir: Path, chash: str, warm: list[int]) -> list[dict]:
     """Generate the dataset's unrecorded prompts; returns its records in prompt order."""
     cfg = run.cfg
-    rf = RecordFile.open(records_dir / f"{run.name}.jsonl", chash, resume=cfg.resume)
+    rf = RecordFile.open(records_dir / f"{run.name}.jsonl", chash, resume=cfg.resume,
+                         on_bad=cfg.get("on_bad_record", "stop"))
     todo = [p for p in run.prompts if p.id not in rf.done]
     # 1. Warm-up (once per run, on the first prompts still to do; not recorded).
     for prompt in todo[: warm[0]]:
@@ -233,15 +242,20 @@ def run(cfg: DictConfig) -> dict:
                          "(conf/benchmark/)")
     if cfg.get("threads"):
         torch.set_num_threads(int(cfg.threads))  # the machine tag records the count
+    cache = Path(cfg.paths.cache_dir) / "datasets"
+    files = {name: read_prompt_file(ds.path, name, cache_dir=cache)  # bad data fails here
+             for name, ds in cfg.benchmark.datasets.items()}
     pair: ModelPair = instantiate(cfg.model)
     method = build_method(cfg, pair)
-    # retrained weights at the same path must not resume the old weights' records
+    # retrained weights at the same path, or edited prompts in the same file, must not resume
+    # the old records
     weights = learned_weights(pair.target, pair.draft, method.drafter, method.verifier)
-    chash = config_hash({**resolved, "learned_weights": weights})
+    prompt_files = {name: f.sha256 for name, f in files.items()}
+    chash = config_hash({**resolved, "learned_weights": weights, "prompt_files": prompt_files})
     cost = _cost_table(cfg, method)
     summary = {
         "method": cfg.method_name, "lossless": bool(method.verifier.lossless),
-        "model": pair.describe(), "learned_weights": weights,
+        "model": pair.describe(), "learned_weights": weights, "prompt_files": prompt_files,
         "sampling": resolved["sampling"], "seed": cfg.seed,
         "machine": machine_tag(str(cfg.device)), "software": software_versions(),
         "config_hash": chash, "cost_model": cost is not None,
@@ -254,7 +268,7 @@ def run(cfg: DictConfig) -> dict:
         logger.log_config(resolved)
         warm, all_records = [int(cfg.warmup)], []
         for name in cfg.benchmark.datasets:
-            ds_run = DatasetRun(cfg, name, pair, method, cost)
+            ds_run = DatasetRun(cfg, name, pair, method, cost, files[name])
             records = run_dataset(ds_run, out_dir / "records", chash, warm)
             metrics = ds_run.summarize(records)
             summary["datasets"][name] = metrics

@@ -56,6 +56,7 @@ class EvalKeys:
     limit: int | None = _bound(None, ge=1)
     warmup: int = _bound(1, ge=0)
     resume: bool = True
+    on_bad_record: Literal["stop", "skip"] = "stop"
     quality: bool = False
     quality_timeout_s: float = _bound(10.0, gt=0.0)
     cost_model: bool = True
