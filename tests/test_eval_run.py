@@ -190,10 +190,11 @@ def test_wandb_logger_works_offline(tmp_path, monkeypatch):
     assert "prompt_id" in table["columns"] and table["data"][0][0] == "tiny-0"
 
 
-def _alpaca(data_dir: Path, turns: list[str]) -> None:
-    rows = [{"id": f"p{i}", "category": "c", "turns": [t]} for i, t in enumerate(turns)]
-    (data_dir / "alpaca").mkdir(parents=True, exist_ok=True)
-    (data_dir / "alpaca" / "test.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+def _prompt_file(data_dir: Path, turns: list[str], name: str = "alpaca") -> None:
+    rows = [{"id": f"p{i}", "category": "c", "turns": [t], "meta": {"answer": str(i)}}
+            for i, t in enumerate(turns)]
+    (data_dir / name).mkdir(parents=True, exist_ok=True)
+    (data_dir / name / "test.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
 def test_an_edited_prompt_file_records_afresh(tmp_path, monkeypatch):
@@ -206,11 +207,11 @@ def test_an_edited_prompt_file_records_afresh(tmp_path, monkeypatch):
     monkeypatch.setattr(ev, "run_prompt", lambda p, *a, **k: seen.append(p.turns) or real(p, *a,
                                                                                          **k))
     overrides = ["method=ar", "benchmark=alpaca", "limit=1", "warmup=0", "cost_model=false"]
-    _alpaca(tmp_path / "data", ["Name a colour."])
+    _prompt_file(tmp_path / "data", ["Name a colour."])
     first = ev.run(eval_cfg(tmp_path / "run", overrides))
     path = tmp_path / "data" / "alpaca" / "test.jsonl"
     stat = path.stat()
-    _alpaca(tmp_path / "data", ["Name a flower."])
+    _prompt_file(tmp_path / "data", ["Name a flower."])
     os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
     second = ev.run(eval_cfg(tmp_path / "run", overrides))
     assert seen == [("Name a colour.",), ("Name a flower.",)]
@@ -228,3 +229,18 @@ def test_a_corrupt_record_line_stops_or_is_skipped_and_rerun(tmp_path):
         ev.run(eval_cfg(tmp_path, ["method=ar", "cost_model=false"]))
     ev.run(eval_cfg(tmp_path, ["method=ar", "cost_model=false", "on_bad_record=skip"]))
     assert [r["prompt_id"] for r in _records(tmp_path)] == ["tiny-1", "tiny-0"]
+
+
+def test_quality_turned_on_while_resuming_scores_every_prompt(tmp_path, monkeypatch):
+    """``quality`` is in the config hash: no mean over the subset scored after resuming."""
+    monkeypatch.setenv("SPECDEC_DATA_DIR", str(tmp_path / "data"))
+    _prompt_file(tmp_path / "data", ["What is 0 + 0?", "What is 1 + 0?"], name="gsm8k")
+    base = ["method=ar", "benchmark=gsm8k", "warmup=0", "cost_model=false"]
+    ev.run(eval_cfg(tmp_path, [*base, "limit=1"]))
+    summary = ev.run(eval_cfg(tmp_path, [*base, "limit=2", "quality=true"]))
+    current = [r for r in _records(tmp_path, "gsm8k")
+               if r["config_hash"] == summary["config_hash"]]
+    assert [r["prompt_id"] for r in current] == ["p0", "p1"]
+    assert all("quality_gsm8k_accuracy" in r for r in current)
+    assert summary["datasets"]["gsm8k"]["quality_gsm8k_accuracy"] == sum(
+        r["quality_gsm8k_accuracy"] for r in current) / 2

@@ -6,14 +6,15 @@ partial last line. ``RecordFile.open`` drops that partial line, keeps every whol
 the prompt ids already recorded under the current ``config_hash``; the run then skips them, so a
 killed run restarted with the same command ends with every prompt recorded exactly once.
 
-The configuration hash covers what changes a prompt's record (model pair, method parts, sampling,
-seed, generation length, datasets' formatting and paths, cost model; the runner adds the digests
-of the learned weights, ``specdec.bench.fingerprint``, so a retrained draft or head never resumes
-the old records, and the SHA-256 of each prompt file, so an edited prompt file never resumes the
-answers to its old text) and not what only selects or reports (``limit``, ``warmup``, ``resume``,
-``logger``, ``paths``, ``on_bad_record``): raising ``limit`` resumes the same run. ``threads``
-and ``device`` are hashed: timings of one record set share them. A record's stats fields are
-``GenerationStats.to_record()`` (``specdec.metrics``: one schema).
+The configuration hash covers what changes a prompt's record: model pair, method parts, sampling,
+seed, generation length, datasets' formatting and paths, cost model, ``quality`` and the quality
+checks (records with and without scores never mix, so a mean score covers every prompt). The
+runner adds the digests of the learned weights (``specdec.bench.fingerprint``: a retrained draft
+or head never resumes the old records) and the SHA-256 of each prompt file (an edited prompt file
+never resumes the answers to its old text). What only selects or reports is left out (``limit``,
+``warmup``, ``resume``, ``logger``, ``paths``, ``on_bad_record``): raising ``limit`` resumes the
+same run. ``threads`` and ``device`` are hashed: timings of one record set share them. A record's
+stats fields are ``GenerationStats.to_record()`` (``specdec.metrics``: one schema).
 
 A corrupt line before the last (no kill produces one: a disk error, a hand edit) stops
 ``RecordFile.open`` with the file and line number; ``on_bad_record=skip`` drops it instead (with a
@@ -32,9 +33,9 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 # keys of the eval config that do not change what a prompt's record contains
-UNHASHED_KEYS = ("hydra", "paths", "logger", "limit", "warmup", "resume", "quality", "progress",
+UNHASHED_KEYS = ("hydra", "paths", "logger", "limit", "warmup", "resume", "progress",
                  "on_bad_record")
-UNHASHED_DATASET_KEYS = ("limit", "quality")
+UNHASHED_DATASET_KEYS = ("limit",)
 
 
 def config_hash(cfg: dict) -> str:

@@ -182,6 +182,8 @@ class DatasetRun:
             metrics["forward_profile"] = merge_profiles(r["forward_profile"] for r in records)
         for key in sorted({k for r in records for k in r if k.startswith("quality_")}):
             values = [r[key] for r in records if key in r]
+            # quality is hashed: every record of one config hash has its score, no subset mean
+            assert len(values) == len(records), f"{key}: {len(values)} of {len(records)} scored"
             metrics[key] = sum(values) / len(values)
         metrics.update(prompt_ids_hash=prompt_ids_hash([r["prompt_id"] for r in records]),
                        prompt_file_sha256=self.file.sha256,
