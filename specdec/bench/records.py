@@ -30,6 +30,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from specdec.bench.rundir import dumps
+
 log = logging.getLogger(__name__)
 
 # keys of the eval config that do not change what a prompt's record contains
@@ -89,7 +91,7 @@ class RecordFile:
                 mine.append(rec)
         if not resume:
             mine = []
-        kept = others + [json.dumps(r) for r in mine]
+        kept = others + [dumps(r) for r in mine]
         if len(kept) != _line_count(path) or not _ends_cleanly(path):
             _rewrite(path, kept)
         return cls(path, config_hash, mine)
@@ -104,7 +106,7 @@ class RecordFile:
         record = {**record, "config_hash": self.config_hash}
         assert record["prompt_id"] not in self.done, f"prompt {record['prompt_id']} recorded twice"
         with self.path.open("a", encoding="utf-8") as f:
-            f.write(json.dumps(record) + "\n")
+            f.write(dumps(record) + "\n")
             f.flush()
         self.records.append(record)
 

@@ -22,12 +22,13 @@ Timing rules (the same for every method, AR included):
    is not counted. ``total_s`` in a record is prefill + decode between the two syncs.
 
 Artifacts in the run directory: ``records/<dataset>.jsonl`` (see ``specdec.bench.records``),
-``summary.json`` (every dataset + ``overall``), ``summary/<dataset>.json`` (one dataset each).
+``summary.json`` (every dataset + ``overall``, with ``complete`` and ``progress``: see
+``specdec.bench.summary``), ``summary/<dataset>.json`` (one dataset each), all strict JSON
+(``null`` for NaN, ``specdec.bench.rundir``).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from dataclasses import dataclass
@@ -40,19 +41,13 @@ from omegaconf import DictConfig, OmegaConf
 from specdec.bench.calibration import calibrate
 from specdec.bench.fingerprint import learned_weights, machine_tag, software_versions
 from specdec.bench.loggers import EvalLogger
-from specdec.bench.pricing import CostTable, forward_profile, merge_profiles
+from specdec.bench.pricing import CostTable, forward_profile
 from specdec.bench.records import RecordFile, config_hash
 from specdec.bench.schema import validate
+from specdec.bench.summary import dataset_metrics, write_summaries
 from specdec.bench.table import format_table
 from specdec.core import Drafter, Verifier
-from specdec.data.prompts import (
-    Prompt,
-    PromptFile,
-    encode_turn,
-    format_turn,
-    prompt_ids_hash,
-    read_prompt_file,
-)
+from specdec.data.prompts import Prompt, PromptFile, encode_turn, format_turn, read_prompt_file
 from specdec.engine import check_compatible, generate
 from specdec.lm import CachedLM
 from specdec.metrics import GenerationStats, summarize
@@ -143,9 +138,9 @@ class DatasetRun:
     """Generates, records and summarises one dataset of the benchmark."""
 
     def __init__(self, cfg: DictConfig, name: str, pair: ModelPair, method: Method,
-                 cost: CostTable | None, file: PromptFile):
+                 cost: CostTable | None, file: PromptFile, records: RecordFile):
         self.cfg, self.name, self.pair, self.method, self.cost = cfg, name, pair, method, cost
-        self.ds, self.file = cfg.benchmark.datasets[name], file
+        self.ds, self.file, self.rf = cfg.benchmark.datasets[name], file, records
         self.max_new = int(cfg.max_new_tokens if cfg.max_new_tokens is not None
                            else self.ds.max_new_tokens)
         limit = cfg.limit if cfg.limit is not None else self.ds.get("limit")
@@ -174,22 +169,16 @@ class DatasetRun:
                                                            timeout_s=self.cfg.quality_timeout_s)
         return rec
 
-    def summarize(self, records: list[dict]) -> dict:
-        metrics = summarize([GenerationStats.from_record(r) for r in records])
-        if records and all("modeled_s" in r for r in records):
-            metrics["modeled_s"] = sum(r["modeled_s"] for r in records)
-        if records and all("forward_profile" in r for r in records):
-            metrics["forward_profile"] = merge_profiles(r["forward_profile"] for r in records)
-        for key in sorted({k for r in records for k in r if k.startswith("quality_")}):
-            values = [r[key] for r in records if key in r]
-            # quality is hashed: every record of one config hash has its score, no subset mean
-            assert len(values) == len(records), f"{key}: {len(values)} of {len(records)} scored"
-            metrics[key] = sum(values) / len(values)
-        metrics.update(prompt_ids_hash=prompt_ids_hash([r["prompt_id"] for r in records]),
-                       prompt_file_sha256=self.file.sha256,
-                       max_new_tokens=self.max_new, chat_template=bool(self.ds.chat_template),
-                       template=self.ds.get("template", "{turn}"))
-        return metrics
+    def progress(self) -> dict[str, int]:
+        """This dataset's prompts recorded under the run's config hash, and expected."""
+        return {"recorded": len({p.id for p in self.prompts} & self.rf.done),
+                "expected": len(self.prompts)}
+
+    def metrics(self, records: list[dict]) -> dict:
+        return dataset_metrics(records, prompt_file_sha256=self.file.sha256,
+                               max_new_tokens=self.max_new,
+                               chat_template=bool(self.ds.chat_template),
+                               template=self.ds.get("template", "{turn}"))
 
 
 def _progress(run: DatasetRun, done: int, enabled: bool):
@@ -206,11 +195,9 @@ def _running(records: list[dict]) -> dict[str, str]:
             "block_eff": f"{new / steps:.2f}" if steps else "-"}
 
 
-def run_dataset(run: DatasetRun, records_dir: Path, chash: str, warm: list[int]) -> list[dict]:
+def run_dataset(run: DatasetRun, warm: list[int]) -> list[dict]:
     """Generate the dataset's unrecorded prompts; returns its records in prompt order."""
-    cfg = run.cfg
-    rf = RecordFile.open(records_dir / f"{run.name}.jsonl", chash, resume=cfg.resume,
-                         on_bad=cfg.get("on_bad_record", "stop"))
+    cfg, rf = run.cfg, run.rf
     todo = [p for p in run.prompts if p.id not in rf.done]
     # 1. Warm-up (once per run, on the first prompts still to do; not recorded).
     for prompt in todo[: warm[0]]:
@@ -231,17 +218,20 @@ def run_dataset(run: DatasetRun, records_dir: Path, chash: str, warm: list[int])
 def run(cfg: DictConfig) -> dict:
     """Run the evaluation described by ``cfg``; returns the summary dict."""
     validate(cfg)  # bad scalar values fail here, naming the key, before anything loads
+    if not cfg.benchmark.get("datasets"):
+        raise ValueError("the benchmark has no datasets; pick one with benchmark=<name> "
+                         "(conf/benchmark/)")
+    return _run(cfg, Path(cfg.paths.output_dir))
+
+
+def _run(cfg: DictConfig, out_dir: Path) -> dict:
     import datasets
 
     datasets.disable_progress_bars()
-    out_dir = Path(cfg.paths.output_dir)
     (out_dir / "summary").mkdir(parents=True, exist_ok=True)
     # resolve everything but the hydra node (absent under @hydra.main, present when composed)
     resolved = {k: OmegaConf.to_container(v, resolve=True) if OmegaConf.is_config(v) else v
                 for k, v in cfg.items() if k != "hydra"}
-    if not cfg.benchmark.get("datasets"):
-        raise ValueError("the benchmark has no datasets; pick one with benchmark=<name> "
-                         "(conf/benchmark/)")
     if cfg.get("threads"):
         torch.set_num_threads(int(cfg.threads))  # the machine tag records the count
     cache = Path(cfg.paths.cache_dir) / "datasets"
@@ -254,38 +244,38 @@ def run(cfg: DictConfig) -> dict:
     weights = learned_weights(pair.target, pair.draft, method.drafter, method.verifier)
     prompt_files = {name: f.sha256 for name, f in files.items()}
     chash = config_hash({**resolved, "learned_weights": weights, "prompt_files": prompt_files})
+    rfs = {name: RecordFile.open(out_dir / "records" / f"{name}.jsonl", chash,
+                                 resume=cfg.resume, on_bad=cfg.get("on_bad_record", "stop"))
+           for name in files}  # corrupt records fail here, before the calibration
     cost = _cost_table(cfg, method)
+    runs = [DatasetRun(cfg, name, pair, method, cost, files[name], rfs[name]) for name in files]
     summary = {
         "method": cfg.method_name, "lossless": bool(method.verifier.lossless),
         "model": pair.describe(), "learned_weights": weights, "prompt_files": prompt_files,
         "sampling": resolved["sampling"], "seed": cfg.seed,
         "machine": machine_tag(str(cfg.device)), "software": software_versions(),
-        "config_hash": chash, "cost_model": cost is not None,
-        "cost_table": cost.to_dict() if cost is not None else None,
+        "config_hash": chash, "complete": False, "datasets_done": [], "progress": {},
+        "cost_model": cost is not None, "cost_table": cost.to_dict() if cost is not None else None,
         "datasets": {}, "overall": {},
         "config": resolved,
     }
+    write_summaries(out_dir, summary, {r.name: r.progress() for r in runs})  # not complete yet
     logger: EvalLogger = instantiate(cfg.logger.eval)  # conf/logger/: the eval node
     try:
         logger.log_config(resolved)
         warm, all_records = [int(cfg.warmup)], []
-        for name in cfg.benchmark.datasets:
-            ds_run = DatasetRun(cfg, name, pair, method, cost, files[name])
-            records = run_dataset(ds_run, out_dir / "records", chash, warm)
-            metrics = ds_run.summarize(records)
-            summary["datasets"][name] = metrics
+        for ds_run in runs:
+            records = run_dataset(ds_run, warm)
+            metrics = summary["datasets"][ds_run.name] = ds_run.metrics(records)
             all_records += records
             summary["overall"] = summarize(
                 [GenerationStats.from_record(r) for r in all_records])
-            (out_dir / "summary" / f"{name}.json").write_text(
-                json.dumps({**summary, "datasets": {name: metrics}}, indent=2))
-            (out_dir / "summary.json").write_text(json.dumps(summary, indent=2))
-            logger.log_dataset(name, metrics)
-            logger.log_records(name, records)
+            write_summaries(out_dir, summary, {r.name: r.progress() for r in runs}, ds_run.name)
+            logger.log_dataset(ds_run.name, metrics)
+            logger.log_records(ds_run.name, records)
         logger.log_dataset("overall", summary["overall"])
     finally:
         logger.finish()
     print(format_table(cfg.method_name, {**summary["datasets"], "overall": summary["overall"]}))
     log.info("wrote %s", out_dir / "summary.json")
     return summary
-
