@@ -1,4 +1,4 @@
-"""The run directory's files: strict JSON, atomic summaries, completeness."""
+"""The run directory's files: strict JSON, atomic summaries, completeness, one run per folder."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from test_eval_run import eval_cfg
 import specdec.bench.runner as ev
 from specdec.bench import report as rp
 from specdec.bench.records import RecordFile
+from specdec.bench.rundir import RunLock
 
 
 def _strict(text: str):
@@ -106,3 +107,20 @@ def test_a_kill_while_writing_the_summary_leaves_the_previous_one(tmp_path, monk
     monkeypatch.undo()
     assert (tmp_path / "summary.json").read_text() == before  # whole, as it was
     assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
+
+
+def test_a_second_run_of_the_same_folder_fails_fast_naming_the_holder(tmp_path, monkeypatch):
+    import os
+
+    monkeypatch.setattr(ev, "instantiate", lambda *a, **k: pytest.fail("the second run loaded"))
+    with RunLock(tmp_path):  # another run holds the folder (a second open file = another run)
+        with pytest.raises(RuntimeError) as err:
+            ev.run(eval_cfg(tmp_path, ["method=ar"]))
+    assert f"run directory {tmp_path} is in use by another eval (pid {os.getpid()})" in str(
+        err.value)
+    monkeypatch.undo()
+    with pytest.raises(ValueError):  # released on exit, also after an error
+        with RunLock(tmp_path):
+            raise ValueError
+    with RunLock(tmp_path):
+        pass

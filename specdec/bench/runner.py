@@ -24,7 +24,7 @@ Timing rules (the same for every method, AR included):
 Artifacts in the run directory: ``records/<dataset>.jsonl`` (see ``specdec.bench.records``),
 ``summary.json`` (every dataset + ``overall``, with ``complete`` and ``progress``: see
 ``specdec.bench.summary``), ``summary/<dataset>.json`` (one dataset each), all strict JSON
-(``null`` for NaN, ``specdec.bench.rundir``).
+(``null`` for NaN); ``.lock`` is held while a run works in the folder (``specdec.bench.rundir``).
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ from specdec.bench.fingerprint import learned_weights, machine_tag, software_ver
 from specdec.bench.loggers import EvalLogger
 from specdec.bench.pricing import CostTable, forward_profile
 from specdec.bench.records import RecordFile, config_hash
+from specdec.bench.rundir import RunLock
 from specdec.bench.schema import validate
 from specdec.bench.summary import dataset_metrics, write_summaries
 from specdec.bench.table import format_table
@@ -221,7 +222,9 @@ def run(cfg: DictConfig) -> dict:
     if not cfg.benchmark.get("datasets"):
         raise ValueError("the benchmark has no datasets; pick one with benchmark=<name> "
                          "(conf/benchmark/)")
-    return _run(cfg, Path(cfg.paths.output_dir))
+    out_dir = Path(cfg.paths.output_dir)
+    with RunLock(out_dir):  # a second run of this folder fails here, naming the holder's pid
+        return _run(cfg, out_dir)
 
 
 def _run(cfg: DictConfig, out_dir: Path) -> dict:
