@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+import torch
 from test_eval_run import eval_cfg
 
 import specdec.bench.runner as ev
@@ -37,3 +38,71 @@ def test_bad_values_name_the_key_before_any_model_loads(tmp_path, no_models, ove
 def test_good_values_pass_typed(tmp_path):
     keys = validate(eval_cfg(tmp_path, ["sampling.temperature=1", "limit=3"]))
     assert isinstance(keys, EvalKeys) and keys.limit == 3 and keys.sampling.temperature == 1
+
+
+def _nan_from_call(model, k: int) -> None:
+    """Make ``model``'s k-th forward (1-based) and every later one return NaN logits."""
+    calls = [0]
+
+    def hook(module, args, out):
+        calls[0] += 1
+        if calls[0] >= k:
+            out.logits.fill_(float("nan"))
+
+    model.register_forward_hook(hook)
+
+
+@pytest.mark.parametrize(("role", "call", "where"), [
+    ("target", 1, "at the prompt's prefill"),
+    ("target", 4, "at decoding step 2"),  # prefill, then one target forward per AR step
+    ("draft", 2, "at decoding step 0"),  # the draft's prefill, then its first draft forward
+])
+def test_nan_logits_stop_the_generation_naming_the_model_and_step(role, call, where):
+    from specdec.drafters import EmptyDrafter, ModelDrafter
+    from specdec.drafters.policies import Fixed
+    from specdec.engine import generate
+    from specdec.forwards import NonFiniteLogits
+    from specdec.lm import CachedLM
+    from specdec.models.tiny import tiny_pair
+    from specdec.sampling import Sampling, TorchCoins
+    from specdec.verifiers import Tokenwise
+
+    pair, greedy = tiny_pair(), Sampling(temperature=0.0)
+    _nan_from_call(pair.target if role == "target" else pair.draft, call)
+    drafter = (EmptyDrafter() if role == "target" else
+               ModelDrafter(CachedLM(pair.draft, role="draft"), Fixed(3), greedy))
+    with pytest.raises(NonFiniteLogits) as err:
+        generate(pair.tokenizer.encode("Hello there"), CachedLM(pair.target), drafter,
+                 Tokenwise(), sampling=greedy, coins=TorchCoins(0), max_new_tokens=8)
+    assert f"the {role} model produced NaN or +inf logits" in str(err.value)
+    assert str(err.value).endswith(where)
+
+
+def test_a_nan_target_fails_the_eval_instead_of_recording_token_0(tmp_path, monkeypatch):
+    import torch
+
+    import specdec.models.tiny as tiny
+
+    build = tiny.tiny_pair
+
+    def nan_target(**kwargs):
+        pair = build(**kwargs)
+        with torch.no_grad():
+            for p in pair.target.parameters():
+                p.fill_(float("nan"))
+        return pair
+
+    monkeypatch.setattr(tiny, "tiny_pair", nan_target)
+    with pytest.raises(FloatingPointError, match="the target model produced NaN or \\+inf logits"):
+        ev.run(eval_cfg(tmp_path, ["method=ar", "cost_model=false", "warmup=0"]))
+    assert not (tmp_path / "records" / "tiny.jsonl").exists()  # nothing recorded
+
+
+def test_minus_inf_logits_are_legal_but_a_row_without_a_finite_logit_is_not():
+    from specdec.forwards import NonFiniteLogits, check_finite
+
+    inf = float("inf")
+    check_finite(torch.tensor([[0.0, -inf, 1.0]]), role="draft", context=0)  # a reduced vocab
+    for bad in ([[0.0, inf, 1.0]], [[-inf, -inf, -inf]], [[0.0, float("nan"), -inf]]):
+        with pytest.raises(NonFiniteLogits, match="the draft model .* positions 7..7"):
+            check_finite(torch.tensor(bad), role="draft", context=7)
