@@ -98,6 +98,42 @@ def test_a_nan_target_fails_the_eval_instead_of_recording_token_0(tmp_path, monk
     assert not (tmp_path / "records" / "tiny.jsonl").exists()  # nothing recorded
 
 
+def test_device_cuda_without_cuda_fails_before_any_model_loads(tmp_path, no_models, monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # as on this CPU-only VM
+    with pytest.raises(ValueError, match="device=cuda was requested but CUDA is not available"):
+        ev.run(eval_cfg(tmp_path, ["device=cuda"]))
+
+
+def test_the_tiny_pair_goes_to_the_requested_device_or_fails(tmp_path, monkeypatch):
+    import torch
+
+    from specdec.bench.fingerprint import machine_tag
+    from specdec.models.tiny import tiny_pair
+
+    assert eval_cfg(tmp_path, ["device=meta"]).model.device == "meta"  # the config passes it on
+    assert tiny_pair(device="meta").devices() == [torch.device("meta")]
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(ValueError, match="CUDA is not available"):
+        tiny_pair(device="cuda")
+    with pytest.raises(ValueError, match="model.draft_device=cuda was requested"):
+        tiny_pair(draft_device="cuda")
+    tag = machine_tag([torch.device("cpu"), torch.device("meta")])  # where the models are
+    assert tag["device"] == "cpu,meta" and "gpu" not in tag
+
+
+def test_a_loader_that_ignores_device_is_refused_before_generating(tmp_path, monkeypatch):
+    import specdec.models.tiny as tiny
+
+    build = tiny.tiny_pair
+    monkeypatch.setattr(tiny, "tiny_pair", lambda device, **kwargs: build(**kwargs))
+    monkeypatch.setattr(ev, "run_prompt", lambda *a, **k: pytest.fail("generated"))
+    with pytest.raises(ValueError, match="device=meta was requested but the pair's loader put "
+                                         "the target on cpu"):
+        ev.run(eval_cfg(tmp_path, ["device=meta"]))
+
+
 def test_minus_inf_logits_are_legal_but_a_row_without_a_finite_logit_is_not():
     from specdec.forwards import NonFiniteLogits, check_finite
 

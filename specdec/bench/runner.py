@@ -39,6 +39,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from specdec.bench.calibration import calibrate
+from specdec.bench.checks import check_placement
 from specdec.bench.fingerprint import learned_weights, machine_tag, software_versions
 from specdec.bench.loggers import EvalLogger
 from specdec.bench.pricing import CostTable, forward_profile
@@ -241,6 +242,7 @@ def _run(cfg: DictConfig, out_dir: Path) -> dict:
     files = {name: read_prompt_file(ds.path, name, cache_dir=cache)  # bad data fails here
              for name, ds in cfg.benchmark.datasets.items()}
     pair: ModelPair = instantiate(cfg.model)
+    check_placement(pair, str(cfg.device))  # the records and the machine tag say where it ran
     method = build_method(cfg, pair)
     # retrained weights at the same path, or edited prompts in the same file, must not resume
     # the old records
@@ -256,7 +258,7 @@ def _run(cfg: DictConfig, out_dir: Path) -> dict:
         "method": cfg.method_name, "lossless": bool(method.verifier.lossless),
         "model": pair.describe(), "learned_weights": weights, "prompt_files": prompt_files,
         "sampling": resolved["sampling"], "seed": cfg.seed,
-        "machine": machine_tag(str(cfg.device)), "software": software_versions(),
+        "machine": machine_tag(pair.devices()), "software": software_versions(),
         "config_hash": chash, "complete": False, "datasets_done": [], "progress": {},
         "cost_model": cost is not None, "cost_table": cost.to_dict() if cost is not None else None,
         "datasets": {}, "overall": {},

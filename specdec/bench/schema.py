@@ -5,7 +5,8 @@ Hydra accepts any value for a key the config declares: ``limit=abc`` composes, a
 loading. ``validate`` checks the top-level keys (``EvalKeys``), ``sampling`` (``SamplingKeys``)
 and each dataset's ``limit`` / ``max_new_tokens`` / ``chat_template`` / ``template``
 (``DatasetKeys``) against their types and ranges before anything loads, and raises ``ValueError``
-naming the key, the bad value and what is expected.
+naming the key, the bad value and what is expected; ``device`` must be one this machine has
+(``specdec.models.pair.check_device``: ``device=cuda`` on a CPU-only machine fails here).
 
 Types: ``int`` (a bool is not an int here), ``float`` (an int is accepted), ``bool``, ``str``,
 ``X | None`` and ``Literal[...]``; ranges come from each field's ``metadata`` (``ge``, ``gt``,
@@ -20,8 +21,9 @@ import typing
 from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Literal
 
-import torch
 from omegaconf import DictConfig, OmegaConf
+
+from specdec.models.pair import check_device
 
 
 def _bound(default: object = None, **limits: float) -> typing.Any:
@@ -130,9 +132,5 @@ def validate(cfg: DictConfig) -> EvalKeys:
     sampling = _checked(SamplingKeys, cfg.get("sampling") or OmegaConf.create(), "sampling.")
     for name, ds in (cfg.get("benchmark", {}).get("datasets") or {}).items():
         _checked(DatasetKeys, ds, f"benchmark.datasets.{name}.")
-    try:
-        torch.device(top.get("device", "cpu"))
-    except RuntimeError as err:
-        raise ValueError(f"device={top['device']!r} is not a torch device (cpu, cuda, cuda:1, "
-                         f"mps): {err}") from None
+    check_device(top.get("device", "cpu"))  # this machine must have it: fail before loading
     return EvalKeys(**top, sampling=SamplingKeys(**sampling))
