@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from test_eval_run import eval_cfg
+from test_eval_run import _records, eval_cfg
 
 import specdec.bench.runner as ev
 from specdec.bench.schema import EvalKeys, validate
@@ -132,6 +132,61 @@ def test_a_loader_that_ignores_device_is_refused_before_generating(tmp_path, mon
     with pytest.raises(ValueError, match="device=meta was requested but the pair's loader put "
                                          "the target on cpu"):
         ev.run(eval_cfg(tmp_path, ["device=meta"]))
+
+
+@pytest.fixture
+def short_context(monkeypatch):
+    """The tiny pair with 100 target and ``draft`` positions (tiny-2's 200-odd tokens overflow)."""
+    import specdec.models.tiny as tiny
+
+    build, draft = tiny.tiny_pair, [100]
+
+    def short(**kwargs):
+        pair = build(**kwargs)
+        pair.target.config.max_position_embeddings = 100
+        pair.draft.config.max_position_embeddings = draft[0]
+        return pair
+
+    monkeypatch.setattr(tiny, "tiny_pair", short)
+    return draft
+
+
+def test_a_prompt_past_the_models_positions_fails_naming_it(tmp_path, short_context):
+    overrides = ["method=sps", "limit=3", "cost_model=false", "max_new_tokens=6"]
+    with pytest.raises(ValueError) as err:
+        ev.run(eval_cfg(tmp_path, overrides))
+    message = str(err.value)
+    assert message.startswith("prompt 'tiny-2' of dataset tiny (turn 1) has ")
+    assert "it needs " in message and "the target model has max_position_embeddings=100" in message
+    assert "set truncate_prompts=left to keep its last 94 tokens" in message
+    short_context[0] = 80  # the draft's positions count too
+    with pytest.raises(ValueError, match="the draft model has max_position_embeddings=80"):
+        ev.run(eval_cfg(tmp_path / "draft", overrides))
+
+
+def test_truncate_prompts_left_keeps_the_last_tokens_and_says_so(tmp_path, short_context,
+                                                                 monkeypatch):
+    import specdec.bench.method as method
+
+    lengths, real = [], method.generate
+    monkeypatch.setattr(method, "generate",
+                        lambda ids, *a, **k: lengths.append(len(ids)) or real(ids, *a, **k))
+    ev.run(eval_cfg(tmp_path, ["method=sps", "limit=3", "cost_model=false", "max_new_tokens=6",
+                               "truncate_prompts=left", "warmup=0"]))
+    recs = _records(tmp_path)
+    assert [r["prompt_id"] for r in recs] == ["tiny-0", "tiny-1", "tiny-2"]
+    assert recs[0]["truncated_tokens"] == recs[1]["truncated_tokens"] == 0
+    assert recs[2]["truncated_tokens"] > 0 and lengths[2] == 94  # 100 positions - 6 new tokens
+
+
+def test_max_new_tokens_alone_past_the_positions_is_refused():
+    from specdec.bench.checks import fit_context
+
+    with pytest.raises(ValueError, match="max_new_tokens=100 leaves no room for a prompt"):
+        fit_context([1, 2], max_new_tokens=100, limits={"target": 100}, truncate="left",
+                    where="prompt 'x'")
+    assert fit_context([1, 2, 3], max_new_tokens=1, limits={"target": 3, "draft": 9},
+                       truncate="left", where="") == ([2, 3], 1)
 
 
 def test_minus_inf_logits_are_legal_but_a_row_without_a_finite_logit_is_not():

@@ -30,8 +30,6 @@ Artifacts in the run directory: ``records/<dataset>.jsonl`` (see ``specdec.bench
 from __future__ import annotations
 
 import logging
-import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -42,88 +40,18 @@ from specdec.bench.calibration import calibrate
 from specdec.bench.checks import check_placement
 from specdec.bench.fingerprint import learned_weights, machine_tag, software_versions
 from specdec.bench.loggers import EvalLogger
+from specdec.bench.method import Answer, Method, build_method, run_prompt
 from specdec.bench.pricing import CostTable, forward_profile
 from specdec.bench.records import RecordFile, config_hash
 from specdec.bench.rundir import RunLock
 from specdec.bench.schema import validate
 from specdec.bench.summary import dataset_metrics, write_summaries
 from specdec.bench.table import format_table
-from specdec.core import Drafter, Verifier
-from specdec.data.prompts import Prompt, PromptFile, encode_turn, format_turn, read_prompt_file
-from specdec.engine import check_compatible, generate
-from specdec.lm import CachedLM
+from specdec.data.prompts import Prompt, PromptFile, read_prompt_file
 from specdec.metrics import GenerationStats, summarize
 from specdec.models import ModelPair
-from specdec.sampling import Sampling, TorchCoins, prompt_seed
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class Method:
-    """What a method preset builds: the target with its cache, a drafter, a verifier, sampling."""
-
-    target: CachedLM
-    drafter: Drafter
-    verifier: Verifier
-    sampling: Sampling
-
-
-def build_method(cfg: DictConfig, pair: ModelPair) -> Method:
-    """Instantiate the target cache, drafter and verifier that the method preset chose."""
-    sampling = Sampling(**OmegaConf.to_container(cfg.sampling, resolve=True))
-    target = CachedLM(pair.target, role="target")
-    draft = None
-    if pair.draft is not None:
-        draft = CachedLM(pair.draft, role="draft", threads=pair.draft_threads)
-    drafter = instantiate(cfg.drafter, lm=draft, sampling=sampling)
-    verifier = instantiate(cfg.verifier)
-    check_compatible(target, drafter, verifier)
-    return Method(target, drafter, verifier, sampling)
-
-
-def _sync(devices: list[torch.device]) -> None:
-    """Wait for every CUDA device the pair runs on (target and draft may differ)."""
-    for device in devices:
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-
-
-def run_prompt(
-    prompt: Prompt,
-    pair: ModelPair,
-    method: Method,
-    *,
-    seed: int,
-    max_new_tokens: int,
-    chat_template: bool,
-    template: str = "{turn}",
-) -> tuple[list[str], GenerationStats, float]:
-    """Answer every turn of a prompt (later turns see the model's own earlier answers).
-
-    Returns:
-        The answer of each turn, the summed stats, and prefill+decode seconds between syncs.
-    """
-    coins = TorchCoins(prompt_seed(seed, prompt.id))
-    stop_ids = [pair.tokenizer.eos_token_id] if pair.tokenizer.eos_token_id is not None else []
-    devices = pair.devices()
-    messages: list[dict[str, str]] = []
-    total, answers, seconds = GenerationStats(), [], 0.0
-    for turn in prompt.turns:
-        messages.append({"role": "user", "content": format_turn(turn, template)})
-        ids = encode_turn(pair.tokenizer, messages, chat_template=chat_template)
-        _sync(devices)
-        start = time.perf_counter()
-        out = generate(ids, method.target, method.drafter, method.verifier,
-                       sampling=method.sampling, coins=coins, max_new_tokens=max_new_tokens,
-                       stop_ids=stop_ids)
-        _sync(devices)
-        seconds += time.perf_counter() - start
-        answer = pair.tokenizer.decode(out.tokens, skip_special_tokens=True)
-        messages.append({"role": "assistant", "content": answer})
-        answers.append(answer)
-        total.merge(out.stats)
-    return answers, total, seconds
 
 
 def _cost_table(cfg: DictConfig, method: Method) -> CostTable | None:
@@ -151,16 +79,18 @@ class DatasetRun:
         quality = self.ds.get("quality") if cfg.quality else None
         self.check = instantiate(quality) if quality is not None else None
 
-    def generate(self, prompt: Prompt) -> tuple[list[str], GenerationStats, float]:
+    def generate(self, prompt: Prompt) -> Answer:
         return run_prompt(prompt, self.pair, self.method, seed=self.cfg.seed,
                           max_new_tokens=self.max_new, chat_template=self.ds.chat_template,
-                          template=self.ds.get("template", "{turn}"))
+                          template=self.ds.get("template", "{turn}"),
+                          truncate=self.cfg.get("truncate_prompts"))
 
-    def record(self, prompt: Prompt, answers: list[str], s: GenerationStats, seconds: float):
+    def record(self, prompt: Prompt, answer: Answer) -> dict:
+        answers, s = answer.answers, answer.stats
         rec = {"prompt_id": prompt.id, "dataset": self.name, "category": prompt.category,
                "method": self.cfg.method_name, "seed": self.cfg.seed, "turns": len(prompt.turns),
-               **s.to_record(), "wall_s": s.decode_s, "total_s": seconds,
-               "text": "\n\n".join(answers)}
+               **s.to_record(), "wall_s": s.decode_s, "total_s": answer.seconds,
+               "truncated_tokens": answer.truncated_tokens, "text": "\n\n".join(answers)}
         if len(answers) > 1:
             rec["answers"] = answers
         rec["forward_profile"] = forward_profile(s.forwards)  # lets a report reprice the run
@@ -208,8 +138,7 @@ def run_dataset(run: DatasetRun, warm: list[int]) -> list[dict]:
     bar = _progress(run, len(run.prompts) - len(todo), bool(cfg.progress))
     for prompt in todo:
         # 2. Generate, 3. append + flush the record, 4. update the bar's running metrics.
-        answers, stats, seconds = run.generate(prompt)
-        rf.append(run.record(prompt, answers, stats, seconds))
+        rf.append(run.record(prompt, run.generate(prompt)))
         bar.set_postfix(_running(rf.records), refresh=False)
         bar.update(1)
     bar.close()

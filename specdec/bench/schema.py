@@ -65,6 +65,7 @@ class EvalKeys:
     progress: bool = True
     device: str = "cpu"
     threads: int | None = _bound(None, ge=1)
+    truncate_prompts: Literal["left"] | None = None
     sampling: SamplingKeys = field(default_factory=SamplingKeys)
 
 
