@@ -158,6 +158,7 @@ def run(cfg: DictConfig) -> dict:
 
 
 def _run(cfg: DictConfig, out_dir: Path) -> dict:
+    """The run itself, with the run directory's lock held."""
     import datasets
 
     datasets.disable_progress_bars()
