@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import torch
 
 from specdec.core import LM, Coins, Context, Drafter, TargetView, Verifier
-from specdec.forwards import stamp_step
+from specdec.forwards import NonFiniteLogits, stamp_step
 from specdec.metrics import GenerationStats
 from specdec.sampling import Sampling, warp
 
@@ -81,66 +81,67 @@ def generate(
     if max_new_tokens < 0:
         raise ValueError(f"max_new_tokens must be >= 0, got {max_new_tokens}")
     check_compatible(target, drafter, verifier)
-    stats = GenerationStats()
+    stats, step = GenerationStats(), -1  # step -1: the prefill
     if max_new_tokens == 0:
         return Generation([], stats)
     stops = frozenset(int(s) for s in stop_ids)
     logs = [target.forward_log, *[m.forward_log for m in drafter.models]]
-
     layers = drafter.target_layers
+    try:
+        # 1. Prefill every prompt token but the root, in the target and in the draft models (the
+        #    drafter reconciles its caches with the committed tokens at every propose after this);
+        #    a feature drafter gets the prompt's target features.
+        start = time.perf_counter()
+        target.reset()
+        drafter.reset()
+        drafter.attach(TargetView(target))
+        features = None
+        if prompt.numel() > 1:
+            features = target.forward(prompt[:-1], hidden_layers=layers).hidden  # [T-1, k, H]
+            target.keep(list(range(prompt.numel() - 1)))
+        drafter.prefill(prompt, features)
+        marks = marks_at_decode = [len(log) for log in logs]
+        stats.prefill_s = time.perf_counter() - start
 
-    # 1. Prefill every prompt token but the root, in the target and in the draft models (the
-    #    drafter reconciles its caches with the committed tokens at every propose after this);
-    #    a feature drafter gets the prompt's target features.
-    start = time.perf_counter()
-    target.reset()
-    drafter.reset()
-    drafter.attach(TargetView(target))
-    features = None
-    if prompt.numel() > 1:
-        features = target.forward(prompt[:-1], hidden_layers=layers).hidden  # [T-1, k, H]
-        target.keep(list(range(prompt.numel() - 1)))
-    drafter.prefill(prompt, features)
-    marks = marks_at_decode = [len(log) for log in logs]
-    stats.prefill_s = time.perf_counter() - start
-
-    # 2. Draft, verify, keep, commit until a stop id or the token budget ends the generation.
-    start = time.perf_counter()
-    committed, new, features, step = prompt.tolist(), [], None, 0
-    while len(new) < max_new_tokens:
-        ctx = Context(tokens=torch.tensor(committed), coins=coins, step=step,
-                      budget=max_new_tokens - len(new), target_features=features, stop_ids=stops)
-        # 2.1 Propose a draft rooted at the last committed token.
-        t0 = time.perf_counter()
-        draft = drafter.propose(ctx)
-        stats.draft_s += time.perf_counter() - t0
-        assert int(draft.tokens[0]) == committed[-1], "a draft must be rooted at the last token"
-        # 2.2 Score root + drafted nodes in one target forward (tree-masked for trees).
-        out = target.forward(draft.tokens, draft.parent, hidden_layers=layers)
-        p = warp(out.logits, sampling)  # [N, V]
-        # 2.3 Verify: accepted path + one recovered or bonus token.
-        verdict = verifier.verify(draft, p, coins)
-        # 2.4 Keep root + accepted nodes in the target cache; the new root stays uncached.
-        kept_nodes = [0, *verdict.path]
-        target.keep(kept_nodes)
-        if out.hidden is not None:
-            features = out.hidden[kept_nodes]  # [1 + accepted, k, H]
-        # 2.5 Commit the emitted tokens, truncated at a stop id or at the token budget.
-        emitted = verdict.emitted(draft)[: max_new_tokens - len(new)]
-        stop_at = next((i for i, t in enumerate(emitted) if t in stops), None)
-        if stop_at is not None:
-            emitted = emitted[: stop_at + 1]
-        committed += emitted
-        new += emitted
-        # 2.6 Feedback (joins the drafter's background work), then this step's accounting.
-        drafter.observe(ctx, draft, verdict)
-        stats.step(draft.num_drafted, verdict.num_accepted, len(emitted))
-        for log, mark in zip(logs, marks):
-            stamp_step(log, mark, step)
-        marks, step = [len(log) for log in logs], step + 1
-        # 2.7 Stop on a stop id.
-        if stop_at is not None:
-            break
+        # 2. Draft, verify, keep, commit until a stop id or the token budget ends the generation.
+        start = time.perf_counter()
+        committed, new, features, step = prompt.tolist(), [], None, 0
+        while len(new) < max_new_tokens:
+            ctx = Context(tokens=torch.tensor(committed), coins=coins, step=step, stop_ids=stops,
+                          budget=max_new_tokens - len(new), target_features=features)
+            # 2.1 Propose a draft rooted at the last committed token.
+            t0 = time.perf_counter()
+            draft = drafter.propose(ctx)
+            stats.draft_s += time.perf_counter() - t0
+            assert int(draft.tokens[0]) == committed[-1], "a draft must be rooted at the last token"
+            # 2.2 Score root + drafted nodes in one target forward (tree-masked for trees).
+            out = target.forward(draft.tokens, draft.parent, hidden_layers=layers)
+            p = warp(out.logits, sampling)  # [N, V]
+            # 2.3 Verify: accepted path + one recovered or bonus token.
+            verdict = verifier.verify(draft, p, coins)
+            # 2.4 Keep root + accepted nodes in the target cache; the new root stays uncached.
+            kept_nodes = [0, *verdict.path]
+            target.keep(kept_nodes)
+            if out.hidden is not None:
+                features = out.hidden[kept_nodes]  # [1 + accepted, k, H]
+            # 2.5 Commit the emitted tokens, truncated at a stop id or at the token budget.
+            emitted = verdict.emitted(draft)[: max_new_tokens - len(new)]
+            stop_at = next((i for i, t in enumerate(emitted) if t in stops), None)
+            if stop_at is not None:
+                emitted = emitted[: stop_at + 1]
+            committed += emitted
+            new += emitted
+            # 2.6 Feedback (joins the drafter's background work), then this step's accounting.
+            drafter.observe(ctx, draft, verdict)
+            stats.step(draft.num_drafted, verdict.num_accepted, len(emitted))
+            for log, mark in zip(logs, marks):
+                stamp_step(log, mark, step)
+            marks, step = [len(log) for log in logs], step + 1
+            # 2.7 Stop on a stop id.
+            if stop_at is not None:
+                break
+    except NonFiniteLogits as err:  # the model knows its forward, the loop knows the step
+        raise err.at(f"decoding step {step}" if step >= 0 else "the prompt's prefill") from None
     stats.decode_s = time.perf_counter() - start
     for log, mark in zip(logs, marks_at_decode):
         stats.forwards.extend(log[mark:])

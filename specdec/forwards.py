@@ -16,6 +16,12 @@ depends on:
 
 Pricing per step (§0.2): ``serial draft work + max(target lane, each background lane)``; a method
 without background lanes is priced exactly as the sum of its forwards.
+
+``check_finite`` guards every forward's logits (``CachedLM`` calls it, for target and draft alike,
+so every drafter is covered by one check): a NaN row would otherwise decode silently, since argmax
+over NaN picks token 0 at temperature 0. ``-inf`` is a legal logit (a reduced-vocabulary draft
+gives it to tokens outside its map); NaN, ``+inf`` and a row with no finite logit are not. One
+row-wise max finds all three (it propagates NaN). ``engine.generate`` adds the decoding step.
 """
 
 from __future__ import annotations
@@ -24,6 +30,8 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
+
+import torch
 
 MAIN = "main"
 _local = threading.local()
@@ -64,3 +72,27 @@ def stamp_step(log: list[ForwardRecord], start: int, step: int) -> None:
     for i in range(start, len(log)):
         if log[i].step < 0:
             log[i] = replace(log[i], step=step)
+
+
+class NonFiniteLogits(FloatingPointError):
+    """A model forward produced NaN or infinite logits."""
+
+    def at(self, where: str) -> NonFiniteLogits:
+        """The same error, saying where in the generation it happened."""
+        return NonFiniteLogits(f"{self}, at {where}")
+
+
+def check_finite(logits: torch.Tensor, *, role: str, context: int) -> None:
+    """Raise ``NonFiniteLogits`` naming the model if a row holds NaN or ``+inf``, or only ``-inf``.
+
+    Args:
+        logits: ``[N, V]`` raw logits of one forward's ``N`` new tokens.
+        role: the model's role (``target`` / ``draft``).
+        context: tokens cached before the forward (its first new token's position).
+    """
+    if not bool(torch.isfinite(logits.amax(-1)).all()):  # [N] row maxima: NaN propagates
+        n = int(logits.shape[0])
+        raise NonFiniteLogits(
+            f"the {role} model produced NaN or +inf logits (or a row of -inf) for the tokens at "
+            f"positions {context}..{context + n - 1}; check its weights (a broken or "
+            "mis-converted checkpoint) or load it in a wider dtype (float32) if it overflows")

@@ -33,7 +33,7 @@ import torch
 from transformers import DynamicCache, PreTrainedModel
 
 from specdec.core import LM, LMOut
-from specdec.forwards import ForwardRecord, current_lane
+from specdec.forwards import ForwardRecord, check_finite, current_lane
 from specdec.trees import ancestor_mask, depths, is_chain
 
 Layers = Sequence[int]  # indices into transformers' hidden_states (0 = embeddings, -1 = last)
@@ -208,6 +208,7 @@ class CachedLM:
         self._pending_parent = parents
         self._pending_chain = "attention_mask" not in kwargs
         logits = out.logits[0]  # [N, V]
+        check_finite(logits, role=self.role, context=prefix + before)
         hidden = None
         if hidden_layers:
             hidden = torch.stack([out.hidden_states[i][0] for i in hidden_layers], 1)  # [N, k, H]

@@ -3,8 +3,10 @@
 Stages (``stage=``):
 
 * ``data``: call the experiment's ``data_gen`` (writes training data, e.g. target traces);
-* ``fit``: seed → datamodule → learner → logger → ``Trainer.fit`` → ``Trainer.test`` on the best
-  checkpoint → optional ``export(learner, out_dir)`` (e.g. the plain ``nn.Module`` as safetensors).
+* ``fit``: seed → datamodule → learner → logger → ``Trainer.fit`` (resuming from ``ckpt_path``
+  when set) → ``Trainer.test`` on the best checkpoint → optional ``export(learner, out_dir)`` (e.g.
+  the plain ``nn.Module`` as safetensors). Checkpoints load with ``weights_only=True``: tensors and
+  plain values only, so a checkpoint from elsewhere cannot run code.
 
 Lightning is imported only here and in ``specdec.learners``; eval loads exported heads without it.
 """
@@ -66,9 +68,12 @@ def train(cfg: DictConfig) -> dict[str, float]:
     )
     trainer = instantiate(cfg.trainer, logger=logger, callbacks=[checkpoint])
     try:
-        trainer.fit(learner, datamodule=datamodule, ckpt_path=cfg.ckpt_path)
+        # a checkpoint is a pickle: load tensors and plain values only, never code it carries
+        # (Lightning would load an http ckpt_path with weights_only=False)
+        trainer.fit(learner, datamodule=datamodule, ckpt_path=cfg.ckpt_path, weights_only=True)
         fast = bool(cfg.trainer.get("fast_dev_run", False))
-        trainer.test(learner, datamodule=datamodule, ckpt_path=None if fast else "best")
+        trainer.test(learner, datamodule=datamodule, ckpt_path=None if fast else "best",
+                     weights_only=True)
         if cfg.export is not None:
             instantiate(cfg.export)(learner, out_dir)
     finally:

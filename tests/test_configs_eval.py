@@ -80,12 +80,13 @@ def _resolved(cfg) -> dict:
 
 def test_config_hash_ignores_selection_keys_but_not_generation_keys(compose):
     base = config_hash(_resolved(compose("eval", [])))
-    for same in ("limit=2", "warmup=0", "resume=false", "quality=true", "logger=csv",
-                 "progress=false", "benchmark.datasets.tiny.limit=1"):
+    for same in ("limit=2", "warmup=0", "resume=false", "logger=csv", "progress=false",
+                 "benchmark.datasets.tiny.limit=1", "on_bad_record=skip"):
         assert config_hash(_resolved(compose("eval", [same]))) == base, same
     for other in ("seed=1", "sampling.temperature=1.0", "max_new_tokens=3", "method=ar",
-                  "drafter.policy.gamma=2", "cost_model=false", "threads=1",
-                  "benchmark.datasets.tiny.template='Q: {turn}'"):
+                  "drafter.policy.gamma=2", "cost_model=false", "threads=1", "quality=true",
+                  "benchmark.datasets.tiny.template='Q: {turn}'",
+                  "benchmark.datasets.tiny.path=/moved/tiny_prompts.jsonl"):
         assert config_hash(_resolved(compose("eval", [other]))) != base, other
 
 

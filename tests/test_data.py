@@ -140,3 +140,35 @@ def test_prepare_from_shared_data_gives_the_documented_counts(tmp_path):
     spec = load_prompts(written["specbench"], "specbench", cache_dir=tmp_path / "c")
     assert sum(len(p.turns) == 2 for p in spec) == 80  # the MT-bench items
     assert all(p.reference for p in load_prompts(written["cnndm"], "cnndm"))
+
+
+@pytest.mark.parametrize(("line", "problem"), [
+    ('{"id": "b", "turns": ["Hi?"]', "line 2: not valid JSON"),
+    ('{"id": "b", "prompt": "Hi?"}', "line 2: the row has no 'turns'"),
+    ('{"turns": ["Hi?"]}', "line 2: the row has no 'id' (or 'question_id')"),
+    ('{"id": "b", "turns": []}', "line 2: 'turns' must be a string or a non-empty list"),
+    ('["b", "Hi?"]', "line 2: a row must be a JSON object, got list"),
+])
+def test_a_bad_prompt_line_names_the_file_and_line(tmp_path, line, problem):
+    path = tmp_path / "q.jsonl"
+    path.write_text(json.dumps({"id": "a", "turns": ["Hello?"]}) + "\n" + line + "\n")
+    with pytest.raises(ValueError, match="fix or remove the line") as err:
+        load_prompts(path, "q", cache_dir=tmp_path / "c")
+    assert f"prompt file {path}, {problem}" in str(err.value)
+
+
+def test_a_rewritten_file_is_read_afresh_with_its_digest(tmp_path):
+    """Same size and modification time: the ``datasets`` cache alone would serve the old rows."""
+    import os
+
+    from specdec.data.prompts import read_prompt_file
+
+    path = tmp_path / "q.jsonl"
+    path.write_text(json.dumps({"id": "a", "turns": ["Hello?"]}) + "\n")
+    first = read_prompt_file(path, "q", cache_dir=tmp_path / "c")
+    stat = path.stat()
+    path.write_text(json.dumps({"id": "a", "turns": ["Howdy?"]}) + "\n")
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    second = read_prompt_file(path, "q", cache_dir=tmp_path / "c")
+    assert second.prompts[0].turns == ("Howdy?",) and second.sha256 != first.sha256
+    assert [p.id for p in load_prompts(path, "q", 1, cache_dir=tmp_path / "c")] == ["a"]

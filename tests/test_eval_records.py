@@ -135,3 +135,31 @@ def test_sigkill_then_rerun_from_the_cli(tmp_path):
     assert out.returncode == 0, out.stderr[-3000:]
     recorded = [json.loads(line)["prompt_id"] for line in records.read_text().splitlines()]
     assert sorted(recorded) == sorted(ids)
+
+
+@pytest.mark.parametrize("bad", ['{"prompt_id": "b", "new_tok', "\xff\xfe", '["b"]'])
+def test_a_corrupt_line_before_the_last_names_the_file_and_line(tmp_path, bad):
+    path = tmp_path / "records" / "d.jsonl"
+    rf = RecordFile.open(path, "h")
+    rf.append(_rec("a"))
+    with path.open("a", encoding="latin-1") as f:  # "\xff\xfe" becomes bytes that are not UTF-8
+        f.write(bad + "\n")
+    rf.append(_rec("c"))
+    with pytest.raises(ValueError, match="on_bad_record=skip") as err:
+        RecordFile.open(path, "h")
+    assert f"record file {path}, line 2: " in str(err.value)
+    with pytest.raises(ValueError, match=f"record file {path}, line 2: "):
+        list(iter_records(tmp_path))
+
+
+def test_on_bad_skip_drops_the_corrupt_line_with_a_warning(tmp_path, caplog):
+    path = tmp_path / "d.jsonl"
+    rf = RecordFile.open(path, "h")
+    rf.append(_rec("a"))
+    with path.open("a") as f:
+        f.write('{"prompt_id": "b", "new_tok\n')
+    rf.append(_rec("c"))
+    with caplog.at_level("WARNING"):
+        rf = RecordFile.open(path, "h", on_bad="skip")
+    assert rf.done == {"a", "c"} and "line 2" in caplog.text and "dropped" in caplog.text
+    assert [json.loads(x)["prompt_id"] for x in path.read_text().splitlines()] == ["a", "c"]

@@ -57,8 +57,8 @@ def test_records_hold_one_line_per_prompt_with_counts_and_times(sps_run):
     assert summary["datasets"]["tiny"] == {
         **summarize([GenerationStats.from_record(r) for r in recs]),
         **{k: summary["datasets"]["tiny"][k] for k in
-           ("prompt_ids_hash", "max_new_tokens", "chat_template", "template", "modeled_s",
-            "forward_profile")}}
+           ("prompt_ids_hash", "prompt_file_sha256", "max_new_tokens", "chat_template",
+            "template", "modeled_s", "forward_profile")}}
     assert summary["datasets"]["tiny"]["modeled_s"] == pytest.approx(
         sum(r["modeled_s"] for r in recs))
 
@@ -188,3 +188,59 @@ def test_wandb_logger_works_offline(tmp_path, monkeypatch):
     tables = list((runs[0] / "files" / "media" / "table" / "records").glob("tiny_*.table.json"))
     table = json.loads(tables[0].read_text())
     assert "prompt_id" in table["columns"] and table["data"][0][0] == "tiny-0"
+
+
+def _prompt_file(data_dir: Path, turns: list[str], name: str = "alpaca") -> None:
+    rows = [{"id": f"p{i}", "category": "c", "turns": [t], "meta": {"answer": str(i)}}
+            for i, t in enumerate(turns)]
+    (data_dir / name).mkdir(parents=True, exist_ok=True)
+    (data_dir / name / "test.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def test_an_edited_prompt_file_records_afresh(tmp_path, monkeypatch):
+    """Same ids, other text (same size and modification time): the old answers do not resume."""
+    import os
+
+    monkeypatch.setenv("SPECDEC_DATA_DIR", str(tmp_path / "data"))
+    seen = []
+    real = ev.run_prompt
+    monkeypatch.setattr(ev, "run_prompt", lambda p, *a, **k: seen.append(p.turns) or real(p, *a,
+                                                                                         **k))
+    overrides = ["method=ar", "benchmark=alpaca", "limit=1", "warmup=0", "cost_model=false"]
+    _prompt_file(tmp_path / "data", ["Name a colour."])
+    first = ev.run(eval_cfg(tmp_path / "run", overrides))
+    path = tmp_path / "data" / "alpaca" / "test.jsonl"
+    stat = path.stat()
+    _prompt_file(tmp_path / "data", ["Name a flower."])
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    second = ev.run(eval_cfg(tmp_path / "run", overrides))
+    assert seen == [("Name a colour.",), ("Name a flower.",)]
+    assert second["config_hash"] != first["config_hash"]
+    assert second["prompt_files"]["alpaca"] != first["prompt_files"]["alpaca"]
+    assert len(_records(tmp_path / "run", "alpaca")) == 2
+
+
+def test_a_corrupt_record_line_stops_or_is_skipped_and_rerun(tmp_path):
+    ev.run(eval_cfg(tmp_path, ["method=ar", "cost_model=false"]))
+    path = tmp_path / "records" / "tiny.jsonl"
+    lines = path.read_text().splitlines()
+    path.write_text("{not json\n" + lines[1] + "\n")
+    with pytest.raises(ValueError, match=f"record file {path}, line 1: not valid JSON"):
+        ev.run(eval_cfg(tmp_path, ["method=ar", "cost_model=false"]))
+    ev.run(eval_cfg(tmp_path, ["method=ar", "cost_model=false", "on_bad_record=skip"]))
+    assert [r["prompt_id"] for r in _records(tmp_path)] == ["tiny-1", "tiny-0"]
+
+
+def test_quality_turned_on_while_resuming_scores_every_prompt(tmp_path, monkeypatch):
+    """``quality`` is in the config hash: no mean over the subset scored after resuming."""
+    monkeypatch.setenv("SPECDEC_DATA_DIR", str(tmp_path / "data"))
+    _prompt_file(tmp_path / "data", ["What is 0 + 0?", "What is 1 + 0?"], name="gsm8k")
+    base = ["method=ar", "benchmark=gsm8k", "warmup=0", "cost_model=false"]
+    ev.run(eval_cfg(tmp_path, [*base, "limit=1"]))
+    summary = ev.run(eval_cfg(tmp_path, [*base, "limit=2", "quality=true"]))
+    current = [r for r in _records(tmp_path, "gsm8k")
+               if r["config_hash"] == summary["config_hash"]]
+    assert [r["prompt_id"] for r in current] == ["p0", "p1"]
+    assert all("quality_gsm8k_accuracy" in r for r in current)
+    assert summary["datasets"]["gsm8k"]["quality_gsm8k_accuracy"] == sum(
+        r["quality_gsm8k_accuracy"] for r in current) / 2

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import platform
+from collections.abc import Sequence
 from pathlib import Path
 
 import torch
@@ -87,8 +88,12 @@ def learned_weights(target: nn.Module, draft: nn.Module | None, *parts: object) 
     return out
 
 
-def machine_tag(device: str) -> dict[str, str]:
-    """Hostname-independent description of the hardware that timed the run."""
+def machine_tag(devices: Sequence[torch.device]) -> dict[str, str]:
+    """Hostname-independent description of the hardware that timed the run.
+
+    Args:
+        devices: the devices the models are on (``ModelPair.devices()``), not the requested one.
+    """
     cpu = platform.processor() or platform.machine()
     cpuinfo = Path("/proc/cpuinfo")
     if cpuinfo.exists():
@@ -96,9 +101,11 @@ def machine_tag(device: str) -> dict[str, str]:
             if line.startswith("model name"):
                 cpu = line.split(":", 1)[1].strip()
                 break
-    tag = {"cpu": cpu, "torch_threads": str(torch.get_num_threads()), "device": device}
-    if device.startswith("cuda") and torch.cuda.is_available():
-        tag["gpu"] = torch.cuda.get_device_name(torch.device(device))
+    tag = {"cpu": cpu, "torch_threads": str(torch.get_num_threads()),
+           "device": ",".join(str(d) for d in devices)}
+    gpus = [torch.cuda.get_device_name(d) for d in devices if d.type == "cuda"]
+    if gpus:
+        tag["gpu"] = ",".join(gpus)
     return tag
 
 

@@ -6,27 +6,38 @@ partial last line. ``RecordFile.open`` drops that partial line, keeps every whol
 the prompt ids already recorded under the current ``config_hash``; the run then skips them, so a
 killed run restarted with the same command ends with every prompt recorded exactly once.
 
-The configuration hash covers what changes a prompt's record (model pair, method parts, sampling,
-seed, generation length, datasets' formatting, cost model; the runner adds the digests of the
-learned weights, ``specdec.bench.fingerprint``, so a retrained draft or head never resumes the old
-records) and not what only selects or reports (``limit``, ``warmup``, ``resume``, ``quality``,
-``logger``, ``paths``): raising ``limit`` resumes the same run. ``threads`` and ``device`` are
-hashed: timings of one record set share them. A record's stats fields are
-``GenerationStats.to_record()`` (``specdec.metrics``: one schema).
+The configuration hash covers what changes a prompt's record: model pair, method parts, sampling,
+seed, generation length, datasets' formatting and paths, cost model, ``quality`` and the quality
+checks (records with and without scores never mix, so a mean score covers every prompt). The
+runner adds the digests of the learned weights (``specdec.bench.fingerprint``: a retrained draft
+or head never resumes the old records) and the SHA-256 of each prompt file (an edited prompt file
+never resumes the answers to its old text). What only selects or reports is left out (``limit``,
+``warmup``, ``resume``, ``logger``, ``paths``, ``on_bad_record``): raising ``limit`` resumes the
+same run. ``threads`` and ``device`` are hashed: timings of one record set share them. A record's
+stats fields are ``GenerationStats.to_record()`` (``specdec.metrics``: one schema).
+
+A corrupt line before the last (no kill produces one: a disk error, a hand edit) stops
+``RecordFile.open`` with the file and line number; ``on_bad_record=skip`` drops it instead (with a
+warning), and its prompt runs again.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from specdec.bench.rundir import dumps
+
+log = logging.getLogger(__name__)
+
 # keys of the eval config that do not change what a prompt's record contains
-UNHASHED_KEYS = ("hydra", "paths", "logger", "limit", "warmup", "resume", "quality", "progress",
-                 "confirm_run_unsafe_code")
-UNHASHED_DATASET_KEYS = ("path", "limit", "quality")
+UNHASHED_KEYS = ("hydra", "paths", "logger", "limit", "warmup", "resume", "progress",
+                 "on_bad_record", "confirm_run_unsafe_code")
+UNHASHED_DATASET_KEYS = ("limit",)
 
 
 def config_hash(cfg: dict) -> str:
@@ -56,18 +67,23 @@ class RecordFile:
     records: list[dict] = field(default_factory=list)
 
     @classmethod
-    def open(cls, path: str | Path, config_hash: str, *, resume: bool = True) -> RecordFile:
+    def open(cls, path: str | Path, config_hash: str, *, resume: bool = True,
+             on_bad: str = "stop") -> RecordFile:
         """Read existing records (dropping a partial last line); ``resume=False`` starts over.
 
         With ``resume=False`` records of this configuration are removed from the file (records of
         other configurations stay), so the run records every prompt afresh.
+
+        Args:
+            on_bad: what a corrupt whole line does (``on_bad_record``): ``stop`` raises a
+                ``ValueError`` naming the file and line; ``skip`` logs a warning and removes the
+                line from the file, so its prompt runs again.
         """
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        lines = _whole_lines(path)
+        lines = _whole_lines(path, on_bad=on_bad)
         mine, others, seen = [], [], set()
-        for line in lines:
-            rec = json.loads(line)
+        for line, rec in lines:
             if rec.get("config_hash") != config_hash:
                 others.append(line)
             elif rec["prompt_id"] not in seen:  # defensive: never count a prompt twice
@@ -75,8 +91,8 @@ class RecordFile:
                 mine.append(rec)
         if not resume:
             mine = []
-        kept = others + [json.dumps(r) for r in mine]
-        if len(kept) != len(lines) or not _ends_cleanly(path):
+        kept = others + [dumps(r) for r in mine]
+        if len(kept) != _line_count(path) or not _ends_cleanly(path):
             _rewrite(path, kept)
         return cls(path, config_hash, mine)
 
@@ -90,28 +106,55 @@ class RecordFile:
         record = {**record, "config_hash": self.config_hash}
         assert record["prompt_id"] not in self.done, f"prompt {record['prompt_id']} recorded twice"
         with self.path.open("a", encoding="utf-8") as f:
-            f.write(json.dumps(record) + "\n")
+            f.write(dumps(record) + "\n")
             f.flush()
         self.records.append(record)
 
 
-def _whole_lines(path: Path) -> list[str]:
-    """Every complete, parseable line; a trailing partial line (killed mid-write) is dropped."""
+def _parse(raw: bytes) -> tuple[dict | None, str]:
+    """A record line's record, or None and what is wrong with it."""
+    try:
+        rec = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as err:
+        return None, f"not UTF-8: {err.reason}"
+    except json.JSONDecodeError as err:
+        return None, f"not valid JSON: {err.msg} at column {err.colno}"
+    if not isinstance(rec, dict) or not isinstance(rec.get("prompt_id"), str):
+        return None, "not a record (a JSON object with a string 'prompt_id')"
+    return rec, ""
+
+
+def _whole_lines(path: Path, *, on_bad: str = "stop") -> list[tuple[str, dict]]:
+    """Every complete, parseable line with its record; a trailing partial line (killed mid-write)
+    is dropped. A corrupt line before the last is no kill's doing: ``on_bad`` decides."""
     if not path.exists():
         return []
-    text = path.read_text(encoding="utf-8")
-    lines = text.split("\n")
-    tail = lines.pop()  # "" when the file ends with a newline, else the partial line
-    out = [ln for ln in lines if ln.strip()]
-    if tail.strip():
-        try:
-            json.loads(tail)
-            out.append(tail)
-        except json.JSONDecodeError:
-            pass
-    for ln in out:
-        json.loads(ln)  # a corrupt line in the middle is not something a kill can produce
+    lines = path.read_bytes().split(b"\n")
+    tail = lines.pop()  # b"" when the file ends with a newline, else the partial line
+    out = []
+    for number, raw in enumerate(lines, 1):
+        if not raw.strip():
+            continue
+        rec, problem = _parse(raw)
+        if rec is None and on_bad == "stop":
+            raise ValueError(f"record file {path}, line {number}: {problem}. Remove the line, or "
+                             "rerun with on_bad_record=skip to drop it and run its prompt again")
+        if rec is None:
+            log.warning("record file %s, line %d: %s; dropped (its prompt runs again)",
+                        path, number, problem)
+            continue
+        out.append((raw.decode("utf-8"), rec))
+    rec, _ = _parse(tail) if tail.strip() else (None, "")
+    if rec is not None:
+        out.append((tail.decode("utf-8"), rec))
     return out
+
+
+def _line_count(path: Path) -> int:
+    """Non-blank lines in the file, a partial last line included."""
+    if not path.exists():
+        return 0
+    return sum(1 for raw in path.read_bytes().split(b"\n") if raw.strip())
 
 
 def _ends_cleanly(path: Path) -> bool:
@@ -131,5 +174,5 @@ def _rewrite(path: Path, lines: list[str]) -> None:
 def iter_records(run_dir: str | Path) -> Iterator[dict]:
     """All records of a run directory (every dataset, every configuration)."""
     for path in sorted((Path(run_dir) / "records").glob("*.jsonl")):
-        for line in _whole_lines(path):
-            yield json.loads(line)
+        for _, rec in _whole_lines(path):
+            yield rec

@@ -7,11 +7,15 @@ block efficiency, acceptance, rollback, discard and verification rates (definiti
 
 Speedup = ``wall_s`` of the baseline run (``ar``) / ``wall_s`` of the method run, on one dataset
 (ARCHITECTURE §0.3). It is computed only when both runs share the model pair, the prompts (ids,
-generation length, formatting), the sampling (settings and seed), the machine and the software
-versions; otherwise the cell says ``refused`` and the report lists why. The baseline decodes
-without a draft, so against it only the target's part of the pair fingerprint must match (keys of
-``ModelPair.describe()`` that name the draft are ignored): one ``ar`` run serves every draft model
-of the same target.
+the prompt file's digest, generation length, formatting), the sampling (settings and seed), the
+machine and the software versions; otherwise the cell says ``refused`` and the report lists why.
+The baseline decodes without a draft, so against it only the target's part of the pair fingerprint
+must match (keys of ``ModelPair.describe()`` that name the draft are ignored): one ``ar`` run
+serves every draft model of the same target.
+
+A run whose ``summary.json`` is not ``complete`` (stopped before its last dataset) shows ``no`` in
+the ``complete`` column and is listed with what it left unfinished; ``--strict`` exits with status
+2 for it too. Undefined metrics (``null`` in the JSON, e.g. AR's acceptance rate) show as ``-``.
 
 Modeled speedup (when the method run calibrated a cost table and both runs' records carry forward
 profiles, ``specdec.bench.pricing``): the baseline's forwards / the method's forwards, both priced
@@ -39,7 +43,8 @@ COLUMNS = [  # (metric key, header, format)
     ("discard_rate", "discard", "{:.3f}"),
     ("verification_rate", "verif.", "{:.3f}"),
 ]
-PROMPT_KEYS = ("prompt_ids_hash", "max_new_tokens", "chat_template", "template")
+PROMPT_KEYS = ("prompt_ids_hash", "prompt_file_sha256", "max_new_tokens", "chat_template",
+               "template")
 
 
 @dataclass
@@ -52,6 +57,18 @@ class Run:
     @property
     def method(self) -> str:
         return self.summary["method"]
+
+    @property
+    def incomplete(self) -> str | None:
+        """Why the summary does not cover the whole run (None: it does)."""
+        if "complete" not in self.summary:
+            return "completeness not recorded (an older summary); rerun its eval command"
+        if self.summary["complete"]:
+            return None
+        left = [f"{name} ({p['recorded']} of {p['expected']} prompts recorded)"
+                for name, p in (self.summary.get("progress") or {}).items()
+                if name not in self.summary["datasets"]]
+        return "stopped before finishing " + (", ".join(left) or "its datasets")
 
 
 @dataclass
@@ -181,7 +198,7 @@ def to_markdown(rows: list[Row]) -> str:
     quality = sorted({k for r in rows for k in r.metrics if k.startswith("quality_")})
     modeled = any("modeled_s" in r.metrics for r in rows)
     priced = any(r.modeled_speedup is not None for r in rows)
-    header = ["method", "dataset", "lossless", "prompts", *[c[1] for c in COLUMNS]]
+    header = ["method", "dataset", "lossless", "prompts", "complete", *[c[1] for c in COLUMNS]]
     header += (["modeled speedup"] if priced else []) + (["modeled/wall"] if modeled else [])
     header += [q.removeprefix("quality_") for q in quality]
     lines = ["## Leaderboard", "", "| " + " | ".join(header) + " |",
@@ -189,7 +206,7 @@ def to_markdown(rows: list[Row]) -> str:
     for r in rows:
         values = {**r.metrics, "speedup": r.speedup}
         cells = [r.label, r.dataset, "yes" if r.run.summary.get("lossless") else "no",
-                 str(r.metrics.get("prompts", "-"))]
+                 str(r.metrics.get("prompts", "-")), "no" if r.run.incomplete else "yes"]
         for key, _, fmt in COLUMNS:
             cells.append("refused" if key == "speedup" and r.refused and r.speedup is None
                          else _fmt(values.get(key), fmt))
@@ -217,6 +234,10 @@ def to_markdown(rows: list[Row]) -> str:
         lines += ["", "## Method counters (summed over prompts)", ""]
         lines += [f"- {r.label} on {r.dataset}: " + ", ".join(
             f"{k}={v}" for k, v in r.metrics["counters"].items()) for r in counted]
+    incomplete = {r.run.path: r.run.incomplete for r in rows if r.run.incomplete}
+    if incomplete:
+        lines += ["", "## Incomplete runs (rows show the datasets they finished)", ""]
+        lines += [f"- {path}: {why}" for path, why in incomplete.items()]
     refused = [r for r in rows if r.refused]
     if refused:
         lines += ["", "## Refused comparisons", ""]
@@ -254,7 +275,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--baseline", default="ar", help="method name of the baseline run")
     parser.add_argument("--no-plots", action="store_true", help="write the Markdown only")
     parser.add_argument("--strict", action="store_true",
-                        help="exit with status 2 when any speedup was refused")
+                        help="exit with status 2 when any speedup was refused or any run is "
+                             "incomplete")
     args = parser.parse_args(argv)
     try:
         text, rows = report(args.runs, args.out, baseline=args.baseline,
@@ -266,8 +288,11 @@ def main(argv: list[str] | None = None) -> int:
     for r in rows:
         if r.refused:
             print(f"refused: {r.label} on {r.dataset}: {r.refused}", file=sys.stderr)
+    incomplete = {r.run.path: r.run.incomplete for r in rows if r.run.incomplete}
+    for path, why in incomplete.items():
+        print(f"incomplete: {path}: {why}", file=sys.stderr)
     print(f"wrote {Path(args.out) / 'leaderboard.md'}", file=sys.stderr)
-    return 2 if args.strict and any(r.refused for r in rows) else 0
+    return 2 if args.strict and (incomplete or any(r.refused for r in rows)) else 0
 
 
 if __name__ == "__main__":

@@ -3,7 +3,8 @@
 Steps: load the pair once → build target ``CachedLM``, drafter, verifier from the config groups →
 (``cost_model=true``) calibrate a cost table once → for each dataset of ``benchmark``: load its
 prompts, skip those already recorded under this config hash (resume; the hash covers the digests
-of the learned weights too, ``specdec.bench.fingerprint``), generate every remaining prompt with
+of the learned weights, ``specdec.bench.fingerprint``, and of each prompt file's bytes,
+``specdec.data.prompts.read_prompt_file``), generate every remaining prompt with
 per-prompt coins seeded from (seed, prompt id), append one JSONL record per prompt →
 ``summary.json`` (metrics of ``specdec.metrics`` per dataset and overall) → logger.
 A record is ``GenerationStats.to_record()`` plus the prompt's identity, text and timings.
@@ -21,15 +22,14 @@ Timing rules (the same for every method, AR included):
    is not counted. ``total_s`` in a record is prefill + decode between the two syncs.
 
 Artifacts in the run directory: ``records/<dataset>.jsonl`` (see ``specdec.bench.records``),
-``summary.json`` (every dataset + ``overall``), ``summary/<dataset>.json`` (one dataset each).
+``summary.json`` (every dataset + ``overall``, with ``complete`` and ``progress``: see
+``specdec.bench.summary``), ``summary/<dataset>.json`` (one dataset each), all strict JSON
+(``null`` for NaN); ``.lock`` is held while a run works in the folder (``specdec.bench.rundir``).
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -37,88 +37,22 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from specdec.bench.calibration import calibrate
+from specdec.bench.checks import check_placement
 from specdec.bench.fingerprint import learned_weights, machine_tag, software_versions
 from specdec.bench.loggers import EvalLogger
-from specdec.bench.pricing import CostTable, forward_profile, merge_profiles
+from specdec.bench.method import Answer, Method, build_method, run_prompt
+from specdec.bench.pricing import CostTable, forward_profile
 from specdec.bench.quality import check_unsafe_code_confirmed
 from specdec.bench.records import RecordFile, config_hash
+from specdec.bench.rundir import RunLock
+from specdec.bench.schema import validate
+from specdec.bench.summary import dataset_metrics, write_summaries
 from specdec.bench.table import format_table
-from specdec.core import Drafter, Verifier
-from specdec.data.prompts import Prompt, encode_turn, format_turn, load_prompts, prompt_ids_hash
-from specdec.engine import check_compatible, generate
-from specdec.lm import CachedLM
+from specdec.data.prompts import Prompt, PromptFile, read_prompt_file
 from specdec.metrics import GenerationStats, summarize
 from specdec.models import ModelPair
-from specdec.sampling import Sampling, TorchCoins, prompt_seed
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class Method:
-    """What a method preset builds: the target with its cache, a drafter, a verifier, sampling."""
-
-    target: CachedLM
-    drafter: Drafter
-    verifier: Verifier
-    sampling: Sampling
-
-
-def build_method(cfg: DictConfig, pair: ModelPair) -> Method:
-    """Instantiate the target cache, drafter and verifier that the method preset chose."""
-    sampling = Sampling(**OmegaConf.to_container(cfg.sampling, resolve=True))
-    target = CachedLM(pair.target, role="target")
-    draft = None
-    if pair.draft is not None:
-        draft = CachedLM(pair.draft, role="draft", threads=pair.draft_threads)
-    drafter = instantiate(cfg.drafter, lm=draft, sampling=sampling)
-    verifier = instantiate(cfg.verifier)
-    check_compatible(target, drafter, verifier)
-    return Method(target, drafter, verifier, sampling)
-
-
-def _sync(devices: list[torch.device]) -> None:
-    """Wait for every CUDA device the pair runs on (target and draft may differ)."""
-    for device in devices:
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-
-
-def run_prompt(
-    prompt: Prompt,
-    pair: ModelPair,
-    method: Method,
-    *,
-    seed: int,
-    max_new_tokens: int,
-    chat_template: bool,
-    template: str = "{turn}",
-) -> tuple[list[str], GenerationStats, float]:
-    """Answer every turn of a prompt (later turns see the model's own earlier answers).
-
-    Returns:
-        The answer of each turn, the summed stats, and prefill+decode seconds between syncs.
-    """
-    coins = TorchCoins(prompt_seed(seed, prompt.id))
-    stop_ids = [pair.tokenizer.eos_token_id] if pair.tokenizer.eos_token_id is not None else []
-    devices = pair.devices()
-    messages: list[dict[str, str]] = []
-    total, answers, seconds = GenerationStats(), [], 0.0
-    for turn in prompt.turns:
-        messages.append({"role": "user", "content": format_turn(turn, template)})
-        ids = encode_turn(pair.tokenizer, messages, chat_template=chat_template)
-        _sync(devices)
-        start = time.perf_counter()
-        out = generate(ids, method.target, method.drafter, method.verifier,
-                       sampling=method.sampling, coins=coins, max_new_tokens=max_new_tokens,
-                       stop_ids=stop_ids)
-        _sync(devices)
-        seconds += time.perf_counter() - start
-        answer = pair.tokenizer.decode(out.tokens, skip_special_tokens=True)
-        messages.append({"role": "assistant", "content": answer})
-        answers.append(answer)
-        total.merge(out.stats)
-    return answers, total, seconds
 
 
 def _cost_table(cfg: DictConfig, method: Method) -> CostTable | None:
@@ -135,28 +69,29 @@ class DatasetRun:
     """Generates, records and summarises one dataset of the benchmark."""
 
     def __init__(self, cfg: DictConfig, name: str, pair: ModelPair, method: Method,
-                 cost: CostTable | None):
+                 cost: CostTable | None, file: PromptFile, records: RecordFile):
         self.cfg, self.name, self.pair, self.method, self.cost = cfg, name, pair, method, cost
-        self.ds = cfg.benchmark.datasets[name]
+        self.ds, self.file, self.rf = cfg.benchmark.datasets[name], file, records
         self.max_new = int(cfg.max_new_tokens if cfg.max_new_tokens is not None
                            else self.ds.max_new_tokens)
         limit = cfg.limit if cfg.limit is not None else self.ds.get("limit")
-        self.prompts = load_prompts(self.ds.path, name, limit,
-                                    cache_dir=Path(cfg.paths.cache_dir) / "datasets")
+        self.prompts = list(file.prompts if limit is None else file.prompts[: int(limit)])
         # the dataset's quality check (specdec.bench.quality), built once when quality=true
         quality = self.ds.get("quality") if cfg.quality else None
         self.check = instantiate(quality) if quality is not None else None
 
-    def generate(self, prompt: Prompt) -> tuple[list[str], GenerationStats, float]:
+    def generate(self, prompt: Prompt) -> Answer:
         return run_prompt(prompt, self.pair, self.method, seed=self.cfg.seed,
                           max_new_tokens=self.max_new, chat_template=self.ds.chat_template,
-                          template=self.ds.get("template", "{turn}"))
+                          template=self.ds.get("template", "{turn}"),
+                          truncate=self.cfg.get("truncate_prompts"))
 
-    def record(self, prompt: Prompt, answers: list[str], s: GenerationStats, seconds: float):
+    def record(self, prompt: Prompt, answer: Answer) -> dict:
+        answers, s = answer.answers, answer.stats
         rec = {"prompt_id": prompt.id, "dataset": self.name, "category": prompt.category,
                "method": self.cfg.method_name, "seed": self.cfg.seed, "turns": len(prompt.turns),
-               **s.to_record(), "wall_s": s.decode_s, "total_s": seconds,
-               "text": "\n\n".join(answers)}
+               **s.to_record(), "wall_s": s.decode_s, "total_s": answer.seconds,
+               "truncated_tokens": answer.truncated_tokens, "text": "\n\n".join(answers)}
         if len(answers) > 1:
             rec["answers"] = answers
         rec["forward_profile"] = forward_profile(s.forwards)  # lets a report reprice the run
@@ -167,19 +102,16 @@ class DatasetRun:
                                                            timeout_s=self.cfg.quality_timeout_s)
         return rec
 
-    def summarize(self, records: list[dict]) -> dict:
-        metrics = summarize([GenerationStats.from_record(r) for r in records])
-        if records and all("modeled_s" in r for r in records):
-            metrics["modeled_s"] = sum(r["modeled_s"] for r in records)
-        if records and all("forward_profile" in r for r in records):
-            metrics["forward_profile"] = merge_profiles(r["forward_profile"] for r in records)
-        for key in sorted({k for r in records for k in r if k.startswith("quality_")}):
-            values = [r[key] for r in records if key in r]
-            metrics[key] = sum(values) / len(values)
-        metrics.update(prompt_ids_hash=prompt_ids_hash([r["prompt_id"] for r in records]),
-                       max_new_tokens=self.max_new, chat_template=bool(self.ds.chat_template),
-                       template=self.ds.get("template", "{turn}"))
-        return metrics
+    def progress(self) -> dict[str, int]:
+        """This dataset's prompts recorded under the run's config hash, and expected."""
+        return {"recorded": len({p.id for p in self.prompts} & self.rf.done),
+                "expected": len(self.prompts)}
+
+    def metrics(self, records: list[dict]) -> dict:
+        return dataset_metrics(records, prompt_file_sha256=self.file.sha256,
+                               max_new_tokens=self.max_new,
+                               chat_template=bool(self.ds.chat_template),
+                               template=self.ds.get("template", "{turn}"))
 
 
 def _progress(run: DatasetRun, done: int, enabled: bool):
@@ -196,10 +128,9 @@ def _running(records: list[dict]) -> dict[str, str]:
             "block_eff": f"{new / steps:.2f}" if steps else "-"}
 
 
-def run_dataset(run: DatasetRun, records_dir: Path, chash: str, warm: list[int]) -> list[dict]:
+def run_dataset(run: DatasetRun, warm: list[int]) -> list[dict]:
     """Generate the dataset's unrecorded prompts; returns its records in prompt order."""
-    cfg = run.cfg
-    rf = RecordFile.open(records_dir / f"{run.name}.jsonl", chash, resume=cfg.resume)
+    cfg, rf = run.cfg, run.rf
     todo = [p for p in run.prompts if p.id not in rf.done]
     # 1. Warm-up (once per run, on the first prompts still to do; not recorded).
     for prompt in todo[: warm[0]]:
@@ -208,8 +139,7 @@ def run_dataset(run: DatasetRun, records_dir: Path, chash: str, warm: list[int])
     bar = _progress(run, len(run.prompts) - len(todo), bool(cfg.progress))
     for prompt in todo:
         # 2. Generate, 3. append + flush the record, 4. update the bar's running metrics.
-        answers, stats, seconds = run.generate(prompt)
-        rf.append(run.record(prompt, answers, stats, seconds))
+        rf.append(run.record(prompt, run.generate(prompt)))
         bar.set_postfix(_running(rf.records), refresh=False)
         bar.update(1)
     bar.close()
@@ -219,57 +149,70 @@ def run_dataset(run: DatasetRun, records_dir: Path, chash: str, warm: list[int])
 
 def run(cfg: DictConfig) -> dict:
     """Run the evaluation described by ``cfg``; returns the summary dict."""
-    import datasets
-
-    datasets.disable_progress_bars()
-    out_dir = Path(cfg.paths.output_dir)
-    (out_dir / "summary").mkdir(parents=True, exist_ok=True)
-    # resolve everything but the hydra node (absent under @hydra.main, present when composed)
-    resolved = {k: OmegaConf.to_container(v, resolve=True) if OmegaConf.is_config(v) else v
-                for k, v in cfg.items() if k != "hydra"}
+    validate(cfg)  # bad scalar values fail here, naming the key, before anything loads
     if not cfg.benchmark.get("datasets"):
         raise ValueError("the benchmark has no datasets; pick one with benchmark=<name> "
                          "(conf/benchmark/)")
     check_unsafe_code_confirmed(cfg)  # before any model loads: HumanEval runs model code
+    out_dir = Path(cfg.paths.output_dir)
+    with RunLock(out_dir):  # a second run of this folder fails here, naming the holder's pid
+        return _run(cfg, out_dir)
+
+
+def _run(cfg: DictConfig, out_dir: Path) -> dict:
+    """The run itself, with the run directory's lock held."""
+    import datasets
+
+    datasets.disable_progress_bars()
+    (out_dir / "summary").mkdir(parents=True, exist_ok=True)
+    # resolve everything but the hydra node (absent under @hydra.main, present when composed)
+    resolved = {k: OmegaConf.to_container(v, resolve=True) if OmegaConf.is_config(v) else v
+                for k, v in cfg.items() if k != "hydra"}
     if cfg.get("threads"):
         torch.set_num_threads(int(cfg.threads))  # the machine tag records the count
+    cache = Path(cfg.paths.cache_dir) / "datasets"
+    files = {name: read_prompt_file(ds.path, name, cache_dir=cache)  # bad data fails here
+             for name, ds in cfg.benchmark.datasets.items()}
     pair: ModelPair = instantiate(cfg.model)
+    check_placement(pair, str(cfg.device))  # the records and the machine tag say where it ran
     method = build_method(cfg, pair)
-    # retrained weights at the same path must not resume the old weights' records
+    # retrained weights at the same path, or edited prompts in the same file, must not resume
+    # the old records
     weights = learned_weights(pair.target, pair.draft, method.drafter, method.verifier)
-    chash = config_hash({**resolved, "learned_weights": weights})
+    prompt_files = {name: f.sha256 for name, f in files.items()}
+    chash = config_hash({**resolved, "learned_weights": weights, "prompt_files": prompt_files})
+    rfs = {name: RecordFile.open(out_dir / "records" / f"{name}.jsonl", chash,
+                                 resume=cfg.resume, on_bad=cfg.get("on_bad_record", "stop"))
+           for name in files}  # corrupt records fail here, before the calibration
     cost = _cost_table(cfg, method)
+    runs = [DatasetRun(cfg, name, pair, method, cost, files[name], rfs[name]) for name in files]
     summary = {
         "method": cfg.method_name, "lossless": bool(method.verifier.lossless),
-        "model": pair.describe(), "learned_weights": weights,
+        "model": pair.describe(), "learned_weights": weights, "prompt_files": prompt_files,
         "sampling": resolved["sampling"], "seed": cfg.seed,
-        "machine": machine_tag(str(cfg.device)), "software": software_versions(),
-        "config_hash": chash, "cost_model": cost is not None,
-        "cost_table": cost.to_dict() if cost is not None else None,
+        "machine": machine_tag(pair.devices()), "software": software_versions(),
+        "config_hash": chash, "complete": False, "datasets_done": [], "progress": {},
+        "cost_model": cost is not None, "cost_table": cost.to_dict() if cost is not None else None,
         "datasets": {}, "overall": {},
         "config": resolved,
     }
+    write_summaries(out_dir, summary, {r.name: r.progress() for r in runs})  # not complete yet
     logger: EvalLogger = instantiate(cfg.logger.eval)  # conf/logger/: the eval node
     try:
         logger.log_config(resolved)
         warm, all_records = [int(cfg.warmup)], []
-        for name in cfg.benchmark.datasets:
-            ds_run = DatasetRun(cfg, name, pair, method, cost)
-            records = run_dataset(ds_run, out_dir / "records", chash, warm)
-            metrics = ds_run.summarize(records)
-            summary["datasets"][name] = metrics
+        for ds_run in runs:
+            records = run_dataset(ds_run, warm)
+            metrics = summary["datasets"][ds_run.name] = ds_run.metrics(records)
             all_records += records
             summary["overall"] = summarize(
                 [GenerationStats.from_record(r) for r in all_records])
-            (out_dir / "summary" / f"{name}.json").write_text(
-                json.dumps({**summary, "datasets": {name: metrics}}, indent=2))
-            (out_dir / "summary.json").write_text(json.dumps(summary, indent=2))
-            logger.log_dataset(name, metrics)
-            logger.log_records(name, records)
+            write_summaries(out_dir, summary, {r.name: r.progress() for r in runs}, ds_run.name)
+            logger.log_dataset(ds_run.name, metrics)
+            logger.log_records(ds_run.name, records)
         logger.log_dataset("overall", summary["overall"])
     finally:
         logger.finish()
     print(format_table(cfg.method_name, {**summary["datasets"], "overall": summary["overall"]}))
     log.info("wrote %s", out_dir / "summary.json")
     return summary
-

@@ -6,9 +6,16 @@ null) and ``meta`` (task data for quality checks: GSM8K ``answer``, HumanEval ``
 ``test``). The Spec-Bench / EAGLE schema (``question_id`` instead of ``id``) is read too, so the
 project's own fixture ``tests/fixtures/tiny_prompts.jsonl`` loads unchanged.
 
-Files are loaded through ``datasets.load_dataset("json", ...)``. Formatting uses the tokenizer's
-chat template when the dataset asks for it and the tokenizer has one, else the raw text; the chat
-template is applied here and nowhere else.
+Files are loaded through ``datasets.load_dataset("json", ...)``, after a line-by-line check that
+names the file, the line and the problem (invalid JSON, no ``id``, no ``turns``) instead of a
+pyarrow traceback. ``read_prompt_file`` also returns the SHA-256 of the file's bytes: the eval's
+config hash covers it, so an edited prompt file never resumes the answers to its old text. The
+digest names the ``datasets`` cache entry too: ``datasets`` keys its cache on the file's path,
+size and modification time, and would serve the old rows of a file rewritten at the same size
+and time.
+
+Formatting uses the tokenizer's chat template when the dataset asks for it and the tokenizer has
+one, else the raw text; the chat template is applied here and nowhere else.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ PREPARE_HINT = (
     "run `python scripts/prepare_data.py` to fill the data directory (paths.data_dir, env "
     "SPECDEC_DATA_DIR); see the README section on preparing data"
 )
+FIX_HINT = "fix or remove the line, or re-run `python scripts/prepare_data.py`"
 
 
 @dataclass(frozen=True)
@@ -38,18 +46,24 @@ class Prompt:
     meta: dict[str, str] = field(default_factory=dict, compare=False)
 
 
-def load_prompts(
-    path: str | Path,
-    dataset: str,
-    limit: int | None = None,
-    *,
-    cache_dir: str | Path | None = None,
-) -> list[Prompt]:
-    """Read a question file through ``datasets`` (first ``limit`` rows, file order).
+@dataclass(frozen=True)
+class PromptFile:
+    """Every prompt of a question file (file order) and the SHA-256 of the file's bytes."""
+
+    path: Path
+    prompts: tuple[Prompt, ...]
+    sha256: str
+
+
+def read_prompt_file(
+    path: str | Path, dataset: str, *, cache_dir: str | Path | None = None
+) -> PromptFile:
+    """Check and read a whole question file through ``datasets``.
 
     Raises:
         FileNotFoundError: naming the file and the script that prepares it.
-        ValueError: on duplicate prompt ids (resume and paired comparisons key on them).
+        ValueError: naming the file and line of a malformed row, or on duplicate prompt ids
+            (resume and paired comparisons key on them).
     """
     from datasets import load_dataset
 
@@ -57,15 +71,59 @@ def load_prompts(
     if not path.exists():
         raise FileNotFoundError(f"prompt file {path} not found for dataset {dataset!r}; "
                                 + PREPARE_HINT)
-    rows = load_dataset("json", data_files=str(path), split="train",
+    data = path.read_bytes()
+    count = _check_lines(data, path)
+    digest = hashlib.sha256(data).hexdigest()
+    rows = load_dataset("json", name=f"sha256-{digest[:16]}", data_files=str(path), split="train",
                         cache_dir=str(cache_dir) if cache_dir else None)
-    if limit is not None:
-        rows = rows.select(range(min(int(limit), len(rows))))
-    out = [_to_prompt(row, dataset) for row in rows]
+    assert len(rows) == count, f"{path}: {len(rows)} rows loaded, {count} checked"
+    out = tuple(_to_prompt(row, dataset) for row in rows)
     ids = [p.id for p in out]
     if len(set(ids)) != len(ids):
         raise ValueError(f"{path} has duplicate prompt ids; re-run scripts/prepare_data.py")
-    return out
+    return PromptFile(path, out, digest)
+
+
+def load_prompts(
+    path: str | Path,
+    dataset: str,
+    limit: int | None = None,
+    *,
+    cache_dir: str | Path | None = None,
+) -> list[Prompt]:
+    """The first ``limit`` prompts of a question file (file order); see ``read_prompt_file``."""
+    prompts = read_prompt_file(path, dataset, cache_dir=cache_dir).prompts
+    return list(prompts if limit is None else prompts[: int(limit)])
+
+
+def _check_lines(data: bytes, path: Path) -> int:
+    """Raise ``ValueError`` naming ``path:line`` for the first malformed row; returns the rows."""
+    rows = 0
+    for number, raw in enumerate(data.split(b"\n"), 1):
+        if not raw.strip():
+            continue
+        where = f"prompt file {path}, line {number}"
+        try:
+            row = json.loads(raw.decode("utf-8"))
+        except UnicodeDecodeError as err:
+            raise ValueError(f"{where}: not UTF-8 ({err.reason}); {FIX_HINT}") from None
+        except json.JSONDecodeError as err:
+            raise ValueError(f"{where}: not valid JSON ({err.msg} at column {err.colno}); "
+                             + FIX_HINT) from None
+        if not isinstance(row, dict):
+            raise ValueError(f"{where}: a row must be a JSON object, got {type(row).__name__}; "
+                             + FIX_HINT)
+        if row.get("id", row.get("question_id")) is None:
+            raise ValueError(f"{where}: the row has no 'id' (or 'question_id'); {FIX_HINT}")
+        turns = row.get("turns")
+        if turns is None:
+            raise ValueError(f"{where}: the row has no 'turns' (the user turns); {FIX_HINT}")
+        if not isinstance(turns, str) and not (
+                isinstance(turns, list) and turns and all(isinstance(t, str) for t in turns)):
+            raise ValueError(f"{where}: 'turns' must be a string or a non-empty list of strings, "
+                             f"got {json.dumps(turns)[:80]}; {FIX_HINT}")
+        rows += 1
+    return rows
 
 
 def load_jsonl_prompts(path: str | Path, dataset: str, limit: int | None = None) -> list[Prompt]:

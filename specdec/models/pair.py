@@ -2,6 +2,10 @@
 
 Every pair, the tiny random one included, ends up as a ``ModelPair``; ``describe()`` is the pair's
 fingerprint in summaries, so the report refuses to compare runs on different pairs.
+
+Every loader honours ``device`` (and ``draft_device``) or fails: ``check_device`` refuses a device
+this machine does not have (``device=cuda`` on a CPU-only machine) before any weights load,
+instead of running on the CPU under a ``cuda`` label.
 """
 
 from __future__ import annotations
@@ -47,6 +51,31 @@ class ModelPair:
         if self.draft is not None:
             out["draft_params"] = str(sum(p.numel() for p in self.draft.parameters()))
         return {**out, **self.info}
+
+
+def check_device(device: str | torch.device, *, key: str = "device") -> torch.device:
+    """The torch device ``device`` names, if this machine has it.
+
+    Raises:
+        ValueError: naming ``key`` when the string is no device, or CUDA / MPS (or that CUDA
+            index) is not available here.
+    """
+    try:
+        dev = torch.device(device)
+    except RuntimeError as err:
+        raise ValueError(f"{key}={device!r} is not a torch device (cpu, cuda, cuda:1, mps): "
+                         f"{err}") from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"{key}={device} was requested but CUDA is not available on this machine "
+                         "(torch.cuda.is_available() is False: no GPU, or a CPU-only torch "
+                         f"build); run with {key}=cpu")
+    if dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
+        raise ValueError(f"{key}={device}: this machine has {torch.cuda.device_count()} CUDA "
+                         "device(s)")
+    if dev.type == "mps" and not torch.backends.mps.is_available():
+        raise ValueError(f"{key}={device} was requested but MPS is not available on this "
+                         f"machine; run with {key}=cpu")
+    return dev
 
 
 def resolve_dtype(name: str) -> torch.dtype:
@@ -114,7 +143,7 @@ def place_draft(target: PreTrainedModel, draft: PreTrainedModel, device: str) ->
     Moving a module moves its parameter objects in place, so a draft sharing the target's
     embedding (or layers) would drag the target's copy along.
     """
-    dev = torch.device(device)
+    dev = check_device(device, key="model.draft_device")
     if next(draft.parameters()).device == dev:
         return draft
     shared = {id(p) for p in target.parameters()} & {id(p) for p in draft.parameters()}
@@ -153,6 +182,7 @@ def load_pair(
             (``specdec.models.kernels``).
         draft_device: the draft's device (None: ``device``); draft_threads: its torch threads.
     """
+    check_device(device)  # before minutes of loading
     kwargs = {"dtype": resolve_dtype(dtype), "trust_remote_code": trust_remote_code}
     if attn_implementation:
         kwargs["attn_implementation"] = attn_implementation

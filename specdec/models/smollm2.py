@@ -25,7 +25,7 @@ import torch
 from torch import nn
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 
-from specdec.models.pair import ModelPair, make_pair, resolve_dtype
+from specdec.models.pair import ModelPair, check_device, make_pair, resolve_dtype
 
 log = logging.getLogger(__name__)
 
@@ -165,6 +165,7 @@ def smollm2_pair(
 
     if draft not in DRAFTS:
         raise ValueError(f"unknown draft {draft!r}; choose one of {list(DRAFTS)}")
+    check_device(device)  # before any loading
     target, tok = load_target(cache_dir, dtype, device)
     info = {"target": CACHE_NAME, "draft": draft}
     drf = None

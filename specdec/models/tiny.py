@@ -11,7 +11,7 @@ import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
-from specdec.models.pair import ModelPair, make_pair, resolve_dtype
+from specdec.models.pair import ModelPair, check_device, make_pair, resolve_dtype
 
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 CHATML = (
@@ -67,6 +67,7 @@ def tiny_pair(
     dtype: str = "float32",
     draft_vocab_size: int | None = None,
     linear_kernel: str = "auto",
+    device: str = "cpu",
     draft_device: str | None = None,
     draft_threads: int | None = None,
 ) -> ModelPair:
@@ -79,13 +80,16 @@ def tiny_pair(
         draft_vocab_size: only to test the vocabulary-mismatch error (default: the tokenizer's).
         linear_kernel: ``auto`` | ``stock`` | ``weight_stationary`` | ``packed``
             (``specdec.models.kernels``).
+        device: where both models go (``check_device``: refused when this machine lacks it).
         draft_device, draft_threads: the draft's placement (``specdec.models.pair.make_pair``).
     """
+    dev = check_device(device)
     tok = byte_tokenizer()
     dt = resolve_dtype(dtype)
     target = tiny_lm(len(tok), hidden=hidden, layers=layers, heads=heads, seed=seed, dtype=dt)
     draft = tiny_lm(draft_vocab_size or len(tok), hidden=draft_hidden, layers=draft_layers,
                     heads=heads, seed=draft_seed, dtype=dt)
+    target, draft = target.to(dev), draft.to(dev)
     return make_pair("tiny", target, draft, tok, {"seed": str(seed), "draft_seed": str(draft_seed)},
                      linear_kernel=linear_kernel, draft_device=draft_device,
                      draft_threads=draft_threads)

@@ -1,0 +1,110 @@
+"""What a method preset builds on a pair (``Method``), and answering one prompt with it.
+
+``run_prompt`` answers every turn of a prompt in order (later turns see the model's own earlier
+answers), each turn through ``engine.generate`` with the prompt's own coins, timed between CUDA
+syncs of every device of the pair (never per step; ``specdec.bench.runner`` has the timing rules).
+Before each turn it checks that the conversation so far plus ``max_new_tokens`` fits in every
+model's positions (``specdec.bench.checks.fit_context``): a longer one fails naming the prompt, or,
+with ``truncate_prompts=left``, keeps its last tokens and counts the dropped ones.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import torch
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+
+from specdec.bench.checks import context_limits, fit_context
+from specdec.core import Drafter, Verifier
+from specdec.data.prompts import Prompt, encode_turn, format_turn
+from specdec.engine import check_compatible, generate
+from specdec.lm import CachedLM
+from specdec.metrics import GenerationStats
+from specdec.models import ModelPair
+from specdec.sampling import Sampling, TorchCoins, prompt_seed
+
+
+@dataclass(frozen=True)
+class Method:
+    """What a method preset builds: the target with its cache, a drafter, a verifier, sampling."""
+
+    target: CachedLM
+    drafter: Drafter
+    verifier: Verifier
+    sampling: Sampling
+
+
+def build_method(cfg: DictConfig, pair: ModelPair) -> Method:
+    """Instantiate the target cache, drafter and verifier that the method preset chose."""
+    sampling = Sampling(**OmegaConf.to_container(cfg.sampling, resolve=True))
+    target = CachedLM(pair.target, role="target")
+    draft = None
+    if pair.draft is not None:
+        draft = CachedLM(pair.draft, role="draft", threads=pair.draft_threads)
+    drafter = instantiate(cfg.drafter, lm=draft, sampling=sampling)
+    verifier = instantiate(cfg.verifier)
+    check_compatible(target, drafter, verifier)
+    return Method(target, drafter, verifier, sampling)
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A prompt's answers (one per turn), summed stats, prefill+decode seconds between syncs, and
+    the prompt tokens ``truncate_prompts=left`` dropped (0: none)."""
+
+    answers: list[str]
+    stats: GenerationStats
+    seconds: float
+    truncated_tokens: int = 0
+
+
+def _sync(devices: list[torch.device]) -> None:
+    """Wait for every CUDA device the pair runs on (target and draft may differ)."""
+    for device in devices:
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+
+
+def run_prompt(
+    prompt: Prompt,
+    pair: ModelPair,
+    method: Method,
+    *,
+    seed: int,
+    max_new_tokens: int,
+    chat_template: bool,
+    template: str = "{turn}",
+    truncate: str | None = None,
+) -> Answer:
+    """Answer every turn of a prompt (later turns see the model's own earlier answers).
+
+    Args:
+        truncate: ``None`` (a prompt too long for the models raises ``ValueError``) or ``left``.
+    """
+    coins = TorchCoins(prompt_seed(seed, prompt.id))
+    stop_ids = [pair.tokenizer.eos_token_id] if pair.tokenizer.eos_token_id is not None else []
+    devices, limits = pair.devices(), context_limits(pair)
+    messages: list[dict[str, str]] = []
+    total, answers, seconds, dropped = GenerationStats(), [], 0.0, 0
+    for i, turn in enumerate(prompt.turns):
+        messages.append({"role": "user", "content": format_turn(turn, template)})
+        ids = encode_turn(pair.tokenizer, messages, chat_template=chat_template)
+        where = f"prompt {prompt.id!r} of dataset {prompt.dataset} (turn {i + 1})"
+        ids, cut = fit_context(ids, max_new_tokens=max_new_tokens, limits=limits,
+                               truncate=truncate, where=where)
+        dropped += cut
+        _sync(devices)
+        start = time.perf_counter()
+        out = generate(ids, method.target, method.drafter, method.verifier,
+                       sampling=method.sampling, coins=coins, max_new_tokens=max_new_tokens,
+                       stop_ids=stop_ids)
+        _sync(devices)
+        seconds += time.perf_counter() - start
+        answer = pair.tokenizer.decode(out.tokens, skip_special_tokens=True)
+        messages.append({"role": "assistant", "content": answer})
+        answers.append(answer)
+        total.merge(out.stats)
+    return Answer(answers, total, seconds, dropped)

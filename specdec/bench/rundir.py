@@ -1,0 +1,94 @@
+"""The run directory's shared files: strict JSON written atomically, and the lock on the folder.
+
+JSON has no NaN or infinity: Python's ``json`` writes the literals ``NaN``/``Infinity`` by default,
+which other readers (``jq``, JavaScript, pandas with a strict parser) reject. ``dumps`` writes
+``null`` for every non-finite float (an AR run's acceptance rate is 0/0) and refuses anything else
+that is not JSON (``allow_nan=False``); readers treat ``null`` as "not defined", as they treated
+NaN. ``write_json`` writes a temporary file in the same folder and ``os.replace``-s it over the
+target, so a run killed while writing leaves the previous file or the new one, never a 0-byte or
+half-written file.
+
+``RunLock`` holds ``fcntl.flock`` on ``<run dir>/.lock`` for the whole run: two runs of the same
+folder would both see the same prompts as unrecorded and record each of them twice. The second
+run fails at once, naming the folder and the holder's pid. The kernel drops the lock when the
+holder exits, however it exits (SIGKILL included), so a stale lock file never blocks a rerun.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import math
+import os
+from pathlib import Path
+from types import TracebackType
+from typing import IO
+
+
+def json_safe(obj: object) -> object:
+    """``obj`` with every non-finite float (NaN, ±inf) inside dicts, lists and tuples as None."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [json_safe(v) for v in obj]
+    return obj
+
+
+def dumps(obj: object, *, indent: int | None = None) -> str:
+    """Strict JSON text of ``obj`` (non-finite floats as ``null``)."""
+    return json.dumps(json_safe(obj), indent=indent, allow_nan=False)
+
+
+def write_json(path: str | Path, obj: object) -> None:
+    """Write ``obj`` as indented strict JSON to ``path`` atomically (temp file, ``os.replace``)."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with tmp.open("w", encoding="utf-8") as f:
+            f.write(dumps(obj, indent=2))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)  # only left when the write or the replace failed
+
+
+class RunLock:
+    """Exclusive, non-blocking lock on a run directory, held inside ``with``.
+
+    Raises:
+        RuntimeError: on entry, when another process holds the folder's lock.
+    """
+
+    def __init__(self, run_dir: str | Path) -> None:
+        self.path = Path(run_dir) / ".lock"
+        self._file: IO[str] | None = None
+
+    def __enter__(self) -> RunLock:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        f = self.path.open("a+", encoding="utf-8")
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            f.seek(0)
+            holder = f.read().strip() or "unknown"
+            f.close()
+            raise RuntimeError(
+                f"run directory {self.path.parent} is in use by another eval (pid {holder}); "
+                "wait for it to finish, or give this run another folder (other overrides or "
+                "hydra.run.dir=...)") from None
+        f.seek(0)
+        f.truncate()
+        f.write(str(os.getpid()))
+        f.flush()
+        self._file = f
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, err: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if self._file is not None:
+            fcntl.flock(self._file, fcntl.LOCK_UN)
+            self._file.close()
+            self._file = None
