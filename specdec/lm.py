@@ -62,6 +62,8 @@ class CachedLM:
         self.threads = threads
         self.vocab_size = int(vocab_size or model.get_output_embeddings().weight.shape[0])
         self.num_layers = int(model.config.num_hidden_layers)
+        self.hidden_size = int(model.config.hidden_size)
+        self.takes_ids = model.get_input_embeddings() is not None  # else: inputs_embeds only
         self.device = next(model.parameters()).device
         self.forward_log: list[ForwardRecord] = []
         self._ids: list[int] = []
@@ -71,6 +73,10 @@ class CachedLM:
         self._cache = DynamicCache(config=model.config)
 
     # --- state ----------------------------------------------------------------------------------
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.model.dtype
+
     @property
     def ids(self) -> list[int]:
         """Token ids held in the cache: the committed prefix plus pending *chain* nodes."""

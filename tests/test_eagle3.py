@@ -166,3 +166,16 @@ def test_tiny_experiment_trains_exports_and_decodes(tmp_path, compose):
 
     eagle = Eagle3Drafter(None, Fixed(3), greedy, str(tmp_path / "e3"))
     assert run(eagle) == run(EmptyDrafter())
+
+
+def test_cost_model_calibrates_a_decoder_fed_by_embeddings(tiny64, tmp_path):
+    from specdec.bench.calibration import calibrate
+
+    save_eagle3(_net(tiny64), tmp_path / "e3", target_vocab=tiny64.target.config.vocab_size)
+    drafter = Eagle3Drafter(None, Fixed(3), Sampling(temperature=0.0), str(tmp_path / "e3"))
+    drafter.attach(TargetView(CachedLM(tiny64.target)))
+    assert not drafter.lm.takes_ids
+    table = calibrate(CachedLM(tiny64.target), drafter.lm, max_new=2, repeats=2, ref_context=8,
+                      far_context=16)
+    assert set(table.times) == {"target", "draft"} and all(
+        t > 0 for t in table.times["draft"].values())

@@ -39,7 +39,7 @@ def _median_forwards(lm: CachedLM, context: torch.Tensor, repeats: dict[int, int
     weights leave the CPU caches as they do when draft and target alternate in a run.
     """
     lm.reset()
-    lm.forward(context)
+    _feed(lm, context)
     lm.keep(list(range(context.numel())))
     times: dict[int, list[float]] = {n: [] for n in repeats}
     for r in range(max(repeats.values()) + 1):
@@ -50,7 +50,7 @@ def _median_forwards(lm: CachedLM, context: torch.Tensor, repeats: dict[int, int
             tokens = torch.randint(0, lm.vocab_size, (n,), generator=gen)
             if other is not None:
                 other()
-            lm.forward(tokens)
+            _feed(lm, tokens)
             times[n].append(lm.forward_log[-1].seconds)
             lm.crop(context.numel())
     return {n: statistics.median(ts[1:]) for n, ts in times.items()}  # round 0 warms up
@@ -101,11 +101,22 @@ def calibrate(target: CachedLM, draft: CachedLM | None, *, max_new: int = 8, rep
 def _step_of(lm: CachedLM, context: int, gen: torch.Generator) -> Callable[[], None]:
     """An untimed 1-token forward of ``lm`` after ``context`` random tokens, repeatable."""
     lm.reset()
-    lm.forward(torch.randint(0, lm.vocab_size, (context,), generator=gen))
+    _feed(lm, torch.randint(0, lm.vocab_size, (context,), generator=gen))
     lm.keep(list(range(context)))
 
     def step() -> None:
-        lm.forward(torch.randint(0, lm.vocab_size, (1,), generator=gen))
+        _feed(lm, torch.randint(0, lm.vocab_size, (1,), generator=gen))
         lm.crop(context)
 
     return step
+
+
+def _feed(lm: CachedLM, tokens: torch.Tensor) -> None:
+    """Forward ``tokens``; a model fed only through ``inputs_embeds`` (a feature drafter's
+    decoder) gets embeddings of the same size instead (same cost, values do not matter)."""
+    if lm.takes_ids:
+        lm.forward(tokens)
+    else:
+        gen = torch.Generator().manual_seed(int(tokens.sum()))
+        lm.forward(tokens, inputs_embeds=torch.randn(tokens.numel(), lm.hidden_size,
+                                                     generator=gen).to(lm.dtype))

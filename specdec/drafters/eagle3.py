@@ -49,7 +49,7 @@ class Eagle3Drafter(Drafter):
     makes_trees = True
 
     def __init__(self, lm: LM | None, policy: Policy, sampling: Sampling, path: str,
-                 topk: int = 4, total_tokens: int = 16, linear_kernel: str = "auto",
+                 topk: int = 2, total_tokens: int = 4, linear_kernel: str = "auto",
                  experiment: str = "eagle3_<model>") -> None:
         if topk < 1 or total_tokens < 1:
             raise ValueError(f"drafter.topk and drafter.total_tokens must be >= 1, got {topk}, "
