@@ -14,7 +14,6 @@ The checkpoint holds the draft only (the target and the shared embeddings are no
 
 from __future__ import annotations
 
-import math
 import time
 from pathlib import Path
 
@@ -32,6 +31,7 @@ from specdec.learners.draft_lm.net import (
 )
 from specdec.learners.draft_lm.trace_dataset import TraceDataset, collate_traces
 from specdec.learners.draft_lm.traces import DATA_COMMAND
+from specdec.learners.optim import adamw_warmup_cosine
 
 
 class DistillLearner(L.LightningModule):
@@ -139,18 +139,10 @@ class DistillLearner(L.LightningModule):
     on_test_start = on_fit_start
 
     def configure_optimizers(self):
+        h = self.hparams
         params = [p for n, p in self.net.named_parameters() if p.requires_grad and "embed" not in n]
-        opt = torch.optim.AdamW(params, lr=self.hparams.lr, weight_decay=self.hparams.weight_decay)
-        warm, total = int(self.hparams.warmup_steps), int(self.hparams.total_steps)
-
-        def schedule(step: int) -> float:
-            if step < warm:
-                return (step + 1) / warm
-            frac = min(1.0, (step - warm) / max(1, total - warm))
-            return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * frac))
-
-        sched = torch.optim.lr_scheduler.LambdaLR(opt, schedule)
-        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
+        return adamw_warmup_cosine(params, lr=h.lr, weight_decay=h.weight_decay,
+                                   warmup_steps=h.warmup_steps, total_steps=h.total_steps)
 
     # --- checkpoints: the draft only ----------------------------------------------------------
     def on_save_checkpoint(self, checkpoint: dict) -> None:

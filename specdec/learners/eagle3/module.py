@@ -17,7 +17,6 @@ embedding is shared and frozen).
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import lightning as L
@@ -35,6 +34,7 @@ from specdec.learners.eagle3.net import (
     new_eagle3,
     save_eagle3,
 )
+from specdec.learners.optim import adamw_warmup_cosine
 
 
 def ttt_mask(length: int, step: int, valid: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
@@ -209,18 +209,10 @@ class Eagle3Learner(L.LightningModule):
     on_test_start = on_fit_start
 
     def configure_optimizers(self):
-        params = [p for p in self.net.parameters() if p.requires_grad]
-        opt = torch.optim.AdamW(params, lr=self.hparams.lr, weight_decay=self.hparams.weight_decay)
-        warm, total = int(self.hparams.warmup_steps), int(self.hparams.total_steps)
-
-        def schedule(step: int) -> float:
-            if step < warm:
-                return (step + 1) / warm
-            frac = min(1.0, (step - warm) / max(1, total - warm))
-            return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * frac))
-
-        sched = torch.optim.lr_scheduler.LambdaLR(opt, schedule)
-        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
+        h = self.hparams
+        return adamw_warmup_cosine([p for p in self.net.parameters() if p.requires_grad], lr=h.lr,
+                                   weight_decay=h.weight_decay, warmup_steps=h.warmup_steps,
+                                   total_steps=h.total_steps)
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         state = checkpoint["state_dict"]
