@@ -150,7 +150,9 @@ def test_unconfirmed_humaneval_quality_fails_before_the_models_load(tmp_path, mo
         raise RuntimeError("the model pair was loaded")
 
     monkeypatch.setattr(tiny, "tiny_pair", no_loading)  # model=tiny's _target_
-    args = ["method=ar", "benchmark=humaneval", "quality=true"]
+    fixture = Path(__file__).parent / "fixtures" / "tiny_prompts.jsonl"  # no prepared data needed
+    args = ["method=ar", "benchmark=humaneval", "quality=true",
+            f"benchmark.datasets.humaneval.path={fixture}"]
     with pytest.raises(ValueError, match="humaneval executes model-written code.*"
                                          "confirm_run_unsafe_code=true"):
         ev.run(eval_cfg(tmp_path / "a", args))
