@@ -39,7 +39,7 @@ def test_eval_cli_writes_summary(tmp_path, method):
     ]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "block eff." in proc.stdout and method in proc.stdout
+    assert "τ" in proc.stdout and method in proc.stdout
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["method"] == method and summary["lossless"] is True
     for metrics in summary["datasets"].values():

@@ -244,3 +244,16 @@ def test_quality_turned_on_while_resuming_scores_every_prompt(tmp_path, monkeypa
     assert all("quality_gsm8k_accuracy" in r for r in current)
     assert summary["datasets"]["gsm8k"]["quality_gsm8k_accuracy"] == sum(
         r["quality_gsm8k_accuracy"] for r in current) / 2
+
+
+def test_summary_records_its_provenance(sps_run):
+    import datetime
+    import re
+
+    _, summary = sps_run
+    prov = summary["provenance"]
+    assert prov["schema_version"] == 2
+    assert datetime.datetime.fromisoformat(prov["created"]).tzinfo is not None
+    if not (Path(__file__).parents[1] / ".git").exists():
+        pytest.skip("not a git checkout: git_commit is None by design")
+    assert re.fullmatch(r"[0-9a-f]{40}", prov["git_commit"]) and isinstance(prov["git_dirty"], bool)

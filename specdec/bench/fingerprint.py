@@ -115,3 +115,29 @@ def software_versions() -> dict[str, str]:
 
     return {"python": platform.python_version(), "torch": torch.__version__,
             "transformers": transformers.__version__}
+
+
+SCHEMA_VERSION = 2  # of summary.json and the records; 2: provenance, counters, completeness
+
+
+def provenance() -> dict:
+    """Where a summary came from: the project's git commit (``None`` outside a checkout), whether
+    the working tree had uncommitted changes, the UTC time, and the results' schema version."""
+    import datetime
+    import subprocess
+
+    root = Path(__file__).resolve().parents[2]
+
+    def git(*args: str) -> str | None:
+        try:
+            out = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True,
+                                 timeout=10)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return out.stdout.strip() if out.returncode == 0 else None
+
+    commit = git("rev-parse", "HEAD")
+    status = git("status", "--porcelain", "--untracked-files=no") if commit else None
+    return {"git_commit": commit, "git_dirty": None if status is None else bool(status),
+            "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "schema_version": SCHEMA_VERSION}

@@ -37,7 +37,7 @@ from specdec.bench.pricing import CostTable
 COLUMNS = [  # (metric key, header, format)
     ("tokens_per_s", "tokens/s", "{:.1f}"),
     ("speedup", "speedup", "{:.2f}x"),
-    ("block_efficiency", "block eff.", "{:.2f}"),
+    ("block_efficiency", "τ", "{:.2f}"),
     ("acceptance_rate", "accept", "{:.3f}"),
     ("rollback_rate", "rollback", "{:.3f}"),
     ("discard_rate", "discard", "{:.3f}"),
@@ -243,7 +243,8 @@ def to_markdown(rows: list[Row]) -> str:
         lines += ["", "## Refused comparisons", ""]
         lines += [f"- {r.label} on {r.dataset} ({r.run.path}): {r.refused}" for r in refused]
     lines += ["", "Speedup = baseline wall_s / method wall_s (decoding only, prefill excluded, "
-              "warm-up excluded); block eff. = new tokens / target forwards."]
+              "warm-up excluded); τ = mean accepted length = new tokens / target forwards "
+              "(block efficiency: accepted + the recovered or bonus token per verification)."]
     if priced:
         lines += ["Modeled speedup = the baseline's forwards / the method's forwards, both priced "
                   "by the method run's calibrated cost table (one calibration, so machine-speed "

@@ -38,7 +38,12 @@ from omegaconf import DictConfig, OmegaConf
 
 from specdec.bench.calibration import calibrate
 from specdec.bench.checks import check_placement
-from specdec.bench.fingerprint import learned_weights, machine_tag, software_versions
+from specdec.bench.fingerprint import (
+    learned_weights,
+    machine_tag,
+    provenance,
+    software_versions,
+)
 from specdec.bench.loggers import EvalLogger
 from specdec.bench.method import Answer, Method, build_method, run_prompt
 from specdec.bench.pricing import CostTable, forward_profile
@@ -191,7 +196,8 @@ def _run(cfg: DictConfig, out_dir: Path) -> dict:
         "model": pair.describe(), "learned_weights": weights, "prompt_files": prompt_files,
         "sampling": resolved["sampling"], "seed": cfg.seed,
         "machine": machine_tag(pair.devices()), "software": software_versions(),
-        "config_hash": chash, "complete": False, "datasets_done": [], "progress": {},
+        "provenance": provenance(), "config_hash": chash,
+        "complete": False, "datasets_done": [], "progress": {},
         "cost_model": cost is not None, "cost_table": cost.to_dict() if cost is not None else None,
         "datasets": {}, "overall": {},
         "config": resolved,

@@ -5,7 +5,7 @@ from __future__ import annotations
 TABLE_COLUMNS = [
     ("new_tokens", "new tokens", "{:d}"),
     ("target_forwards", "target fwd", "{:d}"),
-    ("block_efficiency", "block eff.", "{:.3f}"),
+    ("block_efficiency", "τ", "{:.3f}"),
     ("acceptance_rate", "accept rate", "{:.3f}"),
     ("tokens_per_s", "tokens/s", "{:.1f}"),
     ("wall_s", "wall s", "{:.2f}"),
