@@ -117,6 +117,5 @@ def _feed(lm: CachedLM, tokens: torch.Tensor) -> None:
     if lm.takes_ids:
         lm.forward(tokens)
     else:
-        gen = torch.Generator().manual_seed(int(tokens.sum()))
-        lm.forward(tokens, inputs_embeds=torch.randn(tokens.numel(), lm.hidden_size,
-                                                     generator=gen).to(lm.dtype))
+        lm.forward(tokens, inputs_embeds=torch.zeros(tokens.numel(), lm.hidden_size,
+                                                     dtype=lm.dtype))

@@ -107,7 +107,6 @@ class Eagle3Drafter(Drafter):
         if self.root_out is None or depth_limit < 1:
             return Draft.empty(ctx.root)  # a one-token prompt: nothing verified to draft from
         assert self.real == len(ids) - 1, (self.real, len(ids))
-        self.lm.crop(self.real)
         # candidates: token, parent candidate (-1 = root), cumulative log-prob, depth
         tok, par, score, depth = [], [], [], []
         hidden: dict[int, torch.Tensor] = {-1: self.root_out[1]}

@@ -176,15 +176,18 @@ def load_traces(folder: str | Path) -> list[Trace]:
     if not files:
         raise FileNotFoundError(f"no traces*.safetensors in {folder}; create them with "
                                 f"`{DATA_COMMAND}`")
-    out = []
-    for f in files:
-        d = load_file(str(f))
-        off, c = d["offsets"].tolist(), 0
-        for i, plen in enumerate(d["prompt_len"].tolist()):
-            n = off[i + 1] - off[i] - plen  # continuation length
-            out.append(Trace(d["tokens"][off[i] : off[i + 1]].long(), plen,
-                             d["topk_ids"][c : c + n].long(), d["topk_logp"][c : c + n].float()))
-            c += n
+    return [tr for f in files for tr in traces_of_file(f)]
+
+
+def traces_of_file(path: str | Path) -> list[Trace]:
+    """The traces of one ``traces*.safetensors`` file, in file order."""
+    d = load_file(str(path))
+    off, c, out = d["offsets"].tolist(), 0, []
+    for i, plen in enumerate(d["prompt_len"].tolist()):
+        n = off[i + 1] - off[i] - plen  # continuation length
+        out.append(Trace(d["tokens"][off[i] : off[i + 1]].long(), plen,
+                         d["topk_ids"][c : c + n].long(), d["topk_logp"][c : c + n].float()))
+        c += n
     return out
 
 

@@ -28,6 +28,7 @@ from specdec.learners.draft_lm.traces import (
     make_traces,
     save_traces,
     token_map,
+    traces_of_file,
 )
 
 log = logging.getLogger(__name__)
@@ -54,7 +55,7 @@ def cache_features(model, folder: str | Path, target_layers: Sequence[int],
         out = features_path(path)
         if out.exists():
             continue
-        rows = _traces_of(path)
+        rows = traces_of_file(path)
         feats = []
         for b in range(0, len(rows), batch_size):
             # 1. Right-pad a batch, 2. one forward with hidden states, 3. keep the real tokens.
@@ -77,18 +78,6 @@ def cache_features(model, folder: str | Path, target_layers: Sequence[int],
     return written
 
 
-def _traces_of(path: Path) -> list[Trace]:
-    """The traces of one file, in file order."""
-    d = load_file(str(path))
-    off, c, out = d["offsets"].tolist(), 0, []
-    for i, plen in enumerate(d["prompt_len"].tolist()):
-        n = off[i + 1] - off[i] - plen
-        out.append(Trace(d["tokens"][off[i] : off[i + 1]].long(), plen,
-                         d["topk_ids"][c : c + n].long(), d["topk_logp"][c : c + n].float()))
-        c += n
-    return out
-
-
 def load_feature_traces(folder: str | Path) -> list[tuple[Trace, torch.Tensor]]:
     """Every trace of ``folder`` with its ``[n, k, H]`` fp16 features.
 
@@ -104,7 +93,7 @@ def load_feature_traces(folder: str | Path) -> list[tuple[Trace, torch.Tensor]]:
         if not fpath.exists():
             raise FileNotFoundError(f"{fpath} is missing; finish `{DATA_COMMAND}`")
         feats, start = load_file(str(fpath))["features"], 0
-        for tr in _traces_of(path):
+        for tr in traces_of_file(path):
             n = int(tr.ids.numel())
             out.append((tr, feats[start : start + n]))
             start += n
