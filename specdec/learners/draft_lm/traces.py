@@ -228,32 +228,11 @@ def make_traces(model, out_dir: str, source_dir: str, *, datasets: Sequence[str]
         first_chunk: skip chunks before this one (e.g. the prompts a warm-started draft saw).
     """
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     tok = model.tokenizer
     texts = training_prompts(source_dir, datasets, limit)
-    prompts = [encode_turn(tok, [{"role": "user", "content": t}], chat_template=True)
-               for t in texts]
-    log.info("traces: %d training prompts -> %s", len(prompts), out)
-    start, stopped = time.monotonic(), False
-    for i, spec in enumerate(passes):
-        for c, b in enumerate(range(0, len(prompts), batch_size)):
-            # 1. One chunk file per batch of prompts (skip what a previous run wrote).
-            path = out / f"traces_p{i}_{c:05d}.safetensors"
-            if path.exists() or c < first_chunk:
-                continue
-            if max_minutes is not None and time.monotonic() - start > 60 * max_minutes:
-                stopped = True
-                break
-            batch = prompts[b : b + batch_size]
-            conts = generate_continuations(model.target, tok, batch, max_new=max_new,
-                                           temperature=float(spec["temperature"]),
-                                           seed=seed + 1000 * i + c, topk=topk)
-            save_traces(path.with_suffix(".tmp"), batch, conts)
-            path.with_suffix(".tmp").rename(path)
-            log.info("traces: pass %d chunk %d (%d prompts, %.0f s)", i, c,
-                     min(b + batch_size, len(prompts)), time.monotonic() - start)
-        if stopped:
-            break
+    log.info("traces: %d training prompts -> %s", len(texts), out)
+    write_trace_chunks(model, out, texts, passes=passes, max_new=max_new, batch_size=batch_size,
+                       topk=topk, max_minutes=max_minutes, seed=seed, first_chunk=first_chunk)
     write_token_map(model.target.config.vocab_size, tok, out, source_dir, vocab_map_size)
     return out
 
@@ -273,3 +252,37 @@ def write_token_map(vocab: int, tok, out: Path, source_dir: str | Path, size: in
     covered = trace_counts[tmap].sum().item() / max(trace_counts.sum().item(), 1)
     log.info("token map: %d tokens cover %.4f of the target's argmax tokens", tmap.numel(), covered)
     return out / "token_map.safetensors"
+
+
+def write_trace_chunks(model, out: Path, texts: Sequence[str], *, prefix: str = "traces",
+                       passes: Sequence[dict] = ({"temperature": 0.0},), max_new: int = 256,
+                       batch_size: int = 16, topk: int = 8, max_minutes: float | None = None,
+                       seed: int = 0, first_chunk: int = 0) -> bool:
+    """Write ``<prefix>_p<pass>_<chunk>.safetensors`` for user turns ``texts``; resumable.
+
+    Returns:
+        ``True`` when every chunk exists, ``False`` when ``max_minutes`` stopped it early.
+    """
+    out.mkdir(parents=True, exist_ok=True)
+    tok = model.tokenizer
+    prompts = [encode_turn(tok, [{"role": "user", "content": t}], chat_template=True)
+               for t in texts]
+    start = time.monotonic()
+    for i, spec in enumerate(passes):
+        for c, b in enumerate(range(0, len(prompts), batch_size)):
+            # 1. One chunk file per batch of prompts (skip what a previous run wrote).
+            path = out / f"{prefix}_p{i}_{c:05d}.safetensors"
+            if path.exists() or c < first_chunk:
+                continue
+            if max_minutes is not None and time.monotonic() - start > 60 * max_minutes:
+                return False
+            # 2. Generate, 3. write atomically.
+            batch = prompts[b : b + batch_size]
+            conts = generate_continuations(model.target, tok, batch, max_new=max_new,
+                                           temperature=float(spec["temperature"]),
+                                           seed=seed + 1000 * i + c, topk=topk)
+            save_traces(path.with_suffix(".tmp"), batch, conts)
+            path.with_suffix(".tmp").rename(path)
+            log.info("%s: pass %d chunk %d (%d prompts, %.0f s)", prefix, i, c,
+                     min(b + batch_size, len(prompts)), time.monotonic() - start)
+    return True
