@@ -46,7 +46,8 @@ class CachedLM:
         model: a transformers causal LM (batch size 1 is asserted).
         role: ``"target"`` or ``"draft"`` (used in the forward log).
         synchronize: call ``torch.cuda.synchronize()`` around forwards for per-forward timing
-            (only for profiling; CPU timing needs none).
+            (the eval sets it with ``cost_model=true``: the cost table is fitted on these times;
+            CPU timing needs none).
         threads: torch intra-op threads for this model's forwards (``None``: leave the caller's).
         vocab_size: the output vocabulary (default: the rows of the model's output embedding;
             a model fed only through ``inputs_embeds`` may have none).

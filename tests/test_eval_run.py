@@ -11,6 +11,7 @@ from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 
 import specdec.bench.runner as ev
+from specdec.bench.costfit import log_rows
 from specdec.bench.pricing import CostTable
 from specdec.config import register_resolvers
 from specdec.lm import CachedLM
@@ -59,8 +60,9 @@ def test_records_hold_one_line_per_prompt_with_counts_and_times(sps_run):
         **{k: summary["datasets"]["tiny"][k] for k in
            ("prompt_ids_hash", "prompt_file_sha256", "max_new_tokens", "chat_template",
             "template", "modeled_s", "forward_profile")}}
+    table = CostTable.from_dict(summary["cost_table"])  # fitted on the records' forward logs
     assert summary["datasets"]["tiny"]["modeled_s"] == pytest.approx(
-        sum(r["modeled_s"] for r in recs))
+        sum(table(log_rows(r["forward_log"])) for r in recs))
 
 
 def test_summary_carries_the_comparability_fingerprint(sps_run):
@@ -120,34 +122,47 @@ def test_resume_false_records_afresh_and_limit_extends(tmp_path):
     assert [r["prompt_id"] for r in _records(tmp_path)] == ["tiny-0", "tiny-1"]
 
 
-def test_cost_model_is_calibrated_once_and_prices_every_record(tmp_path, monkeypatch):
+def test_cost_model_is_fitted_on_the_runs_own_forwards_not_a_bad_calibration(tmp_path,
+                                                                               monkeypatch):
     calls = []
 
     def calibrate(target, draft, *, max_new=8, repeats=5):
         calls.append((target, draft))
-        flat = {1: 0.5, 2: 0.5}  # 0.5 s per forward whatever its size (no context slope)
-        return CostTable(times={"target": flat, "draft": flat})
+        # a calibration taken in a slow phase (the audit's case): 0.5 s per forward
+        slow = {1: 0.5, 2: 0.5, 64: 0.5}
+        return CostTable(times={"target": slow, "draft": slow}, ref_context=8)
 
     monkeypatch.setattr(ev, "calibrate", calibrate)
-    summary = ev.run(eval_cfg(tmp_path, ["method=sps", "cost_model=true"]))
+    summary = ev.run(eval_cfg(tmp_path, ["method=sps", "cost_model=true", "max_new_tokens=32"]))
     assert len(calls) == 1
     target, draft = calls[0]
     assert isinstance(target, CachedLM) and target.role == "target"
     assert isinstance(draft, CachedLM) and draft.role == "draft"
     recs = _records(tmp_path)
+    logs = [log_rows(r["forward_log"]) for r in recs]
     # 1 target forward per step + the draft's forwards; prefill excluded like wall_s
-    for r in recs:
-        forwards = sum(c for sizes in r["forward_profile"].values() for c, _ in sizes.values())
-        assert r["modeled_s"] == 0.5 * forwards and forwards >= r["target_forwards"]
-    assert summary["datasets"]["tiny"]["modeled_s"] == sum(r["modeled_s"] for r in recs)
-    assert summary["cost_model"] is True
+    for r, log in zip(recs, logs, strict=True):
+        assert sum(f.role == "target" for f in log) == r["target_forwards"]
+        assert sum(f.role == "draft" for f in log) == r["draft_forwards"]
+    # priced by what the forwards took in this run (tiny models: ~ms), not by the 0.5 s table
+    measured = sum(f.seconds for log in logs for f in log)
+    assert summary["datasets"]["tiny"]["modeled_s"] == pytest.approx(measured, rel=0.5)
+    assert summary["calibration"]["times"]["target"] == {"1": 0.5, "2": 0.5, "64": 0.5}
+    fitted, fit = CostTable.from_dict(summary["cost_table"]), summary["cost_fit"]
+    assert fit["fitted"]["target"] and fit["fitted"]["draft"]  # sizes the run made >= 5 times
+    for role in ("target", "draft"):
+        assert all(fitted.times[role][int(n)] < 0.05 for n in fit["fitted"][role])
+        # never made: the calibration's value, rescaled to the run's speed (the slow phase)
+        scale = fit["calibration_scale"][role]
+        assert 64 in fit["calibrated"][role] and scale < 0.1
+        assert fitted.times[role][64] == pytest.approx(0.5 * scale)
 
 
 def test_default_run_is_priced_by_a_real_calibration(sps_run):
     _, summary = sps_run  # cost_model=true is the default
     metrics = summary["datasets"]["tiny"]
     assert 0 < metrics["modeled_s"] < 10 * metrics["wall_s"]
-    table = CostTable.from_dict(summary["cost_table"])  # the calibration that priced the run
+    table = CostTable.from_dict(summary["cost_table"])  # fitted on the run, calibration fallback
     assert set(table.times) == {"target", "draft"} and {1, 8} <= set(table.times["draft"])
     assert all(v > 0 for v in table.times["target"].values())
     # the records' forward profiles, priced by that table, give the run's modeled_s back
@@ -162,7 +177,7 @@ def test_cost_model_false_skips_the_calibration(tmp_path, monkeypatch):
         ev, "calibrate", lambda *a, **k: pytest.fail("calibrated although cost_model=false"))
     summary = ev.run(eval_cfg(tmp_path, ["method=sps", "cost_model=false", "limit=1"]))
     assert summary["cost_model"] is False and "modeled_s" not in summary["datasets"]["tiny"]
-    assert all("modeled_s" not in r for r in _records(tmp_path))
+    assert summary["cost_table"] is None and "cost_fit" not in summary
 
 
 def test_csv_logger_writes_per_dataset_metrics(tmp_path):

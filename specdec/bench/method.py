@@ -40,10 +40,12 @@ class Method:
 def build_method(cfg: DictConfig, pair: ModelPair) -> Method:
     """Instantiate the target cache, drafter and verifier that the method preset chose."""
     sampling = Sampling(**OmegaConf.to_container(cfg.sampling, resolve=True))
-    target = CachedLM(pair.target, role="target")
+    # the cost model is fitted on per-forward times, which on CUDA need a sync per forward
+    sync = bool(cfg.get("cost_model", False))
+    target = CachedLM(pair.target, role="target", synchronize=sync)
     draft = None
     if pair.draft is not None:
-        draft = CachedLM(pair.draft, role="draft", threads=pair.draft_threads)
+        draft = CachedLM(pair.draft, role="draft", threads=pair.draft_threads, synchronize=sync)
     drafter = instantiate(cfg.drafter, lm=draft, sampling=sampling)
     verifier = instantiate(cfg.verifier)
     check_compatible(target, drafter, verifier)

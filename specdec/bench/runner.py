@@ -1,12 +1,13 @@
 """The benchmark runner behind ``python -m specdec.eval``: one method preset, one pair, a benchmark.
 
 Steps: load the pair once → build target ``CachedLM``, drafter, verifier from the config groups →
-(``cost_model=true``) calibrate a cost table once → for each dataset of ``benchmark``: load its
-prompts, skip those already recorded under this config hash (resume; the hash covers the digests
-of the learned weights, ``specdec.bench.fingerprint``, and of each prompt file's bytes,
-``specdec.data.prompts.read_prompt_file``), generate every remaining prompt with
+(``cost_model=true``) calibrate a short fallback cost table once → for each dataset of
+``benchmark``: load its prompts, skip those already recorded under this config hash (resume; the
+hash covers the digests of the learned weights, ``specdec.bench.fingerprint``, and of each prompt
+file's bytes, ``specdec.data.prompts.read_prompt_file``), generate every remaining prompt with
 per-prompt coins seeded from (seed, prompt id), append one JSONL record per prompt →
-``summary.json`` (metrics of ``specdec.metrics`` per dataset and overall) → logger.
+``summary.json`` (metrics of ``specdec.metrics`` per dataset and overall; ``modeled_s`` priced by a
+cost table fitted on the run's own forward log, ``specdec.bench.costfit``) → logger.
 A record is ``GenerationStats.to_record()`` plus the prompt's identity, text and timings.
 
 Timing rules (the same for every method, AR included):
@@ -15,9 +16,11 @@ Timing rules (the same for every method, AR included):
    one-off costs (allocator growth, kernel selection, lazy imports) stay out of every timing.
 2. Prefill is timed apart (``prefill_s``); ``wall_s`` and ``tokens_per_s`` cover decoding only
    (the loop after prefill), measured by the engine with ``time.perf_counter``.
-3. CUDA is synchronised at generation boundaries only (before and after each turn's
-   ``generate``, every device of the pair), never per step: per-step syncs would distort methods
-   that overlap work.
+3. CUDA is synchronised at generation boundaries (before and after each turn's ``generate``,
+   every device of the pair) and, with ``cost_model=true``, around each forward of the pair's
+   models, whose times the cost table is fitted on (``specdec.lm.CachedLM(synchronize=)``; a
+   method that overlaps work across devices is then timed serially: run it with
+   ``cost_model=false`` for its wall clock).
 4. Time spent outside generation (tokenising, decoding text, quality checks, writing records)
    is not counted. ``total_s`` in a record is prefill + decode between the two syncs.
 
@@ -38,6 +41,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from specdec.bench.calibration import calibrate
 from specdec.bench.checks import check_placement
+from specdec.bench.costfit import log_columns
 from specdec.bench.fingerprint import (
     learned_weights,
     machine_tag,
@@ -51,7 +55,7 @@ from specdec.bench.quality import check_unsafe_code_confirmed
 from specdec.bench.records import RecordFile, config_hash
 from specdec.bench.rundir import RunLock
 from specdec.bench.schema import validate
-from specdec.bench.summary import dataset_metrics, write_summaries
+from specdec.bench.summary import dataset_metrics, price_run, write_summaries
 from specdec.bench.table import format_table
 from specdec.data.prompts import Prompt, PromptFile, read_prompt_file
 from specdec.metrics import GenerationStats, summarize
@@ -74,8 +78,8 @@ class DatasetRun:
     """Generates, records and summarises one dataset of the benchmark."""
 
     def __init__(self, cfg: DictConfig, name: str, pair: ModelPair, method: Method,
-                 cost: CostTable | None, file: PromptFile, records: RecordFile):
-        self.cfg, self.name, self.pair, self.method, self.cost = cfg, name, pair, method, cost
+                 file: PromptFile, records: RecordFile):
+        self.cfg, self.name, self.pair, self.method = cfg, name, pair, method
         self.ds, self.file, self.rf = cfg.benchmark.datasets[name], file, records
         self.max_new = int(cfg.max_new_tokens if cfg.max_new_tokens is not None
                            else self.ds.max_new_tokens)
@@ -100,8 +104,7 @@ class DatasetRun:
         if len(answers) > 1:
             rec["answers"] = answers
         rec["forward_profile"] = forward_profile(s.forwards)  # lets a report reprice the run
-        if self.cost is not None:
-            rec["modeled_s"] = float(self.cost(s.forwards))
+        rec["forward_log"] = log_columns(s.forwards)  # the run's cost table is fitted on these
         if self.check is not None:
             rec[f"quality_{self.check.name}"] = self.check(prompt, answers,
                                                            timeout_s=self.cfg.quality_timeout_s)
@@ -190,7 +193,7 @@ def _run(cfg: DictConfig, out_dir: Path) -> dict:
                                  resume=cfg.resume, on_bad=cfg.get("on_bad_record", "stop"))
            for name in files}  # corrupt records fail here, before the calibration
     cost = _cost_table(cfg, method)
-    runs = [DatasetRun(cfg, name, pair, method, cost, files[name], rfs[name]) for name in files]
+    runs = [DatasetRun(cfg, name, pair, method, files[name], rfs[name]) for name in files]
     summary = {
         "method": cfg.method_name, "lossless": bool(method.verifier.lossless),
         "model": pair.describe(), "learned_weights": weights, "prompt_files": prompt_files,
@@ -206,10 +209,11 @@ def _run(cfg: DictConfig, out_dir: Path) -> dict:
     logger: EvalLogger = instantiate(cfg.logger.eval)  # conf/logger/: the eval node
     try:
         logger.log_config(resolved)
-        warm, all_records = [int(cfg.warmup)], []
+        warm, all_records, by_dataset = [int(cfg.warmup)], [], {}
         for ds_run in runs:
-            records = run_dataset(ds_run, warm)
+            records = by_dataset[ds_run.name] = run_dataset(ds_run, warm)
             metrics = summary["datasets"][ds_run.name] = ds_run.metrics(records)
+            price_run(summary, by_dataset, cost)  # refits on every dataset's records so far
             all_records += records
             summary["overall"] = summarize(
                 [GenerationStats.from_record(r) for r in all_records])

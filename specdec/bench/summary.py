@@ -1,7 +1,7 @@
 """``summary.json`` and ``summary/<dataset>.json``: what an eval run's records add up to.
 
 A dataset's metrics (``dataset_metrics``) are ``specdec.metrics.summarize`` over its records plus
-the modeled time, the merged forward profile, quality means and what the report compares runs on
+the merged forward profile, quality means and what the report compares runs on
 (prompt ids and file digest, generation length, formatting).
 
 Completeness: ``summary.json`` is written when the run starts (before any generation, so a
@@ -19,7 +19,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from specdec.bench.pricing import merge_profiles
+from specdec.bench.costfit import fit_cost_table, log_rows
+from specdec.bench.pricing import CostTable, merge_profiles
 from specdec.bench.rundir import write_json
 from specdec.data.prompts import prompt_ids_hash
 from specdec.metrics import GenerationStats, summarize
@@ -31,8 +32,6 @@ def dataset_metrics(records: list[dict], *, prompt_file_sha256: str, max_new_tok
                     chat_template: bool, template: str) -> dict:
     """Metrics of one dataset's records (prompt order), with what makes runs comparable."""
     metrics = summarize([GenerationStats.from_record(r) for r in records])
-    if records and all("modeled_s" in r for r in records):
-        metrics["modeled_s"] = sum(r["modeled_s"] for r in records)
     if records and all("forward_profile" in r for r in records):
         metrics["forward_profile"] = merge_profiles(r["forward_profile"] for r in records)
     for key in sorted({k for r in records for k in r if k.startswith("quality_")}):
@@ -44,6 +43,26 @@ def dataset_metrics(records: list[dict], *, prompt_file_sha256: str, max_new_tok
                    prompt_file_sha256=prompt_file_sha256, max_new_tokens=max_new_tokens,
                    chat_template=chat_template, template=template)
     return metrics
+
+
+def price_run(summary: dict, records: dict[str, list[dict]], calibration: CostTable | None) -> None:
+    """Fit the run's cost table on the forward logs of all its records so far
+    (``specdec.bench.costfit``) and price every dataset with it (``modeled_s``), in place.
+
+    The summary keeps the fitted table (``cost_table``), what was fitted and what came from the
+    short ``calibration`` (``cost_fit``), and ``cost_table_monotone``. Without a calibration
+    (``cost_model=false``) nothing is priced.
+    """
+    if calibration is None:
+        return
+    logs = {name: [log_rows(r["forward_log"]) for r in recs if "forward_log" in r]
+            for name, recs in records.items()}
+    table, fit = fit_cost_table([log for ls in logs.values() for log in ls], calibration)
+    summary.update(cost_table=table.to_dict(), calibration=calibration.to_dict(), cost_fit=fit,
+                   cost_table_monotone=not any(fit["monotone_violations"].values()))
+    for name, recs in records.items():
+        if recs and len(logs[name]) == len(recs) and name in summary["datasets"]:
+            summary["datasets"][name]["modeled_s"] = sum(table(log) for log in logs[name])
 
 
 def write_summaries(out_dir: Path, summary: dict, progress: Progress,
