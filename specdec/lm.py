@@ -27,7 +27,7 @@ draft's ``draft_threads``): set around each forward, restored after.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 from transformers import DynamicCache, PreTrainedModel
@@ -37,6 +37,7 @@ from specdec.forwards import ForwardRecord, check_finite, current_lane
 from specdec.trees import ancestor_mask, depths, is_chain
 
 Layers = Sequence[int]  # indices into transformers' hidden_states (0 = embeddings, -1 = last)
+Embeds = torch.Tensor | Callable[[], torch.Tensor]  # [N, H], or made inside the timed forward
 
 
 class CachedLM:
@@ -108,7 +109,7 @@ class CachedLM:
         parent: torch.Tensor | None = None,
         *,
         hidden_layers: Layers = (),
-        inputs_embeds: torch.Tensor | None = None,
+        inputs_embeds: Embeds | None = None,
     ) -> LMOut:
         """Append ``tokens`` after the committed prefix and return their logits.
 
@@ -118,7 +119,9 @@ class CachedLM:
                 ``None`` for a chain.
             hidden_layers: also return these layers' hidden states (see the module docstring).
             inputs_embeds: ``[N, H]`` input embeddings fed instead of the tokens' own (the
-                tokens still name the cached ids).
+                tokens still name the cached ids), or a function returning them, which then runs
+                inside the forward's timed region (a feature drafter's input fusion is part of
+                its forward's cost).
 
         Returns:
             ``LMOut(logits [N, V], hidden [N, k, H] | None)``. The nodes stay *pending* until
@@ -138,7 +141,7 @@ class CachedLM:
         parent: torch.Tensor,
         *,
         hidden_layers: Layers = (),
-        inputs_embeds: torch.Tensor | None = None,
+        inputs_embeds: Embeds | None = None,
     ) -> LMOut:
         """Grow the pending nodes by a frontier of ``M`` new nodes, forwarding only the new ones.
 
@@ -183,31 +186,25 @@ class CachedLM:
         return self.model.get_output_embeddings()(hidden.to(self.device))
 
     def _append(self, tokens: torch.Tensor, parents: list[int], hidden_layers: Layers,
-                inputs_embeds: torch.Tensor | None) -> LMOut:
-        """Forward new pending nodes after the pending ones; ``parents`` index the pending set."""
+                inputs_embeds: Embeds | None) -> LMOut:
+        """Forward new pending nodes after the pending ones; ``parents`` index the pending set.
+
+        The logged time covers preparing the inputs (a callable ``inputs_embeds``, the tree mask)
+        and the model call."""
         n, prefix, before = int(tokens.shape[0]), len(self._ids), len(self._pending)
-        if inputs_embeds is None:
-            kwargs: dict = {"input_ids": tokens.to(self.device).view(1, n)}  # [1, N]
-        else:
-            assert inputs_embeds.shape[0] == n, (inputs_embeds.shape, n)
-            kwargs = {"inputs_embeds": inputs_embeds.to(self.device)[None]}  # [1, N, H]
-        parents = self._pending_parent + parents  # over every pending node, old and new
-        if not is_chain(parents):
-            kwargs.update(self._tree_inputs(parents, prefix, before))
-        else:
-            first = prefix + before
-            kwargs["position_ids"] = torch.arange(first, first + n, device=self.device)[None]
         saved = torch.get_num_threads()
         if self.threads is not None and self.threads != saved:
             torch.set_num_threads(self.threads)
         start = self._clock()
         try:
+            kwargs = self._inputs(tokens, parents, inputs_embeds, prefix, before)
             out = self.model(past_key_values=self._cache, use_cache=True,
                              output_hidden_states=bool(hidden_layers), **kwargs)
         finally:
             end = self._clock()
             if torch.get_num_threads() != saved:
                 torch.set_num_threads(saved)
+        parents = self._pending_parent + parents
         where, step = current_lane()
         self.forward_log.append(ForwardRecord(self.role, n, prefix + before, end - start,
                                               start, end, where, step))
@@ -256,6 +253,25 @@ class CachedLM:
         if self._pending:
             self._cache.crop(-len(self._pending))
             self._pending, self._pending_parent, self._pending_chain = [], [], True
+
+    def _inputs(self, tokens: torch.Tensor, parents: list[int], inputs_embeds: Embeds | None,
+                prefix: int, before: int) -> dict:
+        """The model's keyword inputs for new nodes (ids or embeddings, positions, tree mask)."""
+        n = int(tokens.shape[0])
+        if callable(inputs_embeds):
+            inputs_embeds = inputs_embeds()
+        if inputs_embeds is None:
+            kwargs: dict = {"input_ids": tokens.to(self.device).view(1, n)}  # [1, N]
+        else:
+            assert inputs_embeds.shape[0] == n, (inputs_embeds.shape, n)
+            kwargs = {"inputs_embeds": inputs_embeds.to(self.device)[None]}  # [1, N, H]
+        parents = self._pending_parent + parents  # over every pending node, old and new
+        if not is_chain(parents):
+            kwargs.update(self._tree_inputs(parents, prefix, before))
+        else:
+            first = prefix + before
+            kwargs["position_ids"] = torch.arange(first, first + n, device=self.device)[None]
+        return kwargs
 
     def _tree_inputs(self, parents: list[int], prefix: int, before: int) -> dict:
         # Rows: the new nodes (pending index >= before); columns: prefix + every pending node.

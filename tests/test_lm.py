@@ -66,3 +66,19 @@ def test_forward_log_records_every_forward(tiny64):
     lm.forward(torch.tensor([4]))
     assert [(r.new_tokens, r.context) for r in lm.forward_log] == [(3, 0), (1, 3)]
     assert all(r.seconds >= 0 and r.role == "target" for r in lm.forward_log)
+
+
+def test_embeddings_made_by_a_callable_are_timed_as_part_of_the_forward(tiny64):
+    import time
+
+    lm = CachedLM(tiny64.target, role="draft")
+    emb = tiny64.target.get_input_embeddings()
+    ids = torch.tensor([3, 4, 5])
+
+    def slow_embeds() -> torch.Tensor:  # e.g. a feature drafter's fusion of target features
+        time.sleep(0.05)
+        return emb(ids)  # [3, H]
+
+    out = lm.forward(ids, inputs_embeds=slow_embeds)
+    assert lm.forward_log[-1].seconds >= 0.05 and lm.forward_log[-1].new_tokens == 3
+    assert torch.allclose(out.logits, full_logits(tiny64.target, [3, 4, 5]))

@@ -88,9 +88,11 @@ class Eagle3Drafter(Drafter):
         nxt = torch.tensor(tokens[self.real + 1 : self.real + 1 + n])  # [n]
         assert nxt.numel() == n, "features must cover the positions up to the root"
         self.lm.crop(self.real)
-        with torch.inference_mode():
-            z = self.net.inputs(self.view.embed(nxt), self.net.condition(features))  # [n, H]
-        out = self.lm.forward(nxt, inputs_embeds=z, hidden_layers=(-1,))
+
+        def fused() -> torch.Tensor:  # runs inside the logged draft forward (its cost)
+            return self.net.inputs(self.view.embed(nxt), self.net.condition(features))  # [n, H]
+
+        out = self.lm.forward(nxt, inputs_embeds=fused, hidden_layers=(-1,))
         self.real += n
         self.root_out = (out.logits[-1], out.hidden[-1, 0])
 
@@ -127,12 +129,11 @@ class Eagle3Drafter(Drafter):
                 break
             # 2. One draft forward of those nodes: parent output as condition, own token.
             toks = torch.tensor([tok[i] for i in level])  # [M]
-            with torch.inference_mode():
-                cond = torch.stack([hidden[par[i]] for i in level])  # [M, H]
-                z = self.net.inputs(self.view.embed(toks), cond)  # [M, H]
+            cond = torch.stack([hidden[par[i]] for i in level])  # [M, H]
             parents = torch.tensor([slot.get(par[i], -1) for i in level])  # [M]
             grow = self.lm.forward if not slot else self.lm.extend
-            out = grow(toks, parents, inputs_embeds=z, hidden_layers=(-1,))
+            out = grow(toks, parents, hidden_layers=(-1,),
+                       inputs_embeds=lambda t=toks, c=cond: self.net.inputs(self.view.embed(t), c))
             for j, i in enumerate(level):
                 slot[i] = len(slot)
                 hidden[i] = out.hidden[j, 0]
