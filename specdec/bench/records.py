@@ -176,3 +176,12 @@ def iter_records(run_dir: str | Path) -> Iterator[dict]:
     for path in sorted((Path(run_dir) / "records").glob("*.jsonl")):
         for _, rec in _whole_lines(path):
             yield rec
+
+
+def dataset_records(run_dir: str | Path, dataset: str, config_hash: str) -> list[dict]:
+    """The records of one dataset written under ``config_hash`` (file order, first per prompt)."""
+    out: dict[str, dict] = {}
+    for _, rec in _whole_lines(Path(run_dir) / "records" / f"{dataset}.jsonl"):
+        if rec.get("config_hash") == config_hash:
+            out.setdefault(rec["prompt_id"], rec)
+    return list(out.values())

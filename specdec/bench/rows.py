@@ -8,21 +8,36 @@ Modeled speedup (when the method run calibrated a cost table and both runs' reco
 profiles, ``specdec.bench.pricing``): the baseline's forwards / the method's forwards, both priced
 by the method run's table. Wall-clock speedups on a shared machine move with its load (±0.2 on the
 project's 2-core VM); the modeled one depends only on token counts and one calibration.
+
+Each row also carries its greedy equality against the baseline at temperature 0
+(``specdec.bench.greedy``). Runs that differ only in their seed are merged into one row of means
+with standard deviations (``specdec.bench.repeats``); a method with several distinct configurations
+gets one label per configuration, ``method (<first run folder>)``.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from pathlib import Path
+from dataclasses import dataclass, field
 
+from specdec.bench.greedy import Greedy, find_greedy
 from specdec.bench.pricing import CostTable
+from specdec.bench.repeats import aggregate
 from specdec.bench.runs import Run, mismatches
 
 
 @dataclass
 class Row:
-    """One leaderboard row (a method run on one dataset)."""
+    """One leaderboard row: a method run on one dataset, or the mean of its repeats.
+
+    Attributes:
+        run: the (first) run.
+        metrics: the run's dataset metrics (for repeats: numeric ones averaged).
+        greedy: equality of the outputs with the baseline's (temperature 0 only).
+        members: the per-run rows a merged row averages (empty for a single run).
+        std: sample standard deviation over ``members`` per metric name (and ``speedup``,
+            ``modeled_speedup``).
+    """
 
     run: Run
     dataset: str
@@ -32,7 +47,14 @@ class Row:
     baseline: Run | None = None
     refused: str | None = None
     modeled_speedup: float | None = None
+    greedy: Greedy | None = None
+    members: list[Row] = field(default_factory=list)
+    std: dict[str, float] = field(default_factory=dict)
 
+    @property
+    def runs(self) -> list[Run]:
+        """The runs behind the row."""
+        return [m.run for m in self.members] or [self.run]
 
 
 def modeled_speedup(run: Run, base: Run, dataset: str) -> float | None:
@@ -52,36 +74,46 @@ def modeled_speedup(run: Run, base: Run, dataset: str) -> float | None:
     return cost.price(theirs) / own if own else math.nan
 
 
+def _row(run: Run, dataset: str, runs: list[Run], baseline: str) -> Row:
+    """The row of one run on one dataset, against the first comparable baseline run."""
+    metrics = run.summary["datasets"][dataset]
+    row = Row(run, dataset, metrics, run.method)
+    candidates = [b for b in runs if b.method == baseline and dataset in b.summary["datasets"]]
+    reasons = {b.path: mismatches(run, b, dataset, target_only=True) for b in candidates}
+    match = next((b for b in candidates if not reasons[b.path]), None)
+    if match is not None:
+        row.baseline = match
+        base_s, s = match.summary["datasets"][dataset]["wall_s"], metrics["wall_s"]
+        row.speedup = base_s / s if s else math.nan
+        row.modeled_speedup = modeled_speedup(run, match, dataset)
+    elif not candidates:
+        row.refused = f"no `{baseline}` run of dataset {dataset} among the inputs"
+    else:
+        b = candidates[0]
+        row.refused = (f"speedup vs `{baseline}` run {b.path} refused: "
+                       + "; ".join(reasons[b.path]))
+    row.greedy = find_greedy(run, candidates, dataset, preferred=match)
+    return row
+
+
 def build_rows(runs: list[Run], *, baseline: str = "ar") -> list[Row]:
-    """Leaderboard rows with speedups against a comparable baseline run, or a refusal reason."""
-    rows = []
-    folders: dict[str, set[Path]] = {}
-    for run in runs:
-        folders.setdefault(run.method, set()).add(run.path)
-    for run in runs:
-        label = run.method if len(folders[run.method]) == 1 else f"{run.method} ({run.path.name})"
-        for dataset, metrics in run.summary["datasets"].items():
-            row = Row(run, dataset, metrics, label)
-            candidates = [b for b in runs if b.method == baseline and dataset in
-                          b.summary["datasets"]]
-            reasons = {b.path: mismatches(run, b, dataset, target_only=True) for b in candidates}
-            match = next((b for b in candidates if not reasons[b.path]), None)
-            if match is not None:
-                row.baseline = match
-                base_s, s = match.summary["datasets"][dataset]["wall_s"], metrics["wall_s"]
-                row.speedup = base_s / s if s else math.nan
-                row.modeled_speedup = modeled_speedup(run, match, dataset)
-            elif not candidates:
-                row.refused = f"no `{baseline}` run of dataset {dataset} among the inputs"
-            else:
-                b = candidates[0]
-                row.refused = (f"speedup vs `{baseline}` run {b.path} refused: "
-                               + "; ".join(reasons[b.path]))
-            rows.append(row)
+    """Leaderboard rows with speedups against a comparable baseline run, or a refusal reason;
+    repeats merged."""
+    rows = aggregate([_row(run, dataset, runs, baseline)
+                      for run in runs for dataset in run.summary["datasets"]])
+    seen: set[tuple[str, str]] = set()
+    shared: set[str] = set()  # methods with two rows on one dataset: label them by folder
+    for row in rows:
+        key = (row.run.method, row.dataset)
+        if key in seen:
+            shared.add(row.run.method)
+        seen.add(key)
+    for row in rows:
+        if row.run.method in shared:
+            row.label = f"{row.run.method} ({row.run.path.name})"
     rows.sort(key=lambda r: (r.dataset, -_num(r.speedup), r.label))
     return rows
 
 
 def _num(x: float | None) -> float:
     return -1.0 if x is None or math.isnan(x) else x
-

@@ -51,7 +51,7 @@ from specdec.bench.quality import check_unsafe_code_confirmed
 from specdec.bench.records import RecordFile, config_hash
 from specdec.bench.rundir import RunLock
 from specdec.bench.schema import validate
-from specdec.bench.summary import dataset_metrics, write_summaries
+from specdec.bench.summary import dataset_metrics, modeled_metrics, write_summaries
 from specdec.bench.table import format_table
 from specdec.data.prompts import Prompt, PromptFile, read_prompt_file
 from specdec.metrics import GenerationStats, summarize
@@ -96,7 +96,8 @@ class DatasetRun:
         rec = {"prompt_id": prompt.id, "dataset": self.name, "category": prompt.category,
                "method": self.cfg.method_name, "seed": self.cfg.seed, "turns": len(prompt.turns),
                **s.to_record(), "wall_s": s.decode_s, "total_s": answer.seconds,
-               "truncated_tokens": answer.truncated_tokens, "text": "\n\n".join(answers)}
+               "truncated_tokens": answer.truncated_tokens, "text": "\n\n".join(answers),
+               "prompt_tokens": answer.prompt_tokens, "output_ids": answer.output_ids}
         if len(answers) > 1:
             rec["answers"] = answers
         rec["forward_profile"] = forward_profile(s.forwards)  # lets a report reprice the run
@@ -116,7 +117,7 @@ class DatasetRun:
         return dataset_metrics(records, prompt_file_sha256=self.file.sha256,
                                max_new_tokens=self.max_new,
                                chat_template=bool(self.ds.chat_template),
-                               template=self.ds.get("template", "{turn}"))
+                               template=self.ds.get("template", "{turn}"), cost=self.cost)
 
 
 def _progress(run: DatasetRun, done: int, enabled: bool):
@@ -211,8 +212,9 @@ def _run(cfg: DictConfig, out_dir: Path) -> dict:
             records = run_dataset(ds_run, warm)
             metrics = summary["datasets"][ds_run.name] = ds_run.metrics(records)
             all_records += records
-            summary["overall"] = summarize(
-                [GenerationStats.from_record(r) for r in all_records])
+            summary["overall"] = {
+                **summarize([GenerationStats.from_record(r) for r in all_records]),
+                **modeled_metrics(all_records, cost)}
             write_summaries(out_dir, summary, {r.name: r.progress() for r in runs}, ds_run.name)
             logger.log_dataset(ds_run.name, metrics)
             logger.log_records(ds_run.name, records)

@@ -5,16 +5,26 @@ Two runs compare on a dataset (``mismatches`` is empty) when they share the mode
 the machine and the software versions. The baseline (``ar``) decodes without a draft, so against
 it only the target's part of the pair fingerprint must match (keys of ``ModelPair.describe()``
 that name the draft are ignored): one ``ar`` run serves every draft model of the same target.
+Greedy equality (``specdec.bench.greedy``) needs only the pair, prompts and sampling to agree
+(``mismatches(..., only=OUTPUT_CHECKS)``): outputs do not depend on the machine's speed.
+
+``Run.records`` reads a dataset's per-prompt records (those of the summary's config hash), for
+the per-category table and greedy equality.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections.abc import Collection
+from dataclasses import dataclass, field
 from pathlib import Path
+
+from specdec.bench.records import dataset_records
 
 PROMPT_KEYS = ("prompt_ids_hash", "prompt_file_sha256", "max_new_tokens", "chat_template",
                "template")
+CHECKS = ("model pair", "prompts", "sampling", "machine", "software")
+OUTPUT_CHECKS = ("model pair", "prompts", "sampling")  # what decides the output tokens
 
 
 @dataclass
@@ -23,6 +33,14 @@ class Run:
 
     path: Path
     summary: dict
+    _records: dict[str, list[dict]] = field(default_factory=dict, repr=False, compare=False)
+
+    def records(self, dataset: str) -> list[dict]:
+        """The dataset's records under the summary's config hash (read once, then cached)."""
+        if dataset not in self._records:
+            self._records[dataset] = dataset_records(self.path, dataset,
+                                                     self.summary.get("config_hash", ""))
+        return self._records[dataset]
 
     @property
     def method(self) -> str:
@@ -39,7 +57,6 @@ class Run:
                 for name, p in (self.summary.get("progress") or {}).items()
                 if name not in self.summary["datasets"]]
         return "stopped before finishing " + (", ".join(left) or "its datasets")
-
 
 
 def load_runs(paths: list[str | Path]) -> list[Run]:
@@ -73,12 +90,14 @@ def _target_only(model: dict | None) -> dict | None:
     return None if model is None else {k: v for k, v in model.items() if "draft" not in k}
 
 
-def mismatches(a: Run, b: Run, dataset: str, *, target_only: bool = False) -> list[str]:
+def mismatches(a: Run, b: Run, dataset: str, *, target_only: bool = False,
+               only: Collection[str] = CHECKS) -> list[str]:
     """Why runs ``a`` and ``b`` may not be compared on ``dataset`` (empty: comparable).
 
     Args:
         target_only: compare only the target's part of the model fingerprint (``b`` is a
             baseline that uses no draft).
+        only: the checks to make (names in ``CHECKS``; default all).
     """
     ma, mb = a.summary["datasets"][dataset], b.summary["datasets"][dataset]
     pick = _target_only if target_only else (lambda m: m)
@@ -90,5 +109,6 @@ def mismatches(a: Run, b: Run, dataset: str, *, target_only: bool = False) -> li
         ("machine", a.summary.get("machine"), b.summary.get("machine")),
         ("software", a.summary.get("software"), b.summary.get("software")),
     ]
-    return [d for name, x, y in checks if (d := _diff(name, x, y)) is not None]
+    return [d for name, x, y in checks
+            if name in only and (d := _diff(name, x, y)) is not None]
 

@@ -2,7 +2,11 @@
 
 A dataset's metrics (``dataset_metrics``) are ``specdec.metrics.summarize`` over its records plus
 the modeled time, the merged forward profile, quality means and what the report compares runs on
-(prompt ids and file digest, generation length, formatting).
+(prompt ids and file digest, generation length, formatting). With a cost table and records that
+carry ``prompt_tokens`` and ``output_ids``, ``modeled_metrics`` adds ``ar_modeled_s`` (AR's
+forwards for the same tokens, ``specdec.bench.pricing.ar_profile``, priced by the run's table) and
+``modeled_speedup = ar_modeled_s / modeled_s``: the run's own speedup estimate, needing no ``ar``
+run, and the metric ``python -m specdec.eval`` returns to a sweeper.
 
 Completeness: ``summary.json`` is written when the run starts (before any generation, so a
 previous run's summary never outlives a changed configuration) and again after each dataset, with
@@ -19,7 +23,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from specdec.bench.pricing import merge_profiles
+from specdec.bench.pricing import CostTable, ar_profile, merge_profiles
 from specdec.bench.rundir import write_json
 from specdec.data.prompts import prompt_ids_hash
 from specdec.metrics import GenerationStats, summarize
@@ -27,12 +31,27 @@ from specdec.metrics import GenerationStats, summarize
 Progress = dict[str, dict[str, int]]  # dataset -> {"recorded": n, "expected": m}
 
 
+def modeled_metrics(records: list[dict], cost: CostTable | None) -> dict[str, float]:
+    """``modeled_s`` (when every record has it), and ``ar_modeled_s`` and ``modeled_speedup``
+    (when, besides, ``cost`` is given and every record has its per-turn token ids and prompt
+    lengths)."""
+    if not records or not all("modeled_s" in r for r in records):
+        return {}
+    out = {"modeled_s": sum(r["modeled_s"] for r in records)}
+    if cost is not None and all("output_ids" in r and "prompt_tokens" in r for r in records):
+        profile = merge_profiles(ar_profile(r["prompt_tokens"], [len(t) for t in r["output_ids"]])
+                                 for r in records)
+        out["ar_modeled_s"] = cost.price(profile)
+        out["modeled_speedup"] = (out["ar_modeled_s"] / out["modeled_s"] if out["modeled_s"]
+                                  else float("nan"))
+    return out
+
+
 def dataset_metrics(records: list[dict], *, prompt_file_sha256: str, max_new_tokens: int,
-                    chat_template: bool, template: str) -> dict:
+                    chat_template: bool, template: str, cost: CostTable | None = None) -> dict:
     """Metrics of one dataset's records (prompt order), with what makes runs comparable."""
     metrics = summarize([GenerationStats.from_record(r) for r in records])
-    if records and all("modeled_s" in r for r in records):
-        metrics["modeled_s"] = sum(r["modeled_s"] for r in records)
+    metrics.update(modeled_metrics(records, cost))
     if records and all("forward_profile" in r for r in records):
         metrics["forward_profile"] = merge_profiles(r["forward_profile"] for r in records)
     for key in sorted({k for r in records for k in r if k.startswith("quality_")}):
