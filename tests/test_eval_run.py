@@ -58,7 +58,7 @@ def test_records_hold_one_line_per_prompt_with_counts_and_times(sps_run):
         **summarize([GenerationStats.from_record(r) for r in recs]),
         **{k: summary["datasets"]["tiny"][k] for k in
            ("prompt_ids_hash", "prompt_file_sha256", "max_new_tokens", "chat_template",
-            "template", "modeled_s", "forward_profile")}}
+            "template", "modeled_s", "forward_profile", "ar_modeled_s", "modeled_speedup")}}
     assert summary["datasets"]["tiny"]["modeled_s"] == pytest.approx(
         sum(r["modeled_s"] for r in recs))
 
