@@ -12,9 +12,10 @@ checks (records with and without scores never mix, so a mean score covers every 
 runner adds the digests of the learned weights (``specdec.bench.fingerprint``: a retrained draft
 or head never resumes the old records) and the SHA-256 of each prompt file (an edited prompt file
 never resumes the answers to its old text). What only selects or reports is left out (``limit``,
-``warmup``, ``resume``, ``logger``, ``paths``, ``on_bad_record``): raising ``limit`` resumes the
-same run. ``threads`` and ``device`` are hashed: timings of one record set share them. A record's
-stats fields are ``GenerationStats.to_record()`` (``specdec.metrics``: one schema).
+``warmup``, ``resume``, ``logger``, ``paths``, ``on_bad_record``, ``optimized_metric``,
+``hparams_search``): raising ``limit`` resumes the same run. ``threads`` and ``device`` are
+hashed: timings of one record set share them. A record's stats fields are
+``GenerationStats.to_record()`` (``specdec.metrics``: one schema).
 
 A corrupt line before the last (no kill produces one: a disk error, a hand edit) stops
 ``RecordFile.open`` with the file and line number; ``on_bad_record=skip`` drops it instead (with a
@@ -36,7 +37,8 @@ log = logging.getLogger(__name__)
 
 # keys of the eval config that do not change what a prompt's record contains
 UNHASHED_KEYS = ("hydra", "paths", "logger", "limit", "warmup", "resume", "progress",
-                 "on_bad_record", "confirm_run_unsafe_code")
+                 "on_bad_record", "confirm_run_unsafe_code", "optimized_metric",
+                 "hparams_search")
 UNHASHED_DATASET_KEYS = ("limit",)
 
 

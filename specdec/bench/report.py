@@ -25,6 +25,7 @@ seeds merged into mean ± std (``specdec.bench.repeats``), ``leaderboard.csv`` b
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -61,6 +62,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="output folder (default outputs/report)")
     parser.add_argument("--baseline", default="ar", help="method name of the baseline run")
     parser.add_argument("--no-plots", action="store_true", help="write the Markdown only")
+    parser.add_argument("--wandb", action="store_true",
+                        help="also log the output folder as a W&B artifact (offline unless "
+                             "WANDB_MODE says otherwise)")
+    parser.add_argument("--wandb-project", default="specdec", help="W&B project (--wandb)")
     parser.add_argument("--strict", action="store_true",
                         help="exit with status 2 when any speedup was refused, any run is "
                              "incomplete or any greedy output differs from the baseline's")
@@ -83,6 +88,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"greedy mismatch: {r.label} on {r.dataset}: {len(r.greedy.mismatched)} of "
               f"{r.greedy.prompts} prompts differ from {r.greedy.baseline}", file=sys.stderr)
     print(f"wrote {Path(args.out) / 'leaderboard.md'} and leaderboard.csv", file=sys.stderr)
+    if args.wandb:
+        from specdec.bench.wandb_artifacts import WandbReport, common_group
+
+        group = common_group([run.summary for r in rows for run in r.runs])
+        name = WandbReport(project=args.wandb_project,
+                           mode=os.environ.get("WANDB_MODE", "offline")).log(args.out, group=group)
+        print(f"logged {args.out} as W&B artifact {name}", file=sys.stderr)
     return 2 if args.strict and (incomplete or differ or any(r.refused for r in rows)) else 0
 
 

@@ -51,8 +51,14 @@ from specdec.bench.quality import check_unsafe_code_confirmed
 from specdec.bench.records import RecordFile, config_hash
 from specdec.bench.rundir import RunLock
 from specdec.bench.schema import validate
-from specdec.bench.summary import dataset_metrics, modeled_metrics, write_summaries
+from specdec.bench.summary import (
+    check_metric_name,
+    dataset_metrics,
+    modeled_metrics,
+    write_summaries,
+)
 from specdec.bench.table import format_table
+from specdec.bench.wandb_artifacts import RunTag
 from specdec.data.prompts import Prompt, PromptFile, read_prompt_file
 from specdec.metrics import GenerationStats, summarize
 from specdec.models import ModelPair
@@ -156,6 +162,7 @@ def run_dataset(run: DatasetRun, warm: list[int]) -> list[dict]:
 def run(cfg: DictConfig) -> dict:
     """Run the evaluation described by ``cfg``; returns the summary dict."""
     validate(cfg)  # bad scalar values fail here, naming the key, before anything loads
+    check_metric_name(cfg.get("optimized_metric"))
     if not cfg.benchmark.get("datasets"):
         raise ValueError("the benchmark has no datasets; pick one with benchmark=<name> "
                          "(conf/benchmark/)")
@@ -206,7 +213,7 @@ def _run(cfg: DictConfig, out_dir: Path) -> dict:
     write_summaries(out_dir, summary, {r.name: r.progress() for r in runs})  # not complete yet
     logger: EvalLogger = instantiate(cfg.logger.eval)  # conf/logger/: the eval node
     try:
-        logger.log_config(resolved)
+        logger.log_config(resolved, RunTag.from_summary(summary))
         warm, all_records = [int(cfg.warmup)], []
         for ds_run in runs:
             records = run_dataset(ds_run, warm)
@@ -219,6 +226,8 @@ def _run(cfg: DictConfig, out_dir: Path) -> dict:
             logger.log_dataset(ds_run.name, metrics)
             logger.log_records(ds_run.name, records)
         logger.log_dataset("overall", summary["overall"])
+        logger.log_summary([out_dir / "summary.json",
+                            *sorted((out_dir / "summary").glob("*.json"))])
     finally:
         logger.finish()
     print(format_table(cfg.method_name, {**summary["datasets"], "overall": summary["overall"]}))

@@ -21,6 +21,8 @@ refuses them. Every file is strict JSON written atomically (``specdec.bench.rund
 
 from __future__ import annotations
 
+import logging
+import math
 from pathlib import Path
 
 from specdec.bench.pricing import CostTable, ar_profile, merge_profiles
@@ -28,7 +30,37 @@ from specdec.bench.rundir import write_json
 from specdec.data.prompts import prompt_ids_hash
 from specdec.metrics import GenerationStats, summarize
 
+log = logging.getLogger(__name__)
+
 Progress = dict[str, dict[str, int]]  # dataset -> {"recorded": n, "expected": m}
+MODELED_KEYS = ("modeled_s", "ar_modeled_s", "modeled_speedup")
+
+
+def check_metric_name(name: str | None) -> None:
+    """Fail before a run when ``optimized_metric`` names no metric a run can have.
+
+    Raises:
+        ValueError: naming the bad value and the valid names.
+    """
+    valid = sorted({*summarize([]), *MODELED_KEYS})
+    if name is not None and name not in valid and not name.startswith("quality_"):
+        raise ValueError(f"optimized_metric={name!r} is not a run metric; use one of {valid}, "
+                         "a quality_<check> or null")
+
+
+def sweep_metric(summary: dict, name: str | None) -> float | None:
+    """The ``overall`` metric ``name`` of a run, what ``python -m specdec.eval`` returns to a
+    sweeper; None when ``name`` is None or the run has no such metric (then a warning says why)."""
+    if name is None:
+        return None
+    value = summary["overall"].get(name)
+    if value is None:
+        log.warning("optimized_metric=%s is undefined for this run (modeled_* need cost_model="
+                    "true, quality_* need quality=true); the sweeper gets None", name)
+        return None
+    if isinstance(value, float) and math.isnan(value):
+        log.warning("optimized_metric=%s is NaN for this run", name)
+    return float(value)
 
 
 def modeled_metrics(records: list[dict], cost: CostTable | None) -> dict[str, float]:
