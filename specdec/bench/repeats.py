@@ -33,8 +33,11 @@ if TYPE_CHECKING:  # rows.py builds rows with aggregate()
 
 
 def run_key(run: Run) -> str:
-    """What a run's repeats share: everything that changes a record, but the seed."""
+    """What a run's repeats share: everything that changes a record, but the seed (a summary
+    without its config is a row of its own)."""
     summary = run.summary
+    if "config" not in summary:
+        return str(run.path)
     config = {k: v for k, v in (summary.get("config") or {}).items() if k != "seed"}
     chash = config_hash({**config, "learned_weights": summary.get("learned_weights"),
                          "prompt_files": summary.get("prompt_files")})

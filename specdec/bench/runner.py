@@ -7,7 +7,9 @@ of the learned weights, ``specdec.bench.fingerprint``, and of each prompt file's
 ``specdec.data.prompts.read_prompt_file``), generate every remaining prompt with
 per-prompt coins seeded from (seed, prompt id), append one JSONL record per prompt →
 ``summary.json`` (metrics of ``specdec.metrics`` per dataset and overall) → logger.
-A record is ``GenerationStats.to_record()`` plus the prompt's identity, text and timings.
+A record is ``GenerationStats.to_record()`` plus the prompt's identity, text and timings, and per
+turn the new token ids (``output_ids``: greedy equality in the report) and the prompt's length
+(``prompt_tokens``: AR-equivalent forwards, ``specdec.bench.pricing.ar_profile``).
 
 Timing rules (the same for every method, AR included):
 
