@@ -176,6 +176,7 @@ def test_csv_logger_writes_per_dataset_metrics(tmp_path):
 def test_wandb_logger_works_offline(tmp_path, monkeypatch):
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_DIR", str(tmp_path / "wb"))
+    monkeypatch.setenv("WANDB_DATA_DIR", str(tmp_path / "wb" / "data"))  # staged artifacts
     monkeypatch.setenv("WANDB_SILENT", "true")
     ev.run(eval_cfg(tmp_path / "run", ["method=sps", "logger=wandb", "limit=1"]))
     runs = list((tmp_path / "wb" / "wandb").glob("offline-run-*"))
