@@ -1,6 +1,9 @@
 """``python -m specdec.eval``: benchmark method presets on a model pair (Hydra entry point).
 
-The work is ``specdec.bench.runner.run``; this file only binds it to ``conf/eval.yaml``.
+The work is ``specdec.bench.runner.run``; this file only binds it to ``conf/eval.yaml``. ``main``
+returns the run's ``optimized_metric`` (``overall``; default ``modeled_speedup``, the run's modeled
+speedup over AR-equivalent forwards, steadier than wall-clock tokens/s), the value a Hydra sweeper
+such as Optuna (``hparams_search=...``, ``conf/hparams_search/``) maximises.
 """
 
 from __future__ import annotations
@@ -9,13 +12,19 @@ import hydra
 from omegaconf import DictConfig
 
 from specdec.bench.runner import run
+from specdec.bench.summary import sweep_metric
 from specdec.config import register_resolvers
 
 
+def evaluate(cfg: DictConfig) -> float | None:
+    """Run one eval job; returns its ``optimized_metric`` (None: none chosen or undefined)."""
+    return sweep_metric(run(cfg), cfg.get("optimized_metric"))
+
+
 @hydra.main(version_base="1.3", config_path="../conf", config_name="eval")
-def main(cfg: DictConfig) -> dict:
-    """Run one eval job (a multirun calls it once per method preset)."""
-    return run(cfg)
+def main(cfg: DictConfig) -> float | None:
+    """Run one eval job (a multirun calls it once per method preset); returns the sweep metric."""
+    return evaluate(cfg)
 
 
 if __name__ == "__main__":

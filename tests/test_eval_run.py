@@ -59,7 +59,7 @@ def test_records_hold_one_line_per_prompt_with_counts_and_times(sps_run):
         **summarize([GenerationStats.from_record(r) for r in recs]),
         **{k: summary["datasets"]["tiny"][k] for k in
            ("prompt_ids_hash", "prompt_file_sha256", "max_new_tokens", "chat_template",
-            "template", "modeled_s", "forward_profile")}}
+            "template", "modeled_s", "forward_profile", "ar_modeled_s", "modeled_speedup")}}
     table = CostTable.from_dict(summary["cost_table"])  # fitted on the records' forward logs
     assert summary["datasets"]["tiny"]["modeled_s"] == pytest.approx(
         sum(table(log_rows(r["forward_log"])) for r in recs))
@@ -191,6 +191,7 @@ def test_csv_logger_writes_per_dataset_metrics(tmp_path):
 def test_wandb_logger_works_offline(tmp_path, monkeypatch):
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_DIR", str(tmp_path / "wb"))
+    monkeypatch.setenv("WANDB_DATA_DIR", str(tmp_path / "wb" / "data"))  # staged artifacts
     monkeypatch.setenv("WANDB_SILENT", "true")
     ev.run(eval_cfg(tmp_path / "run", ["method=sps", "logger=wandb", "limit=1"]))
     runs = list((tmp_path / "wb" / "wandb").glob("offline-run-*"))

@@ -33,6 +33,10 @@ def _summary(path: Path) -> dict:
     return json.loads((path / "summary.json").read_text())
 
 
+def _records(path: Path) -> list[dict]:
+    return [json.loads(line) for line in (path / "records" / "tiny.jsonl").read_text().splitlines()]
+
+
 def test_leaderboard_has_speedup_vs_ar(runs, tmp_path):
     text, rows = rp.report([runs["ar"], runs["sps"]], tmp_path)
     assert "| speedup |" in text and "## Speedup vs `ar` (method × dataset)" in text
@@ -107,20 +111,23 @@ def test_cli_finds_runs_below_a_folder_and_strict_fails_on_refusals(runs, tmp_pa
     assert missing.returncode == 1 and "no summary.json" in missing.stderr
 
 
-def test_modeled_speedup_prices_both_runs_with_the_method_runs_table(runs, tmp_path):
+def test_modeled_speedup_prices_both_runs_with_one_table_fitted_on_both_logs(runs, tmp_path):
+    from specdec.bench.costfit import fit_cost_table, log_rows
     from specdec.bench.pricing import CostTable
 
     text, rows = rp.report([runs["ar"], runs["sps"]], tmp_path, plots=False)
     by_method = {r.run.method: r for r in rows}
     sps = _summary(runs["sps"])
-    table = CostTable.from_dict(sps["cost_table"])
-    ar_profile = _summary(runs["ar"])["datasets"]["tiny"]["forward_profile"]
-    expected = table.price(ar_profile) / table.price(sps["datasets"]["tiny"]["forward_profile"])
+    logs = {m: [log_rows(r["forward_log"]) for r in _records(runs[m])] for m in ("ar", "sps")}
+    joint, fit = fit_cost_table(logs["ar"] + logs["sps"],
+                                CostTable.from_dict(sps["calibration"]))
+    assert fit["fitted"]["target"]  # the target's sizes come from the two runs' own forwards
+    expected = sum(map(joint, logs["ar"])) / sum(map(joint, logs["sps"]))
     assert by_method["sps"].modeled_speedup == pytest.approx(expected)
     assert by_method["ar"].modeled_speedup == pytest.approx(1.0)
     assert "| modeled speedup |" in text and f"| {expected:.2f}x |" in text
     # an ar run prices as target forwards only: one per new token
-    assert set(ar_profile) == {"target"}
+    assert set(_summary(runs["ar"])["datasets"]["tiny"]["forward_profile"]) == {"target"}
 
 
 def test_runs_without_a_cost_table_get_no_modeled_speedup(runs, tmp_path):

@@ -61,6 +61,11 @@ def log_rows(cols: Columns) -> list[ForwardRecord]:
                                             cols["us"], cols["step"], strict=True)]
 
 
+def record_modeled_s(record: dict, table: CostTable) -> float:
+    """A record's decode forwards (``forward_log``) priced by ``table``, overlap included."""
+    return table(log_rows(record["forward_log"]))
+
+
 def _quartile_slope(points: list[tuple[int, float]]) -> float | None:
     """Slope of the least-squares line through the medians of four context quartiles."""
     points = sorted(points)

@@ -6,8 +6,10 @@ leaderboard (speedup of ``sps`` over ``ar``). A sweep that does not include the 
 gets a speedup column when the baseline's run directory for the same command exists (the sibling
 folder named after it).
 
-The leaderboard and its plots go to ``<common parent>/leaderboard/<baseline+methods>-<hash>/``
-(the hash is over the run folders).
+The leaderboard (``leaderboard.md``, ``leaderboard.csv``) and its plots go to
+``<common parent>/leaderboard/<baseline+methods>-<hash>/`` (the hash is over the run folders). When
+the sweep's ``logger`` has a ``report`` node (``logger=wandb``: ``WandbReport``), that folder is
+also logged as a W&B ``leaderboard`` artifact, in the runs' group when they share one.
 Jobs are collected in ``on_job_end``, i.e. in the launcher's process: with a remote launcher the
 callback only prints the ``specdec.report`` command to run.
 """
@@ -22,7 +24,10 @@ from typing import Any
 
 from hydra.core.utils import JobReturn, JobStatus
 from hydra.experimental.callback import Callback
-from omegaconf import DictConfig
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+
+from specdec.bench.wandb_artifacts import common_group
 
 log = logging.getLogger(__name__)
 
@@ -81,10 +86,15 @@ class PrintLeaderboard(Callback):
         name = "+".join(sorted(set(self.methods) | {self.baseline})) + "-" + digest
         out = Path(os.path.commonpath([str(d.parent) for d in runs])) / "leaderboard" / name
         try:
-            text, _ = report(runs, out, baseline=self.baseline, plots=self.plots)
+            text, rows = report(runs, out, baseline=self.baseline, plots=self.plots)
         except ValueError as err:  # e.g. runs that cannot share a table
             print(f"leaderboard not written: {err}")
             return
         print(text)
         print(f"leaderboard and plots: {out}")
+        node = OmegaConf.select(config, "logger.report")
+        if node is not None:  # e.g. logger=wandb: the folder as a W&B artifact
+            group = common_group([run.summary for r in rows for run in r.runs])
+            name = instantiate(node).log(out, group=group)
+            print(f"logged {out} as artifact {name}")
         print("  merge other runs: python -m specdec.report " + " ".join(map(str, runs)))

@@ -11,7 +11,7 @@ with ``truncate_prompts=left``, keeps its last tokens and counts the dropped one
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from hydra.utils import instantiate
@@ -54,13 +54,16 @@ def build_method(cfg: DictConfig, pair: ModelPair) -> Method:
 
 @dataclass(frozen=True)
 class Answer:
-    """A prompt's answers (one per turn), summed stats, prefill+decode seconds between syncs, and
-    the prompt tokens ``truncate_prompts=left`` dropped (0: none)."""
+    """A prompt's answers (one per turn), summed stats, prefill+decode seconds between syncs, the
+    prompt tokens ``truncate_prompts=left`` dropped (0: none), and per turn the new token ids and
+    the length of the prompt they followed (the conversation so far, as encoded)."""
 
     answers: list[str]
     stats: GenerationStats
     seconds: float
     truncated_tokens: int = 0
+    output_ids: list[list[int]] = field(default_factory=list)
+    prompt_tokens: list[int] = field(default_factory=list)
 
 
 def _sync(devices: list[torch.device]) -> None:
@@ -91,6 +94,8 @@ def run_prompt(
     devices, limits = pair.devices(), context_limits(pair)
     messages: list[dict[str, str]] = []
     total, answers, seconds, dropped = GenerationStats(), [], 0.0, 0
+    output_ids: list[list[int]] = []
+    prompt_tokens: list[int] = []
     for i, turn in enumerate(prompt.turns):
         messages.append({"role": "user", "content": format_turn(turn, template)})
         ids = encode_turn(pair.tokenizer, messages, chat_template=chat_template)
@@ -108,5 +113,7 @@ def run_prompt(
         answer = pair.tokenizer.decode(out.tokens, skip_special_tokens=True)
         messages.append({"role": "assistant", "content": answer})
         answers.append(answer)
+        output_ids.append([int(t) for t in out.tokens])
+        prompt_tokens.append(len(ids))
         total.merge(out.stats)
-    return Answer(answers, total, seconds, dropped)
+    return Answer(answers, total, seconds, dropped, output_ids, prompt_tokens)

@@ -19,6 +19,15 @@ overlapping method's own ``modeled_s``. Profiles let the
 report price a baseline run with a method run's table: both sides of a speedup measured by one
 calibration, so a slow phase of a shared machine during either run cancels out
 (``modeled_speedup``).
+
+``ar_profile`` is the profile AR decoding would have for given token counts: one 1-token target
+forward per new token, the i-th (from 0) of a turn at context ``T - 1 + i`` after a ``T``-token
+prompt (``engine.generate`` prefills all prompt tokens but the last and keeps every committed token
+but the root cached). A run prices it with its own table to get ``ar_modeled_s`` and its
+self-contained ``modeled_speedup = ar_modeled_s / modeled_s`` (``specdec.bench.summary``): what AR
+would cost for the same tokens at the same contexts, over what the method cost. At temperature 0 a
+lossless method emits AR's tokens, so this equals pricing a real ``ar`` run's profile with the
+same table.
 """
 
 from __future__ import annotations
@@ -56,6 +65,19 @@ def merge_profiles(profiles: Iterable[Profile]) -> Profile:
                 cell[0] += count
                 cell[1] += ctx_sum
     return out
+
+
+def ar_profile(prompt_tokens: Sequence[int], new_tokens: Sequence[int]) -> Profile:
+    """The profile of AR emitting ``new_tokens[t]`` tokens after a ``prompt_tokens[t]``-token
+    prompt, for each turn ``t`` (see the module docstring)."""
+    if len(prompt_tokens) != len(new_tokens):
+        raise ValueError(f"{len(prompt_tokens)} prompt lengths for {len(new_tokens)} turns; "
+                         "give one prompt length per turn")
+    count = ctx_sum = 0
+    for prompt, n in zip(prompt_tokens, new_tokens):
+        count += n
+        ctx_sum += n * (prompt - 1) + n * (n - 1) // 2  # contexts T-1, T, ..., T-2+n
+    return {"target": {"1": [count, ctx_sum]}} if count else {}
 
 
 @dataclass

@@ -12,9 +12,10 @@ checks (records with and without scores never mix, so a mean score covers every 
 runner adds the digests of the learned weights (``specdec.bench.fingerprint``: a retrained draft
 or head never resumes the old records) and the SHA-256 of each prompt file (an edited prompt file
 never resumes the answers to its old text). What only selects or reports is left out (``limit``,
-``warmup``, ``resume``, ``logger``, ``paths``, ``on_bad_record``): raising ``limit`` resumes the
-same run. ``threads`` and ``device`` are hashed: timings of one record set share them. A record's
-stats fields are ``GenerationStats.to_record()`` (``specdec.metrics``: one schema).
+``warmup``, ``resume``, ``logger``, ``paths``, ``on_bad_record``, ``optimized_metric``,
+``hparams_search``): raising ``limit`` resumes the same run. ``threads`` and ``device`` are
+hashed: timings of one record set share them. A record's stats fields are
+``GenerationStats.to_record()`` (``specdec.metrics``: one schema).
 
 A corrupt line before the last (no kill produces one: a disk error, a hand edit) stops
 ``RecordFile.open`` with the file and line number; ``on_bad_record=skip`` drops it instead (with a
@@ -36,7 +37,8 @@ log = logging.getLogger(__name__)
 
 # keys of the eval config that do not change what a prompt's record contains
 UNHASHED_KEYS = ("hydra", "paths", "logger", "limit", "warmup", "resume", "progress",
-                 "on_bad_record", "confirm_run_unsafe_code")
+                 "on_bad_record", "confirm_run_unsafe_code", "optimized_metric",
+                 "hparams_search")
 UNHASHED_DATASET_KEYS = ("limit",)
 
 
@@ -176,3 +178,12 @@ def iter_records(run_dir: str | Path) -> Iterator[dict]:
     for path in sorted((Path(run_dir) / "records").glob("*.jsonl")):
         for _, rec in _whole_lines(path):
             yield rec
+
+
+def dataset_records(run_dir: str | Path, dataset: str, config_hash: str) -> list[dict]:
+    """The records of one dataset written under ``config_hash`` (file order, first per prompt)."""
+    out: dict[str, dict] = {}
+    for _, rec in _whole_lines(Path(run_dir) / "records" / f"{dataset}.jsonl"):
+        if rec.get("config_hash") == config_hash:
+            out.setdefault(rec["prompt_id"], rec)
+    return list(out.values())

@@ -8,7 +8,10 @@ file's bytes, ``specdec.data.prompts.read_prompt_file``), generate every remaini
 per-prompt coins seeded from (seed, prompt id), append one JSONL record per prompt →
 ``summary.json`` (metrics of ``specdec.metrics`` per dataset and overall; ``modeled_s`` priced by a
 cost table fitted on the run's own forward log, ``specdec.bench.costfit``) → logger.
-A record is ``GenerationStats.to_record()`` plus the prompt's identity, text and timings.
+A record is ``GenerationStats.to_record()`` plus the prompt's identity, text and timings, its
+decode forwards (``forward_log``), and per turn the new token ids (``output_ids``: greedy equality
+in the report) and the prompt's length (``prompt_tokens``: AR-equivalent forwards,
+``specdec.bench.pricing.ar_profile``).
 
 Timing rules (the same for every method, AR included):
 
@@ -55,8 +58,9 @@ from specdec.bench.quality import check_unsafe_code_confirmed
 from specdec.bench.records import RecordFile, config_hash
 from specdec.bench.rundir import RunLock
 from specdec.bench.schema import validate
-from specdec.bench.summary import dataset_metrics, price_run, write_summaries
+from specdec.bench.summary import check_metric_name, dataset_metrics, price_run, write_summaries
 from specdec.bench.table import format_table
+from specdec.bench.wandb_artifacts import RunTag
 from specdec.data.prompts import Prompt, PromptFile, read_prompt_file
 from specdec.metrics import GenerationStats, summarize
 from specdec.models import ModelPair
@@ -100,7 +104,8 @@ class DatasetRun:
         rec = {"prompt_id": prompt.id, "dataset": self.name, "category": prompt.category,
                "method": self.cfg.method_name, "seed": self.cfg.seed, "turns": len(prompt.turns),
                **s.to_record(), "wall_s": s.decode_s, "total_s": answer.seconds,
-               "truncated_tokens": answer.truncated_tokens, "text": "\n\n".join(answers)}
+               "truncated_tokens": answer.truncated_tokens, "text": "\n\n".join(answers),
+               "prompt_tokens": answer.prompt_tokens, "output_ids": answer.output_ids}
         if len(answers) > 1:
             rec["answers"] = answers
         rec["forward_profile"] = forward_profile(s.forwards)  # lets a report reprice the run
@@ -158,6 +163,7 @@ def run_dataset(run: DatasetRun, warm: list[int]) -> list[dict]:
 def run(cfg: DictConfig) -> dict:
     """Run the evaluation described by ``cfg``; returns the summary dict."""
     validate(cfg)  # bad scalar values fail here, naming the key, before anything loads
+    check_metric_name(cfg.get("optimized_metric"))
     if not cfg.benchmark.get("datasets"):
         raise ValueError("the benchmark has no datasets; pick one with benchmark=<name> "
                          "(conf/benchmark/)")
@@ -208,19 +214,21 @@ def _run(cfg: DictConfig, out_dir: Path) -> dict:
     write_summaries(out_dir, summary, {r.name: r.progress() for r in runs})  # not complete yet
     logger: EvalLogger = instantiate(cfg.logger.eval)  # conf/logger/: the eval node
     try:
-        logger.log_config(resolved)
+        logger.log_config(resolved, RunTag.from_summary(summary))
         warm, all_records, by_dataset = [int(cfg.warmup)], [], {}
         for ds_run in runs:
             records = by_dataset[ds_run.name] = run_dataset(ds_run, warm)
             metrics = summary["datasets"][ds_run.name] = ds_run.metrics(records)
-            price_run(summary, by_dataset, cost)  # refits on every dataset's records so far
             all_records += records
             summary["overall"] = summarize(
                 [GenerationStats.from_record(r) for r in all_records])
+            price_run(summary, by_dataset, cost)  # refits on every dataset's records so far
             write_summaries(out_dir, summary, {r.name: r.progress() for r in runs}, ds_run.name)
             logger.log_dataset(ds_run.name, metrics)
             logger.log_records(ds_run.name, records)
         logger.log_dataset("overall", summary["overall"])
+        logger.log_summary([out_dir / "summary.json",
+                            *sorted((out_dir / "summary").glob("*.json"))])
     finally:
         logger.finish()
     print(format_table(cfg.method_name, {**summary["datasets"], "overall": summary["overall"]}))

@@ -66,6 +66,7 @@ class EvalKeys:
     device: str = "cpu"
     threads: int | None = _bound(None, ge=1)
     truncate_prompts: Literal["left"] | None = None
+    optimized_metric: str | None = "modeled_speedup"
     sampling: SamplingKeys = field(default_factory=SamplingKeys)
 
 

@@ -1,8 +1,14 @@
 """``summary.json`` and ``summary/<dataset>.json``: what an eval run's records add up to.
 
 A dataset's metrics (``dataset_metrics``) are ``specdec.metrics.summarize`` over its records plus
-the merged forward profile, quality means and what the report compares runs on
-(prompt ids and file digest, generation length, formatting).
+the merged forward profile, quality means and what the report compares runs on (prompt ids and
+file digest, generation length, formatting). ``price_run`` fits the run's cost table on every
+record's forward log (``specdec.bench.costfit``) and adds, per dataset and overall,
+``modeled_metrics``: ``modeled_s`` (the records' forwards priced by that table), and with records
+that carry ``prompt_tokens`` and ``output_ids``, ``ar_modeled_s`` (AR's forwards for the same
+tokens, ``specdec.bench.pricing.ar_profile``, priced by the same table) and ``modeled_speedup =
+ar_modeled_s / modeled_s``: the run's own speedup estimate, needing no ``ar`` run, and the metric
+``python -m specdec.eval`` returns to a sweeper.
 
 Completeness: ``summary.json`` is written when the run starts (before any generation, so a
 previous run's summary never outlives a changed configuration) and again after each dataset, with
@@ -17,15 +23,63 @@ refuses them. Every file is strict JSON written atomically (``specdec.bench.rund
 
 from __future__ import annotations
 
+import logging
+import math
 from pathlib import Path
 
 from specdec.bench.costfit import fit_cost_table, log_rows
-from specdec.bench.pricing import CostTable, merge_profiles
+from specdec.bench.pricing import CostTable, ar_profile, merge_profiles
 from specdec.bench.rundir import write_json
 from specdec.data.prompts import prompt_ids_hash
 from specdec.metrics import GenerationStats, summarize
 
+log = logging.getLogger(__name__)
+
 Progress = dict[str, dict[str, int]]  # dataset -> {"recorded": n, "expected": m}
+MODELED_KEYS = ("modeled_s", "ar_modeled_s", "modeled_speedup")
+
+
+def check_metric_name(name: str | None) -> None:
+    """Fail before a run when ``optimized_metric`` names no metric a run can have.
+
+    Raises:
+        ValueError: naming the bad value and the valid names.
+    """
+    valid = sorted({*summarize([]), *MODELED_KEYS})
+    if name is not None and name not in valid and not name.startswith("quality_"):
+        raise ValueError(f"optimized_metric={name!r} is not a run metric; use one of {valid}, "
+                         "a quality_<check> or null")
+
+
+def sweep_metric(summary: dict, name: str | None) -> float | None:
+    """The ``overall`` metric ``name`` of a run, what ``python -m specdec.eval`` returns to a
+    sweeper; None when ``name`` is None or the run has no such metric (then a warning says why)."""
+    if name is None:
+        return None
+    value = summary["overall"].get(name)
+    if value is None:
+        log.warning("optimized_metric=%s is undefined for this run (modeled_* need cost_model="
+                    "true, quality_* need quality=true); the sweeper gets None", name)
+        return None
+    if isinstance(value, float) and math.isnan(value):
+        log.warning("optimized_metric=%s is NaN for this run", name)
+    return float(value)
+
+
+def modeled_metrics(records: list[dict], cost: CostTable) -> dict[str, float]:
+    """``modeled_s`` (when every record has its forward log), and ``ar_modeled_s`` and
+    ``modeled_speedup`` (when, besides, every record has its per-turn token ids and prompt
+    lengths), all priced by ``cost``."""
+    if not records or not all("forward_log" in r for r in records):
+        return {}
+    out = {"modeled_s": sum(cost(log_rows(r["forward_log"])) for r in records)}
+    if all("output_ids" in r and "prompt_tokens" in r for r in records):
+        profile = merge_profiles(ar_profile(r["prompt_tokens"], [len(t) for t in r["output_ids"]])
+                                 for r in records)
+        out["ar_modeled_s"] = cost.price(profile)
+        out["modeled_speedup"] = (out["ar_modeled_s"] / out["modeled_s"] if out["modeled_s"]
+                                  else float("nan"))
+    return out
 
 
 def dataset_metrics(records: list[dict], *, prompt_file_sha256: str, max_new_tokens: int,
@@ -47,22 +101,25 @@ def dataset_metrics(records: list[dict], *, prompt_file_sha256: str, max_new_tok
 
 def price_run(summary: dict, records: dict[str, list[dict]], calibration: CostTable | None) -> None:
     """Fit the run's cost table on the forward logs of all its records so far
-    (``specdec.bench.costfit``) and price every dataset with it (``modeled_s``), in place.
+    (``specdec.bench.costfit``) and set every dataset's and the overall ``modeled_metrics`` with
+    it, in place.
 
-    The summary keeps the fitted table (``cost_table``), what was fitted and what came from the
-    short ``calibration`` (``cost_fit``), and ``cost_table_monotone``. Without a calibration
-    (``cost_model=false``) nothing is priced.
+    The summary keeps the fitted table (``cost_table``), the short ``calibration``, what was
+    fitted and what came from the calibration (``cost_fit``), and ``cost_table_monotone``.
+    Without a calibration (``cost_model=false``) nothing is priced.
     """
     if calibration is None:
         return
-    logs = {name: [log_rows(r["forward_log"]) for r in recs if "forward_log" in r]
-            for name, recs in records.items()}
-    table, fit = fit_cost_table([log for ls in logs.values() for log in ls], calibration)
+    logs = [log_rows(r["forward_log"]) for recs in records.values() for r in recs
+            if "forward_log" in r]
+    table, fit = fit_cost_table(logs, calibration)
     summary.update(cost_table=table.to_dict(), calibration=calibration.to_dict(), cost_fit=fit,
                    cost_table_monotone=not any(fit["monotone_violations"].values()))
     for name, recs in records.items():
-        if recs and len(logs[name]) == len(recs) and name in summary["datasets"]:
-            summary["datasets"][name]["modeled_s"] = sum(table(log) for log in logs[name])
+        if name in summary["datasets"]:
+            summary["datasets"][name].update(modeled_metrics(recs, table))
+    summary["overall"].update(modeled_metrics([r for recs in records.values() for r in recs],
+                                              table))
 
 
 def write_summaries(out_dir: Path, summary: dict, progress: Progress,

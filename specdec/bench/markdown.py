@@ -1,0 +1,166 @@
+"""The leaderboard as Markdown: the main table, a speedup pivot, per-category tables, counters,
+greedy mismatches, incomplete runs, refusals and the definitions.
+
+Undefined metrics (``null`` in the JSON, e.g. AR's acceptance rate) show as ``-``. A row merging
+repeats (``specdec.bench.repeats``) shows ``mean ± std`` and its number of runs in ``runs``.
+``greedy = ar`` (temperature-0 runs only, ``specdec.bench.greedy``) is the share of prompts whose
+output token ids equal the ``ar`` run's; below 1 it is marked ``✗`` and the mismatching prompts are
+listed.
+"""
+
+from __future__ import annotations
+
+import math
+
+from specdec.bench.categories import categories
+from specdec.bench.rows import Row
+
+COLUMNS = [  # (metric key, header, format)
+    ("tokens_per_s", "tokens/s", "{:.1f}"),
+    ("speedup", "speedup", "{:.2f}x"),
+    ("block_efficiency", "τ", "{:.2f}"),
+    ("acceptance_rate", "accept", "{:.3f}"),
+    ("rollback_rate", "rollback", "{:.3f}"),
+    ("discard_rate", "discard", "{:.3f}"),
+    ("verification_rate", "verif.", "{:.3f}"),
+]
+CATEGORY_COLUMNS = [("prompts", "prompts", "{:.0f}"), ("block_efficiency", "τ", "{:.2f}"),
+                    ("acceptance_rate", "accept", "{:.3f}"), ("speedup", "speedup", "{:.2f}x"),
+                    ("modeled_speedup", "modeled speedup", "{:.2f}x")]
+MAX_LISTED = 10  # mismatching prompt ids listed per row
+
+
+def _fmt(value, fmt: str, std: float | None = None) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    text = fmt.format(value)
+    return text if std is None else f"{text} ± {fmt.removesuffix('x').format(std)}"
+
+
+def _table(header: list[str], body: list[list[str]], left: int = 2) -> list[str]:
+    return ["| " + " | ".join(header) + " |",
+            "|" + "|".join("---" if i < left else "---:" for i in range(len(header))) + "|",
+            *["| " + " | ".join(cells) + " |" for cells in body]]
+
+
+def greedy_cell(r: Row) -> str:
+    """``1.000``, or the share of equal outputs marked ``✗`` below 1 (``-``: not compared)."""
+    if r.greedy is None:
+        return "-"
+    text = f"{r.greedy.fraction:.3f}"
+    return text if r.greedy.equal == r.greedy.prompts else f"**{text} ✗**"
+
+
+def _incomplete(r: Row) -> list[str]:
+    return [f"{run.path}: {run.incomplete}" for run in r.runs if run.incomplete]
+
+
+def main_table(rows: list[Row]) -> list[str]:
+    """The leaderboard table, one line per row."""
+    quality = sorted({k for r in rows for k in r.metrics if k.startswith("quality_")})
+    modeled = any("modeled_s" in r.metrics for r in rows)
+    priced = any(r.modeled_speedup is not None for r in rows)
+    repeated = any(r.members for r in rows)
+    greedy = any(r.greedy is not None for r in rows)
+    header = ["method", "dataset", "lossless", *(["runs"] if repeated else []), "prompts",
+              "complete", *[c[1] for c in COLUMNS]]
+    header += (["modeled speedup"] if priced else []) + (["modeled/wall"] if modeled else [])
+    header += (["greedy = ar"] if greedy else []) + [q.removeprefix("quality_") for q in quality]
+    body = []
+    for r in rows:
+        values = {**r.metrics, "speedup": r.speedup}
+        prompts = r.run.summary["datasets"][r.dataset].get("prompts", "-")
+        cells = [r.label, r.dataset, "yes" if r.run.summary.get("lossless") else "no",
+                 *([str(len(r.runs))] if repeated else []), str(prompts),
+                 "no" if _incomplete(r) else "yes"]
+        for key, _, fmt in COLUMNS:
+            cells.append("refused" if key == "speedup" and r.refused and r.speedup is None
+                         else _fmt(values.get(key), fmt, r.std.get(key)))
+        if priced:
+            cells.append(_fmt(r.modeled_speedup, "{:.2f}x", r.std.get("modeled_speedup")))
+        if modeled:
+            m, w = r.metrics.get("modeled_s"), r.metrics.get("wall_s")
+            cells.append(_fmt(m / w if m is not None and w else None, "{:.2f}"))
+        cells += [greedy_cell(r)] if greedy else []
+        cells += [_fmt(r.metrics.get(q), "{:.3f}", r.std.get(q)) for q in quality]
+        body.append(cells)
+    return _table(header, body)
+
+
+def pivot(rows: list[Row]) -> list[str]:
+    """Speedup vs the baseline, method × dataset."""
+    datasets = sorted({r.dataset for r in rows})
+    body = []
+    for m in sorted({r.label for r in rows}):
+        cells = [m]
+        for d in datasets:
+            found = [r for r in rows if r.label == m and r.dataset == d]
+            cells.append(", ".join(_fmt(r.speedup, "{:.2f}x", r.std.get("speedup"))
+                                   if not r.refused else "refused" for r in found))
+        body.append(cells)
+    return _table(["method", *datasets], body, left=1)
+
+
+def category_tables(rows: list[Row]) -> list[str]:
+    """A per-category table for each row whose dataset has two categories or more."""
+    lines: list[str] = []
+    for r in rows:
+        cats = categories(r)
+        if not cats:
+            continue
+        body = [[cat, *[_fmt(values[key][0], fmt, None if key == "prompts" else values[key][1])
+                        for key, _, fmt in CATEGORY_COLUMNS]] for cat, values in cats.items()]
+        lines += ["", f"### {r.label} on {r.dataset}", "",
+                  *_table(["category", *[c[1] for c in CATEGORY_COLUMNS]], body, left=1)]
+    return ["", "## Per category"] + lines if lines else []
+
+
+def greedy_section(rows: list[Row]) -> list[str]:
+    """The rows whose temperature-0 outputs differ from the baseline's, with the prompts."""
+    bad = [r for r in rows if r.greedy is not None and r.greedy.equal < r.greedy.prompts]
+    if not bad:
+        return []
+    lines = ["", "## ✗ Greedy mismatches (temperature 0: outputs must equal `ar`'s)", ""]
+    for r in bad:
+        ids = r.greedy.mismatched
+        more = f" and {len(ids) - MAX_LISTED} more" if len(ids) > MAX_LISTED else ""
+        lines.append(f"- {r.label} on {r.dataset}: {len(ids)} of {r.greedy.prompts} prompts "
+                     f"differ from {r.greedy.baseline}: " + ", ".join(ids[:MAX_LISTED]) + more)
+    lines += ["", "Greedy speculative decoding must reproduce AR token for token; the only "
+              "excuse is a floating-point near-tie of the two largest logits (bf16, rarely fp32) "
+              "flipped by scoring several tokens in one forward. Check such prompts in fp64 "
+              "(model dtype) before trusting the method's numbers."]
+    return lines
+
+
+def to_markdown(rows: list[Row]) -> str:
+    """The leaderboard and its companion sections (see the module docstring)."""
+    lines = ["## Leaderboard", "", *main_table(rows), "", "## Speedup vs `ar` (method × dataset)",
+             "", *pivot(rows), *category_tables(rows)]
+    counted = [r for r in rows if r.metrics.get("counters")]
+    if counted:
+        lines += ["", "## Method counters (summed over prompts)", ""]
+        lines += [f"- {r.label} on {r.dataset}: " + ", ".join(
+            f"{k}={v}" for k, v in r.metrics["counters"].items()) for r in counted]
+    lines += greedy_section(rows)
+    incomplete = dict.fromkeys(line for r in rows for line in _incomplete(r))
+    if incomplete:
+        lines += ["", "## Incomplete runs (rows show the datasets they finished)", ""]
+        lines += [f"- {line}" for line in incomplete]
+    refused = [r for r in rows if r.refused]
+    if refused:
+        lines += ["", "## Refused comparisons", ""]
+        lines += [f"- {r.label} on {r.dataset} ({r.run.path}): {r.refused}" for r in refused]
+    lines += ["", "Speedup = baseline wall_s / method wall_s (decoding only, prefill excluded, "
+              "warm-up excluded); τ = mean accepted length = new tokens / target forwards "
+              "(block efficiency: accepted + the recovered or bonus token per verification)."]
+    if any(r.modeled_speedup is not None for r in rows):
+        lines += ["Modeled speedup = the baseline's forwards / the method's forwards, both priced "
+                  "by the method run's calibrated cost table (one calibration, so machine-speed "
+                  "drift between the runs cancels); modeled/wall checks that table against the "
+                  "run's own clock."]
+    if any(r.members for r in rows):
+        lines += ["Rows with runs > 1 merge runs that differ only in their seed: mean ± sample "
+                  "standard deviation over the runs, each speedup paired with the `ar` run of "
+                  "the same seed."]
+    return "\n".join(lines) + "\n"

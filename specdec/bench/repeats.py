@@ -1,0 +1,116 @@
+"""Repeats: runs that differ only in their seed become one leaderboard row of mean ± std.
+
+How to repeat a measurement: sweep the seed, e.g. ``python -m specdec.eval -m method=ar,sps
+seed=0,1,2``. Each seed is an ordinary run: its own folder (``seed=<s>`` is in the folder name),
+its own config hash (the seed is hashed, so records of different seeds never mix), resumable and
+complete-or-not like any run. The report first pairs every method run with the ``ar`` run of the
+*same* seed (``specdec.bench.runs.mismatches`` compares the seed), so each speedup is paired; then
+it merges the rows of runs that agree on everything but the seed (``repeat_key``: method, the
+record-relevant config, learned weights, prompt files, pair, machine, software and the dataset's
+prompts). Each number of a merged row is the mean over its runs, with the sample standard
+deviation (n - 1 in the denominator) beside it; greedy equality adds up prompts over the runs.
+
+Why seeds across run folders rather than a ``repeats`` key inside one run: records stay one per
+prompt per config hash, so resume, completeness and the hash need no change, and a repeat is a
+plain Hydra multirun. At temperature 0 the seed changes no token, so repeats measure the timing
+noise of the machine; above 0 they also sample other outputs.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from specdec.bench.greedy import Greedy
+from specdec.bench.records import config_hash
+from specdec.bench.runs import PROMPT_KEYS, Run
+
+if TYPE_CHECKING:  # rows.py builds rows with aggregate()
+    from specdec.bench.rows import Row
+
+
+def run_key(run: Run) -> str:
+    """What a run's repeats share: everything that changes a record, but the seed (a summary
+    without its config is a row of its own)."""
+    summary = run.summary
+    if "config" not in summary:
+        return str(run.path)
+    config = {k: v for k, v in (summary.get("config") or {}).items() if k != "seed"}
+    chash = config_hash({**config, "learned_weights": summary.get("learned_weights"),
+                         "prompt_files": summary.get("prompt_files")})
+    return json.dumps([run.method, chash, summary.get("model"), summary.get("machine"),
+                       summary.get("software"), summary.get("lossless")],
+                      sort_keys=True, default=str)
+
+
+def repeat_key(row: Row) -> str:
+    """``run_key`` plus the dataset and its prompts: rows with one key are repeats."""
+    metrics = row.metrics
+    return json.dumps([run_key(row.run), row.dataset, {k: metrics.get(k) for k in PROMPT_KEYS}],
+                      sort_keys=True, default=str)
+
+
+def mean_std(values: list[float | None]) -> tuple[float | None, float | None]:
+    """Mean and sample standard deviation; None when any value is missing (std also when n < 2)."""
+    if not values or any(v is None for v in values):
+        return None, None
+    floats = [float(v) for v in values if v is not None]
+    if any(math.isnan(v) for v in floats):
+        return math.nan, None
+    return statistics.fmean(floats), statistics.stdev(floats) if len(floats) > 1 else None
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _merge_metrics(rows: list[Row]) -> tuple[dict, dict[str, float]]:
+    """Mean of every numeric metric (per-position lists element-wise) and the numbers' stds."""
+    merged, std = dict(rows[0].metrics), {}
+    for key, first in rows[0].metrics.items():
+        values = [r.metrics.get(key) for r in rows]
+        if first is None or _is_number(first):
+            if all(v is None or _is_number(v) for v in values):
+                merged[key], s = mean_std(values)
+                if s is not None:
+                    std[key] = s
+        elif isinstance(first, list) and all(isinstance(v, list) and len(v) == len(first)
+                                             for v in values):
+            merged[key] = [mean_std(list(col))[0] for col in zip(*values)]
+    return merged, std
+
+
+def _merge_greedy(rows: list[Row]) -> Greedy | None:
+    found = [r.greedy for r in rows]
+    if any(g is None for g in found):
+        return None
+    return Greedy(sum(g.equal for g in found), sum(g.prompts for g in found),
+                  tuple(i for g in found for i in g.mismatched), found[0].baseline)
+
+
+def merge(rows: list[Row]) -> Row:
+    """One row for the repeats ``rows`` (a single row is returned as it is)."""
+    if len(rows) == 1:
+        return rows[0]
+    metrics, std = _merge_metrics(rows)
+    out = replace(rows[0], metrics=metrics, std=std, members=list(rows),
+                  greedy=_merge_greedy(rows))
+    refused = next((r.refused for r in rows if r.refused), None)
+    for key in ("speedup", "modeled_speedup"):
+        mean, s = mean_std([getattr(r, key) for r in rows]) if refused is None else (None, None)
+        setattr(out, key, mean)
+        if s is not None:
+            out.std[key] = s
+    out.refused = refused
+    return out
+
+
+def aggregate(rows: list[Row]) -> list[Row]:
+    """Merge repeats (rows with one ``repeat_key``), keeping the first row's place."""
+    groups: dict[str, list[Row]] = {}
+    for row in rows:
+        groups.setdefault(repeat_key(row), []).append(row)
+    return [merge(group) for group in groups.values()]

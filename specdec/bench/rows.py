@@ -1,0 +1,132 @@
+"""Leaderboard rows: one per (method run, dataset), with its speedups against a baseline run.
+
+Speedup = ``wall_s`` of the baseline run (``ar``) / ``wall_s`` of the method run, on one dataset
+(ARCHITECTURE §0.3), computed only when the two runs compare (``specdec.bench.runs.mismatches``);
+otherwise the row carries the reason it was refused.
+
+Modeled speedup (when the method run calibrated a cost table and both runs' records carry forward
+profiles, ``specdec.bench.pricing``): the baseline's forwards / the method's forwards, both priced
+by the method run's table. Wall-clock speedups on a shared machine move with its load (±0.2 on the
+project's 2-core VM); the modeled one depends only on token counts and one calibration.
+
+Each row also carries its greedy equality against the baseline at temperature 0
+(``specdec.bench.greedy``). Runs that differ only in their seed are merged into one row of means
+with standard deviations (``specdec.bench.repeats``); a method with several distinct configurations
+gets one label per configuration, ``method (<first run folder>)``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from specdec.bench.costfit import fit_cost_table, log_rows, record_modeled_s
+from specdec.bench.greedy import Greedy, find_greedy
+from specdec.bench.pricing import CostTable
+from specdec.bench.repeats import aggregate
+from specdec.bench.runs import Run, mismatches
+
+
+@dataclass
+class Row:
+    """One leaderboard row: a method run on one dataset, or the mean of its repeats.
+
+    Attributes:
+        run: the (first) run.
+        metrics: the run's dataset metrics (for repeats: numeric ones averaged).
+        greedy: equality of the outputs with the baseline's (temperature 0 only).
+        members: the per-run rows a merged row averages (empty for a single run).
+        std: sample standard deviation over ``members`` per metric name (and ``speedup``,
+            ``modeled_speedup``).
+    """
+
+    run: Run
+    dataset: str
+    metrics: dict
+    label: str = ""
+    speedup: float | None = None
+    baseline: Run | None = None
+    refused: str | None = None
+    modeled_speedup: float | None = None
+    greedy: Greedy | None = None
+    members: list[Row] = field(default_factory=list)
+    std: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def runs(self) -> list[Run]:
+        """The runs behind the row."""
+        return [m.run for m in self.members] or [self.run]
+
+
+def modeled_speedup(run: Run, base: Run, dataset: str) -> float | None:
+    """Baseline forwards / method forwards, both priced by one cost table.
+
+    The table is fitted on both runs' forward logs of the dataset (``specdec.bench.costfit``,
+    with ``run``'s calibration for sizes neither made), so each size is priced by what it took
+    in the runs and both sides share one price list. Records without forward logs (older runs):
+    both forward profiles priced by ``run``'s own table. None when ``run`` has no cost table or
+    either side lacks forwards.
+    """
+    table = run.summary.get("cost_table")
+    mine_recs, theirs_recs = run.records(dataset), base.records(dataset)
+    if table and mine_recs and theirs_recs and all(
+            "forward_log" in r for r in [*mine_recs, *theirs_recs]):
+        calibration = run.summary.get("calibration")
+        joint, _ = fit_cost_table(
+            [log_rows(r["forward_log"]) for r in [*mine_recs, *theirs_recs]],
+            CostTable.from_dict(calibration) if calibration else None)
+        own = sum(record_modeled_s(r, joint) for r in mine_recs)
+        return sum(record_modeled_s(r, joint) for r in theirs_recs) / own if own else math.nan
+    mine = run.summary["datasets"][dataset].get("forward_profile")
+    theirs = base.summary["datasets"][dataset].get("forward_profile")
+    if not table or mine is None or theirs is None:
+        return None
+    cost = CostTable.from_dict(table)
+    # the method's own modeled_s prices its overlap per step (a profile would price it serially)
+    own = run.summary["datasets"][dataset].get("modeled_s", cost.price(mine))
+    return cost.price(theirs) / own if own else math.nan
+
+
+def _row(run: Run, dataset: str, runs: list[Run], baseline: str) -> Row:
+    """The row of one run on one dataset, against the first comparable baseline run."""
+    metrics = run.summary["datasets"][dataset]
+    row = Row(run, dataset, metrics, run.method)
+    candidates = [b for b in runs if b.method == baseline and dataset in b.summary["datasets"]]
+    reasons = {b.path: mismatches(run, b, dataset, target_only=True) for b in candidates}
+    match = next((b for b in candidates if not reasons[b.path]), None)
+    if match is not None:
+        row.baseline = match
+        base_s, s = match.summary["datasets"][dataset]["wall_s"], metrics["wall_s"]
+        row.speedup = base_s / s if s else math.nan
+        row.modeled_speedup = modeled_speedup(run, match, dataset)
+    elif not candidates:
+        row.refused = f"no `{baseline}` run of dataset {dataset} among the inputs"
+    else:
+        b = candidates[0]
+        row.refused = (f"speedup vs `{baseline}` run {b.path} refused: "
+                       + "; ".join(reasons[b.path]))
+    row.greedy = find_greedy(run, candidates, dataset, preferred=match)
+    return row
+
+
+def build_rows(runs: list[Run], *, baseline: str = "ar") -> list[Row]:
+    """Leaderboard rows with speedups against a comparable baseline run, or a refusal reason;
+    repeats merged."""
+    rows = aggregate([_row(run, dataset, runs, baseline)
+                      for run in runs for dataset in run.summary["datasets"]])
+    seen: set[tuple[str, str]] = set()
+    shared: set[str] = set()  # methods with two rows on one dataset: label them by folder
+    for row in rows:
+        key = (row.run.method, row.dataset)
+        if key in seen:
+            shared.add(row.run.method)
+        seen.add(key)
+    for row in rows:
+        if row.run.method in shared:
+            row.label = f"{row.run.method} ({row.run.path.name})"
+    rows.sort(key=lambda r: (r.dataset, -_num(r.speedup), r.label))
+    return rows
+
+
+def _num(x: float | None) -> float:
+    return -1.0 if x is None or math.isnan(x) else x

@@ -1,0 +1,120 @@
+"""Weights & Biases naming and artifacts for eval runs and leaderboards.
+
+Naming (``RunTag``): every eval run of one model pair on one benchmark lands in one W&B *group*
+(``<pair>/<benchmark>``), its *job type* is the method preset, and its *name* is
+``<method>-<pair>-<benchmark>-s<seed>``, so the W&B UI groups the runs a leaderboard compares and
+splits them by method. The pair is ``ModelPair.describe()["name"]``; the benchmark is its
+datasets joined by ``+`` (``alpaca+gsm8k+humaneval``).
+
+Artifacts (``log_files``): an eval run logs its ``summary.json`` and ``summary/<dataset>.json`` as
+an artifact of type ``summary`` (``specdec.bench.loggers.WandbLogger.log_summary``); a report logs
+its folder (``leaderboard.md``, ``leaderboard.csv``, the PNG plots) as an artifact of type
+``leaderboard`` from a W&B run of job type ``report`` (``WandbReport``: the ``report`` node of
+``conf/logger/wandb.yaml``, used by the sweep's leaderboard callback, and ``python -m
+specdec.report --wandb``). W&B is imported only inside these calls; ``mode`` defaults to offline.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+REPORT_FILES = ("leaderboard.md", "leaderboard.csv", "*.png")
+
+
+@dataclass(frozen=True)
+class RunTag:
+    """What names an eval run on W&B: method preset, pair name, benchmark, seed."""
+
+    method: str
+    pair: str
+    benchmark: str
+    seed: int = 0
+
+    @classmethod
+    def from_summary(cls, summary: dict) -> RunTag:
+        """The tag of a run from its ``summary.json`` (datasets from ``prompt_files``, which the
+        runner fills before the first prompt)."""
+        datasets = summary.get("prompt_files") or summary.get("datasets") or {}
+        return cls(str(summary["method"]), str((summary.get("model") or {}).get("name", "pair")),
+                   "+".join(sorted(datasets)), int(summary.get("seed") or 0))
+
+    @property
+    def group(self) -> str:
+        return f"{self.pair}/{self.benchmark}"
+
+    @property
+    def job_type(self) -> str:
+        return self.method
+
+    @property
+    def name(self) -> str:
+        return f"{self.method}-{self.pair}-{self.benchmark}-s{self.seed}"
+
+
+def common_group(summaries: Sequence[dict]) -> str | None:
+    """The W&B group every run shares (``RunTag.group``), or None when they differ."""
+    groups = {RunTag.from_summary(s).group for s in summaries}
+    return groups.pop() if len(groups) == 1 else None
+
+
+def artifact_name(text: str) -> str:
+    """``text`` with every character W&B refuses in an artifact name replaced by ``-``."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-") or "artifact"
+
+
+def log_files(run: Any, wandb: Any, *, name: str, kind: str, files: Sequence[Path],
+              metadata: dict | None = None) -> Any:
+    """Log ``files`` as one artifact of type ``kind`` on the W&B ``run``; returns the artifact.
+
+    Raises:
+        ValueError: when ``files`` is empty (nothing to log is a caller's mistake).
+    """
+    if not files:
+        raise ValueError(f"no files for W&B artifact {name!r}; write them before logging")
+    artifact = wandb.Artifact(artifact_name(name), type=kind, metadata=metadata or {})
+    for path in files:
+        artifact.add_file(str(path), name=path.name)
+    run.log_artifact(artifact)
+    return artifact
+
+
+def report_files(out_dir: Path) -> list[Path]:
+    """The files of a report folder that its artifact holds (``REPORT_FILES``)."""
+    return sorted({p for pattern in REPORT_FILES for p in Path(out_dir).glob(pattern)})
+
+
+class WandbReport:
+    """Logs a report folder as a ``leaderboard`` artifact from a W&B run of job type ``report``.
+
+    Args:
+        project, entity, tags: of the W&B run (as ``conf/logger/wandb.yaml``).
+        mode: ``offline`` (default), ``online`` or ``disabled``.
+    """
+
+    def __init__(self, *, project: str | None = None, entity: str | None = None,
+                 mode: str = "offline", tags: Sequence[str] = ()) -> None:
+        self.project, self.entity, self.mode, self.tags = project, entity, mode, list(tags)
+
+    def log(self, out_dir: str | Path, *, group: str | None = None) -> str:
+        """Log the folder's leaderboard files; returns the artifact's name."""
+        import wandb
+
+        out_dir = Path(out_dir)
+        files = report_files(out_dir)
+        wandb_dir = os.environ.get("WANDB_DIR") or str(out_dir)
+        run = wandb.init(project=self.project, entity=self.entity, mode=self.mode,
+                         tags=self.tags, group=group, job_type="report",
+                         name=f"report-{out_dir.name}", dir=wandb_dir, reinit="finish_previous")
+        name = artifact_name(f"leaderboard-{out_dir.name}")
+        try:
+            log_files(run, wandb, name=name, kind="leaderboard", files=files,
+                      metadata={"folder": str(out_dir)})
+        finally:
+            run.finish()
+            wandb.teardown()  # as WandbLogger.finish: let the service flush before returning
+        return name
