@@ -74,7 +74,7 @@ def primary_keys(name: str, conf: Path = CONF) -> str:
     parent: str | None = None
     for line in (conf / f"{name}.yaml").read_text().splitlines():
         m = _KEY.match(line)
-        if m is None or m["key"] in ("defaults",):
+        if m is None or m["key"] == "defaults":
             continue
         key, value, doc = m["key"], m["value"].strip(), (m["doc"] or "").strip()
         if not m["indent"]:
@@ -85,5 +85,5 @@ def primary_keys(name: str, conf: Path = CONF) -> str:
                 rows.append((f"{key}.*", doc))
         elif parent is not None and len(m["indent"]) == 2 and value:
             rows.append((f"{parent}.{key}={value}", doc))
-    width = max(len(k) for k, _ in rows)
+    width = max((len(k) for k, _ in rows), default=0)
     return "\n".join(_escape(f"  {k:<{width}}  {d}".rstrip()) for k, d in rows)
