@@ -1,6 +1,7 @@
 """Config helpers shared by the entry points and the tests.
 
-* ``register_resolvers``: the OmegaConf resolvers ``${specdec_root:}`` and ``${specdec_choice:}``.
+* ``register_resolvers``: the OmegaConf resolvers ``${specdec_root:}`` and ``${specdec_choice:}``,
+  and the two that fill the ``--help`` templates (``specdec.cli_help``).
 * ``target_errors``: torchtune-style static validation (``config/_validate.py``): every mapping
   with a ``_target_`` in a YAML file must name an importable callable whose signature accepts the
   mapping's other keys (``inspect.Signature.bind_partial``: objects may get more arguments at
@@ -24,12 +25,19 @@ HYDRA_KEYS = ("_target_", "_partial_", "_recursive_", "_convert_", "_args_")
 
 
 def register_resolvers() -> None:
-    """Register ``${specdec_root:}`` (the repository root; the package is installed editable) and
-    ``${specdec_choice:<group>}`` (the option chosen for a config group, e.g. the model pair)."""
+    """Register ``${specdec_root:}`` (the repository root; the package is installed editable),
+    ``${specdec_choice:<group>}`` (the option chosen for a config group, e.g. the model pair), and
+    ``${specdec_options:<group>}`` / ``${specdec_keys:<eval|train>}`` (help text)."""
     if not OmegaConf.has_resolver("specdec_root"):
         OmegaConf.register_new_resolver("specdec_root", lambda: str(ROOT))
     if not OmegaConf.has_resolver("specdec_choice"):
         OmegaConf.register_new_resolver("specdec_choice", _choice)
+    from specdec.cli_help import group_options, primary_keys
+
+    if not OmegaConf.has_resolver("specdec_options"):
+        OmegaConf.register_new_resolver("specdec_options", group_options)
+    if not OmegaConf.has_resolver("specdec_keys"):
+        OmegaConf.register_new_resolver("specdec_keys", primary_keys)
 
 
 def _choice(group: str, *, _root_) -> str:

@@ -3,10 +3,20 @@
 Stages (``stage=``):
 
 * ``data``: call the experiment's ``data_gen`` (writes training data, e.g. target traces);
-* ``fit``: seed → datamodule → learner → logger → ``Trainer.fit`` (resuming from ``ckpt_path``
-  when set) → ``Trainer.test`` on the best checkpoint → optional ``export(learner, out_dir)`` (e.g.
-  the plain ``nn.Module`` as safetensors). Checkpoints load with ``weights_only=True``: tensors and
-  plain values only, so a checkpoint from elsewhere cannot run code.
+* ``fit``: seed → datamodule → learner → logger → callbacks → ``Trainer.fit`` (resuming from
+  ``ckpt_path`` when set) → ``Trainer.test`` on the best checkpoint → optional
+  ``export(learner, out_dir)`` (e.g. the plain ``nn.Module`` as safetensors). Checkpoints load with
+  ``weights_only=True``: tensors and plain values only, so a checkpoint from elsewhere cannot run
+  code.
+
+Callbacks are config, as in lightning-hydra-template: every node of ``cfg.callbacks``
+(``conf/callbacks/``) is instantiated. ``model_checkpoint`` keeps the best checkpoint by the
+experiment's ``monitor`` (a validation metric and ``min``/``max``), ``last_checkpoint`` the
+latest state (``last.ckpt``). "Best" is
+what gets tested *and exported*: ``Trainer.test(ckpt_path=best)`` loads the best weights into the
+learner, so the exported module is the one whose test metrics are reported (``last.ckpt`` is for
+resuming; ``scripts/export_draft.py CKPT`` exports a draft from any checkpoint). Without a
+checkpoint (``fast_dev_run``) the current weights are tested and exported.
 
 Lightning is imported only here and in ``specdec.learners``; eval loads exported heads without it.
 """
@@ -25,6 +35,8 @@ from omegaconf import DictConfig, OmegaConf
 from specdec.config import register_resolvers
 
 if TYPE_CHECKING:
+    import lightning as L
+    from lightning.pytorch.callbacks import Callback
     from lightning.pytorch.loggers import Logger
 
 log = logging.getLogger(__name__)
@@ -40,6 +52,27 @@ def build_logger(cfg: DictConfig) -> Logger | bool:
                             if OmegaConf.is_config(v) else v
                             for k, v in cfg.items() if k != "hydra"})
     return logger
+
+
+def build_callbacks(cfg: DictConfig) -> list[Callback]:
+    """Every node of ``cfg.callbacks`` (conf/callbacks/) in config order, null nodes skipped."""
+    callbacks = []
+    for name, node in (cfg.get("callbacks") or {}).items():
+        if node is None:
+            continue
+        if not OmegaConf.is_dict(node) or "_target_" not in node:
+            raise TypeError(f"callbacks.{name} is not a _target_ config (got {node!r}); give it a "
+                            f"_target_ or drop it with callbacks.{name}=null")
+        callbacks.append(instantiate(node))
+    return callbacks
+
+
+def best_checkpoint(trainer: L.Trainer) -> str | None:
+    """The checkpoint a monitoring ``ModelCheckpoint`` ranks best (without one: the latest
+    checkpoint); None when none was written (``fast_dev_run``, no validation ran)."""
+    monitoring = [c for c in trainer.checkpoint_callbacks if getattr(c, "monitor", None)]
+    chosen = monitoring[0] if monitoring else trainer.checkpoint_callback
+    return getattr(chosen, "best_model_path", "") or None
 
 
 def train(cfg: DictConfig) -> dict[str, float]:
@@ -63,17 +96,16 @@ def train(cfg: DictConfig) -> dict[str, float]:
     datamodule = instantiate(cfg.datamodule)
     learner = instantiate(cfg.learner)
     logger = build_logger(cfg)
-    checkpoint = L.pytorch.callbacks.ModelCheckpoint(
-        dirpath=str(out_dir / "checkpoints"), save_last=True
-    )
-    trainer = instantiate(cfg.trainer, logger=logger, callbacks=[checkpoint])
+    trainer = instantiate(cfg.trainer, logger=logger, callbacks=build_callbacks(cfg))
     try:
         # a checkpoint is a pickle: load tensors and plain values only, never code it carries
         # (Lightning would load an http ckpt_path with weights_only=False)
         trainer.fit(learner, datamodule=datamodule, ckpt_path=cfg.ckpt_path, weights_only=True)
-        fast = bool(cfg.trainer.get("fast_dev_run", False))
-        trainer.test(learner, datamodule=datamodule, ckpt_path=None if fast else "best",
-                     weights_only=True)
+        best = best_checkpoint(trainer)
+        log.info("testing and exporting %s (monitor: %s, %s)", best or "the current weights",
+                 cfg.monitor.metric, cfg.monitor.mode)
+        # loads the best checkpoint into `learner`: the export below writes those weights
+        trainer.test(learner, datamodule=datamodule, ckpt_path=best, weights_only=True)
         if cfg.export is not None:
             instantiate(cfg.export)(learner, out_dir)
     finally:

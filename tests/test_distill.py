@@ -137,16 +137,17 @@ def test_checkpoint_from_fit_is_written(tmp_path, compose):
             f"distill.traces_dir={tmp_path / 'traces'}", f"distill.export_dir={tmp_path / 'd'}",
             "data_gen.max_len=30", "data_gen.batch_size=8", "learner.layers=[0]",
             "datamodule.batch_size=4", "trainer.max_steps=2", "trainer.val_check_interval=1",
-            "+trainer.limit_val_batches=1", "+trainer.enable_progress_bar=false"]
+            "+trainer.limit_val_batches=1", "callbacks.progress_bar.refresh_rate=0"]
     train(compose("train", [*base, "stage=data"]))
     train(compose("train", [*base, "logger=csv"]))  # as scripts/train_draft_cpu.sh fits
-    ckpt = tmp_path / "checkpoints" / "last.ckpt"
-    assert ckpt.exists()
+    assert (tmp_path / "checkpoints" / "last.ckpt").exists()
+    # the export comes from the best checkpoint by the experiment's monitor (val/top1)
+    (ckpt,) = (tmp_path / "checkpoints").glob("best-*.ckpt")
     metrics = (tmp_path / "csv" / "version_0" / "metrics.csv").read_text().splitlines()
     assert "val/loss" in metrics[0] and "test/loss" in metrics[0] and len(metrics) > 1
     state = torch.load(ckpt, map_location="cpu", weights_only=True)["state_dict"]
     assert not any("embed_tokens" in k for k in state) and "net.lm_head.weight" in state
-    # the checkpoint rebuilds the exported draft (bf16 storage)
+    # the best checkpoint rebuilds the exported draft (bf16 storage)
     pair = tiny_pair()
     rebuilt = draft_from_checkpoint(ckpt, pair.target, pair.tokenizer)
     shipped = load_draft(tmp_path / "d", pair.target, tokenizer=pair.tokenizer)

@@ -46,7 +46,7 @@ def _cfg(compose, data_dir, tmp_path, epochs: int, *extra: str):
         "+experiment=specdecpp_tiny", f"data_path={data_dir}", f"export.path={tmp_path / 'head'}",
         f"trainer.max_epochs={epochs}", "+trainer.limit_train_batches=2",
         "+trainer.limit_val_batches=1", "+trainer.limit_test_batches=1",
-        "+trainer.enable_progress_bar=false", "+trainer.enable_model_summary=false", *extra])
+        "callbacks.progress_bar.refresh_rate=0", "+trainer.enable_model_summary=false", *extra])
 
 
 def test_ckpt_path_resumes_the_tiny_experiment_with_weights_only(compose, data_dir, tmp_path,

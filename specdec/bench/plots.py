@@ -1,5 +1,7 @@
 """PNG plots of a leaderboard (``specdec.report``): speedup and block-efficiency bars per dataset,
-per-position acceptance curves. Uses matplotlib's object API (no pyplot global state)."""
+per-position acceptance curves. Uses matplotlib's object API (no pyplot global state); each
+function returns its ``Figure`` (``notebooks/analysis.ipynb`` shows it) and writes a PNG when given
+a path."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ def _label(row) -> str:
     return row.label or row.run.method
 
 
-def bars(rows, value, title: str, ylabel: str, path: Path) -> None:
+def bars(rows, value, title: str, ylabel: str, path: Path | None = None) -> Figure:
     """Grouped bars: x = dataset, one bar per method run (missing or refused values skipped)."""
     datasets = sorted({r.dataset for r in rows})
     labels = sorted({_label(r) for r in rows})
@@ -37,10 +39,12 @@ def bars(rows, value, title: str, ylabel: str, path: Path) -> None:
     ax.axhline(1.0, color="grey", linewidth=0.8, linestyle="--")
     ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    if path is not None:
+        fig.savefig(path, dpi=110)
+    return fig
 
 
-def acceptance_curves(rows, path: Path) -> None:
+def acceptance_curves(rows, path: Path | None = None) -> Figure:
     """One panel per dataset: acceptance rate at draft position j+1, one line per method run."""
     datasets = sorted({r.dataset for r in rows})
     cols = min(3, len(datasets))
@@ -61,7 +65,9 @@ def acceptance_curves(rows, path: Path) -> None:
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize="small")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    if path is not None:
+        fig.savefig(path, dpi=110)
+    return fig
 
 
 def plot_all(rows, out_dir: Path) -> list[Path]:
