@@ -24,7 +24,8 @@ import torch
 
 from specdec.core import LMOut
 from specdec.forwards import ForwardRecord, check_finite, current_lane
-from specdec.learners.specblock.net import AppendKeys, BlockOut, ChainKeys, SpecBlockNet
+from specdec.learners.specblock.net import BlockOut, SpecBlockNet
+from specdec.learners.specblock.slots import AppendKeys, ChainKeys
 
 
 class BlockLM:

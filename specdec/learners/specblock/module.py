@@ -25,6 +25,11 @@ Losses, per block and slot ``k``:
   (counts per block and slot in the batch), under the code's *rank chain* mask (slot ``k`` counts
   where the rank predictions at slots ``< k`` were all correct); normalised by the summed weights.
 
+Readings of the digest: a later block's own keys are its slots ``0..k`` at the query's position
+only (the digest's "current block with the block-1 rule"; decoding never has later-block keys at
+earlier positions, and ``tests/test_specblock_train.py`` checks training block 2 = decoding block
+2). Paper vs code: the paper masks the rank loss with the draft's valid-prefix mask, the code with
+the rank chain; we follow the code.
 Simplifications against the code: no per-slot unlock warm-up (``α_k``; off by default there), no
 HASS-style top-K loss variant, and the draft loss's normaliser is the fixed ``Σ slot_weight^k``.
 Metrics: ``*/acc<k>`` = block-1 slot ``k`` argmax == target argmax (teacher forced, no chain
@@ -44,9 +49,7 @@ from specdec.learners.draft_lm.net import tokenizer_sha256
 from specdec.learners.eagle3.data import DATA_COMMAND
 from specdec.learners.optim import adamw_warmup_cosine
 from specdec.learners.specblock.net import (
-    AppendKeys,
     BlockOut,
-    ChainKeys,
     SpecBlockNet,
     load_specblock,
     new_specblock,
@@ -54,6 +57,8 @@ from specdec.learners.specblock.net import (
 )
 from specdec.learners.specblock.slots import (
     RANK_CLASSES,
+    AppendKeys,
+    ChainKeys,
     cross_visible,
     rank_buckets,
     slot_keys_positions,

@@ -16,9 +16,10 @@ query of slot ``k``. Position ``i`` reads ``(f_i, x_{i+1})``; its slot ``k`` pre
 
 RoPE position of slot ``(i, k)`` of a block started ``o`` tokens after position ``i``'s first
 block: ``i + 1 + o + k`` (the code's ``i + 1 + k`` for block 1; the digest does not spell out later
-blocks, and ``o + k`` keeps the position of the token each slot reads). The masks are in
-``slots.py``; the attention is written here with explicit per-layer key/value tensors passed in
-and returned (an HF decoder stack has no place for slot masks and between-layer shifts).
+blocks, and ``o + k`` keeps the position of the token each slot reads). The masks and the key
+sources below are in ``slots.py``; the attention is written out with explicit per-layer key/value
+tensors passed in and returned (an HF decoder stack has no place for slot masks and between-layer
+shifts).
 
 Key sources (``keys`` argument of ``SpecBlockNet.block``): ``AppendKeys`` for block 1 (the new
 positions join the cross sequence after a cache of earlier positions, so a trace in one forward
@@ -54,18 +55,17 @@ from transformers.models.llama.modeling_llama import (
 from specdec.learners.draft_lm.net import draft_config
 from specdec.learners.eagle3.net import check_target
 from specdec.learners.specblock.slots import (
+    KV,
     NUM_RANK_FEATURES,
     RANK_CLASSES,
     RANK_TOPK,
+    AppendKeys,
+    ChainKeys,
     Keys,
-    cross_visible,
-    local_visible,
     rank_features,
     slot_attention,
-    slot_keys_positions,
 )
 
-KV = tuple[torch.Tensor, torch.Tensor]  # keys, values of one layer
 TRAIN_COMMAND = "python -m specdec.train +experiment=specblock_<model>"
 
 
@@ -77,40 +77,6 @@ class BlockOut(NamedTuple):
     logits: torch.Tensor
     rank_logits: torch.Tensor
     kv: list[KV]
-
-
-class AppendKeys:
-    """Block 1: ``S`` new positions ``first..first+S-1`` join a cache of positions ``0..first-1``
-    (``cache``: per layer ``[B, h_kv, first*K, d]``, or ``None``)."""
-
-    def __init__(self, cache: list[KV] | None, positions: int, slots: int, first: int = 0):
-        self.cache = cache
-        query = torch.arange(first, first + positions)  # [S]
-        self.cross_mask = cross_visible(query, slot_keys_positions(first + positions, slots))
-        self.local_mask = local_visible(torch.zeros(1, 0, dtype=torch.long), slots)  # [1, K, K]
-
-    def __call__(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> Keys:
-        own_k, own_v = k.flatten(2, 3), v.flatten(2, 3)  # [B, h_kv, S*K, d]
-        if self.cache is not None:
-            own_k = torch.cat([self.cache[layer][0], own_k], 2)
-            own_v = torch.cat([self.cache[layer][1], own_v], 2)
-        return Keys(k, v, self.local_mask, own_k, own_v, self.cross_mask)
-
-
-class ChainKeys:
-    """Block >= 2: fixed cross keys (``cross``: per layer ``[B, h_kv, C, d]`` with ``cross_mask
-    [S | 1, C]``) and the earlier blocks at the same position (``prefix``: per layer ``[B, h_kv, S,
-    P*K, d]``, of which ``valid [S | 1, P]`` slots per block are visible)."""
-
-    def __init__(self, cross: list[KV], cross_mask: torch.Tensor, prefix: list[KV],
-                 valid: torch.Tensor, slots: int):
-        self.cross, self.cross_mask, self.prefix = cross, cross_mask, prefix
-        self.local_mask = local_visible(valid, slots)  # [S | 1, K, P*K + K]
-
-    def __call__(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> Keys:
-        pk, pv = self.prefix[layer]
-        return Keys(torch.cat([pk, k], 3), torch.cat([pv, v], 3), self.local_mask,
-                    self.cross[layer][0], self.cross[layer][1], self.cross_mask)
 
 
 class SlotAttention(nn.Module):

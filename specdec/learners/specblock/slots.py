@@ -32,6 +32,7 @@ RANK_TOPK = 20  # logits summarised by the rank features
 NUM_RANK_FEATURES = 15
 RANK_CLASSES = 4
 RANK_EDGES = (1, 4, 10)  # last rank of classes 0, 1, 2; class 3 is everything deeper
+KV = tuple[torch.Tensor, torch.Tensor]  # keys, values of one layer
 
 
 def cross_visible(query_pos: torch.Tensor, key_pos: torch.Tensor) -> torch.Tensor:
@@ -97,6 +98,40 @@ def slot_attention(q: torch.Tensor, keys: Keys, scale: float) -> torch.Tensor:
     out = (torch.einsum("bngskc,bncd->bngskd", w[..., :c], keys.cross_v)
            + torch.einsum("bngskl,bnsld->bngskd", w[..., c:], keys.local_v))
     return out.reshape(b, h, s, k, d)
+
+
+class AppendKeys:
+    """Block 1: ``S`` new positions ``first..first+S-1`` join a cache of positions ``0..first-1``
+    (``cache``: per layer ``[B, h_kv, first*K, d]``, or ``None``)."""
+
+    def __init__(self, cache: list[KV] | None, positions: int, slots: int, first: int = 0):
+        self.cache = cache
+        query = torch.arange(first, first + positions)  # [S]
+        self.cross_mask = cross_visible(query, slot_keys_positions(first + positions, slots))
+        self.local_mask = local_visible(torch.zeros(1, 0, dtype=torch.long), slots)  # [1, K, K]
+
+    def __call__(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> Keys:
+        own_k, own_v = k.flatten(2, 3), v.flatten(2, 3)  # [B, h_kv, S*K, d]
+        if self.cache is not None:
+            own_k = torch.cat([self.cache[layer][0], own_k], 2)
+            own_v = torch.cat([self.cache[layer][1], own_v], 2)
+        return Keys(k, v, self.local_mask, own_k, own_v, self.cross_mask)
+
+
+class ChainKeys:
+    """Block >= 2: fixed cross keys (``cross``: per layer ``[B, h_kv, C, d]`` with ``cross_mask
+    [S | 1, C]``) and the earlier blocks at the same position (``prefix``: per layer ``[B, h_kv, S,
+    P*K, d]``, of which ``valid [S | 1, P]`` slots per block are visible)."""
+
+    def __init__(self, cross: list[KV], cross_mask: torch.Tensor, prefix: list[KV],
+                 valid: torch.Tensor, slots: int):
+        self.cross, self.cross_mask, self.prefix = cross, cross_mask, prefix
+        self.local_mask = local_visible(valid, slots)  # [S | 1, K, P*K + K]
+
+    def __call__(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> Keys:
+        pk, pv = self.prefix[layer]
+        return Keys(torch.cat([pk, k], 3), torch.cat([pv, v], 3), self.local_mask,
+                    self.cross[layer][0], self.cross[layer][1], self.cross_mask)
 
 
 def rank_features(logits: torch.Tensor) -> torch.Tensor:
