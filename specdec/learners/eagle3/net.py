@@ -119,19 +119,19 @@ def save_eagle3(net: Eagle3Net, folder: str | Path, *, target_vocab: int,
 
 
 def check_target(meta: dict, *, hidden: int, vocab: int, layers: int, where: str,
-                 train_command: str) -> None:
-    """Raise ``ValueError`` naming both sides when a drafter's target shapes differ (``meta``:
-    the ``eagle3`` block of its ``config.json``)."""
+                 train_command: str, name: str = "EAGLE-3") -> None:
+    """Raise ``ValueError`` naming both sides when a feature drafter's target shapes differ
+    (``meta``: the ``eagle3`` / ``specblock`` block of its ``config.json``; ``name`` in errors)."""
     mine = {"hidden size": meta["target_hidden"], "vocabulary": meta["target_vocab"]}
     theirs = {"hidden size": hidden, "vocabulary": vocab}
     for key in mine:
         if mine[key] != theirs[key]:
-            raise ValueError(f"EAGLE-3 drafter {where} was trained for a target with {key} "
+            raise ValueError(f"{name} drafter {where} was trained for a target with {key} "
                              f"{mine[key]}, but this target has {theirs[key]}; retrain it with "
                              f"`{train_command}`")
     bad = [i for i in meta["target_layers"] if not -layers - 1 <= i <= layers]
     if bad:
-        raise ValueError(f"EAGLE-3 drafter {where} reads target layers {bad}, but this target "
+        raise ValueError(f"{name} drafter {where} reads target layers {bad}, but this target "
                          f"has {layers} layers; retrain it with `{train_command}`")
 
 

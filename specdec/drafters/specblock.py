@@ -1,0 +1,165 @@
+"""SpecBlockDrafter: block drafting from target features, shaped by the rank head into a tree.
+
+SpecBlock (specblock_002; public code as in ``seed-code-digest.md`` §3.4). Each step:
+
+1. the newly verified positions (the last step's root and accepted nodes, with
+   ``Context.target_features``) are appended, all ``K`` slots each, to the drafter's own cache
+   (``BlockLM``; append-only: only verified positions enter it). The last one is the position
+   before the root, whose block (block 1) drafts: slot ``k`` proposes the token ``k + 1`` after
+   the root;
+2. the rank-guided tree (``rank_tree``): greedy chain, per slot ``widths[rank class] - 1`` sibling
+   alternatives, a give-up class (width 0) truncating the later slots; slot 0 takes
+   ``root_width`` (the code's beam width) when set;
+3. with ``max_blocks: 2``, the ``beam`` best pending leaves (alternatives and the chain end that
+   can still grow) are extended by block 2 in one batched forward: condition = block 1's hidden at
+   the leaf's slot ``s``, input = the leaf token, keys = the cache before the position plus
+   block 1's slots ``<= s`` at it (valid prefix); each leaf grows a chain with the same rule;
+4. the ``total_tokens`` nodes with the best cumulative draft log-probability are kept (ancestor
+   closure holds since a child never scores above its parent).
+
+The tree is a deterministic function of the context, so ``q = None`` and verification uses the
+point-mass tree rules (``rrs`` or ``hsd``). Depth is capped by ``policy.limit()`` and the token
+budget; stop tokens get no children. The serving-time bandit of the paper is not part of this
+drafter (the public code has none either, digest §3.5).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from specdec.core import LM, Context, Draft, Drafter, TargetView, Verdict
+from specdec.drafters.block_lm import BlockLM
+from specdec.drafters.policies import Policy
+from specdec.drafters.rank_tree import Candidates, Leaf, grow_block, keep_best
+from specdec.learners.eagle3.net import check_target
+from specdec.learners.specblock.net import load_specblock
+from specdec.learners.specblock.slots import RANK_CLASSES
+from specdec.models.kernels import apply_linear_kernel, resolve_kernel
+from specdec.sampling import Sampling
+
+
+class SpecBlockDrafter(Drafter):
+    """Rank-guided block drafting with a trained SpecBlock network.
+
+    Args:
+        lm: unused (the drafter brings its own network); accepted like every drafter's.
+        policy: ``policy.limit()`` caps the tree depth.
+        sampling: unused (the tree ranks raw draft log-probabilities; ``q = None``).
+        path: folder of the shipped drafter (``learners.specblock.net.save_specblock``).
+        widths: tokens per slot (greedy included) for rank classes 0..3; 0 = give up.
+        root_width: width of block 1's slot 0 whatever its class (``None``: the table).
+        total_tokens: drafted nodes kept (the target verifies ``total_tokens + 1``).
+        max_blocks: 1 (block 1 only) or 2 (extend pending leaves once).
+        beam: pending leaves block 2 extends at most.
+        linear_kernel: the pair's CPU linear kernel (``models.kernels``), for equal footing.
+        experiment: the training experiment named in errors (``specblock_<model>``).
+    """
+
+    makes_trees = True
+
+    def __init__(self, lm: LM | None, policy: Policy, sampling: Sampling, path: str,
+                 widths: Sequence[int] = (1, 2, 3, 0), root_width: int | None = 3,
+                 total_tokens: int = 8, max_blocks: int = 1, beam: int = 2,
+                 linear_kernel: str = "auto", experiment: str = "specblock_<model>") -> None:
+        widths = [int(w) for w in widths]
+        if len(widths) != RANK_CLASSES or min(widths) < 0:
+            raise ValueError(f"drafter.widths needs {RANK_CLASSES} widths >= 0 (one per rank "
+                             f"class), got {widths}")
+        if root_width is not None and root_width < 1:
+            raise ValueError(f"drafter.root_width must be >= 1 or null, got {root_width}")
+        if total_tokens < 1 or beam < 1:
+            raise ValueError(f"drafter.total_tokens and drafter.beam must be >= 1, got "
+                             f"{total_tokens}, {beam}")
+        if max_blocks not in (1, 2):
+            raise ValueError(f"drafter.max_blocks must be 1 or 2 (a third block would need block "
+                             f"2's keys in the valid prefix), got {max_blocks}")
+        self.command = f"python -m specdec.train +experiment={experiment}"
+        self.net = load_specblock(path, train_command=self.command)
+        apply_linear_kernel(self.net, resolve_kernel(linear_kernel, torch.device("cpu")))
+        self.policy, self.widths, self.root_width = policy, widths, root_width
+        self.total, self.max_blocks, self.beam = int(total_tokens), int(max_blocks), int(beam)
+        self.target_layers = tuple(self.net.target_layers)
+        self.lm = BlockLM(self.net, self.net.meta["target_vocab"])
+        self.models = [self.lm]
+        self.view: TargetView | None = None
+        self.reset()
+
+    def reset(self) -> None:
+        self.lm.reset()
+        self.policy.reset()
+        self.block1 = None  # (logits [K, V_d], rank logits [K, 4], hidden [K, H]) before the root
+        self.counts = {"block2_forwards": 0, "give_ups": 0}
+
+    def attach(self, target: TargetView) -> None:
+        if self.view is None:
+            check_target(self.net.meta, hidden=target.hidden_size, vocab=target.vocab_size,
+                         layers=target.num_layers, where="(drafter.path)",
+                         train_command=self.command, name="SpecBlock")
+            self.net.to(device=target.device, dtype=target.dtype)
+        self.view = target
+
+    def _advance(self, tokens: list[int], features: torch.Tensor) -> None:
+        """Append verified positions ``P..P+n-1`` (features ``[n, k, H]``; position ``t`` reads
+        ``tokens[t + 1]``) and keep the last one's block."""
+        first, n = self.lm.positions, int(features.shape[0])
+        nxt = torch.tensor(tokens[first + 1 : first + 1 + n])  # [n]
+        assert nxt.numel() == n, "features must cover the positions up to the root"
+        with torch.inference_mode():
+            out = self.lm.append(self.net.condition(features), self.view.embed(nxt))
+        self.block1 = (out.logits[0, -1], out.rank_logits[0, -1], out.hidden[0, -1])
+
+    def prefill(self, prompt: torch.Tensor, features: torch.Tensor | None = None) -> None:
+        if features is not None and features.shape[0] > 0:
+            self._advance(prompt.tolist(), features)
+
+    def propose(self, ctx: Context) -> Draft:
+        ids = ctx.tokens.tolist()
+        if ctx.target_features is not None:
+            self._advance(ids, ctx.target_features)
+        depth_limit = min(self.policy.limit(), ctx.budget - 1)
+        if self.block1 is None or depth_limit < 1:
+            return Draft.empty(ctx.root)  # a one-token prompt: nothing verified to draft from
+        assert self.lm.positions == len(ids) - 1, (self.lm.positions, len(ids))
+        logits, ranks, hidden = self.block1
+        tree, tmap = Candidates(), self.net.token_map
+        leaves, gave_up = grow_block(
+            tree, logits.float().log_softmax(-1), ranks.argmax(-1).tolist(), tmap,
+            widths=self.widths, root_width=self.root_width, depth_limit=depth_limit,
+            stop_ids=ctx.stop_ids)
+        self.counts["give_ups"] += int(gave_up)
+        if self.max_blocks > 1:
+            self._block2(tree, leaves, hidden, depth_limit, ctx.stop_ids)
+        kept = keep_best(tree, self.total)
+        node = {c: n + 1 for n, c in enumerate(kept)}  # candidate -> draft node (root = 0)
+        tokens = torch.tensor([ctx.root] + [tree.token[c] for c in kept])  # [N]
+        parent = torch.tensor([-1] + [node.get(tree.parent[c], 0) for c in kept])  # [N]
+        return Draft(tokens, parent, None)
+
+    def _block2(self, tree: Candidates, leaves: list[Leaf], hidden: torch.Tensor,
+                depth_limit: int, stop_ids: frozenset[int]) -> None:
+        """Extend the best pending leaves by one batched block (valid prefix ``s + 1``)."""
+        room = max(0, self.total - len(tree.token)) // self.net.slots
+        grow = [leaf for leaf in leaves if tree.depth[leaf.node] < depth_limit]
+        grow = sorted(grow, key=lambda leaf: -tree.score[leaf.node])[: min(self.beam, room)]
+        if not grow:
+            return
+        slot = torch.tensor([leaf.slot for leaf in grow])  # [M]
+        tokens = torch.tensor([tree.token[leaf.node] for leaf in grow])  # [M]
+        with torch.inference_mode():
+            out = self.lm.chain(hidden[slot], self.view.embed(tokens), self.lm.positions - 1,
+                                slot + 1)
+        self.counts["block2_forwards"] += 1
+        for j, leaf in enumerate(grow):
+            _, gave_up = grow_block(tree, out.logits[0, j].float().log_softmax(-1),
+                                    out.rank_logits[0, j].argmax(-1).tolist(),
+                                    self.net.token_map, widths=self.widths, parent=leaf.node,
+                                    depth_limit=depth_limit, stop_ids=stop_ids)
+            self.counts["give_ups"] += int(gave_up)
+
+    def observe(self, ctx: Context, draft: Draft, verdict: Verdict) -> None:
+        self.policy.observe(draft.num_drafted, verdict.num_accepted)
+
+    def counters(self) -> dict[str, int]:
+        return dict(self.counts)

@@ -1,0 +1,270 @@
+"""Lightning training of the SpecBlock drafter with cross-block unrolling (``seed-code-digest.md``
+§3.3, the public code's ``OnlineSpecBlockModel.forward``).
+
+Data: EAGLE-3's cache (``learners.eagle3.data``: target traces with top-k log-probs, fp16 features
+of ``target_layers``, ``token_map.safetensors``), batched by ``Eagle3DataModule``.
+
+Unroll (``unroll``): block 1 runs at every position of a trace under the cross-position causal
+mask. For each transition a cut ``M ~ U{1..K}`` (one per transition for the whole batch) gives the
+next block: condition = the previous block's hidden at slot ``M-1``, input tokens shifted by the
+running offset ``o += M`` (teacher forcing with the true tokens), attention = block 1's keys at
+positions ``j < i`` plus the earlier blocks' keys at the same position, each below its cut (the
+valid-prefix mask). Gradients flow through those keys (not detached). Slot ``k`` of a block with
+offset ``o`` at position ``i`` predicts ``x_{i+o+k+2}``.
+
+Losses, per block and slot ``k``:
+
+* draft: cross-entropy to the target's distribution over its stored top-k restricted to the draft
+  vocabulary and renormalised (the code's softmax over the draft vocabulary, seen through the
+  top-k), averaged over the **chain mask** (slot ``k`` counts only where the draft argmax equals
+  the target argmax at slots ``0..k-1`` of that block, and the target argmax is in the draft
+  vocabulary), weighted ``slot_weight^k``;
+* rank (from ``rank_start_step``; before it one block only, as the code): soft ordinal targets
+  ``s_c ∝ 1/(1 + |c-t| + max(t-c, 0))²``, times the distance weight ``1 + |t-ĉ| + max(t-ĉ, 0)``
+  (``ĉ`` = predicted class) and the class-frequency weight ``min(1, rank_budget / count_c)``
+  (counts per block and slot in the batch), under the code's *rank chain* mask (slot ``k`` counts
+  where the rank predictions at slots ``< k`` were all correct); normalised by the summed weights.
+
+Readings of the digest: a later block's own keys are its slots ``0..k`` at the query's position
+only (the digest's "current block with the block-1 rule"; decoding never has later-block keys at
+earlier positions, and ``tests/test_specblock_train.py`` checks training block 2 = decoding block
+2). Paper vs code: the paper masks the rank loss with the draft's valid-prefix mask, the code with
+the rank chain; we follow the code.
+Simplifications against the code: no per-slot unlock warm-up (``α_k``; off by default there), no
+HASS-style top-K loss variant, and the draft loss's normaliser is the fixed ``Σ slot_weight^k``.
+Metrics: ``*/acc<k>`` = block-1 slot ``k`` argmax == target argmax (teacher forced, no chain
+mask), ``*/rank_acc`` (block 1), ``*/loss``, ``*/rank_loss``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import lightning as L
+import torch
+from safetensors.torch import load_file
+
+from specdec.learners.draft_lm.net import tokenizer_sha256
+from specdec.learners.eagle3.data import DATA_COMMAND
+from specdec.learners.optim import adamw_warmup_cosine
+from specdec.learners.specblock.net import (
+    BlockOut,
+    SpecBlockNet,
+    load_specblock,
+    new_specblock,
+    save_specblock,
+)
+from specdec.learners.specblock.slots import (
+    RANK_CLASSES,
+    AppendKeys,
+    ChainKeys,
+    cross_visible,
+    rank_buckets,
+    slot_keys_positions,
+)
+
+
+def unroll(net: SpecBlockNet, embed: torch.nn.Module, ids: torch.Tensor, feats: torch.Tensor,
+           cuts: Sequence[int]) -> list[tuple[int, BlockOut]]:
+    """``(offset, BlockOut)`` of blocks ``1..len(cuts)+1`` at the ``S = T-1`` positions.
+
+    Args:
+        net: the drafter network.
+        embed: the target's (frozen) input embedding.
+        ids: ``[B, T]`` right-padded traces; feats: ``[B, T, k, H]`` their target features.
+        cuts: ``M`` of each transition (``1..K``): block ``b+1`` starts ``cuts[b]`` tokens later.
+    """
+    b, t = ids.shape
+    s, k = t - 1, net.slots
+    positions = torch.arange(s, device=ids.device)  # [S]
+    embeds = embed(ids)  # [B, T, H]
+    first = (positions + 1)[None].expand(b, -1)  # [B, S]
+    out = net.block(net.condition(feats[:, :s].to(embeds.dtype)), embeds[:, 1:], first,
+                    AppendKeys(None, s, k))
+    runs, offset = [(0, out)], 0
+    cross = [(kk.flatten(2, 3), vv.flatten(2, 3)) for kk, vv in out.kv]  # block 1, [B,h,S*K,d]
+    cross_mask = cross_visible(positions.cpu(), slot_keys_positions(s, k))  # [S, S*K]: j < i
+    prefix = out.kv
+    for j, m in enumerate(cuts):
+        # 1. Next condition: slot M-1's hidden; inputs: the true tokens M further on.
+        offset += int(m)
+        cond = out.hidden[:, :, m - 1]  # [B, S, H]
+        tokens = embeds[:, (positions + 1 + offset).clamp(max=t - 1)]  # [B, S, H]
+        # 2. The block under block 1's keys (j < i) and the earlier blocks' valid prefixes.
+        keys = ChainKeys(cross, cross_mask, prefix, torch.tensor([list(cuts[: j + 1])]), k)
+        out = net.block(cond, tokens, first + offset, keys)
+        runs.append((offset, out))
+        prefix = [(torch.cat([pk, kk], 3), torch.cat([pv, vv], 3))
+                  for (pk, pv), (kk, vv) in zip(prefix, out.kv)]
+    return runs
+
+
+def slot_labels(lab_ids: torch.Tensor, lab_logp: torch.Tensor, t2d: torch.Tensor, offset: int,
+                slots: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Targets of a block at ``offset``: ``top [B, S, K, k]`` (draft-vocabulary ids, ``-1`` =
+    none), ``p [B, S, K, k]`` (renormalised over the mapped ids), ``has [B, S, K]`` (a label
+    exists and the target argmax is in the draft vocabulary)."""
+    t = lab_ids.shape[1]
+    s = t - 1
+    idx = torch.arange(s, device=lab_ids.device)[:, None] + offset + 2 + torch.arange(
+        slots, device=lab_ids.device)  # [S, K]: x_{i+o+k+2}
+    inside = idx < t
+    ids = lab_ids[:, idx.clamp(max=t - 1)]  # [B, S, K, k]
+    ids = torch.where(inside[None, :, :, None], ids, -1)
+    top = torch.where(ids >= 0, t2d[ids.clamp(min=0)], -1)  # [B, S, K, k]
+    p = lab_logp[:, idx.clamp(max=t - 1)].exp() * (top >= 0)
+    p = p / p.sum(-1, keepdim=True).clamp(min=1e-12)
+    return top, p, top[..., 0] >= 0
+
+
+def prefix_correct(correct: torch.Tensor) -> torch.Tensor:
+    """``[..., K]`` bool: every slot ``< k`` is correct (slot 0: always)."""
+    ones = torch.ones_like(correct[..., :1])
+    return torch.cat([ones, correct[..., :-1].long().cumprod(-1).bool()], -1)
+
+
+def rank_loss(rank_logits: torch.Tensor, classes: torch.Tensor, mask: torch.Tensor,
+              budget: float) -> torch.Tensor:
+    """Ordinal-smoothed, distance- and frequency-weighted rank CE, summed over slots (module doc).
+
+    Args:
+        rank_logits: ``[B, S, K, C]``; classes: ``[B, S, K]`` true classes; mask: ``[B, S, K]``.
+        budget: the class-frequency budget per slot (weight ``min(1, budget / count_c)``).
+    """
+    c = torch.arange(RANK_CLASSES, device=classes.device)
+    t = classes[..., None]  # [B, S, K, 1]
+    soft = 1.0 / (1 + (c - t).abs() + (t - c).clamp(min=0)).float() ** 2  # [B, S, K, C]
+    soft = soft / soft.sum(-1, keepdim=True)
+    ce = -(soft * rank_logits.float().log_softmax(-1)).sum(-1)  # [B, S, K]
+    pred = rank_logits.argmax(-1)
+    dist = 1 + (classes - pred).abs() + (classes - pred).clamp(min=0)  # [B, S, K]
+    onehot = torch.nn.functional.one_hot(classes, RANK_CLASSES) * mask[..., None]  # [B,S,K,C]
+    counts = onehot.sum((0, 1))  # [K, C]
+    freq = (budget / counts.clamp(min=1).float()).clamp(max=1.0)  # [K, C]
+    w = dist.float() * freq[torch.arange(classes.shape[-1]), classes] * mask  # [B, S, K]
+    per_slot = (w * ce).sum((0, 1)) / w.sum((0, 1)).clamp(min=1e-12)  # [K]
+    return per_slot.sum()
+
+
+class SpecBlockLearner(L.LightningModule):
+    """Trains a ``SpecBlockNet`` (``learners.specblock.net``) on EAGLE-3's cached features.
+
+    Args:
+        model: the ``ModelPair`` (its target: init source, embedding, shapes).
+        traces_dir: the ``stage=data`` folder (traces, features, ``token_map.safetensors``).
+        target_layers: indices into the target's ``hidden_states`` (must match the features).
+        slots: K; layers: decoder layers L; rank_hidden: rank head width.
+        blocks: blocks unrolled per step (1 = block 1 only).
+        slot_weight: draft loss weight ``w^k`` of slot ``k``.
+        rank_weight: weight of the rank loss; rank_budget: its class-frequency budget.
+        rank_start_step: before it, one block and no rank loss.
+        lr, weight_decay, warmup_steps, total_steps: AdamW, linear warm-up, cosine decay.
+        init_from: warm start from a shipped drafter folder.
+        seed: seeds the network's init and the cuts ``M``.
+    """
+
+    def __init__(self, model, traces_dir: str, target_layers: list[int], slots: int = 4,
+                 layers: int = 2, rank_hidden: int = 256, blocks: int = 3,
+                 slot_weight: float = 0.8, rank_weight: float = 1.0, rank_budget: float = 10.0,
+                 rank_start_step: int = 0, lr: float = 5e-4, weight_decay: float = 0.0,
+                 warmup_steps: int = 50, total_steps: int = 2000, init_from: str | None = None,
+                 seed: int = 0) -> None:
+        super().__init__()
+        if blocks < 1:
+            raise ValueError(f"learner.blocks must be >= 1, got {blocks}")
+        self.save_hyperparameters({  # plain types: checkpoints load with weights_only=True
+            "traces_dir": str(traces_dir), "target_layers": [int(i) for i in target_layers],
+            "slots": int(slots), "layers": int(layers), "rank_hidden": int(rank_hidden),
+            "blocks": int(blocks), "slot_weight": float(slot_weight),
+            "rank_weight": float(rank_weight), "rank_budget": float(rank_budget),
+            "rank_start_step": int(rank_start_step), "lr": float(lr),
+            "weight_decay": float(weight_decay), "warmup_steps": int(warmup_steps),
+            "total_steps": int(total_steps), "init_from": init_from and str(init_from),
+            "seed": int(seed)})
+        target = model.target.float()
+        for p in target.parameters():
+            p.requires_grad_(False)
+        self._target = [target]  # not a registered submodule: not trained, not saved
+        tok_hash = tokenizer_sha256(model.tokenizer)
+        if init_from:
+            self.net = load_specblock(init_from, target, tokenizer_hash=tok_hash)
+        else:
+            path = Path(traces_dir) / "token_map.safetensors"
+            if not path.exists():
+                raise FileNotFoundError(f"{path} is missing; create it with `{DATA_COMMAND}`")
+            tmap = load_file(str(path))["token_map"].long()
+            self.net = new_specblock(target, tmap, target_layers, slots=slots, layers=layers,
+                                     rank_hidden=rank_hidden, tokenizer_hash=tok_hash, seed=seed)
+        if list(self.net.target_layers) != [int(i) for i in target_layers]:
+            raise ValueError(f"init_from reads target layers {list(self.net.target_layers)}, the "
+                             f"config asks for {list(target_layers)}")
+        self.net.train()
+        t2d = torch.full((target.config.vocab_size,), -1, dtype=torch.long)
+        t2d[self.net.token_map] = torch.arange(self.net.token_map.numel())
+        self.register_buffer("t2d", t2d, persistent=False)
+        self._cuts = torch.Generator().manual_seed(int(seed))
+
+    def _blocks_now(self) -> int:
+        return int(self.hparams.blocks) if self.global_step >= self.hparams.rank_start_step else 1
+
+    def _step(self, batch: dict[str, torch.Tensor], stage: str, gen: torch.Generator
+              ) -> torch.Tensor:
+        h, k = self.hparams, self.net.slots
+        cuts = torch.randint(1, k + 1, (self._blocks_now() - 1,), generator=gen).tolist()
+        runs = unroll(self.net, self._target[0].get_input_embeddings(), batch["ids"],
+                      batch["feats"], cuts)
+        weights = torch.tensor([h.slot_weight ** j for j in range(k)])  # [K]
+        draft, ranks = 0.0, torch.zeros((), device=self.device)
+        for b, (offset, out) in enumerate(runs):
+            # 1. Labels of this block; 2. chain-masked soft CE per slot; 3. rank loss.
+            top, p, has = slot_labels(batch["lab_ids"], batch["lab_logp"], self.t2d, offset, k)
+            logq = out.logits.float().log_softmax(-1)  # [B, S, K, V_d]
+            ce = -(p * logq.gather(-1, top.clamp(min=0))).sum(-1)  # [B, S, K]
+            correct = (out.logits.argmax(-1) == top[..., 0]) & has
+            mask = (prefix_correct(correct) & has).float()
+            per_slot = (ce * mask).sum((0, 1)) / mask.sum((0, 1)).clamp(min=1)  # [K]
+            draft = draft + (weights.to(per_slot) * per_slot).sum() / weights.sum()
+            classes = rank_buckets(out.logits.detach(), top[..., 0])  # [B, S, K]
+            if self.global_step >= h.rank_start_step:
+                rank_ok = out.rank_logits.argmax(-1) == classes
+                rmask = (prefix_correct(rank_ok) & has).float()
+                ranks = ranks + rank_loss(out.rank_logits, classes, rmask, h.rank_budget)
+            if b == 0:
+                hit = has.float()
+                for j in range(k):
+                    acc = (correct[..., j].float().sum() / hit[..., j].sum().clamp(min=1))
+                    self.log(f"{stage}/acc{j}", acc, prog_bar=j == 0 or stage != "train",
+                             sync_dist=True)
+                rank_acc = ((out.rank_logits.argmax(-1) == classes) & has).float().sum()
+                self.log(f"{stage}/rank_acc", rank_acc / hit.sum().clamp(min=1), sync_dist=True)
+        loss = draft + h.rank_weight * ranks
+        self.log(f"{stage}/rank_loss", ranks.detach(), sync_dist=True)
+        self.log(f"{stage}/loss", loss, prog_bar=True, sync_dist=True)
+        return loss
+
+    def training_step(self, batch, batch_idx):
+        return self._step(batch, "train", self._cuts)
+
+    def validation_step(self, batch, batch_idx):
+        self._step(batch, "val", torch.Generator().manual_seed(batch_idx))  # same cuts each time
+
+    def test_step(self, batch, batch_idx):
+        self._step(batch, "test", torch.Generator().manual_seed(batch_idx))
+
+    def on_fit_start(self) -> None:
+        self._target[0].to(self.device)
+
+    on_test_start = on_fit_start
+
+    def configure_optimizers(self):
+        h = self.hparams
+        return adamw_warmup_cosine(self.net.parameters(), lr=h.lr, weight_decay=h.weight_decay,
+                                   warmup_steps=h.warmup_steps, total_steps=h.total_steps)
+
+
+def export_specblock(learner: SpecBlockLearner, out_dir: str, folder: str | None = None,
+                     dtype: str = "float32") -> Path:
+    """``export``: the shipped format (default ``<out_dir>/specblock``)."""
+    dest = Path(folder) if folder else Path(out_dir) / "specblock"
+    return save_specblock(learner.net, dest, dtype=getattr(torch, dtype))
