@@ -81,6 +81,26 @@ def cache_features(model, folder: str | Path, target_layers: Sequence[int],
     return written
 
 
+def read_token_map(folder: str | Path) -> torch.Tensor:
+    """The draft vocabulary ``d2t`` (``[V_d]`` sorted target ids) that ``stage=data`` wrote.
+
+    Raises:
+        FileNotFoundError: naming the command that writes it.
+    """
+    path = Path(folder) / "token_map.safetensors"
+    if not path.exists():
+        raise FileNotFoundError(f"{path} is missing; create it with `{DATA_COMMAND}`")
+    return load_file(str(path))["token_map"].long()
+
+
+def frozen_target(model) -> torch.nn.Module:
+    """The pair's target in fp32 with gradients off: the teacher a feature drafter reads."""
+    target = model.target.float()
+    for p in target.parameters():
+        p.requires_grad_(False)
+    return target
+
+
 def load_feature_traces(folder: str | Path) -> list[tuple[Trace, torch.Tensor]]:
     """Every trace of ``folder`` with its ``[n, k, H]`` fp16 features.
 

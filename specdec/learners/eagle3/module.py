@@ -21,12 +21,11 @@ from pathlib import Path
 
 import lightning as L
 import torch
-from safetensors.torch import load_file
 from torch.utils.data import DataLoader, Dataset
 from transformers import DynamicCache
 
 from specdec.learners.draft_lm.net import tokenizer_sha256
-from specdec.learners.eagle3.data import DATA_COMMAND, load_feature_traces
+from specdec.learners.eagle3.data import frozen_target, load_feature_traces, read_token_map
 from specdec.learners.eagle3.net import (
     DECODER_EMBED_KEY,
     Eagle3Net,
@@ -142,19 +141,14 @@ class Eagle3Learner(L.LightningModule):
             "soft_weight": float(soft_weight), "lr": float(lr),
             "weight_decay": float(weight_decay), "warmup_steps": int(warmup_steps),
             "total_steps": int(total_steps), "init_from": init_from and str(init_from)})
-        target = model.target.float()
-        for p in target.parameters():
-            p.requires_grad_(False)
+        target = frozen_target(model)
         self._target = [target]  # not a registered submodule: not trained, not saved
         tok_hash = tokenizer_sha256(model.tokenizer)
         if init_from:
             self.net = load_eagle3(init_from, target, tokenizer_hash=tok_hash)
         else:
-            path = Path(traces_dir) / "token_map.safetensors"
-            if not path.exists():
-                raise FileNotFoundError(f"{path} is missing; create it with `{DATA_COMMAND}`")
-            tmap = load_file(str(path))["token_map"].long()
-            self.net = new_eagle3(target, tmap, target_layers, tokenizer_hash=tok_hash)
+            self.net = new_eagle3(target, read_token_map(traces_dir), target_layers,
+                                  tokenizer_hash=tok_hash)
         if list(self.net.target_layers) != [int(i) for i in target_layers]:
             raise ValueError(f"init_from reads target layers {list(self.net.target_layers)}, the "
                              f"config asks for {list(target_layers)}")

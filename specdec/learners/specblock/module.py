@@ -43,10 +43,9 @@ from pathlib import Path
 
 import lightning as L
 import torch
-from safetensors.torch import load_file
 
 from specdec.learners.draft_lm.net import tokenizer_sha256
-from specdec.learners.eagle3.data import DATA_COMMAND
+from specdec.learners.eagle3.data import frozen_target, read_token_map
 from specdec.learners.optim import adamw_warmup_cosine
 from specdec.learners.specblock.net import (
     BlockOut,
@@ -182,20 +181,15 @@ class SpecBlockLearner(L.LightningModule):
             "weight_decay": float(weight_decay), "warmup_steps": int(warmup_steps),
             "total_steps": int(total_steps), "init_from": init_from and str(init_from),
             "seed": int(seed)})
-        target = model.target.float()
-        for p in target.parameters():
-            p.requires_grad_(False)
+        target = frozen_target(model)
         self._target = [target]  # not a registered submodule: not trained, not saved
         tok_hash = tokenizer_sha256(model.tokenizer)
         if init_from:
             self.net = load_specblock(init_from, target, tokenizer_hash=tok_hash)
         else:
-            path = Path(traces_dir) / "token_map.safetensors"
-            if not path.exists():
-                raise FileNotFoundError(f"{path} is missing; create it with `{DATA_COMMAND}`")
-            tmap = load_file(str(path))["token_map"].long()
-            self.net = new_specblock(target, tmap, target_layers, slots=slots, layers=layers,
-                                     rank_hidden=rank_hidden, tokenizer_hash=tok_hash, seed=seed)
+            self.net = new_specblock(target, read_token_map(traces_dir), target_layers,
+                                     slots=slots, layers=layers, rank_hidden=rank_hidden,
+                                     tokenizer_hash=tok_hash, seed=seed)
         if list(self.net.target_layers) != [int(i) for i in target_layers]:
             raise ValueError(f"init_from reads target layers {list(self.net.target_layers)}, the "
                              f"config asks for {list(target_layers)}")
