@@ -88,11 +88,15 @@ class TorchCoins:
 
     def categorical(self, probs: torch.Tensor) -> int:
         assert probs.dim() == 1, f"categorical takes a 1-D distribution, got {tuple(probs.shape)}"
-        probs = probs.detach().to("cpu", torch.float64)
-        nonzero = torch.nonzero(probs > 0).flatten()
-        if nonzero.numel() == 1:  # point mass (greedy): no random number needed
-            return int(nonzero[0])
-        return int(torch.multinomial(probs, 1, generator=self.generator))
+        probs = probs.detach()
+        # one pass finds a point mass (greedy: no random number needed), instead of a float64 copy
+        # plus a compare plus a nonzero over the whole vocabulary at every draft/verify draw
+        top = torch.topk(probs, min(2, probs.numel()))
+        if float(top.values[0]) <= 0:
+            raise ValueError("categorical: the distribution has no positive probability")
+        if probs.numel() == 1 or float(top.values[1]) == 0.0:
+            return int(top.indices[0])
+        return int(torch.multinomial(probs.to("cpu", torch.float64), 1, generator=self.generator))
 
     def fork(self, key: Hashable) -> TorchCoins:
         """A child with its own generator seeded by ``fork_seed(self.seed, key)``.

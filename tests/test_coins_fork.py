@@ -260,3 +260,17 @@ def test_harness_catches_forked_draws_that_escape_enumeration(monkeypatch):
 def test_harness_refuses_a_drafter_that_reuses_its_fork_key():
     with pytest.raises(ValueError, match="twice"):
         loop_error(ForgetfulDrafter, 2, 2, 1.0, seed=0)
+
+
+def test_categorical_point_mass_draws_nothing_and_zero_mass_is_an_error():
+    from specdec.sampling import TorchCoins
+
+    coins, ref = TorchCoins(7), TorchCoins(7)
+    point = torch.zeros(50)
+    point[31] = 1.0
+    assert coins.categorical(point) == 31  # greedy: no random number consumed
+    spread = torch.softmax(torch.randn(50, generator=torch.Generator().manual_seed(0)), -1)
+    assert coins.categorical(spread) == ref.categorical(spread)  # streams still aligned
+    assert coins.categorical(torch.tensor([1.0])) == 0
+    with pytest.raises(ValueError, match="no positive probability"):
+        coins.categorical(torch.zeros(5))
