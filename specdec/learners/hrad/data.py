@@ -7,8 +7,8 @@ verifier under the labels' sampling (greedy by default, T = 0). ``HradRecorder``
 drafter: before each draft it builds ``z_t`` with ``features.StepFeatures`` (the function a serving
 drafter calls), and at ``observe`` it stores the step's accepted length n. Class (digest §1.4,
 "0, 1–6, 7+"): 0 if n = 0, 2 if n = γ_max, else 1. Steps whose draft is shorter than γ_max
-(the token budget's end, a drafted stop token) cannot be all-accept and are dropped (counted in
-``meta.json`` as ``dropped_short``).
+(the token budget's end, a drafted stop token) cannot be all-accept and are dropped (counted per
+chunk as ``dropped_short``).
 
 Prompts: the training splits (``learners.draft_lm.traces.training_prompts``: GSM8K train and
 Alpaca train files, eval prompts excluded) or seeded synthetic prompts (``synthetic``, for the
@@ -19,7 +19,8 @@ resume) and per ``chunk_size`` prompts ``chunk_<c>.safetensors``: ``features [N,
 ``labels``, ``accepted``, ``step``, ``prompt`` (global prompt index), ``split`` (0 train,
 1 validation, 2 test), ``prefix_len`` (committed tokens when the step began, root included) and
 ``draft [N, γ_max]`` per step; ``tokens``/``offsets``/``seq_prompt``: each prompt's committed
-sequence (prompt + answer), so a row's context is ``tokens[prompt][:prefix_len]``.
+sequence (prompt + answer), so a row's context is ``tokens[prompt][:prefix_len]``;
+``dropped_short`` ``[1]``: the chunk's steps dropped for a short draft.
 """
 
 from __future__ import annotations
@@ -132,7 +133,7 @@ def check_meta(out: Path, meta: dict) -> None:
 
 
 def write_chunk(path: Path, rows: list[dict], seqs: list[list[int]], seq_prompt: list[int],
-                gamma_max: int, width: int) -> None:
+                gamma_max: int, width: int, dropped_short: int = 0) -> None:
     """One chunk file, written atomically (``rows`` may be empty)."""
     offsets = torch.tensor([0] + [len(s) for s in seqs]).cumsum(0)
     tensors = {
@@ -141,7 +142,8 @@ def write_chunk(path: Path, rows: list[dict], seqs: list[list[int]], seq_prompt:
         "draft": torch.stack([r["draft"] for r in rows]) if rows
         else torch.zeros(0, gamma_max, dtype=torch.long),  # [N, γ]
         "tokens": torch.tensor([t for s in seqs for t in s], dtype=torch.int32),
-        "offsets": offsets, "seq_prompt": torch.tensor(seq_prompt, dtype=torch.long)}
+        "offsets": offsets, "seq_prompt": torch.tensor(seq_prompt, dtype=torch.long),
+        "dropped_short": torch.tensor([dropped_short])}
     for key in ("label", "accepted", "step", "prefix_len", "prompt", "split"):
         tensors[key] = torch.tensor([r[key] for r in rows], dtype=torch.long)
     tensors["labels"] = tensors.pop("label")
@@ -214,7 +216,7 @@ def generate_hrad_data(model, out_dir: str, *, source_dir: str | None = None,
             seqs.append(ids + gen.tokens)
             seq_prompt.append(i)
             dropped += recorder.dropped_short
-        write_chunk(path, rows, seqs, seq_prompt, gamma_max, width)
+        write_chunk(path, rows, seqs, seq_prompt, gamma_max, width, dropped)
         log.info("hrad data: chunk %d (%d prompts, %d steps, %d short drafts dropped)", c,
                  min(start + chunk_size, len(texts)), len(rows), dropped)
     return out

@@ -129,9 +129,10 @@ class HradLearner(L.LightningModule):
         folder.mkdir(parents=True, exist_ok=True)
         rows = confusion.long().tolist()
         out = folder / file_name
+        where = {"step": int(self.global_step), "epoch": int(self.current_epoch)} \
+            if name == "val" else {}  # a test runs on the best checkpoint, not the last step
         out.write_text(json.dumps({"classes": list(CLASSES), "rows_true_cols_pred": rows,
-                                   "step": int(self.global_step), "epoch": int(self.current_epoch)},
-                                  indent=2))
+                                   **where}, indent=2))
         for logger in self.trainer.loggers:
             if hasattr(logger, "log_table"):
                 logger.log_table(key=f"{name}/confusion", columns=["true", *CLASSES],
