@@ -197,6 +197,17 @@ def generate_hrad_data(model, out_dir: str, *, source_dir: str | None = None,
     tok, width = model.tokenizer, (layers + 1) * int(cfg.hidden_size)
     target, draft = CachedLM(model.target, role="target"), CachedLM(model.draft, role="draft")
     stop_ids = [tok.eos_token_id] if tok.eos_token_id is not None else []
+
+    def decode(text: str) -> tuple[list[int], list[int], HradRecorder]:
+        """The prompt's ids, its answer and the recorder that watched the decoding."""
+        ids = encode_turn(tok, [{"role": "user", "content": text}], chat_template=True)
+        recorder = HradRecorder(ModelDrafter(draft, Fixed(gamma_max), smp), target_layers,
+                                gamma_max)
+        gen = generate(ids, target, recorder, Tokenwise(), sampling=smp,
+                       coins=TorchCoins(prompt_seed(seed, text)), max_new_tokens=max_new_tokens,
+                       stop_ids=stop_ids)
+        return ids, gen.tokens, recorder
+
     for c, start in enumerate(range(0, len(texts), chunk_size)):
         path = out / f"chunk_{c:05d}.safetensors"
         if path.exists():
@@ -204,16 +215,11 @@ def generate_hrad_data(model, out_dir: str, *, source_dir: str | None = None,
         rows, seqs, seq_prompt, dropped = [], [], [], 0
         for i in range(start, min(start + chunk_size, len(texts))):
             # 1. Decode the prompt with the recording γ_max chain drafter (the eval's loop).
-            ids = encode_turn(tok, [{"role": "user", "content": texts[i]}], chat_template=True)
-            recorder = HradRecorder(ModelDrafter(draft, Fixed(gamma_max), smp), target_layers,
-                                    gamma_max)
-            gen = generate(ids, target, recorder, Tokenwise(), sampling=smp,
-                           coins=TorchCoins(prompt_seed(seed, texts[i])),
-                           max_new_tokens=max_new_tokens, stop_ids=stop_ids)
+            ids, answer, recorder = decode(texts[i])
             # 2. Its rows, all in the prompt's split.
             split = SPLITS.index(split_of(texts[i], val_fraction, test_fraction))
             rows += [{**r, "prompt": i, "split": split} for r in recorder.rows]
-            seqs.append(ids + gen.tokens)
+            seqs.append(ids + answer)
             seq_prompt.append(i)
             dropped += recorder.dropped_short
         write_chunk(path, rows, seqs, seq_prompt, gamma_max, width, dropped)
