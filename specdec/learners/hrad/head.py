@@ -1,0 +1,149 @@
+"""The H-RAD classifier (SpecBranch's hybrid rollback-aware draft structure) and its save/load.
+
+SpecBranch (specbranch_000, §"H-RAD"; digest §1.4): a small MLP reads ``z_t`` (``features.py``)
+and returns ``s_t = argmax softmax(MLP(z_t)) ∈ {0, 1, 2}``: class 0 "all-reject" (0 draft tokens
+accepted; draft one token), class 1 "uncertain" (1..γ_max−1 accepted; fall back to the draft's
+confidence), class 2 "all-accept" (γ_max accepted; draft the full γ_max = 7). The public code's
+MLP is ``in → 256 → 64 → 3`` with ReLU and dropout 0.2; so is this one (``hidden`` sets the
+widths). Project addition: the input is standardised per feature with the training split's mean
+and standard deviation (buffers saved with the weights), because the raw residual-stream layers
+and the final-normed one differ in scale by orders of magnitude.
+
+Export format (read without Lightning): ``model.safetensors`` + ``config.json`` (``kind``,
+``in_features``, ``hidden``, ``dropout`` and the target it reads: ``target_hidden_size``,
+``target_num_layers``, ``target_vocab_size``, ``layers`` K, ``gamma_max``, plus free-form metadata
+such as the experiment and the labels' sampling). ``load_hrad`` checks the target.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+from torch import nn
+
+HEAD_KIND = "hrad_head"
+CLASSES = ("all_reject", "uncertain", "all_accept")
+
+
+def train_command(experiment: str) -> str:
+    return (f"`python -m specdec.train +experiment={experiment} stage=data` then "
+            f"`python -m specdec.train +experiment={experiment}`")
+
+
+class HradHead(nn.Module):
+    """Standardise, then ``Linear → ReLU → Dropout`` per hidden width, then ``Linear → 3``.
+
+    Args:
+        in_features: D = (K + 1)·H, the width of ``hrad_features``.
+        hidden: widths of the hidden layers (the public code: 256, 64).
+        dropout: dropout after each hidden layer (training only).
+    """
+
+    def __init__(self, in_features: int, hidden: Sequence[int] = (256, 64),
+                 dropout: float = 0.2) -> None:
+        super().__init__()
+        if in_features < 1 or any(int(w) < 1 for w in hidden) or not 0 <= dropout < 1:
+            raise ValueError(f"need in_features >= 1, hidden widths >= 1 and 0 <= dropout < 1, "
+                             f"got {in_features}, {list(hidden)}, {dropout}")
+        self.in_features, self.hidden, self.dropout = int(in_features), [int(w) for w in hidden], \
+            float(dropout)
+        self.meta: dict = {}  # the export's config.json (``load_hrad``)
+        self.register_buffer("mean", torch.zeros(in_features))  # [D]
+        self.register_buffer("std", torch.ones(in_features))  # [D]
+        layers: list[nn.Module] = []
+        width = self.in_features
+        for w in self.hidden:
+            layers += [nn.Linear(width, w), nn.ReLU(), nn.Dropout(self.dropout)]
+            width = w
+        layers.append(nn.Linear(width, len(CLASSES)))
+        self.mlp = nn.Sequential(*layers)
+
+    def set_standardisation(self, mean: torch.Tensor, std: torch.Tensor) -> None:
+        """Input statistics ``mean, std [D]`` (of the training split); std is floored at 1e-6."""
+        self.mean.copy_(mean.float())
+        self.std.copy_(std.float().clamp_min(1e-6))
+
+    def forward(self, features: torch.Tensor) -> torch.Tensor:
+        """``features [..., D]`` → ``logits [..., 3]``."""
+        if features.shape[-1] != self.in_features:
+            raise ValueError(
+                f"H-RAD features have width {features.shape[-1]} but this head reads "
+                f"{self.in_features} = (K + 1) * H (K={self.meta.get('layers', '?')} target layers "
+                f"+ the embedding, H={self.meta.get('target_hidden_size', '?')}); build them with "
+                "learners.hrad.features.hrad_features on the target the head was trained for")
+        x = (features.to(self.mean.dtype) - self.mean) / self.std  # [..., D]
+        return self.mlp(x)
+
+    @torch.no_grad()
+    def predict(self, features: torch.Tensor) -> torch.Tensor:
+        """``features [..., D]`` (from ``hrad_features``) → class probabilities ``[..., 3]``
+        (0 all-reject, 1 uncertain, 2 all-accept), in eval mode (no dropout)."""
+        was_training = self.training
+        self.eval()
+        try:
+            return self.forward(features.to(self.mean.device)).softmax(-1)
+        finally:
+            self.train(was_training)
+
+    def config(self) -> dict:
+        return {"kind": HEAD_KIND, "in_features": self.in_features, "hidden": self.hidden,
+                "dropout": self.dropout, "classes": list(CLASSES)}
+
+
+def save_hrad(head: HradHead, path: str | Path, **meta: object) -> Path:
+    """Write ``path/model.safetensors`` + ``path/config.json`` (``meta`` merged in)."""
+    from safetensors.torch import save_file
+
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    state = {k: v.detach().cpu().contiguous().clone() for k, v in head.state_dict().items()}
+    save_file(state, str(path / "model.safetensors"))
+    (path / "config.json").write_text(json.dumps({**meta, **head.config()}, indent=2))
+    return path
+
+
+def check_target(cfg: dict, target: object, *, where: str, experiment: str) -> None:
+    """Raise ``ValueError`` when ``target`` (anything with ``hidden_size``, ``num_layers``,
+    ``vocab_size``, e.g. a ``TargetView``) is not the target the head at ``where`` was made for."""
+    wrong = [f"{key} {getattr(target, key)} (the head's target has {cfg[f'target_{key}']})"
+             for key in ("hidden_size", "num_layers", "vocab_size")
+             if int(getattr(target, key)) != int(cfg[f"target_{key}"])]
+    if wrong:
+        raise ValueError(f"the H-RAD head at {where} was trained on another target: this target "
+                         f"has {', '.join(wrong)}; train one for it with "
+                         f"{train_command(experiment)} or point to its head")
+
+
+def load_hrad(path: str | Path, *, target: object | None = None,
+              experiment: str = "hrad_<model>") -> HradHead:
+    """Load a head written by ``save_hrad`` (no Lightning import), in eval mode.
+
+    Args:
+        path: the export folder (``specdec/assets/hrad/<model>/``).
+        target: when given, its ``hidden_size``, ``num_layers`` and ``vocab_size`` must match the
+            head's (``check_target``).
+        experiment: named in the errors, with the commands that train the head.
+
+    Raises:
+        FileNotFoundError: no head at ``path``; names the commands that train one.
+        ValueError: the folder holds something else, or the head is for another target.
+    """
+    from safetensors.torch import load_file
+
+    path = Path(path)
+    if not (path / "config.json").exists() or not (path / "model.safetensors").exists():
+        raise FileNotFoundError(f"no H-RAD head at {path} (expected config.json + "
+                                f"model.safetensors); train and export it with "
+                                f"{train_command(experiment)}")
+    cfg = json.loads((path / "config.json").read_text())
+    if cfg.get("kind") != HEAD_KIND:
+        raise ValueError(f"{path} holds a {cfg.get('kind')!r}, not an {HEAD_KIND}")
+    if target is not None:
+        check_target(cfg, target, where=str(path), experiment=cfg.get("experiment", experiment))
+    head = HradHead(cfg["in_features"], cfg["hidden"], cfg["dropout"])
+    head.load_state_dict(load_file(str(path / "model.safetensors")))
+    head.meta = cfg
+    return head.eval()
