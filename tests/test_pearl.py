@@ -39,20 +39,35 @@ def truncate_at_stop(dist: dict, stops: set[int]) -> dict:
     return out
 
 
-def branches(stats) -> set[str]:
-    """Which branches of PEARL's schedule one generation took."""
-    c, seen = stats.counters, set()
-    seen.update(k for k in ("pre_steps", "post_steps", "hits", "misses") if c.get(k))
-    if any(0 < a < d or (d and a == 0) for d, a in zip(stats.drafted_per_step,
-                                                       stats.accepted_per_step)):
-        seen.add("post_reject")
-    return seen
+def watch(drafter: PearlDrafter, seen: set[str]) -> PearlDrafter:
+    """Record which branches of PEARL's schedule the drafter takes (PRE / POST steps, kept and
+    rolled-back blocks, rejections inside PRE and POST drafts)."""
+    propose, observe = drafter.propose, drafter.observe
+    mode: list[str] = []
+
+    def watched_propose(ctx):
+        mode[:] = ["post" if drafter._next is not None else "pre"]
+        return propose(ctx)
+
+    def watched_observe(ctx, draft, verdict):
+        before = drafter.counters()
+        observe(ctx, draft, verdict)
+        after = drafter.counters()
+        seen.add(mode[0])
+        if verdict.num_accepted < draft.num_drafted:
+            seen.add(f"{mode[0]}_reject")
+        seen.update(name for k, name in (("hits", "hit"), ("misses", "miss"))
+                    if after.get(k, 0) > before.get(k, 0))
+
+    drafter.propose, drafter.observe = watched_propose, watched_observe
+    return drafter
 
 
 @pytest.mark.parametrize("stop_ids", [(), (1,)], ids=["no-stop", "stop-id"])
 @pytest.mark.parametrize("gamma", [2, 3])
 @pytest.mark.parametrize("temperature", [1.0, 0.6])
-def test_pearl_is_exact_at_positive_temperature(temperature, gamma, stop_ids):
+@pytest.mark.parametrize("pre_draft", [0, 1])
+def test_pearl_is_exact_at_positive_temperature(pre_draft, temperature, gamma, stop_ids):
     # Two drafts: the target's own table (q = p, blocks kept often) and another table (a poor
     # draft: rejections inside POST drafts). Both must give the target's joint law exactly.
     sampling, length = Sampling(temperature=temperature), 5
@@ -60,19 +75,19 @@ def test_pearl_is_exact_at_positive_temperature(temperature, gamma, stop_ids):
     want = truncate_at_stop(ar_joint(target, PROMPT, length, sampling), set(stop_ids))
     seen: set[str] = set()
     for draft_seed in (TARGET_SEED, TARGET_SEED + 1):
-        drafter = PearlDrafter(TableLM(VOCAB, draft_seed, role="draft"), Fixed(gamma), sampling,
-                               mode="inline")
+        drafter = watch(PearlDrafter(TableLM(VOCAB, draft_seed, role="draft"), Fixed(gamma),
+                                     sampling, pre_draft=pre_draft, mode="inline"), seen)
 
         def run(coins, drafter=drafter):
             out = generate(PROMPT, target, drafter, Tokenwise(), sampling=sampling, coins=coins,
                            max_new_tokens=length, stop_ids=stop_ids)
-            seen.update(branches(out.stats))
             return tuple(out.tokens)
 
         got = enumerate_outcomes(run)
         assert abs(sum(got.values()) - 1.0) < 1e-12
         assert total_variation(got, want) <= 1e-12, f"draft seed {draft_seed}"
-    assert seen == {"pre_steps", "post_steps", "hits", "misses", "post_reject"}
+    assert seen >= {"pre", "post", "hit", "miss", "post_reject"}
+    assert ("pre_reject" in seen) == (pre_draft > 0)
 
 
 def test_pearl_is_exact_greedy_on_tables():
@@ -189,3 +204,18 @@ def test_a_failed_generation_leaves_the_drafter_reusable(tiny64):
     assert again.tokens == fresh.tokens and not drafter.ahead.busy
     assert torch.equal(torch.tensor(again.stats.accepted_per_step),
                        torch.tensor(fresh.stats.accepted_per_step))
+
+
+def test_pre_draft_is_checked_and_drafts_on_the_main_lane(tiny64):
+    sampling = Sampling(temperature=0.0)
+    with pytest.raises(ValueError, match="drafter.pre_draft must be >= 0"):
+        PearlDrafter(CachedLM(tiny64.draft, role="draft"), Fixed(3), sampling, pre_draft=-1)
+    ar = _generate(tiny64, EmptyDrafter(), sampling, 0).tokens
+    for draft, kept in ((tiny64.draft, "misses"), (tiny64.target, "hits")):
+        drafter = PearlDrafter(CachedLM(draft, role="draft"), Fixed(3), sampling, pre_draft=1)
+        out = _generate(tiny64, drafter, sampling, 0)
+        assert out.tokens == ar
+        c, fw = out.stats.counters, out.stats.forwards
+        main = [f for f in fw if f.role == "draft" and f.lane != "pearl"]
+        assert len(main) == c["pre_steps"] and c[kept] > 0  # one serial forward per PRE step
+        assert sum(out.stats.drafted_per_step) <= c["draft_tokens"]  # PRE tokens counted too

@@ -14,6 +14,10 @@ forward, *assuming the current draft is accepted in full*:
 1. **PRE** (first step, and every step after a miss): propose the root alone. The target scores
    it (one token, as in PEARL's pre-verify forward over the verified prefix) and the verifier
    draws the next token ``y ~ p``; meanwhile the worker drafts ``e_1..e_γ`` after the root.
+   With ``pre_draft = k > 0`` (not in the paper) the main lane first drafts ``k`` tokens
+   serially and proposes them: the target verifies them (tokenwise) and draws a bonus, and the
+   worker drafts after them. It costs ``k`` serial draft forwards per PRE step and lets a PRE
+   step emit up to ``k + 1`` tokens; the hand-off below is unchanged.
 2. **POST** (after a hit): propose the block ``[y = e_1; e_2..e_γ]`` the worker made last step,
    with no draft work on the main lane; the target verifies ``e_2..e_γ`` and draws the bonus while
    the worker drafts the next block after ``e_γ``.
@@ -23,7 +27,7 @@ forward, *assuming the current draft is accepted in full*:
 
 The adaptive draft length of the title is this schedule: a run of hits keeps the target verifying
 γ − 1 tokens per forward while the draft never waits; the first rejection drops the pipelined work
-and restarts from a one-token PRE step, so the draft length follows the acceptance of the moment.
+and restarts from a PRE step, so the draft length follows the acceptance of the moment.
 
 **Lossless at every temperature.** Verification is the configured verifier (tokenwise) on the
 draft actually proposed, with the ``q`` each token was drawn from. A kept block's tokens
@@ -57,7 +61,7 @@ import torch
 from specdec.core import Context, Draft, Drafter, Verdict
 from specdec.drafters.ahead import Ahead
 from specdec.drafters.model import ModelDrafter
-from specdec.drafters.policies import Policy
+from specdec.drafters.policies import Fixed, Policy
 from specdec.lm import CachedLM
 from specdec.metrics import DRAFT_TOKENS, HITS, MISSES, ROLLED_BACK
 from specdec.sampling import Sampling
@@ -70,16 +74,23 @@ class PearlDrafter(Drafter):
     """PEARL's pre-verify / post-verify schedule with a background draft worker.
 
     Args:
-        lm: the draft model with its cache (only the worker uses it after the prefill).
+        lm: the draft model with its cache (the worker's; the main lane's only in PRE steps with
+            ``pre_draft``, before the worker starts).
         policy: the block length γ (``Fixed``; an adaptive policy also works, lossless alike).
         sampling: the warp shared with the target (``q`` is what the tokens are drawn from).
+        pre_draft: tokens a PRE step drafts serially on the main lane (0: PEARL's schedule).
         mode: ``thread`` (worker thread / CUDA side stream) or ``inline`` (serial; exact tests).
         lane: the worker's lane in the forward log.
     """
 
-    def __init__(self, lm: CachedLM, policy: Policy, sampling: Sampling, *,
+    def __init__(self, lm: CachedLM, policy: Policy, sampling: Sampling, *, pre_draft: int = 0,
                  mode: str = "thread", lane: str = "pearl") -> None:
+        if pre_draft < 0:
+            raise ValueError(f"drafter.pre_draft must be >= 0 (0: PEARL's one-token PRE step), "
+                             f"got {pre_draft}")
         self.chain = ModelDrafter(lm, policy, sampling)  # the worker's chain drafting
+        # the main lane's PRE draft (same model and cache, used only while the worker is idle)
+        self.pre = ModelDrafter(lm, Fixed(pre_draft), sampling) if pre_draft else None
         self.models = [lm]
         self.ahead: Ahead[Draft] = Ahead(lane, device=lm.device, threads=lm.threads, mode=mode)
         self._next: Draft | None = None
@@ -91,10 +102,16 @@ class PearlDrafter(Drafter):
         self._next, self._counts = None, Counter()
 
     def propose(self, ctx: Context) -> Draft:
-        # 1. POST: the block the worker made last step (it hit); PRE: the root alone.
-        draft, self._next = self._next or Draft.empty(ctx.root), None
+        # 1. POST: the block the worker made last step (it hit); PRE: the root alone, or the
+        #    main lane's serial pre-draft.
+        draft, self._next = self._next, None
+        self._counts["pre_steps" if draft is None else "post_steps"] += 1
+        if draft is None and self.pre is not None:
+            draft = self.pre.propose(ctx)
+            self._counts[DRAFT_TOKENS] += draft.num_drafted
+        elif draft is None:
+            draft = Draft.empty(ctx.root)
         assert int(draft.tokens[0]) == ctx.root, "a kept block must start with the emitted token"
-        self._counts["post_steps" if draft.num_drafted else "pre_steps"] += 1
         # 2. Start the worker on the continuation a full acceptance gives; its budget is the next
         #    step's + 1, so its block never holds more than the next step may emit. No block when
         #    a hit could not save a draft, or when accepting the draft ends the generation.
