@@ -83,6 +83,14 @@ def test_overlap_check_refuses_more_draft_threads_than_cores_and_warns_when_seri
         assert not check_overlap(CPU, None, mode="inline", name="pearl")  # serial by choice
         assert check_overlap(torch.device("cuda", 1), None, mode="thread", name="pearl")
     assert not caplog.records
+    # auto: a worker thread where the budgets fit, the job inline (and a warning) where not
+    with caplog.at_level(logging.WARNING, logger="specdec.drafters.ahead"):
+        assert Ahead("w", threads=1).mode == "thread" and not caplog.records
+        assert Ahead("w", threads=2).mode == "inline"
+        assert Ahead("w", threads=2, mode="thread").mode == "thread"  # forced: kept, warned
+    auto, forced = (r.getMessage() for r in caplog.records)
+    assert "the worker runs inline (drafter.mode=auto)" in auto
+    assert "only adds contention (drafter.mode=thread)" in forced
 
 
 def test_pearl_on_a_config_that_cannot_overlap(compose, monkeypatch, caplog):
@@ -130,7 +138,7 @@ def test_a_failing_worker_names_the_prompt_and_no_record_is_written(compose, mon
         return real(self, ctx)
 
     monkeypatch.setattr(ModelDrafter, "propose", flaky)
-    cfg = compose("eval", [*FAST, "cost_model=false"])
+    cfg = compose("eval", [*FAST, "cost_model=false", "drafter.mode=thread"])
     with pytest.raises(BackgroundError, match=r"step 1 failed: OSError.*prompt 'tiny-0'"):
         run(cfg)
     assert failed_in and failed_in[0].startswith("specdec-pearl")  # raised on the worker

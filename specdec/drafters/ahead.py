@@ -17,7 +17,8 @@ What a job must be (so a seed gives one output whatever the worker's timing):
 * finished before its result is used: ``take`` waits for it. A result never depends on *when* the
   job ends, only on its inputs.
 
-Where it runs (``mode``):
+Where it runs (``mode``; ``auto``, the default, is ``thread`` when ``check_overlap`` says the
+configuration can overlap and ``inline`` otherwise):
 
 * ``thread``: one persistent worker thread per ``Ahead``. On CPU its forwards use the draft
   model's thread budget (``CachedLM.threads`` = ``model.draft_threads``, set around each forward;
@@ -33,7 +34,9 @@ Where it runs (``mode``):
 Whether a configuration can overlap at all is checked once (``check_overlap``): a draft thread
 budget above the machine's cores is an error; a budget that leaves the target fewer cores than it
 uses gives a warning that the run is serial in wall time (the modeled clock is then the two-device
-answer). On a 2-core machine a worker thread rarely pays in wall time even when it fits.
+answer), and ``auto`` runs the job inline: threads that cannot overlap only slow each other's
+forwards, and the modeled clock's cost table is fitted on those forward times. On a 2-core
+machine a worker thread rarely pays in wall time even when it fits (measured: README).
 
 Errors: an exception raised by a job is re-raised by ``take`` in the caller's thread as
 ``BackgroundError`` naming the lane and the decoding step (``specdec.bench.method.run_prompt``
@@ -55,7 +58,7 @@ from specdec.forwards import lane
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-MODES = ("thread", "inline")
+MODES = ("auto", "thread", "inline")
 
 
 class BackgroundError(RuntimeError):
@@ -84,8 +87,12 @@ def check_overlap(device: torch.device, draft_threads: int | None, *, mode: str,
         device: the draft model's device.
         draft_threads: the draft's torch thread budget (``model.draft_threads``; ``None``: the
             worker inherits the process's ``torch.get_num_threads()``).
-        mode: ``thread`` or ``inline``.
+        mode: the requested mode (``auto``, ``thread`` or ``inline``), for the warning's advice.
         name: the worker's lane (for messages).
+
+    Returns:
+        False (with a warning, for ``auto`` and ``thread``) when the draft's and the target's
+        CPU threads together exceed the cores, or when ``mode`` is ``inline``.
 
     Raises:
         ValueError: when ``draft_threads`` exceeds the machine's cores.
@@ -102,15 +109,19 @@ def check_overlap(device: torch.device, draft_threads: int | None, *, mode: str,
                          f"cores; give the draft at most {max(1, cores - 1)} (and the target the "
                          "rest with threads=...)")
     draft = draft_threads if draft_threads is not None else target
-    if draft + target > cores:
-        log.warning(
-            "background work %r: the draft's %d torch threads and the target's %d share %d CPU "
-            "cores, so drafting cannot overlap verification: this run is serial in wall time "
-            "(wall_s); modeled_s prices the two lanes as two devices. To overlap, set "
-            "threads=T model.draft_threads=D with T + D <= %d, or model.draft_device=<gpu>",
-            name, draft, target, cores, cores)
-        return False
-    return True
+    if draft + target <= cores:
+        return True
+    what = ("the worker runs inline (drafter.mode=auto): same output, no thread contention in "
+            "the forward times the modeled clock is fitted on" if mode == "auto" else
+            "a worker thread only adds contention (drafter.mode=thread): it slows the forwards "
+            "the modeled clock is fitted on; drafter.mode=auto runs it inline")
+    log.warning(
+        "background work %r: the draft's %d torch threads and the target's %d share %d CPU "
+        "cores, so drafting cannot overlap verification: this run is serial in wall time "
+        "(wall_s) and %s; modeled_s prices the two lanes as two devices. To overlap, set "
+        "threads=T model.draft_threads=D with T + D <= %d, or model.draft_device=<gpu>",
+        name, draft, target, cores, what, cores)
+    return False
 
 
 class Ahead(Generic[T]):
@@ -120,17 +131,19 @@ class Ahead(Generic[T]):
         name: the lane its forwards are logged on.
         device: the device the job's model lives on (CUDA: a side stream there).
         threads: the torch thread budget of the worker thread (``None``: inherited).
-        mode: ``thread`` (a worker thread) or ``inline`` (run inside ``submit``).
+        mode: ``auto`` (``thread`` when ``check_overlap`` passes, else ``inline``), ``thread``
+            (a worker thread) or ``inline`` (run inside ``submit``). ``self.mode`` is the one used.
     """
 
     def __init__(self, name: str, *, device: torch.device | str = "cpu",
-                 threads: int | None = None, mode: str = "thread") -> None:
+                 threads: int | None = None, mode: str = "auto") -> None:
         if mode not in MODES:
             raise ValueError(f"drafter.mode={mode!r} is not a background mode; use one of "
                              f"{list(MODES)}")
-        self.name, self.mode, self.threads = name, mode, threads
+        self.name, self.threads = name, threads
         self.device = torch.device(device)
         self.overlaps = check_overlap(self.device, threads, mode=mode, name=name)
+        self.mode = ("thread" if self.overlaps else "inline") if mode == "auto" else mode
         self._pool: ThreadPoolExecutor | None = None
         self._stream = None
         self._job: tuple[int, Future] | None = None

@@ -79,12 +79,13 @@ class PearlDrafter(Drafter):
         policy: the block length γ (``Fixed``; an adaptive policy also works, lossless alike).
         sampling: the warp shared with the target (``q`` is what the tokens are drawn from).
         pre_draft: tokens a PRE step drafts serially on the main lane (0: PEARL's schedule).
-        mode: ``thread`` (worker thread / CUDA side stream) or ``inline`` (serial; exact tests).
+        mode: ``auto`` (a worker when the configuration can overlap, else inline), ``thread``
+            (worker thread / CUDA side stream) or ``inline`` (serial; exact tests).
         lane: the worker's lane in the forward log.
     """
 
     def __init__(self, lm: CachedLM, policy: Policy, sampling: Sampling, *, pre_draft: int = 0,
-                 mode: str = "thread", lane: str = "pearl") -> None:
+                 mode: str = "auto", lane: str = "pearl") -> None:
         if pre_draft < 0:
             raise ValueError(f"drafter.pre_draft must be >= 0 (0: PEARL's one-token PRE step), "
                              f"got {pre_draft}")
