@@ -22,6 +22,13 @@ Per generation and in aggregate (``summarize``):
 * ``tokens_per_s`` = new_tokens / decode_s, where ``decode_s`` excludes prefill (``prefill_s``).
 * ``counters``: a method's own counts (``Drafter.counters``), summed over generations.
 
+Methods that draft ahead of verification (``specdec.drafters.ahead``: PEARL, and any drafter
+using the counter names below) draft tokens the engine never sees in a draft (a rolled-back
+block). Their counters ``draft_tokens`` (every token the draft made) and ``rolled_back`` (those
+discarded) replace the engine's counts in ``rollback_rate = rolled_back / draft_tokens``, and
+``hits`` / ``misses`` (background work kept / rolled back) give ``hit_rate = hits / (hits +
+misses)``; both are absent for methods without these counters.
+
 Modeled time (a forward log priced by a calibrated cost table) is the harness's business:
 ``specdec.bench.pricing``.
 """
@@ -33,6 +40,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 
 from specdec.forwards import ForwardRecord
+
+# counter names with a meaning in the summary (see the module docstring)
+DRAFT_TOKENS, ROLLED_BACK, HITS, MISSES = "draft_tokens", "rolled_back", "hits", "misses"
 
 
 @dataclass
@@ -141,4 +151,9 @@ def summarize(stats: Sequence[GenerationStats]) -> dict:
             counters[key] = counters.get(key, 0) + value
     if counters:
         out["counters"] = dict(sorted(counters.items()))
+    if DRAFT_TOKENS in counters and ROLLED_BACK in counters:  # speculative blocks included
+        out["rollback_rate"] = _ratio(counters[ROLLED_BACK], counters[DRAFT_TOKENS])
+    if HITS in counters or MISSES in counters:
+        hits, misses = counters.get(HITS, 0), counters.get(MISSES, 0)
+        out["hit_rate"] = _ratio(hits, hits + misses)
     return out

@@ -62,8 +62,9 @@ def main_table(rows: list[Row]) -> list[str]:
     priced = any(r.modeled_speedup is not None for r in rows)
     repeated = any(r.members for r in rows)
     greedy = any(r.greedy is not None for r in rows)
+    hits = any("hit_rate" in r.metrics for r in rows)  # methods that draft ahead
     header = ["method", "dataset", "lossless", *(["runs"] if repeated else []), "prompts",
-              "complete", *[c[1] for c in COLUMNS]]
+              "complete", *[c[1] for c in COLUMNS], *(["hit rate"] if hits else [])]
     header += (["modeled speedup"] if priced else []) + (["modeled/wall"] if modeled else [])
     header += (["greedy = ar"] if greedy else []) + [q.removeprefix("quality_") for q in quality]
     body = []
@@ -76,6 +77,8 @@ def main_table(rows: list[Row]) -> list[str]:
         for key, _, fmt in COLUMNS:
             cells.append("refused" if key == "speedup" and r.refused and r.speedup is None
                          else _fmt(values.get(key), fmt, r.std.get(key)))
+        if hits:
+            cells.append(_fmt(r.metrics.get("hit_rate"), "{:.3f}", r.std.get("hit_rate")))
         if priced:
             cells.append(_fmt(r.modeled_speedup, "{:.2f}x", r.std.get("modeled_speedup")))
         if modeled:
@@ -154,6 +157,10 @@ def to_markdown(rows: list[Row]) -> str:
     lines += ["", "Speedup = baseline wall_s / method wall_s (decoding only, prefill excluded, "
               "warm-up excluded); τ = mean accepted length = new tokens / target forwards "
               "(block efficiency: accepted + the recovered or bonus token per verification)."]
+    if any("hit_rate" in r.metrics for r in rows):
+        lines += ["Methods that draft ahead of verification (a hit rate is shown): rollback = "
+                  "drafted-but-discarded / drafted over every token the draft made, rolled-back "
+                  "blocks included; hit rate = background blocks kept / blocks made."]
     if any(r.modeled_speedup is not None for r in rows):
         lines += ["Modeled speedup = the baseline's forwards / the method's forwards, both priced "
                   "by the method run's calibrated cost table (one calibration, so machine-speed "

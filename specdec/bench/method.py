@@ -5,7 +5,9 @@ answers), each turn through ``engine.generate`` with the prompt's own coins, tim
 syncs of every device of the pair (never per step; ``specdec.bench.runner`` has the timing rules).
 Before each turn it checks that the conversation so far plus ``max_new_tokens`` fits in every
 model's positions (``specdec.bench.checks.fit_context``): a longer one fails naming the prompt, or,
-with ``truncate_prompts=left``, keeps its last tokens and counts the dropped ones.
+with ``truncate_prompts=left``, keeps its last tokens and counts the dropped ones. A drafter's
+background job that fails (``specdec.drafters.ahead.BackgroundError``, naming the decoding step)
+is re-raised naming the prompt; the runner then writes no record for it.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 from specdec.bench.checks import context_limits, fit_context
 from specdec.core import Drafter, Verifier
 from specdec.data.prompts import Prompt, encode_turn, format_turn
+from specdec.drafters.ahead import BackgroundError
 from specdec.engine import check_compatible, generate
 from specdec.lm import CachedLM
 from specdec.metrics import GenerationStats
@@ -105,9 +108,12 @@ def run_prompt(
         dropped += cut
         _sync(devices)
         start = time.perf_counter()
-        out = generate(ids, method.target, method.drafter, method.verifier,
-                       sampling=method.sampling, coins=coins, max_new_tokens=max_new_tokens,
-                       stop_ids=stop_ids)
+        try:
+            out = generate(ids, method.target, method.drafter, method.verifier,
+                           sampling=method.sampling, coins=coins, max_new_tokens=max_new_tokens,
+                           stop_ids=stop_ids)
+        except BackgroundError as err:  # a drafter's worker failed: say which prompt it was on
+            raise err.at(where) from err.__cause__
         _sync(devices)
         seconds += time.perf_counter() - start
         answer = pair.tokenizer.decode(out.tokens, skip_special_tokens=True)

@@ -7,6 +7,7 @@ TABLE_COLUMNS = [
     ("target_forwards", "target fwd", "{:d}"),
     ("block_efficiency", "τ", "{:.3f}"),
     ("acceptance_rate", "accept rate", "{:.3f}"),
+    ("hit_rate", "hit rate", "{:.3f}"),  # methods that draft ahead (specdec.metrics)
     ("tokens_per_s", "tokens/s", "{:.1f}"),
     ("wall_s", "wall s", "{:.2f}"),
 ]

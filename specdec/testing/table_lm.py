@@ -35,6 +35,7 @@ class TableLM:
     def __init__(self, vocab_size: int, seed: int, *, scale: float = 1.5, role: str = "target"):
         self.vocab_size, self.seed, self.scale, self.role = vocab_size, seed, scale, role
         self.num_layers = 1  # every "hidden state" of a table is its logits
+        self.device, self.threads = torch.device("cpu"), None  # as ``lm.CachedLM`` (placement)
         self.forward_log: list[ForwardRecord] = []
         self._ids: list[int] = []
         self._pending: list[list[int]] = []  # full context of each pending node
