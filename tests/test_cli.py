@@ -62,10 +62,10 @@ def test_eval_cli_rejects_unknown_key(tmp_path):
     assert "gama" in proc.stderr
 
 
-def test_default_eval_sweeps_ar_and_sps_on_smollm2_and_prints_the_leaderboard(compose):
+def test_default_eval_sweeps_ar_sps_and_eagle3_on_smollm2_and_prints_the_leaderboard(compose):
     cfg = compose("eval", ["model=smollm2", "benchmark=default"])  # what no overrides selects
     assert str(cfg.hydra.mode) == "RunMode.MULTIRUN"
-    assert cfg.hydra.sweeper.params.method == "ar,sps"
+    assert cfg.hydra.sweeper.params.method == "ar,sps,eagle3"
     assert cfg.model._target_.endswith("smollm2_pair") and cfg.model.draft == "trained"
     assert sorted(cfg.benchmark.datasets) == ["alpaca", "gsm8k", "humaneval"]
     assert cfg.hydra.callbacks.leaderboard._target_ == "specdec.bench.leaderboard.PrintLeaderboard"
@@ -77,7 +77,8 @@ def test_sweep_prints_a_leaderboard_with_the_speedup_of_sps(tmp_path):
            "max_new_tokens=8", "warmup=0", "progress=false", f"paths.log_dir={tmp_path}"]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    (board,) = (tmp_path / "eval" / "tiny" / "tiny" / "leaderboard").glob("ar+sps-*/leaderboard.md")
+    boards = tmp_path / "eval" / "tiny" / "tiny" / "leaderboard"
+    (board,) = boards.glob("ar+eagle3+sps-*/leaderboard.md")
     text = board.read_text()
     assert text in proc.stdout
     rows = [line for line in text.splitlines() if line.startswith("| sps | tiny | yes")]
@@ -88,4 +89,4 @@ def test_sweep_prints_a_leaderboard_with_the_speedup_of_sps(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "| ar | tiny" in proc.stdout and "| sps | tiny | yes" in proc.stdout
     assert "refused" not in proc.stdout
-    assert board.read_text() == text  # the ar+sps board of the first sweep is not overwritten
+    assert board.read_text() == text  # the first sweep's board is not overwritten

@@ -163,9 +163,10 @@ def to_markdown(rows: list[Row]) -> str:
                   "blocks included; hit rate = background blocks kept / blocks made."]
     if any(r.modeled_speedup is not None for r in rows):
         lines += ["Modeled speedup = the baseline's forwards / the method's forwards, both priced "
-                  "by the method run's calibrated cost table (one calibration, so machine-speed "
-                  "drift between the runs cancels); modeled/wall checks that table against the "
-                  "run's own clock."]
+                  "by one cost table fitted on both runs' forward logs (one price list for both "
+                  "sides); modeled/wall checks the run's own table against its clock (below 1 by "
+                  "the time spent outside forwards; for methods that draft ahead, the modeled "
+                  "clock overlaps the two lanes as two devices would)."]
     if any(r.members for r in rows):
         lines += ["Rows with runs > 1 merge runs that differ only in their seed: mean ± sample "
                   "standard deviation over the runs, each speedup paired with the `ar` run of "

@@ -4,10 +4,10 @@ Speedup = ``wall_s`` of the baseline run (``ar``) / ``wall_s`` of the method run
 (ARCHITECTURE §0.3), computed only when the two runs compare (``specdec.bench.runs.mismatches``);
 otherwise the row carries the reason it was refused.
 
-Modeled speedup (when the method run calibrated a cost table and both runs' records carry forward
-profiles, ``specdec.bench.pricing``): the baseline's forwards / the method's forwards, both priced
-by the method run's table. Wall-clock speedups on a shared machine move with its load (±0.2 on the
-project's 2-core VM); the modeled one depends only on token counts and one calibration.
+Modeled speedup (when the method run has a cost table): the baseline's forwards / the method's
+forwards, both priced by one table fitted on both runs' forward logs (``modeled_speedup``; older
+records without logs: both profiles priced by the method run's table). Wall-clock speedups on a
+shared machine move with its load (±0.2 on the project's 2-core VM).
 
 Each row also carries its greedy equality against the baseline at temperature 0
 (``specdec.bench.greedy``). Runs that differ only in their seed are merged into one row of means
