@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import torch
 
-from specdec.core import LM, Context, Draft, Drafter, TargetView, Verdict
+from specdec.core import LM, Context, Draft, TargetView, Verdict
+from specdec.drafters.features import FeatureDrafter
 from specdec.drafters.policies import Policy
 from specdec.learners.eagle3.net import Eagle3Net, check_target, load_eagle3
 from specdec.lm import CachedLM
@@ -32,7 +33,7 @@ from specdec.sampling import Sampling
 TRAIN_COMMAND = "python -m specdec.train +experiment=eagle3_<model>"
 
 
-class Eagle3Drafter(Drafter):
+class Eagle3Drafter(FeatureDrafter):
     """Dynamic-tree drafting with a trained EAGLE-3 network.
 
     Args:
@@ -96,15 +97,9 @@ class Eagle3Drafter(Drafter):
         self.real += n
         self.root_out = (out.logits[-1], out.hidden[-1, 0])
 
-    def prefill(self, prompt: torch.Tensor, features: torch.Tensor | None = None) -> None:
-        if features is not None and features.shape[0] > 0:
-            self._advance(prompt.tolist(), features)
-
     # --- the tree -----------------------------------------------------------------------------
     def propose(self, ctx: Context) -> Draft:
-        ids = ctx.tokens.tolist()
-        if ctx.target_features is not None:
-            self._advance(ids, ctx.target_features)
+        ids = self.catch_up(ctx)
         depth_limit = min(self.policy.limit(), ctx.budget - 1)
         if self.root_out is None or depth_limit < 1:
             return Draft.empty(ctx.root)  # a one-token prompt: nothing verified to draft from

@@ -29,8 +29,9 @@ from collections.abc import Sequence
 
 import torch
 
-from specdec.core import LM, Context, Draft, Drafter, TargetView, Verdict
+from specdec.core import LM, Context, Draft, TargetView, Verdict
 from specdec.drafters.block_lm import BlockLM
+from specdec.drafters.features import FeatureDrafter
 from specdec.drafters.policies import Policy
 from specdec.drafters.rank_tree import Candidates, Leaf, grow_block, keep_best
 from specdec.learners.eagle3.net import check_target
@@ -40,7 +41,7 @@ from specdec.models.kernels import apply_linear_kernel, resolve_kernel
 from specdec.sampling import Sampling
 
 
-class SpecBlockDrafter(Drafter):
+class SpecBlockDrafter(FeatureDrafter):
     """Rank-guided block drafting with a trained SpecBlock network.
 
     Args:
@@ -110,14 +111,8 @@ class SpecBlockDrafter(Drafter):
             out = self.lm.append(self.net.condition(features), self.view.embed(nxt))
         self.block1 = (out.logits[0, -1], out.rank_logits[0, -1], out.hidden[0, -1])
 
-    def prefill(self, prompt: torch.Tensor, features: torch.Tensor | None = None) -> None:
-        if features is not None and features.shape[0] > 0:
-            self._advance(prompt.tolist(), features)
-
     def propose(self, ctx: Context) -> Draft:
-        ids = ctx.tokens.tolist()
-        if ctx.target_features is not None:
-            self._advance(ids, ctx.target_features)
+        ids = self.catch_up(ctx)
         depth_limit = min(self.policy.limit(), ctx.budget - 1)
         if self.block1 is None or depth_limit < 1:
             return Draft.empty(ctx.root)  # a one-token prompt: nothing verified to draft from
