@@ -50,6 +50,7 @@ def main() -> None:
                 "eval",
                 [*base, f"method={m}"]
                 + ([f"drafter.policy.gamma={args.gamma}"] if m != "ar" else []),
+                return_hydra_config=True,  # resolvers read the group choices (feature drafters)
             )
             for m in args.methods.split(",")
         }
