@@ -192,6 +192,7 @@ class CachedLM:
         The logged time covers preparing the inputs (a callable ``inputs_embeds``, the tree mask)
         and the model call."""
         n, prefix, before = int(tokens.shape[0]), len(self._ids), len(self._pending)
+        parents = self._pending_parent + parents  # over every pending node, old and new
         saved = torch.get_num_threads()
         if self.threads is not None and self.threads != saved:
             torch.set_num_threads(self.threads)
@@ -204,7 +205,6 @@ class CachedLM:
             end = self._clock()
             if torch.get_num_threads() != saved:
                 torch.set_num_threads(saved)
-        parents = self._pending_parent + parents
         where, step = current_lane()
         self.forward_log.append(ForwardRecord(self.role, n, prefix + before, end - start,
                                               start, end, where, step))
@@ -256,22 +256,16 @@ class CachedLM:
 
     def _inputs(self, tokens: torch.Tensor, parents: list[int], inputs_embeds: Embeds | None,
                 prefix: int, before: int) -> dict:
-        """The model's keyword inputs for new nodes (ids or embeddings, positions, tree mask)."""
-        n = int(tokens.shape[0])
-        if callable(inputs_embeds):
-            inputs_embeds = inputs_embeds()
-        if inputs_embeds is None:
-            kwargs: dict = {"input_ids": tokens.to(self.device).view(1, n)}  # [1, N]
-        else:
-            assert inputs_embeds.shape[0] == n, (inputs_embeds.shape, n)
-            kwargs = {"inputs_embeds": inputs_embeds.to(self.device)[None]}  # [1, N, H]
-        parents = self._pending_parent + parents  # over every pending node, old and new
+        """The model's keyword inputs for new nodes (ids or embeddings, positions, tree mask);
+        ``parents`` run over every pending node, old and new."""
+        n, first = int(tokens.shape[0]), prefix + before
+        embeds = inputs_embeds() if callable(inputs_embeds) else inputs_embeds
+        assert embeds is None or embeds.shape[0] == n, (embeds.shape, n)
+        kwargs: dict = ({"input_ids": tokens.to(self.device).view(1, n)} if embeds is None  # [1, N]
+                        else {"inputs_embeds": embeds.to(self.device)[None]})  # [1, N, H]
         if not is_chain(parents):
-            kwargs.update(self._tree_inputs(parents, prefix, before))
-        else:
-            first = prefix + before
-            kwargs["position_ids"] = torch.arange(first, first + n, device=self.device)[None]
-        return kwargs
+            return kwargs | self._tree_inputs(parents, prefix, before)
+        return kwargs | {"position_ids": torch.arange(first, first + n, device=self.device)[None]}
 
     def _tree_inputs(self, parents: list[int], prefix: int, before: int) -> dict:
         # Rows: the new nodes (pending index >= before); columns: prefix + every pending node.

@@ -47,11 +47,7 @@ def user_header(tokenizer) -> str:
 
 def read_instructions(folder: str | Path) -> list[str]:
     """The prompts already written to ``folder/self_instruct.jsonl`` (empty if none)."""
-    path = Path(folder) / FILE
-    if not path.exists():
-        return []
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    return [r["text"] for r in rows if "text" in r]
+    return [r["text"] for r in _rows(Path(folder)) if "text" in r]
 
 
 @torch.inference_mode()
@@ -68,12 +64,14 @@ def self_instructions(model, out_dir: str | Path, *, count: int, source_dir: str
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     tok, target = model.tokenizer, model.target
-    kept = read_instructions(out)
+    rows = _rows(out)  # resume: the prompts kept so far and the batches finished
+    kept = [r["text"] for r in rows if "text" in r]
     seen = {_norm(t) for t in kept} | (eval_texts(Path(source_dir)) if source_dir else set())
     header, eos = user_header(tok), tok.eos_token_id
     pad = tok.pad_token_id if tok.pad_token_id is not None else eos
     device = next(target.parameters()).device
-    start, batch_no = time.monotonic(), _batches_done(out)
+    start = time.monotonic()
+    batch_no = 1 + max((r["batch"] for r in rows if r.get("done")), default=-1)
     while len(kept) < count and batch_no < 4 * count // batch_size + 1:
         if max_minutes is not None and time.monotonic() - start > 60 * max_minutes:
             break
@@ -107,9 +105,8 @@ def self_instructions(model, out_dir: str | Path, *, count: int, source_dir: str
     return kept
 
 
-def _batches_done(folder: Path) -> int:
+def _rows(folder: Path) -> list[dict]:
     path = folder / FILE
     if not path.exists():
-        return 0
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    return 1 + max((r["batch"] for r in rows if r.get("done")), default=-1)
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
