@@ -82,17 +82,23 @@ class NonFiniteLogits(FloatingPointError):
         return NonFiniteLogits(f"{self}, at {where}")
 
 
-def check_finite(logits: torch.Tensor, *, role: str, context: int) -> None:
+def check_finite(logits: torch.Tensor, *, role: str, context: int) -> torch.Tensor:
     """Raise ``NonFiniteLogits`` naming the model if a row holds NaN or ``+inf``, or only ``-inf``.
 
     Args:
         logits: ``[N, V]`` raw logits of one forward's ``N`` new tokens.
         role: the model's role (``target`` / ``draft``).
         context: tokens cached before the forward (its first new token's position).
+
+    Returns:
+        ``[N]`` each row's argmax (its first maximum), found by the same pass over the logits, so
+        greedy decoding needs no second pass (``LMOut.top``, ``sampling.warp``).
     """
-    if not bool(torch.isfinite(logits.amax(-1)).all()):  # [N] row maxima: NaN propagates
+    top, index = logits.max(-1)  # [N] row maxima (NaN propagates) and their first positions
+    if not bool(torch.isfinite(top).all()):
         n = int(logits.shape[0])
         raise NonFiniteLogits(
             f"the {role} model produced NaN or +inf logits (or a row of -inf) for the tokens at "
             f"positions {context}..{context + n - 1}; check its weights (a broken or "
             "mis-converted checkpoint) or load it in a wider dtype (float32) if it overflows")
+    return index

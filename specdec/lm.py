@@ -212,11 +212,11 @@ class CachedLM:
         self._pending_parent = parents
         self._pending_chain = "attention_mask" not in kwargs
         logits = out.logits[0]  # [N, V]
-        check_finite(logits, role=self.role, context=prefix + before)
+        top = check_finite(logits, role=self.role, context=prefix + before)  # [N] argmax
         hidden = None
         if hidden_layers:
             hidden = torch.stack([out.hidden_states[i][0] for i in hidden_layers], 1)  # [N, k, H]
-        return LMOut(logits=logits, hidden=hidden)
+        return LMOut(logits=logits, hidden=hidden, top=top)
 
     @torch.inference_mode()  # the tree gather writes into cache tensors made in inference mode
     def keep(self, nodes: list[int]) -> None:

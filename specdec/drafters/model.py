@@ -44,24 +44,36 @@ class ModelDrafter(Drafter):
         out = self.lm.reconcile(ids, hidden_layers=layers)
         tokens: list[int] = []
         q_rows: list[torch.Tensor] = []
+        # Greedy with a policy that ignores q: the proposals are point masses on the argmax, so
+        # the draft carries q = None (the verifiers' point-mass rule gives the same verdicts as
+        # one-hot rows) and no [V] row is built per token.
+        greedy = self.sampling.temperature == 0
+        point_masses = greedy and not self.policy.wants_q
         while len(tokens) < self._limit(ctx):
-            # 2. Warp the draft logits of the last position into q for the next token.
-            q = warp(out.logits[-1:], self.sampling)[0]  # [V]
+            # 2. Warp the draft logits of the last position into q for the next token (greedy:
+            #    the argmax the LM already found in its finiteness check, ``LMOut.top``).
+            row = out.logits[-1:]  # [1, V]
+            top = (row.argmax(-1) if out.top is None else out.top[-1:]) if greedy else None  # [1]
+            q = None if point_masses else warp(row, self.sampling, top)[0]  # [V]
             hidden = out.hidden[-1, 0] if layers else None  # [H]
-            # 3. Ask the policy, then sample the token through the shared coins.
-            if not self.policy.should_draft(DraftState(len(tokens), q, hidden, out.logits[-1])):
+            # 3. Ask the policy, then sample the token through the shared coins (a point mass
+            #    draws no coin: greedy takes the argmax).
+            if not self.policy.should_draft(DraftState(len(tokens), q, hidden, row[0])):
                 break
-            tokens.append(ctx.coins.categorical(q))
-            q_rows.append(q)
+            tokens.append(int(top) if top is not None else ctx.coins.categorical(q))
+            if q is not None:
+                q_rows.append(q)
             # 4. Score the new token unless the draft is full (the policy may have lowered its
             #    limit) or the token is a stop id: in both cases its q row would be unused.
             if tokens[-1] in ctx.stop_ids:
                 break
             if len(tokens) < self._limit(ctx):
                 out = self.lm.forward(torch.tensor(tokens[-1:]), hidden_layers=layers)
-        vocab = out.logits.shape[-1]
-        q_rows.append(torch.zeros(vocab, dtype=out.logits.dtype, device=out.logits.device))
-        q_all = torch.stack(q_rows)  # [k+1, V]; the last row is unused (leaf)
+        q_all = None
+        if not point_masses:
+            vocab = out.logits.shape[-1]
+            q_rows.append(torch.zeros(vocab, dtype=out.logits.dtype, device=out.logits.device))
+            q_all = torch.stack(q_rows)  # [k+1, V]; the last row is unused (leaf)
         return Draft.chain(ctx.root, torch.tensor(tokens, dtype=torch.long), q_all)
 
     def _limit(self, ctx: Context) -> int:

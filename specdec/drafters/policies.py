@@ -31,14 +31,15 @@ class DraftState:
 
     Attributes:
         depth: number of tokens already drafted in this step.
-        q: ``[V]`` (warped) draft distribution of the token about to be drafted.
+        q: ``[V]`` (warped) draft distribution of the token about to be drafted; ``None`` for a
+            greedy draft when the policy does not read it (``Policy.wants_q``).
         hidden: ``[H]`` draft last-layer hidden state that produced ``q`` (when ``wants_hidden``),
             i.e. the state at the position of the last drafted token (of the root at depth 0).
         logits: ``[V]`` raw draft logits that produced ``q`` (None for drafters without them).
     """
 
     depth: int
-    q: torch.Tensor
+    q: torch.Tensor | None
     hidden: torch.Tensor | None = None
     logits: torch.Tensor | None = None
 
@@ -48,6 +49,8 @@ class Policy:
 
     #: whether ``should_draft`` needs the draft hidden state.
     wants_hidden: bool = False
+    #: whether ``should_draft`` reads ``state.q`` (a greedy drafter skips building it otherwise).
+    wants_q: bool = True
 
     def reset(self) -> None:
         """Forget per-generation state."""
@@ -80,6 +83,8 @@ class Fixed(Policy):
             raise ValueError(f"drafter.policy.gamma must be >= 1, got {gamma}; use method=ar")
         self.gamma = int(gamma)
 
+    wants_q = False
+
     def limit(self) -> int:
         return self.gamma
 
@@ -101,6 +106,8 @@ class Heuristic(Policy):
         check_bounds("initial", initial, max_len)
         self.initial, self.max_len = int(initial), int(max_len)
         self.current = self.initial
+
+    wants_q = False
 
     def reset(self) -> None:
         self.current = self.initial
