@@ -33,6 +33,8 @@ def residual(p_row: torch.Tensor, q_row: torch.Tensor | None, token: int) -> tor
         probability zero and only rounding reached it) the limit ``p_row`` is returned.
     """
     if q_row is None:
+        if float(p_row[token]) == 0:  # nothing to remove (always so at T = 0): p itself
+            return p_row
         res = p_row.clone()
         res[token] = 0
     else:
