@@ -172,3 +172,14 @@ def test_a_rewritten_file_is_read_afresh_with_its_digest(tmp_path):
     second = read_prompt_file(path, "q", cache_dir=tmp_path / "c")
     assert second.prompts[0].turns == ("Howdy?",) and second.sha256 != first.sha256
     assert [p.id for p in load_prompts(path, "q", 1, cache_dir=tmp_path / "c")] == ["a"]
+
+
+def test_first_per_category_keeps_file_order_and_caps_each_category():
+    from specdec.data.prompts import Prompt, first_per_category
+
+    cats = ["a", "a", "b", "a", "c", "b", "b", "c"]
+    prompts = [Prompt(str(i), "d", c, ("t",)) for i, c in enumerate(cats)]
+    got = [p.id for p in first_per_category(prompts, 2)]
+    assert got == ["0", "1", "2", "4", "5", "7"]  # a: 0, 1; b: 2, 5; c: 4, 7 -- in file order
+    assert [p.id for p in first_per_category(prompts, None)] == [p.id for p in prompts]
+    assert [p.id for p in first_per_category(prompts, 1)] == ["0", "2", "4"]

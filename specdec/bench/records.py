@@ -36,8 +36,8 @@ from specdec.bench.rundir import dumps
 log = logging.getLogger(__name__)
 
 # keys of the eval config that do not change what a prompt's record contains
-UNHASHED_KEYS = ("hydra", "paths", "logger", "limit", "warmup", "resume", "progress",
-                 "on_bad_record", "confirm_run_unsafe_code", "optimized_metric",
+UNHASHED_KEYS = ("hydra", "paths", "logger", "limit", "per_category", "warmup", "resume",
+                 "progress", "on_bad_record", "confirm_run_unsafe_code", "optimized_metric",
                  "hparams_search")
 UNHASHED_DATASET_KEYS = ("limit",)
 

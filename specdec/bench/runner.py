@@ -61,7 +61,7 @@ from specdec.bench.schema import validate
 from specdec.bench.summary import check_metric_name, dataset_metrics, price_run, write_summaries
 from specdec.bench.table import format_table
 from specdec.bench.wandb_artifacts import RunTag
-from specdec.data.prompts import Prompt, PromptFile, read_prompt_file
+from specdec.data.prompts import Prompt, PromptFile, first_per_category, read_prompt_file
 from specdec.metrics import GenerationStats, summarize
 from specdec.models import ModelPair
 
@@ -88,7 +88,8 @@ class DatasetRun:
         self.max_new = int(cfg.max_new_tokens if cfg.max_new_tokens is not None
                            else self.ds.max_new_tokens)
         limit = cfg.limit if cfg.limit is not None else self.ds.get("limit")
-        self.prompts = list(file.prompts if limit is None else file.prompts[: int(limit)])
+        prompts = first_per_category(file.prompts, cfg.get("per_category"))
+        self.prompts = list(prompts if limit is None else prompts[: int(limit)])
         # the dataset's quality check (specdec.bench.quality), built once when quality=true
         quality = self.ds.get("quality") if cfg.quality else None
         self.check = instantiate(quality) if quality is not None else None

@@ -56,6 +56,7 @@ class EvalKeys:
     seed: int = 0
     max_new_tokens: int | None = _bound(None, ge=1)
     limit: int | None = _bound(None, ge=1)
+    per_category: int | None = _bound(None, ge=1)
     warmup: int = _bound(1, ge=0)
     resume: bool = True
     on_bad_record: Literal["stop", "skip"] = "stop"

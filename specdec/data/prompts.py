@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -124,6 +125,23 @@ def _check_lines(data: bytes, path: Path) -> int:
                              f"got {json.dumps(turns)[:80]}; {FIX_HINT}")
         rows += 1
     return rows
+
+
+def first_per_category(prompts: Sequence[Prompt], n: int | None) -> list[Prompt]:
+    """The first ``n`` prompts of each category, in file order (all of them when ``n`` is None).
+
+    A category-balanced subset (``per_category=3`` on Spec-Bench: 18 prompts, three of each of
+    its six categories), where ``limit`` would take the file's first category only.
+    """
+    if n is None:
+        return list(prompts)
+    seen: dict[str, int] = {}
+    out = []
+    for prompt in prompts:
+        if seen.get(prompt.category, 0) < n:
+            seen[prompt.category] = seen.get(prompt.category, 0) + 1
+            out.append(prompt)
+    return out
 
 
 def load_jsonl_prompts(path: str | Path, dataset: str, limit: int | None = None) -> list[Prompt]:
