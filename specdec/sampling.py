@@ -59,7 +59,7 @@ def warp(logits: torch.Tensor, sampling: Sampling, top: torch.Tensor | None = No
         index = logits.argmax(-1) if top is None else top  # [N]
         out = torch.zeros_like(logits)  # [N, V]
         return out.scatter_(-1, index.to(logits.device)[:, None], 1.0)
-    scores = logits / sampling.temperature  # [N, V]
+    scores = logits if sampling.temperature == 1 else logits / sampling.temperature  # [N, V]
     if sampling.top_k > 0 and sampling.top_k < scores.shape[-1]:
         kth = torch.topk(scores, sampling.top_k, dim=-1).values[..., -1:]  # [N, 1]
         scores = scores.masked_fill(scores < kth, float("-inf"))
