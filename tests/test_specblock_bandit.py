@@ -252,3 +252,16 @@ def test_eval_cli_records_the_arm_counters(tmp_path):
         counters = metrics["counters"]
         pulls = sum(counters[f"bandit_{n}_pulls"] for n in ("skip", "head", "full"))
         assert pulls + counters["bandit_forced_steps"] == metrics["target_forwards"]
+
+
+def test_bench_script_prints_the_bandit_and_every_fixed_arm(tmp_path):
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline", "PYTHONPATH": str(ROOT)}
+    cmd = [sys.executable, str(ROOT / "scripts" / "bench_bandit.py"), "--model", "tiny",
+           "--benchmark", "tiny", "--limit", "2", "--max-new", "8", "--override", "threads=1",
+           "--override", f"paths.output_dir={tmp_path}"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = {line.split()[0]: line.split() for line in proc.stdout.splitlines() if line.strip()}
+    assert {"bandit", "skip", "head", "full"} <= set(rows)
+    assert rows["skip"][1:5] == ["alone", "100%", "0%", "0%"]  # a fixed arm takes every step
+    assert rows["skip"][-2] == "1.00x"  # skip alone is AR: its modeled speedup over AR is 1
