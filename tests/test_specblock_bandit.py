@@ -264,4 +264,6 @@ def test_bench_script_prints_the_bandit_and_every_fixed_arm(tmp_path):
     rows = {line.split()[0]: line.split() for line in proc.stdout.splitlines() if line.strip()}
     assert {"bandit", "skip", "head", "full"} <= set(rows)
     assert rows["skip"][1:5] == ["alone", "100%", "0%", "0%"]  # a fixed arm takes every step
-    assert rows["skip"][-2] == "1.00x"  # skip alone is AR: its modeled speedup over AR is 1
+    # greedy: the bandit and every fixed arm emit the same number of tokens (AR's)
+    assert rows["bandit"][4] == rows["skip"][5] == rows["head"][5] == rows["full"][5]
+    assert sum(int(x.rstrip("%")) for x in rows["bandit"][1:4]) in (99, 100, 101)
