@@ -45,6 +45,10 @@ whole generation. ``tests/test_specblock_bandit.py`` checks it by exact enumerat
 real engine, with random arms enumerated alongside the verifier's coins. Measured costs make the
 arm sequence (so the tokens at T > 0) depend on the machine's timing, not on the seed alone; pass
 ``costs`` for seed-reproducible runs.
+
+**Known bias.** A skip step's deferred catch-up is charged to the next drafting step, so after a
+long run of skips an exploring head/full step carries every held position; that is the real price
+of resuming drafting at that moment, but the bandit treats it as the arm's price (it has no state).
 """
 
 from __future__ import annotations
