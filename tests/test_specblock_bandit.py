@@ -3,11 +3,13 @@
 * the discounted-UCB rule on synthetic reward streams: it converges to the best arm, follows a
   switch of the best arm, keeps one bandit per context, and its pulls add up;
 * the step clock: measured seconds or ``a + b·n`` per role, errors naming the fix;
-* the drafter through the real engine: exact at T = 1 by enumeration (random arms enumerated with
-  the verifier's coins, TableLM target), greedy-identical to AR on the tiny fp64 pair with every
-  arm pulled, per-arm counters that add up to the run's steps and tokens, skip steps with no draft
-  forward whose positions join the next drafting step's one catch-up forward;
-* ``python -m specdec.eval method=specblock_bandit model=tiny`` writes the arm counters.
+* the drafter through the real engine: exact at T = 1 and 0.7 under ``rrs`` and ``hsd`` by
+  enumeration (random arms enumerated with the verifier's coins, TableLM target);
+  greedy-identical to AR on the tiny fp64 pair with every arm pulled; per-arm counters that add
+  up to the run's steps and tokens; skip steps with no draft forward, whose positions join the
+  next drafting step's one catch-up forward;
+* ``python -m specdec.eval method=specblock_bandit model=tiny`` writes the arm counters, and
+  ``scripts/bench_bandit.py`` prints the bandit beside each arm alone.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from specdec.lm import CachedLM
 from specdec.sampling import Sampling, TorchCoins
 from specdec.testing.enumeration import enumerate_outcomes, max_abs_error
 from specdec.testing.table_lm import TableLM, ar_joint
-from specdec.verifiers import RecursiveRejection
+from specdec.verifiers import Hierarchical, RecursiveRejection
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY_ASSET = str(ROOT / "specdec" / "assets" / "specblock" / "tiny")
@@ -139,9 +141,11 @@ def _table_bandit(tmp_path, vocab: int, **kwargs) -> SpecBlockBanditDrafter:
                                   max_blocks=2, beam=2, linear_kernel="stock", **kwargs)
 
 
-def test_bandit_is_exact_at_t1_through_the_engine(tmp_path):
+@pytest.mark.parametrize("verifier", [RecursiveRejection(), Hierarchical()])
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+def test_bandit_is_exact_at_t_above_0_through_the_engine(tmp_path, verifier, temperature):
     vocab, prompt, length = 20, [0, 1, 2], 3
-    sampling, target = Sampling(temperature=1.0, top_k=3), TableLM(vocab, 1, scale=2.0)
+    sampling, target = Sampling(temperature=temperature, top_k=3), TableLM(vocab, 1, scale=2.0)
     # explore 0.5: each step's arm is a coin (uniform over the arms) or the UCB arm, both
     # enumerated; a fresh bandit per path (persist: false) and a deterministic clock make every
     # path a deterministic function of its coins, as the harness needs.
@@ -151,8 +155,8 @@ def test_bandit_is_exact_at_t1_through_the_engine(tmp_path):
     seen = {"accepted": 0}
 
     def run(coins):
-        out = generate(prompt, target, drafter, RecursiveRejection(), sampling=sampling,
-                       coins=coins, max_new_tokens=length)
+        out = generate(prompt, target, drafter, verifier, sampling=sampling, coins=coins,
+                       max_new_tokens=length)
         for name in pulls:
             pulls[name] += drafter.counters()[f"bandit_{name}_pulls"]
         seen["accepted"] += out.stats.accepted
