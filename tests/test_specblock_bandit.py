@@ -103,6 +103,20 @@ def test_contexts_are_independent_bandits_and_explore_draws_from_coins():
         rule.update(0, -1.0)
 
 
+def test_revise_replaces_a_past_reward_at_its_discounted_weight():
+    rule, direct = DiscountedUCB(2, discount=0.9), DiscountedUCB(2, discount=0.9)
+    rule.update(0, 4.0)
+    at = rule.updates[0]
+    for r in (1.0, 2.0, 3.0):
+        rule.update(1, r)
+    rule.revise(0, 0, at, old=4.0, new=2.5)  # as if arm 0 had been paid 2.5 three steps ago
+    for arm, r in ((0, 2.5), (1, 1.0), (1, 2.0), (1, 3.0)):
+        direct.update(arm, r)
+    assert rule.total[0] == pytest.approx(direct.total[0]) and rule.weight == direct.weight
+    with pytest.raises(ValueError, match="cannot revise"):
+        rule.revise(0, 0, rule.updates[0] + 1, 1.0, 1.0)
+
+
 def test_step_clock_measured_or_linear():
     recs = [ForwardRecord("draft", 2, 10, 0.004), ForwardRecord("target", 5, 10, 0.030)]
     assert StepClock()(recs) == pytest.approx(0.034)
@@ -207,8 +221,14 @@ def test_arm_counters_add_up_to_the_steps_and_tokens(tiny_run):
     assert sum(map(sum, drafter.rule.weight)) == 0
     rates = arm_rates(gens[0].stats.counters)
     assert sum(r["share"] for r in rates.values()) == pytest.approx(1.0)
-    us = gens[0].stats.counters["bandit_skip_us"]  # linear clock: 1 target token + nothing
-    assert us == gens[0].stats.counters["bandit_skip_pulls"] * round(1e6 * (1e-3 + 2e-4))
+    # the arms' microseconds add up to the priced forwards of the steps with an arm (the forced
+    # last step excluded), deferred catch-ups included (each term rounded to 1 µs)
+    for gen in gens:
+        c, steps = gen.stats.counters, len(gen.stats.accepted_per_step)
+        chosen = steps - c["bandit_forced_steps"]
+        priced = StepClock(LINEAR)([f for f in gen.stats.forwards if 0 <= f.step < chosen])
+        arms_us = sum(c[f"bandit_{n}_us"] for n in drafter.arm_names)
+        assert abs(arms_us - 1e6 * priced) <= 2 * steps
 
 
 def test_skip_steps_run_no_draft_forward_and_the_next_catch_up_takes_them_all(tiny64):
@@ -230,6 +250,15 @@ def test_skip_steps_run_no_draft_forward_and_the_next_catch_up_takes_them_all(ti
     # step 5 (head) appends step 3's kept positions and step 4's root: 1 + accepted_3 + 1
     assert [r.new_tokens for r in drafts[5]] == [gen.stats.accepted_per_step[3] + 2]
     assert gen.stats.drafted_per_step[5] <= 4  # the head arm's chain
+    # skips are charged their share of the catch-ups (linear clock): step 3's forward of 3
+    # positions held 1 each for skips 1 and 2 (skip 0 held none), step 5's held step 3's kept
+    # positions (1 + a3) for skip 4 beside its own 1
+    a3 = gen.stats.accepted_per_step[3]
+    catch3, catch5 = 2e-4 + 1e-4 * 3, 2e-4 + 1e-4 * (2 + a3)
+    verify1 = 1e-3 + 2e-4  # a skip step's own forward: the 1-token verification
+    want = 4 * verify1 + catch3 * 2 / 3 + catch5 * (1 + a3) / (2 + a3)
+    assert abs(drafter.counters()["bandit_skip_us"] - 1e6 * want) <= 4
+    assert drafter.counters()["bandit_skip_pulls"] == 4
     ar = generate(prompt, CachedLM(tiny64.target), EmptyDrafter(), RecursiveRejection(),
                   sampling=greedy, coins=TorchCoins(0), max_new_tokens=12)
     assert gen.tokens == ar.tokens

@@ -67,6 +67,7 @@ class DiscountedUCB:
         """Forget every reward."""
         self.weight = [[0.0] * self.arms for _ in range(self.contexts)]  # N_i per context
         self.total = [[0.0] * self.arms for _ in range(self.contexts)]  # S_i per context
+        self.updates = [0] * self.contexts  # steps seen per context (ages for ``revise``)
         self.scale = 0.0  # r_max
 
     def index(self, context: int = 0) -> list[float]:
@@ -98,7 +99,18 @@ class DiscountedUCB:
             total[i] *= self.discount
         weight[arm] += 1.0
         total[arm] += reward
+        self.updates[context] += 1
         self.scale = max(self.scale, reward)
+
+    def revise(self, arm: int, context: int, at: int, old: float, new: float) -> None:
+        """Replace the reward ``old`` that ``arm`` got at ``context``'s update number ``at``
+        (``updates[context]`` right after it) by ``new``: its discounted weight today is
+        ``γ^(updates - at)``. For costs that become known later (a deferred forward)."""
+        age = self.updates[context] - at
+        if age < 0 or not new >= 0.0:
+            raise ValueError(f"cannot revise update {at} of context {context} (at "
+                             f"{self.updates[context]}) to reward {new}")
+        self.total[context][arm] += self.discount ** age * (new - old)
 
 
 class StepClock:

@@ -46,16 +46,20 @@ real engine, with random arms enumerated alongside the verifier's coins. Measure
 arm sequence (so the tokens at T > 0) depend on the machine's timing, not on the seed alone; pass
 ``costs`` for seed-reproducible runs.
 
-**Known bias.** A skip step's deferred catch-up is charged to the next drafting step, so after a
-long run of skips an exploring head/full step carries every held position; that is the real price
-of resuming drafting at that moment, but the bandit treats it as the arm's price (it has no state).
+**Deferred cost.** A skip step saves its catch-up only until the next drafting step appends the
+held positions. That catch-up forward is therefore split by positions: each skip step is charged
+``price · (positions it held) / (positions appended)`` and its past reward is revised to tokens /
+(its seconds + that share) (``DiscountedUCB.revise``, at its discounted weight); the drafting step
+keeps the rest. So every arm pays for the work it causes, the per-arm microseconds add up to the
+priced forwards, and after a run of skips an exploring head/full step is not charged for them.
+Positions still held when the generation ends were never appended and cost nothing.
 """
 
 from __future__ import annotations
 
 import bisect
 from collections.abc import Mapping, Sequence
-from dataclasses import fields, replace
+from dataclasses import dataclass, fields, replace
 
 import torch
 
@@ -70,6 +74,19 @@ DEFAULT_ARMS: dict[str, dict | None] = {
     "head": {"widths": [1, 1, 1, 0], "root_width": 1, "total_tokens": 4, "max_blocks": 1},
     "full": {},
 }
+
+
+@dataclass(frozen=True)
+class Deferred:
+    """A skip step whose held positions await a catch-up: its arm, context, the rule's update
+    number right after it (``at``), its tokens and seconds, and the positions it held."""
+
+    arm: int
+    context: int
+    at: int
+    tokens: int
+    seconds: float
+    positions: int
 
 
 def arm_shape(full: TreeShape, name: str, spec: Mapping | None) -> TreeShape | None:
@@ -126,7 +143,8 @@ class SpecBlockBanditDrafter(SpecBlockDrafter):
         self.held: torch.Tensor | None = None  # [n, k, H] verified positions skip steps held
         self.context = len(self.edges)  # the top bucket until a drafting step is verified
         self.pick: int | None = None
-        self.mark = 0
+        self.mark = self.own = self.caught = 0  # log mark; positions the step owes / appended
+        self.deferred: list[Deferred] = []  # skip steps whose positions are still held
         self.arm_counts = {name: [0, 0, 0] for name in self.arm_names}  # pulls, tokens, µs
         self.counts["bandit_forced_steps"] = 0
 
@@ -139,6 +157,8 @@ class SpecBlockBanditDrafter(SpecBlockDrafter):
     def propose(self, ctx: Context) -> Draft:
         # 1. The last step's verified positions join those skip steps held back.
         held, self.mark = self._hold(ctx.target_features), len(self.lm.forward_log)
+        self.own = 0 if ctx.target_features is None else int(ctx.target_features.shape[0])
+        self.caught = 0
         depth_limit = min(self.policy.limit(), ctx.budget - 1)
         # 2. A forced step (nothing to draft from, or no room): the root alone, no arm, no reward.
         if depth_limit < 1 or (self.block1 is None and held is None):
@@ -153,6 +173,7 @@ class SpecBlockBanditDrafter(SpecBlockDrafter):
             return Draft.empty(ctx.root)
         # 4. Draft with the arm's shape, catching up on every held position in one forward.
         self.held, self.shape = None, shape
+        self.caught = 0 if held is None else int(held.shape[0])
         return super().propose(replace(ctx, target_features=held))
 
     def observe(self, ctx: Context, draft: Draft, verdict: Verdict) -> None:
@@ -160,10 +181,12 @@ class SpecBlockBanditDrafter(SpecBlockDrafter):
         if self.pick is None:
             self.counts["bandit_forced_steps"] += 1
             return
-        # 1. The step's modeled time: its draft forwards and the target's verification.
+        # 1. The step's modeled time: its draft forwards and the target's verification, less
+        #    the skip steps' share of its catch-up forward (their rewards are revised).
         verify = self.view.last_forward()
         assert verify is not None and verify.new_tokens == draft.size, "verification not last"
-        seconds = self.clock([*self.lm.forward_log[self.mark:], verify])
+        drafts = self.lm.forward_log[self.mark:]
+        seconds = self.clock([*drafts, verify]) - self._settle(drafts)
         if seconds <= 0:
             raise ValueError(f"a step priced at {seconds} s (measured forward times of 0: a test "
                              "double?); give drafter.costs {role: [a, b]} to model them")
@@ -173,9 +196,30 @@ class SpecBlockBanditDrafter(SpecBlockDrafter):
         count = self.arm_counts[self.arm_names[self.pick]]
         count[0], count[1], count[2] = count[0] + 1, count[1] + tokens, count[2] + round(
             1e6 * seconds)
-        # 3. A drafting step's verdict sets the next step's context bucket.
-        if self.shapes[self.pick] is not None:
+        # 3. A skip step waits for its catch-up; a drafting step's verdict sets the context.
+        if self.shapes[self.pick] is None:
+            self.deferred.append(Deferred(self.pick, self.context,
+                                          self.rule.updates[self.context], tokens, seconds,
+                                          self.own))
+        else:
             self.context = bisect.bisect_right(self.edges, verdict.num_accepted)
+
+    def _settle(self, drafts: list) -> float:
+        """Charge the waiting skip steps their share of this step's catch-up forward (the first
+        draft record when positions were appended); returns the seconds charged to them."""
+        if not (self.caught and self.deferred):
+            return 0.0
+        catch = drafts[0]
+        assert catch.new_tokens == self.caught, "the catch-up must be the step's first forward"
+        price, charged = self.clock([catch]), 0.0
+        for d in self.deferred:
+            extra = price * d.positions / self.caught
+            self.rule.revise(d.arm, d.context, d.at, d.tokens / d.seconds,
+                             d.tokens / (d.seconds + extra))
+            self.arm_counts[self.arm_names[d.arm]][2] += round(1e6 * extra)
+            charged += extra
+        self.deferred = []
+        return charged
 
     def counters(self) -> dict[str, int]:
         """Per arm ``bandit_<arm>_pulls``, ``_tokens`` (emitted) and ``_us`` (modeled step
