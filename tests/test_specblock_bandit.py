@@ -8,8 +8,7 @@
   greedy-identical to AR on the tiny fp64 pair with every arm pulled; per-arm counters that add
   up to the run's steps and tokens; skip steps with no draft forward, whose positions join the
   next drafting step's one catch-up forward;
-* ``python -m specdec.eval method=specblock_bandit model=tiny`` writes the arm counters, and
-  ``scripts/bench_bandit.py`` prints the bandit beside each arm alone.
+* the eval CLI writes the arm counters; ``scripts/bench_bandit.py`` prints each arm alone too.
 """
 
 from __future__ import annotations
@@ -265,10 +264,9 @@ def test_skip_steps_run_no_draft_forward_and_the_next_catch_up_takes_them_all(ti
 
 
 def test_a_zero_priced_step_names_the_fix(tmp_path):
-    vocab = 20
-    drafter = _table_bandit(tmp_path, vocab, arms={"skip": None})  # measured: a TableLM takes 0 s
+    drafter = _table_bandit(tmp_path, 20, arms={"skip": None})  # measured: a TableLM takes 0 s
     with pytest.raises(ValueError, match="drafter.costs"):
-        generate([0, 1, 2], TableLM(vocab, 1), drafter, RecursiveRejection(),
+        generate([0, 1, 2], TableLM(20, 1), drafter, RecursiveRejection(),
                  sampling=Sampling(temperature=1.0), coins=TorchCoins(0), max_new_tokens=3)
 
 
