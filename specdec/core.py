@@ -19,11 +19,14 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import torch
 
 from specdec.trees import is_chain
+
+if TYPE_CHECKING:
+    from specdec.forwards import ForwardRecord
 
 
 @dataclass(frozen=True)
@@ -182,7 +185,8 @@ class TargetView:
     """Read-only access to the target for feature drafters: its embedding and output head.
 
     ``embed(tokens [N]) -> [N, H]`` and ``head(hidden [N, H]) -> [N, V]`` run under inference mode
-    and never touch the target's cache, so a drafter can share them without disturbing decoding.
+    and never touch the target's cache, so a drafter can share them without disturbing decoding;
+    ``last_forward()`` reads the target's latest forward record (e.g. the verification's time).
     ``vocab_size``, ``num_layers``, ``hidden_size``, ``dtype`` and ``device`` describe the target
     (a feature drafter checks its own shapes against them).
     """
@@ -198,6 +202,12 @@ class TargetView:
 
     def head(self, hidden: torch.Tensor) -> torch.Tensor:
         return self._target.head(hidden)
+
+    def last_forward(self) -> ForwardRecord | None:
+        """The target's latest forward record (in ``Drafter.observe``: the step's verification,
+        e.g. its measured seconds), or ``None`` before any forward."""
+        log = self._target.forward_log
+        return log[-1] if log else None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -19,13 +19,15 @@ SpecBlock (specblock_002; public code as in ``seed-code-digest.md`` §3.4). Each
 
 The tree is a deterministic function of the context, so ``q = None`` and verification uses the
 point-mass tree rules (``rrs`` or ``hsd``). Depth is capped by ``policy.limit()`` and the token
-budget; stop tokens get no children. The serving-time bandit of the paper is not part of this
-drafter (the public code has none either, digest §3.5).
+budget; stop tokens get no children. ``shape`` (a ``TreeShape``) holds the tree settings; the
+serving-time bandit (``drafters.specblock_bandit``, the project's design: the public code has
+none, digest §3.5) picks one per step.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
 
@@ -39,6 +41,30 @@ from specdec.learners.specblock.net import load_specblock
 from specdec.learners.specblock.slots import RANK_CLASSES
 from specdec.models.kernels import apply_linear_kernel, resolve_kernel
 from specdec.sampling import Sampling
+
+
+@dataclass(frozen=True)
+class TreeShape:
+    """How one step's tree is shaped (the drafter's arguments of the same names, checked)."""
+
+    widths: tuple[int, ...] = (1, 2, 3, 0)
+    root_width: int | None = 3
+    total_tokens: int = 8
+    max_blocks: int = 1
+    beam: int = 2
+
+    def __post_init__(self) -> None:
+        if len(self.widths) != RANK_CLASSES or min(self.widths) < 0:
+            raise ValueError(f"drafter.widths needs {RANK_CLASSES} widths >= 0 (one per rank "
+                             f"class), got {list(self.widths)}")
+        if self.root_width is not None and self.root_width < 1:
+            raise ValueError(f"drafter.root_width must be >= 1 or null, got {self.root_width}")
+        if self.total_tokens < 1 or self.beam < 1:
+            raise ValueError(f"drafter.total_tokens and drafter.beam must be >= 1, got "
+                             f"{self.total_tokens}, {self.beam}")
+        if self.max_blocks not in (1, 2):
+            raise ValueError(f"drafter.max_blocks must be 1 or 2 (a third block would need block "
+                             f"2's keys in the valid prefix), got {self.max_blocks}")
 
 
 class SpecBlockDrafter(FeatureDrafter):
@@ -64,23 +90,12 @@ class SpecBlockDrafter(FeatureDrafter):
                  widths: Sequence[int] = (1, 2, 3, 0), root_width: int | None = 3,
                  total_tokens: int = 8, max_blocks: int = 1, beam: int = 2,
                  linear_kernel: str = "auto", experiment: str = "specblock_<model>") -> None:
-        widths = [int(w) for w in widths]
-        if len(widths) != RANK_CLASSES or min(widths) < 0:
-            raise ValueError(f"drafter.widths needs {RANK_CLASSES} widths >= 0 (one per rank "
-                             f"class), got {widths}")
-        if root_width is not None and root_width < 1:
-            raise ValueError(f"drafter.root_width must be >= 1 or null, got {root_width}")
-        if total_tokens < 1 or beam < 1:
-            raise ValueError(f"drafter.total_tokens and drafter.beam must be >= 1, got "
-                             f"{total_tokens}, {beam}")
-        if max_blocks not in (1, 2):
-            raise ValueError(f"drafter.max_blocks must be 1 or 2 (a third block would need block "
-                             f"2's keys in the valid prefix), got {max_blocks}")
+        self.shape = TreeShape(tuple(int(w) for w in widths), root_width, int(total_tokens),
+                               int(max_blocks), int(beam))
         self.command = f"python -m specdec.train +experiment={experiment}"
         self.net = load_specblock(path, train_command=self.command)
         apply_linear_kernel(self.net, resolve_kernel(linear_kernel, torch.device("cpu")))
-        self.policy, self.widths, self.root_width = policy, widths, root_width
-        self.total, self.max_blocks, self.beam = int(total_tokens), int(max_blocks), int(beam)
+        self.policy = policy
         self.target_layers = tuple(self.net.target_layers)
         self.lm = BlockLM(self.net, self.net.meta["target_vocab"])
         self.models = [self.lm]
@@ -117,16 +132,16 @@ class SpecBlockDrafter(FeatureDrafter):
         if self.block1 is None or depth_limit < 1:
             return Draft.empty(ctx.root)  # a one-token prompt: nothing verified to draft from
         assert self.lm.positions == len(ids) - 1, (self.lm.positions, len(ids))
-        logits, ranks, hidden = self.block1
+        logits, ranks, hidden, shape = *self.block1, self.shape
         tree, tmap = Candidates(), self.net.token_map
         leaves, gave_up = grow_block(
             tree, logits.float().log_softmax(-1), ranks.argmax(-1).tolist(), tmap,
-            widths=self.widths, root_width=self.root_width, depth_limit=depth_limit,
+            widths=shape.widths, root_width=shape.root_width, depth_limit=depth_limit,
             stop_ids=ctx.stop_ids)
         self.counts["give_ups"] += int(gave_up)
-        if self.max_blocks > 1:
+        if shape.max_blocks > 1:
             self._block2(tree, leaves, hidden, depth_limit, ctx.stop_ids)
-        kept = keep_best(tree, self.total)
+        kept = keep_best(tree, shape.total_tokens)
         node = {c: n + 1 for n, c in enumerate(kept)}  # candidate -> draft node (root = 0)
         tokens = torch.tensor([ctx.root] + [tree.token[c] for c in kept])  # [N]
         parent = torch.tensor([-1] + [node.get(tree.parent[c], 0) for c in kept])  # [N]
@@ -135,9 +150,9 @@ class SpecBlockDrafter(FeatureDrafter):
     def _block2(self, tree: Candidates, leaves: list[Leaf], hidden: torch.Tensor,
                 depth_limit: int, stop_ids: frozenset[int]) -> None:
         """Extend the best pending leaves by one batched block (valid prefix ``s + 1``)."""
-        room = max(0, self.total - len(tree.token)) // self.net.slots
+        room = max(0, self.shape.total_tokens - len(tree.token)) // self.net.slots
         grow = [leaf for leaf in leaves if tree.depth[leaf.node] < depth_limit]
-        grow = sorted(grow, key=lambda leaf: -tree.score[leaf.node])[: min(self.beam, room)]
+        grow = sorted(grow, key=lambda leaf: -tree.score[leaf.node])[: min(self.shape.beam, room)]
         if not grow:
             return
         slot = torch.tensor([leaf.slot for leaf in grow])  # [M]
@@ -149,7 +164,7 @@ class SpecBlockDrafter(FeatureDrafter):
         for j, leaf in enumerate(grow):
             _, gave_up = grow_block(tree, out.logits[0, j].float().log_softmax(-1),
                                     out.rank_logits[0, j].argmax(-1).tolist(),
-                                    self.net.token_map, widths=self.widths, parent=leaf.node,
+                                    self.net.token_map, widths=self.shape.widths, parent=leaf.node,
                                     depth_limit=depth_limit, stop_ids=stop_ids)
             self.counts["give_ups"] += int(gave_up)
 
