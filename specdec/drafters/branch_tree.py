@@ -143,7 +143,7 @@ class BranchGrower:
             frontier = grown
 
     def q(self, vocab: int) -> torch.Tensor | None:
-        """``[N, V]`` q rows of the grown tree (zero rows for unscored nodes); ``None`` for top-k."""
+        """``[N, V]`` q rows of the grown tree (zero for unscored nodes); ``None`` for top-k."""
         if self.topk:
             return None
         q = torch.zeros(len(self.tokens), vocab, dtype=torch.float64)  # [N, V]
