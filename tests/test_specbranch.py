@@ -4,6 +4,7 @@ for another target is refused, and the CLI runs the presets with their counters.
 
 from __future__ import annotations
 
+import csv
 import json
 import random
 import time
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from specdec.bench.report import report
 from specdec.bench.runner import run
 from specdec.config import ROOT
 from specdec.core import Context, TargetView
@@ -158,3 +160,8 @@ def test_the_presets_run_from_the_cli_with_their_counters(compose, preset):
     assert total["branches_per_step"] == pytest.approx(c["branches"] / steps)
     assert total["rollback_rate"] == pytest.approx(c["rolled_back"] / c["draft_tokens"])
     assert (sum(c.get(f"hrad_{k}", 0) for k in range(3)) > 0) == (preset != "specbranch_no_hrad")
+    text, _ = report([out], out / "board", plots=False)
+    header = next(line for line in text.splitlines() if line.startswith("| method"))
+    assert "| branches/step |" in header and f"{total['branches_per_step']:.2f}" in text
+    csv_rows = list(csv.DictReader((out / "board" / "leaderboard.csv").open()))
+    assert float(csv_rows[0]["branches_per_step"]) == pytest.approx(total["branches_per_step"])
