@@ -121,9 +121,18 @@ def test_the_hrad_class_sets_the_draft_length(tiny64, threshold, lengths):
         drafter.attach(TargetView(CachedLM(tiny64.target)))
         drafter.prefill(ids)
         drafter.features = lambda ctx, view: torch.zeros(4)  # the stub ignores z
+        log = drafter.lm.forward_log
+        before = len(log)
         draft = drafter.propose(Context(tokens=ids, coins=TorchCoins(0)))
         drafter.ahead.discard()
         assert max(depths(draft.parent.tolist())) == want, (cls, threshold)
+        # one forward per depth over every branch: the catch-up (root), then depths 1..want-1
+        main = [f for f in log[before:] if f.lane != "specbranch"]
+        assert len(main) == want, (cls, threshold)
+        widths = [len(k) for k in children(draft.parent.tolist()) if k]
+        if cls == 2 and threshold == 1.0:  # forked at x_1 (the tiny draft is unsure), and the
+            # branches continued together: each later forward holds one token per branch
+            assert max(widths) > 1 and [f.new_tokens for f in main[1:]] == [max(widths)] * 3
         assert drafter.counters()[f"hrad_{cls}"] == 1
         if cls == 0:  # forked at the first token: k = floor(3 (1 - q(x_1))) branches
             assert len(children(draft.parent.tolist())[0]) >= 1
