@@ -131,3 +131,25 @@ def test_a_k_from_a_later_sibling_would_not_be_exact():
     biased = enumerate_outcomes(lambda c: step(c, later=True))
     assert total_variation(exact, want) <= 1e-12
     assert total_variation(biased, want) > 1e-3
+
+
+@pytest.mark.parametrize("branching", ["sample", "topk"])
+def test_specbranch_is_exact_with_a_stop_id(branching):
+    # token 1 ends the generation: nothing is drafted after it, its leaves get no worker round
+    sampling, length, stops = Sampling(temperature=1.0), 4, {1}
+    target = TableLM(3, TARGET_SEED)
+    want: dict = {}
+    for seq, prob in ar_joint(target, PROMPT, length, sampling).items():
+        cut = next((i for i, t in enumerate(seq) if t in stops), None)
+        key = seq if cut is None else seq[: cut + 1]  # what the engine emits
+        want[key] = want.get(key, 0.0) + prob
+    drafter = SpecBranchDrafter(TableLM(3, TARGET_SEED, role="draft"), Fixed(2), sampling,
+                                threshold=0.95, k_max=4, branching=branching, mode="inline")
+
+    def run(coins):
+        return tuple(generate(PROMPT, target, drafter, RecursiveRejection(), sampling=sampling,
+                              coins=coins, max_new_tokens=length, stop_ids=tuple(stops)).tokens)
+
+    got = enumerate_outcomes(run)
+    assert any(len(seq) < length for seq in got)  # some paths stopped early
+    assert total_variation(got, want) <= 1e-12
