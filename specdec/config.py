@@ -1,6 +1,7 @@
 """Config helpers shared by the entry points and the tests.
 
-* ``register_resolvers``: the OmegaConf resolvers ``${specdec_root:}`` and ``${specdec_choice:}``,
+* ``register_resolvers``: the OmegaConf resolvers ``${specdec_root:}``, ``${specdec_choice:}``,
+  ``${specdec_if_exists:}``,
   and the two that fill the ``--help`` templates (``specdec.cli_help``).
 * ``target_errors``: torchtune-style static validation (``config/_validate.py``): every mapping
   with a ``_target_`` in a YAML file must name an importable callable whose signature accepts the
@@ -32,12 +33,20 @@ def register_resolvers() -> None:
         OmegaConf.register_new_resolver("specdec_root", lambda: str(ROOT))
     if not OmegaConf.has_resolver("specdec_choice"):
         OmegaConf.register_new_resolver("specdec_choice", _choice)
+    if not OmegaConf.has_resolver("specdec_if_exists"):
+        OmegaConf.register_new_resolver("specdec_if_exists", if_exists)
     from specdec.cli_help import group_options, primary_keys
 
     if not OmegaConf.has_resolver("specdec_options"):
         OmegaConf.register_new_resolver("specdec_options", group_options)
     if not OmegaConf.has_resolver("specdec_keys"):
         OmegaConf.register_new_resolver("specdec_keys", primary_keys)
+
+
+def if_exists(path: str) -> str | None:
+    """``${specdec_if_exists:<path>}``: the path when it exists, else null (an optional asset,
+    e.g. a pair's H-RAD head: ``conf/method/specbranch.yaml``)."""
+    return str(path) if Path(path).exists() else None
 
 
 def _choice(group: str, *, _root_) -> str:

@@ -27,7 +27,8 @@ using the counter names below) draft tokens the engine never sees in a draft (a 
 block). Their counters ``draft_tokens`` (every token the draft made) and ``rolled_back`` (those
 discarded) replace the engine's counts in ``rollback_rate = rolled_back / draft_tokens``, and
 ``hits`` / ``misses`` (background work kept / rolled back) give ``hit_rate = hits / (hits +
-misses)``; both are absent for methods without these counters.
+misses)``; both are absent for methods without these counters. ``branches`` (leaves of every
+proposed tree, SpecBranch) gives ``branches_per_step = branches / decoding steps``.
 
 Modeled time (a forward log priced by a calibrated cost table) is the harness's business:
 ``specdec.bench.pricing``.
@@ -43,6 +44,7 @@ from specdec.forwards import ForwardRecord
 
 # counter names with a meaning in the summary (see the module docstring)
 DRAFT_TOKENS, ROLLED_BACK, HITS, MISSES = "draft_tokens", "rolled_back", "hits", "misses"
+BRANCHES = "branches"
 
 
 @dataclass
@@ -156,4 +158,7 @@ def summarize(stats: Sequence[GenerationStats]) -> dict:
     if HITS in counters or MISSES in counters:
         hits, misses = counters.get(HITS, 0), counters.get(MISSES, 0)
         out["hit_rate"] = _ratio(hits, hits + misses)
+    if BRANCHES in counters:
+        steps = sum(len(s.drafted_per_step) for s in stats)
+        out["branches_per_step"] = _ratio(counters[BRANCHES], steps)
     return out

@@ -41,6 +41,7 @@ def test_eval_help_lists_methods_pairs_benchmarks_datasets_and_keys(helps):
     assert {"smollm2", "tiny", "qwen25_05b_14b"} <= _options(text, "Model pairs")
     assert {"default", "all", "tiny"} <= _options(text, "Benchmarks")
     assert {"gsm8k", "humaneval", "mt_bench"} <= _options(text, "Datasets")
+    # the description column's width follows the longest name
     assert re.search(r"^  hsd_code +Draft LM chain, HSD as in the public code", text, re.M)
     for key in ("limit=null", "max_new_tokens=null", "quality=false", "sampling.temperature=0.0",
                 "device=cpu"):

@@ -15,7 +15,8 @@ Columns, in order:
   ``speedup`` and ``modeled_speedup`` against the baseline run, ``self_modeled_speedup`` (the
   run's own estimate against AR-equivalent forwards, ``specdec.bench.summary``), τ
   (``block_efficiency``), acceptance, rollback, discard and verification rates, the hit rate
-  of methods that draft ahead (``specdec.metrics``; empty for the others), ``wall_s``,
+  of methods that draft ahead and SpecBranch's branches per step (``specdec.metrics``; empty
+  for the others), ``wall_s``,
   ``modeled_s``;
 * ``modeled_over_wall``: ``modeled_s / wall_s``;
 * ``greedy_equal``: share of prompts whose temperature-0 output equals the baseline's
@@ -34,7 +35,7 @@ from specdec.bench.rows import Row
 
 METRICS = ("tokens_per_s", "speedup", "modeled_speedup", "self_modeled_speedup",
            "block_efficiency", "acceptance_rate", "rollback_rate", "discard_rate",
-           "verification_rate", "hit_rate", "wall_s", "modeled_s")
+           "verification_rate", "hit_rate", "branches_per_step", "wall_s", "modeled_s")
 SUMMARY_KEY = {"self_modeled_speedup": "modeled_speedup"}  # CSV column -> key in the summary
 
 

@@ -63,8 +63,10 @@ def main_table(rows: list[Row]) -> list[str]:
     repeated = any(r.members for r in rows)
     greedy = any(r.greedy is not None for r in rows)
     hits = any("hit_rate" in r.metrics for r in rows)  # methods that draft ahead
+    branches = any("branches_per_step" in r.metrics for r in rows)  # SpecBranch
     header = ["method", "dataset", "lossless", *(["runs"] if repeated else []), "prompts",
-              "complete", *[c[1] for c in COLUMNS], *(["hit rate"] if hits else [])]
+              "complete", *[c[1] for c in COLUMNS], *(["hit rate"] if hits else []),
+              *(["branches/step"] if branches else [])]
     header += (["modeled speedup"] if priced else []) + (["modeled/wall"] if modeled else [])
     header += (["greedy = ar"] if greedy else []) + [q.removeprefix("quality_") for q in quality]
     body = []
@@ -79,6 +81,9 @@ def main_table(rows: list[Row]) -> list[str]:
                          else _fmt(values.get(key), fmt, r.std.get(key)))
         if hits:
             cells.append(_fmt(r.metrics.get("hit_rate"), "{:.3f}", r.std.get("hit_rate")))
+        if branches:
+            cells.append(_fmt(r.metrics.get("branches_per_step"), "{:.2f}",
+                              r.std.get("branches_per_step")))
         if priced:
             cells.append(_fmt(r.modeled_speedup, "{:.2f}x", r.std.get("modeled_speedup")))
         if modeled:

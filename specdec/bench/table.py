@@ -8,6 +8,7 @@ TABLE_COLUMNS = [
     ("block_efficiency", "τ", "{:.3f}"),
     ("acceptance_rate", "accept rate", "{:.3f}"),
     ("hit_rate", "hit rate", "{:.3f}"),  # methods that draft ahead (specdec.metrics)
+    ("branches_per_step", "branches/step", "{:.2f}"),  # SpecBranch
     ("tokens_per_s", "tokens/s", "{:.1f}"),
     ("wall_s", "wall s", "{:.2f}"),
 ]
