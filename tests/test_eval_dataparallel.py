@@ -171,11 +171,12 @@ def test_two_ranks_record_what_one_process_records_and_rank_0_writes_the_one_sum
 
 def test_more_ranks_than_prompts_the_idle_ranks_just_join(tmp_path):
     overrides = ["method=ar", "limit=2", "cost_model=false", "logger=csv"]
-    summary = run_ranks(tmp_path, 3, overrides[:-1], order=[2])
-    assert summary is None  # rank 2 (no prompts) returns rank 0's summary: none, simulated
-    assert rank_files(tmp_path / "records", "tiny") == []
-    assert not (tmp_path / "summary.json").exists()
-    summary = run_ranks(tmp_path, 3, overrides, order=[1, 0])
+    summary = run_ranks(tmp_path, 3, overrides, order=[2, 1])
+    assert summary is None  # ranks > 0 return rank 0's summary: none here, simulated
+    assert rank_files(tmp_path / "records", "tiny") == [rank_path(tmp_path / "records", "tiny", 1)]
+    assert not (tmp_path / "summary.json").exists()  # rank 2 had no prompt and wrote nothing
+    assert not (tmp_path / "metrics.csv").exists()  # only rank 0 logs
+    summary = run_ranks(tmp_path, 3, overrides, order=[0])
     assert [r["prompt_id"] for r in read(tmp_path / "records" / "tiny.jsonl")] == [
         "tiny-0", "tiny-1"]
     assert summary["complete"] is True and summary["overall"]["prompts"] == 2
