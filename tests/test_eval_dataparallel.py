@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 from test_eval_run import eval_cfg
 
 import specdec.bench.runner as ev
@@ -88,6 +89,9 @@ def test_each_rank_gets_its_own_gpu_and_a_pinned_gpu_is_refused():
     assert Ranks(0, 1).device("cuda:1") == "cuda:1"  # one process: as configured
     with pytest.raises(ValueError, match="device=cuda:1 with 2 processes"):
         Ranks(1, 2, 1).device("cuda:1")
+    if torch.cuda.device_count() < 8:
+        with pytest.raises(ValueError, match="LOCAL_RANK=7 but this machine has"):
+            Ranks(7, 8, 7).device("cuda")
 
 
 # --- the merge ----------------------------------------------------------------------------------

@@ -29,8 +29,12 @@ import functools
 import logging
 import os
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
+
+if TYPE_CHECKING:
+    from torch.distributed import ProcessGroup
 
 log = logging.getLogger(__name__)
 
@@ -116,9 +120,11 @@ class Ranks:
             torch.cuda.set_device(self.local_rank)
         dist.init_process_group("nccl" if cuda else "gloo", rank=self.rank,
                                 world_size=self.world, timeout=timeout)
+        if cuda:
+            _gloo_group()  # a collective: every rank makes it here, at the same point
         log.info("%s joined the process group (%s)", self.tag, dist.get_backend())
 
-    def _group(self):  # noqa: ANN202 - a torch ProcessGroup
+    def _group(self) -> ProcessGroup | None:
         """The gloo group the eval meets in (the default one on CPU; a new one beside nccl)."""
         import torch.distributed as dist
 
@@ -157,8 +163,8 @@ class Ranks:
 
 
 @functools.cache
-def _gloo_group():  # noqa: ANN202 - a torch ProcessGroup
-    """A gloo group of every rank beside an nccl default group (made once, on first use):
+def _gloo_group() -> ProcessGroup:
+    """A gloo group of every rank beside an nccl default group (made once, by ``start``):
     ``monitored_barrier`` exists for gloo only, and objects need no GPU to travel."""
     import torch.distributed as dist
 

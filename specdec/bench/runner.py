@@ -182,12 +182,8 @@ def run_dataset(run: DatasetRun, warm: list[int]) -> list[dict]:
 
 
 def run(cfg: DictConfig, ranks: Ranks | None = None) -> dict:
-    """Run the evaluation described by ``cfg``; returns the summary dict (rank 0's, on every
-    rank of a data-parallel run).
-
-    Args:
-        ranks: this process's rank (default: from ``torchrun``'s environment variables).
-    """
+    """Run the evaluation described by ``cfg`` as ``ranks`` (default: ``torchrun``'s environment
+    variables, else one process); returns the summary dict (rank 0's on every rank)."""
     validate(cfg)  # bad scalar values fail here, naming the key, before anything loads
     check_metric_name(cfg.get("optimized_metric"))
     if not cfg.benchmark.get("datasets"):
