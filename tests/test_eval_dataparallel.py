@@ -214,6 +214,16 @@ def test_a_rerun_with_another_world_size_records_only_the_missing_prompts(tmp_pa
     assert answered == []
 
 
+def test_ranks_that_would_write_to_different_folders_are_refused(tmp_path):
+    class ElsewhereRank0(InProcessRanks):
+        def broadcast(self, obj: object) -> object:
+            return str(tmp_path / "rank0")  # rank 0's folder (its ${now:...} said another time)
+
+    with pytest.raises(ValueError, match="rank 1/2 has .*rank1, rank 0 has .*give every rank one"):
+        ev.run(eval_cfg(tmp_path / "rank1", ["method=ar"]), ElsewhereRank0(1, 2))
+    assert not (tmp_path / "rank1" / "records").exists()
+
+
 # --- the meeting of real processes --------------------------------------------------------------
 
 BARRIER = textwrap.dedent("""

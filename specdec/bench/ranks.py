@@ -15,6 +15,8 @@ process, rank 0 of 1, and nothing below does anything). With more than one proce
   after this rank arrived. A rank that died or hangs then fails the others with a message naming
   the dataset, instead of a hang; each rank's records are on disk line by line, so a rerun of the
   same command records only the missing prompts (``specdec.bench.shards``);
+* ``agree`` checks at the start that every rank writes to rank 0's run folder (a ``${now:...}``
+  in ``hydra.run.dir`` could differ by a second between ranks);
 * ``broadcast`` hands rank 0's summary to every rank, so every rank returns the same sweep metric.
 
 A prompt's record does not depend on which rank answers it: its coins are seeded from (seed, prompt
@@ -150,6 +152,16 @@ class Ranks:
                 f"s of this one (a rank died, hangs, or is slower: raise rank_timeout_s). Every "
                 "record written so far is kept; rerun the same command to record the missing "
                 f"prompts. torch.distributed said: {err}") from err
+
+    def agree(self, value: str, fix: str) -> None:
+        """Check that this rank's ``value`` (e.g. its run folder) is rank 0's.
+
+        Raises:
+            ValueError: naming both values and ``fix``.
+        """
+        theirs = self.broadcast(value)
+        if theirs != value:
+            raise ValueError(f"{self.tag} has {value}, rank 0 has {theirs}; give every rank {fix}")
 
     def broadcast(self, obj: object) -> object:
         """Rank 0's ``obj`` on every rank (``obj`` elsewhere is ignored)."""

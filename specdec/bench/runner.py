@@ -194,6 +194,7 @@ def run(cfg: DictConfig, ranks: Ranks | None = None) -> dict:
     device = ranks.device(str(cfg.device))  # cuda:<LOCAL_RANK> per rank for device=cuda
     ranks.start(device, float(cfg.rank_timeout_s))
     out_dir = Path(cfg.paths.output_dir)
+    ranks.agree(str(out_dir), "one run folder (hydra.run.dir=<dir>, no ${now:...} in it)")
     lock = ".lock" if ranks.main else f".lock.rank{ranks.rank}"
     with RunLock(out_dir, lock):  # a second run of this folder fails here, naming the holder's pid
         return _run(cfg, out_dir, ranks, device)
