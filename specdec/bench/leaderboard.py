@@ -11,7 +11,8 @@ The leaderboard (``leaderboard.md``, ``leaderboard.csv``) and its plots go to
 the sweep's ``logger`` has a ``report`` node (``logger=wandb``: ``WandbReport``), that folder is
 also logged as a W&B ``leaderboard`` artifact, in the runs' group when they share one.
 Jobs are collected in ``on_job_end``, i.e. in the launcher's process: with a remote launcher the
-callback only prints the ``specdec.report`` command to run.
+callback only prints the ``specdec.report`` command to run. Under ``torchrun`` (every rank runs
+the sweep, ``specdec.bench.ranks``) only rank 0 writes, prints and logs the leaderboard.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from hydra.experimental.callback import Callback
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from specdec.bench.ranks import Ranks
 from specdec.bench.wandb_artifacts import common_group
 
 log = logging.getLogger(__name__)
@@ -75,6 +77,9 @@ class PrintLeaderboard(Callback):
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         from specdec.bench.report import report
+
+        if not Ranks.from_env().main:  # rank 0 of a torchrun eval reports for every rank
+            return
 
         runs = [d for d in dict.fromkeys(self.dirs) if (d / "summary.json").exists()]
         if not runs:

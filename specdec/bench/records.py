@@ -13,7 +13,8 @@ runner adds the digests of the learned weights (``specdec.bench.fingerprint``: a
 or head never resumes the old records) and the SHA-256 of each prompt file (an edited prompt file
 never resumes the answers to its old text). What only selects or reports is left out (``limit``,
 ``warmup``, ``resume``, ``logger``, ``paths``, ``on_bad_record``, ``optimized_metric``,
-``hparams_search``): raising ``limit`` resumes the same run. ``threads`` and ``device`` are
+``hparams_search``, ``rank_timeout_s``): raising ``limit`` resumes the same run, and so does a
+``torchrun`` run of any world size (``specdec.bench.shards``). ``threads`` and ``device`` are
 hashed: timings of one record set share them. A record's stats fields are
 ``GenerationStats.to_record()`` (``specdec.metrics``: one schema).
 
@@ -38,7 +39,7 @@ log = logging.getLogger(__name__)
 # keys of the eval config that do not change what a prompt's record contains
 UNHASHED_KEYS = ("hydra", "paths", "logger", "limit", "per_category", "warmup", "resume",
                  "progress", "on_bad_record", "confirm_run_unsafe_code", "optimized_metric",
-                 "hparams_search")
+                 "hparams_search", "rank_timeout_s")
 UNHASHED_DATASET_KEYS = ("limit",)
 
 

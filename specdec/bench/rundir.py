@@ -12,6 +12,9 @@ half-written file.
 folder would both see the same prompts as unrecorded and record each of them twice. The second
 run fails at once, naming the folder and the holder's pid. The kernel drops the lock when the
 holder exits, however it exits (SIGKILL included), so a stale lock file never blocks a rerun.
+In a data-parallel eval (``specdec.bench.ranks``) rank 0 holds ``.lock`` and rank ``r`` > 0
+holds ``.lock.rank<r>`` (each rank appends to its own record file): a second launch, or a
+single-process run, of a folder in use fails the same way.
 """
 
 from __future__ import annotations
@@ -62,8 +65,8 @@ class RunLock:
         RuntimeError: on entry, when another process holds the folder's lock.
     """
 
-    def __init__(self, run_dir: str | Path) -> None:
-        self.path = Path(run_dir) / ".lock"
+    def __init__(self, run_dir: str | Path, name: str = ".lock") -> None:
+        self.path = Path(run_dir) / name
         self._file: IO[str] | None = None
 
     def __enter__(self) -> RunLock:

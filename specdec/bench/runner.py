@@ -31,10 +31,16 @@ Artifacts in the run directory: ``records/<dataset>.jsonl`` (see ``specdec.bench
 ``summary.json`` (every dataset + ``overall``, with ``complete`` and ``progress``: see
 ``specdec.bench.summary``), ``summary/<dataset>.json`` (one dataset each), all strict JSON
 (``null`` for NaN); ``.lock`` is held while a run works in the folder (``specdec.bench.rundir``).
+
+Data-parallel (``torchrun``, ``specdec.bench.ranks``): each rank answers its round-robin share of
+each dataset into its own file; after each dataset the ranks meet, and rank 0 merges the files
+(``specdec.bench.shards``), prices and summarises as one process would. A rank with no prompts
+(more ranks than prompts) just joins the meetings.
 """
 
 from __future__ import annotations
 
+import copy
 import logging
 from pathlib import Path
 
@@ -55,9 +61,11 @@ from specdec.bench.loggers import EvalLogger
 from specdec.bench.method import Answer, Method, build_method, run_prompt
 from specdec.bench.pricing import CostTable, forward_profile
 from specdec.bench.quality import check_unsafe_code_confirmed
+from specdec.bench.ranks import Ranks
 from specdec.bench.records import RecordFile, config_hash
 from specdec.bench.rundir import RunLock
 from specdec.bench.schema import validate
+from specdec.bench.shards import merge, merged_path, own_path, recorded_elsewhere
 from specdec.bench.summary import check_metric_name, dataset_metrics, price_run, write_summaries
 from specdec.bench.table import format_table
 from specdec.bench.wandb_artifacts import RunTag
@@ -82,14 +90,19 @@ class DatasetRun:
     """Generates, records and summarises one dataset of the benchmark."""
 
     def __init__(self, cfg: DictConfig, name: str, pair: ModelPair, method: Method,
-                 file: PromptFile, records: RecordFile):
+                 file: PromptFile, records: RecordFile, *, ranks: Ranks | None = None,
+                 elsewhere: frozenset[str] = frozenset()):
+        """``records``: this process's record file; ``elsewhere``: the prompt ids recorded under
+        this config in the dataset's other files (other ranks', the merged one)."""
         self.cfg, self.name, self.pair, self.method = cfg, name, pair, method
+        self.ranks, self.elsewhere = ranks or Ranks(), elsewhere
         self.ds, self.file, self.rf = cfg.benchmark.datasets[name], file, records
         self.max_new = int(cfg.max_new_tokens if cfg.max_new_tokens is not None
                            else self.ds.max_new_tokens)
         limit = cfg.limit if cfg.limit is not None else self.ds.get("limit")
         prompts = first_per_category(file.prompts, cfg.get("per_category"))
         self.prompts = list(prompts if limit is None else prompts[: int(limit)])
+        self.mine = self.ranks.shard(self.prompts)  # this rank's share (one process: all)
         # the dataset's quality check (specdec.bench.quality), built once when quality=true
         quality = self.ds.get("quality") if cfg.quality else None
         self.check = instantiate(quality) if quality is not None else None
@@ -116,9 +129,14 @@ class DatasetRun:
                                                            timeout_s=self.cfg.quality_timeout_s)
         return rec
 
+    def ordered(self) -> list[dict]:
+        """This dataset's records in prompt order."""
+        by_id = {r["prompt_id"]: r for r in self.rf.records}
+        return [by_id[p.id] for p in self.prompts if p.id in by_id]
+
     def progress(self) -> dict[str, int]:
         """This dataset's prompts recorded under the run's config hash, and expected."""
-        return {"recorded": len({p.id for p in self.prompts} & self.rf.done),
+        return {"recorded": len({p.id for p in self.prompts} & (self.rf.done | self.elsewhere)),
                 "expected": len(self.prompts)}
 
     def metrics(self, records: list[dict]) -> dict:
@@ -131,7 +149,8 @@ class DatasetRun:
 def _progress(run: DatasetRun, done: int, enabled: bool):
     from tqdm.auto import tqdm
 
-    return tqdm(total=len(run.prompts), initial=done, desc=run.name, unit="prompt",
+    desc = f"{run.name} ({run.ranks.tag})" if run.ranks.world > 1 else run.name
+    return tqdm(total=len(run.mine), initial=done, desc=desc, unit="prompt",
                 disable=not enabled, dynamic_ncols=True)
 
 
@@ -143,64 +162,103 @@ def _running(records: list[dict]) -> dict[str, str]:
 
 
 def run_dataset(run: DatasetRun, warm: list[int]) -> list[dict]:
-    """Generate the dataset's unrecorded prompts; returns its records in prompt order."""
+    """Generate this rank's unrecorded prompts of the dataset; returns the records of this
+    process's file in prompt order (the whole dataset's for one process)."""
     cfg, rf = run.cfg, run.rf
-    todo = [p for p in run.prompts if p.id not in rf.done]
+    todo = [p for p in run.mine if p.id not in rf.done and p.id not in run.elsewhere]
     # 1. Warm-up (once per run, on the first prompts still to do; not recorded).
     for prompt in todo[: warm[0]]:
         run.generate(prompt)
     warm[0] -= min(warm[0], len(todo))
-    bar = _progress(run, len(run.prompts) - len(todo), bool(cfg.progress))
+    # the bar of rank 0 only: it stands for every rank (round robin: shares differ by one)
+    bar = _progress(run, len(run.mine) - len(todo), bool(cfg.progress) and run.ranks.main)
     for prompt in todo:
         # 2. Generate, 3. append + flush the record, 4. update the bar's running metrics.
         rf.append(run.record(prompt, run.generate(prompt)))
         bar.set_postfix(_running(rf.records), refresh=False)
         bar.update(1)
     bar.close()
-    by_id = {r["prompt_id"]: r for r in rf.records}
-    return [by_id[p.id] for p in run.prompts if p.id in by_id]
+    return run.ordered()
 
 
-def run(cfg: DictConfig) -> dict:
-    """Run the evaluation described by ``cfg``; returns the summary dict."""
+def run(cfg: DictConfig, ranks: Ranks | None = None) -> dict:
+    """Run the evaluation described by ``cfg`` as ``ranks`` (default: ``torchrun``'s environment
+    variables, else one process); returns the summary dict (rank 0's on every rank)."""
     validate(cfg)  # bad scalar values fail here, naming the key, before anything loads
     check_metric_name(cfg.get("optimized_metric"))
     if not cfg.benchmark.get("datasets"):
         raise ValueError("the benchmark has no datasets; pick one with benchmark=<name> "
                          "(conf/benchmark/)")
     check_unsafe_code_confirmed(cfg)  # before any model loads: HumanEval runs model code
+    ranks = ranks if ranks is not None else Ranks.from_env()
+    device = ranks.device(str(cfg.device))  # cuda:<LOCAL_RANK> per rank for device=cuda
+    ranks.start(device, float(cfg.rank_timeout_s))
     out_dir = Path(cfg.paths.output_dir)
-    with RunLock(out_dir):  # a second run of this folder fails here, naming the holder's pid
-        return _run(cfg, out_dir)
+    ranks.agree(str(out_dir), "one run folder (hydra.run.dir=<dir>, no ${now:...} in it)")
+    lock = ".lock" if ranks.main else f".lock.rank{ranks.rank}"
+    with RunLock(out_dir, lock):  # a second run of this folder fails here, naming the holder's pid
+        return _run(cfg, out_dir, ranks, device)
 
 
-def _run(cfg: DictConfig, out_dir: Path) -> dict:
+def _open_runs(cfg: DictConfig, out_dir: Path, ranks: Ranks, chash: str, pair: ModelPair,
+               method: Method, files: dict[str, PromptFile]) -> list[DatasetRun]:
+    """Each dataset's run with this process's record file (corrupt records fail here, before the
+    calibration) and the prompts other files hold (resume across ranks and world sizes)."""
+    runs, on_bad = [], cfg.get("on_bad_record", "stop")
+    for name, file in files.items():
+        own = own_path(out_dir / "records", name, ranks)
+        rf = RecordFile.open(own, chash, resume=cfg.resume, on_bad=on_bad)
+        elsewhere = (recorded_elsewhere(out_dir / "records", name, chash, own=own, on_bad=on_bad)
+                     if cfg.resume else set())
+        runs.append(DatasetRun(cfg, name, pair, method, file, rf, ranks=ranks,
+                               elsewhere=frozenset(elsewhere)))
+    return runs
+
+
+def _gather(run: DatasetRun, out_dir: Path) -> list[dict]:
+    """Rank 0, every rank done: merge the rank files (if any); the records in prompt order."""
+    chash, on_bad = run.rf.config_hash, run.cfg.get("on_bad_record", "stop")
+    if merge(out_dir / "records", run.name, chash, [p.id for p in run.file.prompts],
+             ranks=run.ranks, resume=bool(run.cfg.resume), on_bad=on_bad):
+        run.rf = RecordFile.open(merged_path(out_dir / "records", run.name), chash, on_bad=on_bad)
+        run.elsewhere = frozenset()
+    return run.ordered()
+
+
+def _run(cfg: DictConfig, out_dir: Path, ranks: Ranks, device: str) -> dict:
     """The run itself, with the run directory's lock held."""
     import datasets
 
     datasets.disable_progress_bars()
     (out_dir / "summary").mkdir(parents=True, exist_ok=True)
-    # resolve everything but the hydra node (absent under @hydra.main, present when composed)
+    # resolve everything but the hydra node (absent under @hydra.main, present when composed);
+    # from the config as given (device=cuda), so every rank hashes the same config
     resolved = {k: OmegaConf.to_container(v, resolve=True) if OmegaConf.is_config(v) else v
                 for k, v in cfg.items() if k != "hydra"}
+    if device != str(cfg.device):  # this rank's own GPU
+        cfg = copy.deepcopy(cfg)
+        cfg.device = device
     if cfg.get("threads"):
         torch.set_num_threads(int(cfg.threads))  # the machine tag records the count
     cache = Path(cfg.paths.cache_dir) / "datasets"
     files = {name: read_prompt_file(ds.path, name, cache_dir=cache)  # bad data fails here
              for name, ds in cfg.benchmark.datasets.items()}
     pair: ModelPair = instantiate(cfg.model)
-    check_placement(pair, str(cfg.device))  # the records and the machine tag say where it ran
+    check_placement(pair, device)  # the records and the machine tag say where it ran
     method = build_method(cfg, pair)
     # retrained weights at the same path, or edited prompts in the same file, must not resume
     # the old records
     weights = learned_weights(pair.target, pair.draft, method.drafter, method.verifier)
     prompt_files = {name: f.sha256 for name, f in files.items()}
     chash = config_hash({**resolved, "learned_weights": weights, "prompt_files": prompt_files})
-    rfs = {name: RecordFile.open(out_dir / "records" / f"{name}.jsonl", chash,
-                                 resume=cfg.resume, on_bad=cfg.get("on_bad_record", "stop"))
-           for name in files}  # corrupt records fail here, before the calibration
+    runs = _open_runs(cfg, out_dir, ranks, chash, pair, method, files)
+    warm, timeout = [int(cfg.warmup)], float(cfg.rank_timeout_s)
+    if not ranks.main:  # answer this rank's share; rank 0 merges, summarises and logs
+        for ds_run in runs:
+            run_dataset(ds_run, warm)
+            ranks.barrier(f"dataset {ds_run.name}", timeout)
+        return ranks.broadcast(None)
     cost = _cost_table(cfg, method)
-    runs = [DatasetRun(cfg, name, pair, method, files[name], rfs[name]) for name in files]
     summary = {
         "method": cfg.method_name, "lossless": bool(method.verifier.lossless),
         "model": pair.describe(), "learned_weights": weights, "prompt_files": prompt_files,
@@ -212,13 +270,19 @@ def _run(cfg: DictConfig, out_dir: Path) -> dict:
         "datasets": {}, "overall": {},
         "config": resolved,
     }
+    if ranks.world > 1:
+        summary["world_size"] = ranks.world
     write_summaries(out_dir, summary, {r.name: r.progress() for r in runs})  # not complete yet
     logger: EvalLogger = instantiate(cfg.logger.eval)  # conf/logger/: the eval node
     try:
         logger.log_config(resolved, RunTag.from_summary(summary))
-        warm, all_records, by_dataset = [int(cfg.warmup)], [], {}
+        all_records, by_dataset = [], {}
         for ds_run in runs:
-            records = by_dataset[ds_run.name] = run_dataset(ds_run, warm)
+            # 1. Answer this rank's share, 2. wait for the other ranks, 3. merge their records.
+            run_dataset(ds_run, warm)
+            ranks.barrier(f"dataset {ds_run.name}", timeout)
+            records = by_dataset[ds_run.name] = _gather(ds_run, out_dir)
+            # 4. Summarise the dataset and the run so far, 5. log them.
             metrics = summary["datasets"][ds_run.name] = ds_run.metrics(records)
             all_records += records
             summary["overall"] = summarize(
@@ -234,4 +298,4 @@ def _run(cfg: DictConfig, out_dir: Path) -> dict:
         logger.finish()
     print(format_table(cfg.method_name, {**summary["datasets"], "overall": summary["overall"]}))
     log.info("wrote %s", out_dir / "summary.json")
-    return summary
+    return ranks.broadcast(summary)

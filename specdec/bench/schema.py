@@ -66,6 +66,7 @@ class EvalKeys:
     progress: bool = True
     device: str = "cpu"
     threads: int | None = _bound(None, ge=1)
+    rank_timeout_s: float = _bound(1800.0, gt=0.0)
     truncate_prompts: Literal["left"] | None = None
     optimized_metric: str | None = "modeled_speedup"
     sampling: SamplingKeys = field(default_factory=SamplingKeys)
