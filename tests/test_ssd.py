@@ -21,6 +21,7 @@ import torch
 from specdec.bench.report import report
 from specdec.bench.runner import run
 from specdec.drafters import EmptyDrafter
+from specdec.drafters import saguaro, ssd_cache
 from specdec.drafters import ssd as ssd_mod
 from specdec.drafters.policies import Fixed
 from specdec.drafters.ssd import SsdDrafter
@@ -141,6 +142,33 @@ def test_saguaro_for_sampling_only_is_caught():
         PROMPT, target, drafter, Tokenwise(), sampling=sampling, coins=coins,
         max_new_tokens=length).tokens))
     assert total_variation(got, want) > 1e-3
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_the_cache_holds_the_planned_outcomes_and_their_best_candidates(temperature):
+    # V = 6, draft [s_1, s_2]: outcome k gets the F_k best draft tokens at slot k (s_{k+1}
+    # excluded), each with a chain of L_k tokens drawn after prefix + s_1..s_k + c
+    sampling, vocab = Sampling(temperature=temperature), 6
+    lm = TableLM(vocab, 3, role="draft")
+    ids, s = [0, 1, 2], [4, 5]
+    plan = ssd_cache.Plan(ids=ids, draft=s, fanout=[2, 0, 3], lengths=[2, 1, 1],
+                          coins=TorchCoins(0))
+    cache = ssd_cache.speculate(lm, plan, sampling, 1, 0.5)
+    want = set()
+    for k, count in ((0, 2), (2, 3)):
+        logits = lm.logits(tuple(ids + s[:k]))
+        ranked = [t for t in torch.argsort(-logits).tolist() if k == len(s) or t != s[k]]
+        want |= {(k, t) for t in ranked[:count]}
+    assert set(cache) == want
+    for (k, c), chain in cache.items():
+        assert int(chain.tokens[0]) == c and chain.num_drafted == plan.lengths[k]
+        q = warp(lm.logits(tuple(ids + s[:k] + [c]))[None], sampling)
+        assert torch.allclose(chain.q[0], saguaro.reshape(q, 1, 0.5)[0])
+    if temperature == 0:  # greedy: each chain is the draft's argmax continuation
+        assert all(int(ch.tokens[1]) == int(lm.logits(tuple(ids + s[:k] + [c])).argmax())
+                   for (k, c), ch in cache.items())
+    # one tree: reconcile, glue (s_1, s_2), then one forward per chain depth (2)
+    assert [f.new_tokens for f in lm.forward_log][-3:] == [2, 5, 2]
 
 
 def test_ssd_is_exact_greedy_on_tables():

@@ -25,10 +25,10 @@ the target's next-token law whenever the proposed draft's tokens are drawn one b
 (Leviathan et al.; ``tests/test_exact_tokenwise.py``). ``q`` here is SAGUARO's ``q' =
 σ_{F,C}(q)``, a function of the prefix only, used for sampling and carried in ``Draft.q``, so the
 verifier's ratio test sees exactly the law the tokens came from. What must hold is that the
-chain proposed after a hit is such a fresh draft. Let ``h_t`` be everything up to the
-verdict of step ``t``. The candidate set ``S_k`` (top-``F_k`` of ``q_k`` minus ``s_{k+1}``)
-and ``F_k`` are functions of the committed prefix, the current draft and past counts -- all
-fixed before the verdict is drawn. The chain for ``(k, c)`` is drawn from ``q'`` after
+chain proposed after a hit is such a fresh draft. The candidate set ``S_k`` (the top-``F_k``
+draft logits at slot ``k``, minus ``s_{k+1}``) and ``F_k`` are functions of the committed
+prefix, the current draft and past counts -- all fixed before the verdict is drawn. The
+chain for ``(k, c)`` is drawn from ``q'`` after
 ``prefix + s_{1..k} + c`` with its own stream ``fork((step, len(prefix), k, c))``, which the
 verifier never reads and no other chain shares. So, given the pre-verdict history, the chain
 tokens are independent of the verdict ``(k, y)`` (drawn from the main stream), and conditioning on
@@ -36,7 +36,8 @@ tokens are independent of the verdict ``(k, y)`` (drawn from the main stream), a
 after the new committed prefix ``prefix + s_{1..k} + c``. Its length ``L_k`` is a function of the
 past; stopping after a stop id is the same rule a fresh draft follows. On a miss, ``jit`` draws a
 fresh chain from the main stream *after* the verdict, and ``none`` proposes nothing; which one is
-a function of past counts. Unused chains are dropped and their streams never reused. Hence every
+a function of past counts. Unused chains are dropped and their streams never reused (drawing
+from a fork never moves the main stream the verifier uses). Hence every
 step's proposed draft is a valid draft given the committed prefix, and by induction over steps
 the output has the target's law. ``tests/test_ssd.py`` proves it by exact enumeration through
 ``engine.generate`` (hit, miss, ``jit`` and ``none`` fallbacks, SAGUARO on and off).

@@ -3,7 +3,7 @@
 Kumar et al. 2025, "Speculative Speculative Decoding" (digest §4.2): while the target verifies the
 draft ``[r, s_1..s_K]``, the draft model guesses the verdict. An outcome is ``(k, y)``: ``k``
 tokens accepted and ``y`` the recovered (``k < K``) or bonus (``k = K``) token. For each ``k`` it
-takes ``F_k`` candidate tokens ``c`` (the top-``F_k`` of the draft's ``q_k`` at that slot,
+takes ``F_k`` candidate tokens ``c`` (the top-``F_k`` of the draft's logits at that slot,
 without ``s_{k+1}``: a rejected token is never the recovered one, its residual mass is 0) and
 drafts a chain after ``prefix + s_1..s_k + c``. The cache maps ``(k, c)`` to that chain.
 
@@ -66,9 +66,9 @@ class _Chain:
     q: list[torch.Tensor] = field(default_factory=list)  # [V] rows each
 
 
-def candidates(q: torch.Tensor, count: int, exclude: int | None) -> list[int]:
-    """The ``count`` most likely tokens of ``q [V]`` (ties: lower id), without ``exclude``."""
-    order = torch.argsort(-q, stable=True).tolist()
+def candidates(scores: torch.Tensor, count: int, exclude: int | None) -> list[int]:
+    """The ``count`` best tokens by ``scores [V]`` (ties: lower id), without ``exclude``."""
+    order = torch.argsort(-scores, stable=True).tolist()
     return [t for t in order if t != exclude][:count]
 
 
@@ -86,9 +86,10 @@ def speculate(lm: LM, plan: Plan, sampling: Sampling, top: int, c: float) -> dic
     # 2. Candidates per outcome, each the first node of its chain.
     chains: list[_Chain] = []
     for k in need:
-        q_k = warp(grower.logits[k][None], sampling)[0]  # [V]
+        # ranked by the raw draft logits: the warped q's order on its support, and at T = 0 (a
+        # one-hot q) the draft's runners-up rather than arbitrary zero-probability tokens
         exclude = plan.draft[k] if k < K else None
-        for tok in candidates(q_k, plan.fanout[k], exclude):
+        for tok in candidates(grower.logits[k], plan.fanout[k], exclude):
             if tok in plan.stop_ids:
                 continue  # that outcome ends the generation
             tokens.append(tok)
