@@ -20,8 +20,7 @@ import torch
 
 from specdec.bench.report import report
 from specdec.bench.runner import run
-from specdec.drafters import EmptyDrafter
-from specdec.drafters import saguaro, ssd_cache
+from specdec.drafters import EmptyDrafter, saguaro, ssd_cache
 from specdec.drafters import ssd as ssd_mod
 from specdec.drafters.policies import Fixed
 from specdec.drafters.ssd import SsdDrafter
