@@ -204,7 +204,7 @@ def test_greedy_ssd_emits_ar_tokens_on_the_tiny_fp64_pair(tiny64, self_draft, sa
         c = out.stats.counters
         assert c.get("hits", 0) + c.get("misses", 0) >= out.stats.target_forwards - 2
         if self_draft:  # the target as its own draft at T=0: the bonus is the draft's top-1
-            assert "misses" not in c and c["hits"] >= 8
+            assert "misses" not in c and c["hits"] >= out.stats.target_forwards - 2
 
 
 def _slow(rng: random.Random):
@@ -260,8 +260,9 @@ FAST = ["method=ssd", "limit=2", "max_new_tokens=12", "warmup=0", "progress=fals
 
 
 def test_ssd_run_reports_both_clocks_rollback_and_cache_hit_rate(compose, capsys):
+    # a draft equal to the target (same seed and size) at T=0: the cached chains hit
     cfg = compose("eval", [*FAST, "model.draft_seed=0", "model.draft_layers=2", "cost_model=true",
-                           "sampling.temperature=1.0", "drafter.saguaro_c=0.5"])
+                           "sampling.temperature=0.0", "drafter.saguaro_c=0.5"])
     summary = run(cfg)
     out = Path(cfg.paths.output_dir)
     recs = [json.loads(x) for x in (out / "records" / "tiny.jsonl").read_text().splitlines()]

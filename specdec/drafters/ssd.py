@@ -95,7 +95,7 @@ class SsdDrafter(Drafter):
 
     def __init__(self, lm: CachedLM, policy: Policy, sampling: Sampling, *, budget: int = 6,
                  r: float = 0.5, saguaro_c: float = 1.0, saguaro_top: int = 1,
-                 backup: str = "auto", cost_ratio: float = 0.2, prior_accept: float = 0.7,
+                 backup: str = "auto", cost_ratio: float = 0.1, prior_accept: float = 0.7,
                  prior_miss: float = 0.3, prior_weight: float = 8.0, mode: str = "auto",
                  lane: str = "ssd") -> None:
         if lm is None:
