@@ -26,9 +26,11 @@ Methods that draft ahead of verification (``specdec.drafters.ahead``: PEARL, and
 using the counter names below) draft tokens the engine never sees in a draft (a rolled-back
 block). Their counters ``draft_tokens`` (every token the draft made) and ``rolled_back`` (those
 discarded) replace the engine's counts in ``rollback_rate = rolled_back / draft_tokens``, and
-``hits`` / ``misses`` (background work kept / rolled back) give ``hit_rate = hits / (hits +
-misses)``; both are absent for methods without these counters. ``branches`` (leaves of every
-proposed tree, SpecBranch) gives ``branches_per_step = branches / decoding steps``.
+``hits`` / ``misses`` (steps whose background work was used / dropped: PEARL's block,
+SpecBranch's subtree, SSD's cached chain for the verdict's outcome) give ``hit_rate = hits /
+(hits + misses)`` (for SSD the cache hit rate); both are absent for methods without these
+counters. ``branches`` (leaves of every proposed tree, SpecBranch) gives ``branches_per_step =
+branches / decoding steps``.
 
 Modeled time (a forward log priced by a calibrated cost table) is the harness's business:
 ``specdec.bench.pricing``.

@@ -165,7 +165,9 @@ def to_markdown(rows: list[Row]) -> str:
     if any("hit_rate" in r.metrics for r in rows):
         lines += ["Methods that draft ahead of verification (a hit rate is shown): rollback = "
                   "drafted-but-discarded / drafted over every token the draft made, rolled-back "
-                  "blocks included; hit rate = background blocks kept / blocks made."]
+                  "blocks included; hit rate = hits / (hits + misses), the steps whose "
+                  "background work was used (PEARL: its block; SSD: the cached chain of the "
+                  "verdict's outcome, the cache hit rate) over the steps that looked."]
     if any(r.modeled_speedup is not None for r in rows):
         lines += ["Modeled speedup = the baseline's forwards / the method's forwards, both priced "
                   "by one cost table fitted on both runs' forward logs (one price list for both "
