@@ -37,7 +37,7 @@ from transformers import DynamicCache, PreTrainedModel
 from specdec.core import LM, LMOut
 from specdec.forwards import ForwardRecord, check_finite, current_lane
 from specdec.trees import ancestor_mask, depths, is_chain
-from specdec.vocab import fit_rows
+from specdec.vocab import fit_ids, fit_rows
 
 Layers = Sequence[int]  # indices into transformers' hidden_states (0 = embeddings, -1 = last)
 Embeds = torch.Tensor | Callable[[], torch.Tensor]  # [N, H], or made inside the timed forward
@@ -69,6 +69,9 @@ class CachedLM:
         self.num_layers = int(model.config.num_hidden_layers)
         self.hidden_size = int(model.config.hidden_size)
         self.takes_ids = model.get_input_embeddings() is not None  # else: inputs_embeds only
+        # a draft with fewer rows than the target cannot embed the target's padding rows
+        rows = model.get_input_embeddings().weight.shape[0] if self.takes_ids else None
+        self.input_rows = rows if rows is not None and rows < self.vocab_size else None
         self.device = next(model.parameters()).device  # where inputs go (the first layer's)
         self.cuda_devices = cuda_devices(model)  # what a timed forward synchronises
         self.forward_log: list[ForwardRecord] = []
@@ -266,7 +269,8 @@ class CachedLM:
         n, first = int(tokens.shape[0]), prefix + before
         embeds = inputs_embeds() if callable(inputs_embeds) else inputs_embeds
         assert embeds is None or embeds.shape[0] == n, (embeds.shape, n)
-        kwargs: dict = ({"input_ids": tokens.to(self.device).view(1, n)} if embeds is None  # [1, N]
+        ids = fit_ids(tokens.to(self.device), self.input_rows)  # [N]
+        kwargs: dict = ({"input_ids": ids.view(1, n)} if embeds is None  # [1, N]
                         else {"inputs_embeds": embeds.to(self.device)[None]})  # [1, N, H]
         if not is_chain(parents):
             return kwargs | self._tree_inputs(parents, prefix, before)

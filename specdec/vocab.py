@@ -12,7 +12,9 @@ Where the rows are reconciled: in one place, the draft's ``specdec.lm.CachedLM``
 * a draft with fewer rows gets ``-inf`` logits on the missing rows, i.e. ``q = 0`` there (its
   distribution is padded with zeros): it can never draft a padding row it does not have;
 * a draft with more rows has its extra rows cut before the softmax: its ``q`` is renormalised over
-  the target's rows, which are a superset of the tokenizer's ids (``check_rows``).
+  the target's rows, which are a superset of the tokenizer's ids (``check_rows``);
+* a token the target emits on one of its padding rows, which a shorter draft has no embedding
+  for, is fed to the draft as id 0 (``fit_ids``); the committed ids keep the real token.
 
 Why this is lossless: speculative sampling (Leviathan et al. 2023, arXiv:2211.17192, Theorem 1;
 Chen et al. 2023, arXiv:2302.01318) emits tokens distributed exactly as the target ``p`` for *any*
@@ -52,6 +54,18 @@ def fit_rows(logits: torch.Tensor, rows: int) -> torch.Tensor:
         return logits[..., :rows]  # [N, rows]
     pad = logits.new_full((*logits.shape[:-1], rows - have), float("-inf"))  # [N, rows - V]
     return torch.cat([logits, pad], -1)  # [N, rows]
+
+
+def fit_ids(tokens: torch.Tensor, rows: int | None) -> torch.Tensor:
+    """Token ids a model with ``rows`` input embeddings can take: ids past them become 0.
+
+    The target may emit one of its own padding rows (its law, which a trained target gives almost
+    no mass); a draft without that row is fed id 0 in its place. Only the draft's proposal ``q``
+    changes, so the output law stays the target's (module docstring). ``rows=None``: unchanged.
+    """
+    if rows is None:
+        return tokens
+    return torch.where(tokens < rows, tokens, torch.zeros_like(tokens))  # [N], no device sync
 
 
 def _vocab_difference(a: dict[str, int], b: dict[str, int]) -> list[str]:
