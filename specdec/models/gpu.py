@@ -44,21 +44,22 @@ def flash_installed(implementation: str) -> bool:
 
 
 def check_attention(requested: str | None, *, device: str, dtype: torch.dtype,
-                    installed: Callable[[str], bool] = flash_installed) -> None:
+                    installed: Callable[[str], bool] | None = None) -> None:
     """Refuse a flash-attention request this machine or configuration cannot serve.
 
     Args:
         requested: ``model.attn_implementation`` (``None``: transformers' default).
         device: the target's device (``device``; with a ``device_map``, the eval's ``device``).
         dtype: the models' dtype.
-        installed: whether a flash implementation's package is importable (a parameter for tests).
+        installed: whether a flash implementation's package is importable (None:
+            ``flash_installed``; a parameter for tests).
 
     Raises:
         ValueError: naming the missing package, device or dtype, and the fix.
     """
     if requested not in FLASH:
         return
-    if not installed(requested):
+    if not (installed or flash_installed)(requested):
         raise ValueError(
             f"model.attn_implementation={requested} needs the {FLASH[requested]!r} package, which "
             "is not installed; install the GPU extra (pip install -e '.[gpu]', see README 'Big "
