@@ -137,3 +137,13 @@ def test_qwen25_config_stub_loads_through_the_pair_config_and_runs(compose, tmp_
                        coins=TorchCoins(0), max_new_tokens=8)
         outs[method] = (out.tokens, out.stats.draft_forwards)
     assert outs["sps"][0] == outs["ar"][0] and outs["sps"][1] > 0
+
+
+def test_runner_placement_check_names_device_map(folders):
+    from specdec.bench.checks import check_placement
+
+    pair = load_pair("local", *folders, device_map="cpu")
+    check_placement(pair, "cpu")
+    with pytest.raises(ValueError, match=r"model.device_map=cpu put the target's first layers on "
+                                         r"cpu but device=cuda: set device=cpu"):
+        check_placement(pair, "cuda")
