@@ -240,10 +240,12 @@ class CachedLM:
         assert path, f"keep({nodes}) is not a path of the {n} pending nodes"
         prefix = len(self._ids)
         if nodes != list(range(len(nodes))):
-            index = torch.tensor([prefix + i for i in nodes], device=self.device)
-            for layer in self._cache.layers:
-                layer.keys[..., prefix : prefix + len(nodes), :] = layer.keys[..., index, :]
-                layer.values[..., prefix : prefix + len(nodes), :] = layer.values[..., index, :]
+            index = {self.device: torch.tensor([prefix + i for i in nodes], device=self.device)}
+            for layer in self._cache.layers:  # a device_map target's layers live on several
+                if (at := index.get(layer.keys.device)) is None:
+                    at = index[layer.keys.device] = index[self.device].to(layer.keys.device)
+                layer.keys[..., prefix : prefix + len(nodes), :] = layer.keys[..., at, :]
+                layer.values[..., prefix : prefix + len(nodes), :] = layer.values[..., at, :]
         if n - len(nodes):
             self._cache.crop(-(n - len(nodes)))
         self._ids = self._ids + [self._pending[i] for i in nodes]
