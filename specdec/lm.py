@@ -20,7 +20,9 @@ no cache change); ``forward(..., inputs_embeds=...)`` feeds embeddings instead o
 
 Every forward is appended to ``forward_log`` as a ``specdec.forwards.ForwardRecord`` (role, new
 tokens, context, seconds, start/end, lane, step) so that the cost model can turn a run's log into
-modelled time (ARCHITECTURE §0.2). ``threads`` gives the model its own torch thread budget (the
+modelled time (ARCHITECTURE §0.2); ``synchronize`` syncs every CUDA device holding weights.
+A draft with other output rows than the target (``specdec.vocab``) is fitted to them here.
+``threads`` gives the model its own torch thread budget (the
 draft's ``draft_threads``): set around each forward, restored after.
 """
 
@@ -35,6 +37,7 @@ from transformers import DynamicCache, PreTrainedModel
 from specdec.core import LM, LMOut
 from specdec.forwards import ForwardRecord, check_finite, current_lane
 from specdec.trees import ancestor_mask, depths, is_chain
+from specdec.vocab import fit_ids, fit_rows
 
 Layers = Sequence[int]  # indices into transformers' hidden_states (0 = embeddings, -1 = last)
 Embeds = torch.Tensor | Callable[[], torch.Tensor]  # [N, H], or made inside the timed forward
@@ -50,8 +53,8 @@ class CachedLM:
             (the eval sets it with ``cost_model=true``: the cost table is fitted on these times;
             CPU timing needs none).
         threads: torch intra-op threads for this model's forwards (``None``: leave the caller's).
-        vocab_size: the output vocabulary (default: the rows of the model's output embedding;
-            a model fed only through ``inputs_embeds`` may have none).
+        vocab_size: the output vocabulary (default: the rows of the model's output embedding);
+            logits are fitted to it (``specdec.vocab.fit_rows``: a draft gets the target's).
     """
 
     def __init__(self, model: PreTrainedModel, role: str = "target", *, synchronize: bool = False,
@@ -66,7 +69,11 @@ class CachedLM:
         self.num_layers = int(model.config.num_hidden_layers)
         self.hidden_size = int(model.config.hidden_size)
         self.takes_ids = model.get_input_embeddings() is not None  # else: inputs_embeds only
-        self.device = next(model.parameters()).device
+        # a draft with fewer rows than the target cannot embed the target's padding rows
+        rows = model.get_input_embeddings().weight.shape[0] if self.takes_ids else None
+        self.input_rows = rows if rows is not None and rows < self.vocab_size else None
+        self.device = next(model.parameters()).device  # where inputs go (the first layer's)
+        self.cuda_devices = cuda_devices(model)  # what a timed forward synchronises
         self.forward_log: list[ForwardRecord] = []
         self._ids: list[int] = []
         self._pending: list[int] = []  # ids appended since the last commit, not yet kept
@@ -183,7 +190,8 @@ class CachedLM:
     @torch.inference_mode()
     def head(self, hidden: torch.Tensor) -> torch.Tensor:
         """``[N, V]`` logits of final hidden states ``hidden [N, H]`` (the output head alone)."""
-        return self.model.get_output_embeddings()(hidden.to(self.device))
+        return fit_rows(self.model.get_output_embeddings()(hidden.to(self.device)),
+                        self.vocab_size)
 
     def _append(self, tokens: torch.Tensor, parents: list[int], hidden_layers: Layers,
                 inputs_embeds: Embeds | None) -> LMOut:
@@ -211,7 +219,7 @@ class CachedLM:
         self._pending = self._pending + [int(t) for t in tokens.tolist()]
         self._pending_parent = parents
         self._pending_chain = "attention_mask" not in kwargs
-        logits = out.logits[0]  # [N, V]
+        logits = fit_rows(out.logits[0], self.vocab_size)  # [N, V]
         top = check_finite(logits, role=self.role, context=prefix + before)  # [N] argmax
         hidden = None
         if hidden_layers:
@@ -232,10 +240,12 @@ class CachedLM:
         assert path, f"keep({nodes}) is not a path of the {n} pending nodes"
         prefix = len(self._ids)
         if nodes != list(range(len(nodes))):
-            index = torch.tensor([prefix + i for i in nodes], device=self.device)
-            for layer in self._cache.layers:
-                layer.keys[..., prefix : prefix + len(nodes), :] = layer.keys[..., index, :]
-                layer.values[..., prefix : prefix + len(nodes), :] = layer.values[..., index, :]
+            index = {self.device: torch.tensor([prefix + i for i in nodes], device=self.device)}
+            for layer in self._cache.layers:  # a device_map target's layers live on several
+                if (at := index.get(layer.keys.device)) is None:
+                    at = index[layer.keys.device] = index[self.device].to(layer.keys.device)
+                layer.keys[..., prefix : prefix + len(nodes), :] = layer.keys[..., at, :]
+                layer.values[..., prefix : prefix + len(nodes), :] = layer.values[..., at, :]
         if n - len(nodes):
             self._cache.crop(-(n - len(nodes)))
         self._ids = self._ids + [self._pending[i] for i in nodes]
@@ -261,7 +271,8 @@ class CachedLM:
         n, first = int(tokens.shape[0]), prefix + before
         embeds = inputs_embeds() if callable(inputs_embeds) else inputs_embeds
         assert embeds is None or embeds.shape[0] == n, (embeds.shape, n)
-        kwargs: dict = ({"input_ids": tokens.to(self.device).view(1, n)} if embeds is None  # [1, N]
+        ids = fit_ids(tokens.to(self.device), self.input_rows)  # [N]
+        kwargs: dict = ({"input_ids": ids.view(1, n)} if embeds is None  # [1, N]
                         else {"inputs_embeds": embeds.to(self.device)[None]})  # [1, N, H]
         if not is_chain(parents):
             return kwargs | self._tree_inputs(parents, prefix, before)
@@ -278,9 +289,16 @@ class CachedLM:
         return {"attention_mask": mask, "position_ids": positions}  # positions: [1, N]
 
     def _clock(self) -> float:
-        if self.synchronize and self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
+        if self.synchronize:
+            for device in self.cuda_devices:
+                torch.cuda.synchronize(device)
         return time.perf_counter()
+
+
+def cuda_devices(model: torch.nn.Module) -> list[torch.device]:
+    """Every CUDA device holding some of ``model``'s parameters, in index order."""
+    found = {p.device for p in model.parameters() if p.device.type == "cuda"}
+    return sorted(found, key=lambda d: d.index or 0)
 
 
 def common_prefix(a: list[int], b: list[int]) -> int:

@@ -1,6 +1,7 @@
 """Checks the runner makes on the loaded pair before it generates.
 
-``check_placement``: the models are where the config asked (``device``, ``model.draft_device``).
+``check_placement``: the models are where the config asked (``device``, ``model.draft_device``;
+a target placed by ``model.device_map`` must start on a device of ``device``'s type).
 A loader that ignored ``device`` would otherwise run on the CPU while the records, the config hash
 and the run folder say ``cuda``; the machine tag records the devices the models are actually on
 (``ModelPair.devices()``).
@@ -37,6 +38,11 @@ def check_placement(pair: ModelPair, device: str) -> None:
         if model is None:
             continue
         got = next(model.parameters()).device
+        if not _matches(got, torch.device(want)) and role == "target" and "device_map" in pair.info:
+            raise ValueError(
+                f"model.device_map={pair.info['device_map']} put the target's first layers on "
+                f"{got} but device={want}: set device={got.type} so the records and the machine "
+                "tag say where it ran")
         if not _matches(got, torch.device(want)):
             raise ValueError(
                 f"device={want} was requested but the pair's loader put the {role} on {got}; "

@@ -14,7 +14,8 @@ an integer sum of all its values' bits (exact whatever the summation order or th
 it is cheap even for a 1B draft and changes whenever a training step has touched the weights.
 
 The machine and software fingerprints (``machine_tag``, ``software_versions``) go into
-``summary.json`` so the report refuses speedups across different machines or library versions.
+``summary.json`` so the report refuses speedups across different machines or library versions
+(the CUDA, driver and flash-attn versions included).
 """
 
 from __future__ import annotations
@@ -109,12 +110,16 @@ def machine_tag(devices: Sequence[torch.device]) -> dict[str, str]:
     return tag
 
 
-def software_versions() -> dict[str, str]:
-    """Versions of the libraries whose changes move timings."""
+def software_versions() -> dict[str, str | None]:
+    """Versions of the libraries whose changes move timings: python, torch, transformers, and the
+    CUDA build, NVIDIA driver and flash-attn (``specdec.models.gpu.gpu_versions``; ``None`` each
+    where this machine has none)."""
     import transformers
 
+    from specdec.models.gpu import gpu_versions
+
     return {"python": platform.python_version(), "torch": torch.__version__,
-            "transformers": transformers.__version__}
+            "transformers": transformers.__version__, **gpu_versions()}
 
 
 SCHEMA_VERSION = 2  # of summary.json and the records; 2: provenance, counters, completeness

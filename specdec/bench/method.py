@@ -27,6 +27,7 @@ from specdec.engine import check_compatible, generate
 from specdec.lm import CachedLM
 from specdec.metrics import GenerationStats
 from specdec.models import ModelPair
+from specdec.models.gpu import TREE_FALLBACK, fit_attention
 from specdec.sampling import Sampling, TorchCoins, prompt_seed
 
 
@@ -48,12 +49,21 @@ def build_method(cfg: DictConfig, pair: ModelPair) -> Method:
     target = CachedLM(pair.target, role="target", synchronize=sync)
     draft = None
     if pair.draft is not None:
-        draft = CachedLM(pair.draft, role="draft", threads=pair.draft_threads, synchronize=sync)
+        # the target's rows: a draft with other (padding) rows is fitted to them (specdec.vocab)
+        draft = CachedLM(pair.draft, role="draft", threads=pair.draft_threads, synchronize=sync,
+                         vocab_size=target.vocab_size)
     # _convert_=object: the drafter gets the Sampling dataclass itself, not a DictConfig copy
     # (whose attribute reads cost ~30 us each inside the decoding loop)
     drafter = instantiate(cfg.drafter, lm=draft, sampling=sampling, _convert_="object")
     verifier = instantiate(cfg.verifier)
     check_compatible(target, drafter, verifier)
+    # flash-attention cannot take tree masks: such models run sdpa, recorded in the fingerprint
+    switched = fit_attention([("target", pair.target), ("draft", pair.draft)],
+                             makes_trees=drafter.makes_trees)
+    if "target" in switched:
+        pair.info.update(attention=TREE_FALLBACK, attention_requested=switched["target"])
+    if "draft" in switched:
+        pair.info.update(draft_attention=TREE_FALLBACK)
     return Method(target, drafter, verifier, sampling)
 
 

@@ -5,7 +5,10 @@ fingerprint in summaries, so the report refuses to compare runs on different pai
 
 Every loader honours ``device`` (and ``draft_device``) or fails: ``check_device`` refuses a device
 this machine does not have (``device=cuda`` on a CPU-only machine) before any weights load,
-instead of running on the CPU under a ``cuda`` label.
+instead of running on the CPU under a ``cuda`` label. A big target is split over devices by
+``model.device_map`` / ``model.max_memory`` (``specdec.models.placement``); flash-attention is
+checked before loading (``specdec.models.gpu``). The draft must share the target's tokenizer; its
+output rows may differ from the target's by padding rows only (``specdec.vocab``).
 """
 
 from __future__ import annotations
@@ -21,7 +24,16 @@ from transformers import (
 )
 
 from specdec.models.attention import use_cpu_attention
+from specdec.models.gpu import check_attention
 from specdec.models.kernels import apply_linear_kernel, resolve_kernel
+from specdec.models.placement import (
+    DeviceMap,
+    check_device,
+    check_device_map,
+    check_loaded,
+    check_max_memory,
+)
+from specdec.vocab import check_rows
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16,
           "float16": torch.float16}
@@ -53,48 +65,25 @@ class ModelPair:
         return {**out, **self.info}
 
 
-def check_device(device: str | torch.device, *, key: str = "device") -> torch.device:
-    """The torch device ``device`` names, if this machine has it.
-
-    Raises:
-        ValueError: naming ``key`` when the string is no device, or CUDA / MPS (or that CUDA
-            index) is not available here.
-    """
-    try:
-        dev = torch.device(device)
-    except RuntimeError as err:
-        raise ValueError(f"{key}={device!r} is not a torch device (cpu, cuda, cuda:1, mps): "
-                         f"{err}") from None
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"{key}={device} was requested but CUDA is not available on this machine "
-                         "(torch.cuda.is_available() is False: no GPU, or a CPU-only torch "
-                         f"build); run with {key}=cpu")
-    if dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
-        raise ValueError(f"{key}={device}: this machine has {torch.cuda.device_count()} CUDA "
-                         "device(s)")
-    if dev.type == "mps" and not torch.backends.mps.is_available():
-        raise ValueError(f"{key}={device} was requested but MPS is not available on this "
-                         f"machine; run with {key}=cpu")
-    return dev
-
-
 def resolve_dtype(name: str) -> torch.dtype:
     if name not in DTYPES:
         raise ValueError(f"unknown dtype {name!r}; choose one of {sorted(DTYPES)}")
     return DTYPES[name]
 
 
-def check_vocab(target: PreTrainedModel, draft: PreTrainedModel | None) -> None:
-    """Raise ``ValueError`` naming both sizes when the output vocabularies differ."""
+def check_vocab(target: PreTrainedModel, draft: PreTrainedModel | None,
+                tokenizer: PreTrainedTokenizerBase,
+                draft_tokenizer: PreTrainedTokenizerBase | None = None) -> None:
+    """Refuse a draft that does not share the target's tokenizer (``specdec.vocab.check_rows``);
+    output rows may differ in padding rows only."""
     if draft is None:
         return
-    vt = target.get_output_embeddings().weight.shape[0]
-    vd = draft.get_output_embeddings().weight.shape[0]
-    if vt != vd:
-        raise ValueError(
-            f"target vocabulary size {vt} != draft vocabulary size {vd}: the draft must share the "
-            "target's tokenizer (pick a matching draft in conf/model/)"
-        )
+    check_rows(output_rows(target), output_rows(draft), tokenizer, draft_tokenizer)
+
+
+def output_rows(model: PreTrainedModel) -> int:
+    """Rows of the model's output head (its logits' last dimension)."""
+    return int(model.get_output_embeddings().weight.shape[0])
 
 
 def make_pair(
@@ -107,6 +96,7 @@ def make_pair(
     linear_kernel: str = "auto",
     draft_device: str | None = None,
     draft_threads: int | None = None,
+    draft_tokenizer: PreTrainedTokenizerBase | None = None,
 ) -> ModelPair:
     """Check the vocabularies, place the draft, set both models' CPU kernels, return the pair.
 
@@ -115,9 +105,15 @@ def make_pair(
     ``packed``) also switch ``sdpa`` attention to ``specdec_sdpa`` (``specdec.models.attention``:
     grouped queries without copied key/value heads); ``stock`` leaves both models as loaded.
     ``draft_device`` (default: the target's) and ``draft_threads`` (default: the process's torch
-    threads) place the draft; both are recorded in the fingerprint when set.
+    threads) place the draft; both are recorded in the fingerprint when set. ``draft_tokenizer``
+    (the draft's own, when it has one) is compared token by token with ``tokenizer``; output rows
+    that differ only in padding are recorded as ``draft_rows`` (with the target's) and reconciled
+    by the draft's ``CachedLM`` (``specdec.vocab``).
     """
-    check_vocab(target, draft)
+    check_vocab(target, draft, tokenizer, draft_tokenizer)
+    if draft is not None and output_rows(draft) != output_rows(target):
+        # one key with "draft" in it: a draft-less `ar` baseline's target fingerprint still matches
+        info = {**info, "draft_rows": f"{output_rows(draft)} (target {output_rows(target)})"}
     if draft_threads is not None and draft_threads < 1:
         raise ValueError(f"model.draft_threads must be >= 1 or null, got {draft_threads}")
     if draft is not None and draft_device is not None:
@@ -167,6 +163,8 @@ def load_pair(
     linear_kernel: str = "auto",
     draft_device: str | None = None,
     draft_threads: int | None = None,
+    device_map: DeviceMap = None,
+    max_memory: dict | None = None,
 ) -> ModelPair:
     """Load a pair by hub id or local path with ``AutoModelForCausalLM``.
 
@@ -175,22 +173,58 @@ def load_pair(
         target: hub id or local folder of the target.
         draft: hub id or local folder of the draft (``None``: no draft, AR only).
         dtype: one of ``float32 float64 bfloat16 float16``.
-        device: torch device string.
+        device: torch device string (the target's, unless ``device_map`` places it).
         trust_remote_code: forwarded to transformers; keep ``False`` unless the config says so.
-        attn_implementation: e.g. ``sdpa``, ``eager``, ``flash_attention_2`` (None: default).
+        attn_implementation: e.g. ``sdpa``, ``eager``, ``flash_attention_2`` (None: default;
+            ``specdec.models.gpu.check_attention``).
         linear_kernel: ``auto`` | ``stock`` | ``weight_stationary`` | ``packed``
             (``specdec.models.kernels``).
         draft_device: the draft's device (None: ``device``); draft_threads: its torch threads.
+        device_map: the target's placement over devices (``auto``, a device, or a dict of module
+            → device) and ``max_memory`` its per-device budget, both passed to
+            ``from_pretrained`` (``specdec.models.placement``); None: the whole target on
+            ``device``.
     """
-    check_device(device)  # before minutes of loading
-    kwargs = {"dtype": resolve_dtype(dtype), "trust_remote_code": trust_remote_code}
+    # 1. Refuse what cannot run before minutes of loading.
+    check_device(device)
+    if draft is not None:
+        check_device(draft_device or device, key="model.draft_device" if draft_device else "device")
+    check_device_map(device_map)
+    check_max_memory(max_memory, device_map)
+    torch_dtype = resolve_dtype(dtype)
+    check_attention(attn_implementation, device=device, dtype=torch_dtype)
+    kwargs = {"dtype": torch_dtype, "trust_remote_code": trust_remote_code}
     if attn_implementation:
         kwargs["attn_implementation"] = attn_implementation
+    # 2. The tokenizers (the draft's is compared token by token with the target's).
     tok = AutoTokenizer.from_pretrained(target, trust_remote_code=trust_remote_code)
-    tgt = AutoModelForCausalLM.from_pretrained(target, **kwargs).to(device).eval()
+    draft_tok = None
+    if draft is not None:
+        draft_tok = AutoTokenizer.from_pretrained(draft, trust_remote_code=trust_remote_code)
+    # 3. The target: on `device`, or placed by `device_map` within `max_memory`.
+    info = {"target": target, "draft": str(draft)}
+    if device_map is None:
+        tgt = AutoModelForCausalLM.from_pretrained(target, **kwargs).to(device).eval()
+    else:
+        placed = {"device_map": _plain(device_map), "max_memory": _plain(max_memory)}
+        tgt = AutoModelForCausalLM.from_pretrained(
+            target, **kwargs, **{k: v for k, v in placed.items() if v is not None}).eval()
+        check_loaded(tgt)
+        info["device_map"] = str(placed["device_map"])
+    # 4. The draft, straight onto its device.
     drf = None
     if draft is not None:
-        drf = AutoModelForCausalLM.from_pretrained(draft, **kwargs).to(device).eval()
-    return make_pair(name, tgt, drf, tok, {"target": target, "draft": str(draft)},
-                     linear_kernel=linear_kernel, draft_device=draft_device,
-                     draft_threads=draft_threads)
+        drf = AutoModelForCausalLM.from_pretrained(draft, **kwargs).to(draft_device or device)
+        drf = drf.eval()
+    return make_pair(name, tgt, drf, tok, info, linear_kernel=linear_kernel,
+                     draft_device=draft_device, draft_threads=draft_threads,
+                     draft_tokenizer=draft_tok)
+
+
+def _plain(value: object) -> object:
+    """A Hydra ``DictConfig`` as a plain dict (accelerate checks ``isinstance(..., dict)``)."""
+    if value is None or isinstance(value, str | int):
+        return value
+    from omegaconf import DictConfig, OmegaConf
+
+    return OmegaConf.to_container(value) if isinstance(value, DictConfig) else dict(value)

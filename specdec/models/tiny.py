@@ -66,6 +66,7 @@ def tiny_pair(
     draft_seed: int = 1,
     dtype: str = "float32",
     draft_vocab_size: int | None = None,
+    vocab_size: int | None = None,
     linear_kernel: str = "auto",
     device: str = "cpu",
     draft_device: str | None = None,
@@ -77,7 +78,9 @@ def tiny_pair(
         hidden, layers, heads: target size. draft_hidden, draft_layers: draft size.
         seed, draft_seed: weight seeds (equal seeds and sizes give a draft identical to the target).
         dtype: ``float32`` or ``float64`` (exactness tests).
-        draft_vocab_size: only to test the vocabulary-mismatch error (default: the tokenizer's).
+        vocab_size, draft_vocab_size: output rows of the target and of the draft (default: the
+            tokenizer's 259); rows past 259 are padding rows (``specdec.vocab``), fewer rows than
+            259 are refused.
         linear_kernel: ``auto`` | ``stock`` | ``weight_stationary`` | ``packed``
             (``specdec.models.kernels``).
         device: where both models go (``check_device``: refused when this machine lacks it).
@@ -86,7 +89,8 @@ def tiny_pair(
     dev = check_device(device)
     tok = byte_tokenizer()
     dt = resolve_dtype(dtype)
-    target = tiny_lm(len(tok), hidden=hidden, layers=layers, heads=heads, seed=seed, dtype=dt)
+    target = tiny_lm(vocab_size or len(tok), hidden=hidden, layers=layers, heads=heads, seed=seed,
+                     dtype=dt)
     draft = tiny_lm(draft_vocab_size or len(tok), hidden=draft_hidden, layers=draft_layers,
                     heads=heads, seed=draft_seed, dtype=dt)
     target, draft = target.to(dev), draft.to(dev)

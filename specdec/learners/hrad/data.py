@@ -195,7 +195,8 @@ def generate_hrad_data(model, out_dir: str, *, source_dir: str | None = None,
                      "prompts": len(texts), "val_fraction": val_fraction,
                      "test_fraction": test_fraction})
     tok, width = model.tokenizer, (layers + 1) * int(cfg.hidden_size)
-    target, draft = CachedLM(model.target, role="target"), CachedLM(model.draft, role="draft")
+    target = CachedLM(model.target, role="target")
+    draft = CachedLM(model.draft, role="draft", vocab_size=target.vocab_size)  # specdec.vocab
     stop_ids = [tok.eos_token_id] if tok.eos_token_id is not None else []
 
     def decode(text: str) -> tuple[list[int], list[int], HradRecorder]:

@@ -1,0 +1,127 @@
+"""Big targets: ``model.device_map`` / ``model.max_memory`` for a target split over devices.
+
+A 70B target (about 140 GB in bf16) does not fit on one 80 GB GPU. ``load_pair`` then passes
+``device_map`` (``auto``, ``balanced``, ``balanced_low_0``, ``sequential``, a device, or a dict of
+module name → device) and ``max_memory`` (device → size, e.g. ``{0: 70GiB, 1: 70GiB}``) to
+transformers' ``from_pretrained``, which places the layers through accelerate; the draft goes to
+``model.draft_device`` (default: ``device``). Timing synchronises every CUDA device a model's
+weights live on (``specdec.lm.CachedLM``, ``ModelPair.devices``).
+
+Checks, all before generation:
+
+* ``check_device_map`` / ``check_max_memory`` (before any weights load): every device they name
+  exists on this machine; ``disk`` / ``meta`` are refused (a target streamed from disk would make
+  every timing meaningless); ``max_memory`` without ``device_map`` is refused (it would be
+  ignored).
+* ``check_loaded`` (after loading): accelerate puts what does not fit in ``max_memory`` on
+  ``disk`` (its parameters on the ``meta`` device); a target left there is on no device, and the
+  check names where its modules went and the fix.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import torch
+from torch import nn
+
+#: the placement strategies accelerate understands (anything else must name a device)
+STRATEGIES = ("auto", "balanced", "balanced_low_0", "sequential")
+NO_DEVICE = ("disk", "meta")
+
+DeviceMap = str | Mapping[str, str | int] | None
+
+
+def check_device(device: str | torch.device, *, key: str = "device") -> torch.device:
+    """The torch device ``device`` names, if this machine has it.
+
+    Raises:
+        ValueError: naming ``key`` when the string is no device, or CUDA / MPS (or that CUDA
+            index) is not available here.
+    """
+    try:
+        dev = torch.device(device)
+    except RuntimeError as err:
+        raise ValueError(f"{key}={device!r} is not a torch device (cpu, cuda, cuda:1, mps): "
+                         f"{err}") from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"{key}={device} was requested but CUDA is not available on this machine "
+                         "(torch.cuda.is_available() is False: no GPU, or a CPU-only torch "
+                         f"build); run with {key}=cpu")
+    if dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
+        raise ValueError(f"{key}={device}: this machine has {torch.cuda.device_count()} CUDA "
+                         "device(s)")
+    if dev.type == "mps" and not torch.backends.mps.is_available():
+        raise ValueError(f"{key}={device} was requested but MPS is not available on this "
+                         f"machine; run with {key}=cpu")
+    return dev
+
+
+def _device_name(value: str | int) -> str:
+    """accelerate's device names: an int is a CUDA index, a string a torch device."""
+    return f"cuda:{value}" if isinstance(value, int) else str(value)
+
+
+def _check_one(value: str | int, key: str) -> None:
+    name = _device_name(value)
+    if name in NO_DEVICE:
+        raise ValueError(
+            f"{key} puts the target on {name!r}, i.e. on no device: offloaded weights are "
+            "streamed in at every forward, so no timing means anything; give the target GPUs "
+            "(device_map=auto with more max_memory, or more GPUs) or a smaller target")
+    check_device(name, key=key)
+
+
+def check_device_map(device_map: DeviceMap) -> None:
+    """Refuse a ``device_map`` naming a device this machine lacks, ``disk``, or nothing at all.
+
+    Raises:
+        ValueError: naming the bad entry and the fix.
+    """
+    if device_map is None or (isinstance(device_map, str) and device_map in STRATEGIES):
+        return
+    if isinstance(device_map, str | int):
+        _check_one(device_map, "model.device_map")
+        return
+    if not isinstance(device_map, Mapping) or not device_map:
+        raise ValueError(
+            f"model.device_map={device_map!r} leaves the target on no device: use one of "
+            f"{STRATEGIES}, a device (cuda:0), or a non-empty dict of module name -> device")
+    for module, value in device_map.items():
+        _check_one(value, f"model.device_map[{module!r}]")
+
+
+def check_max_memory(max_memory: Mapping | None, device_map: DeviceMap) -> None:
+    """Refuse ``max_memory`` without ``device_map`` or naming a device this machine lacks."""
+    if max_memory is None:
+        return
+    if device_map is None:
+        raise ValueError(
+            "model.max_memory is set but model.device_map is null, so it would be ignored; "
+            "set model.device_map=auto (or balanced / sequential) to place the target by it")
+    if not isinstance(max_memory, Mapping) or not max_memory:
+        raise ValueError(f"model.max_memory={max_memory!r} must be a non-empty dict of device -> "
+                         "size, e.g. {0: 70GiB, 1: 70GiB, cpu: 200GiB}")
+    for device in max_memory:
+        name = _device_name(device)
+        if name != "disk":  # a disk budget is refused after loading if anything lands there
+            check_device(name, key=f"model.max_memory[{device!r}]")
+
+
+def check_loaded(model: nn.Module, *, role: str = "target") -> None:
+    """Raise ``ValueError`` when some of ``model``'s weights were left on no device.
+
+    Args:
+        model: a model loaded with a ``device_map`` (its ``hf_device_map`` says where each module
+            went).
+        role: named in the error.
+    """
+    placed = dict(getattr(model, "hf_device_map", None) or {})
+    nowhere = sorted({name for name, dev in placed.items() if _device_name(dev) in NO_DEVICE})
+    meta = [name for name, p in model.named_parameters() if p.device.type == "meta"]
+    if nowhere or meta:
+        where = ", ".join(nowhere[:5] or meta[:5]) or "''"
+        raise ValueError(
+            f"the {role} was left on no device: {len(meta)} parameters are on 'meta' (modules "
+            f"{where} went to disk) because model.max_memory / model.device_map leave them no "
+            "room on a device; raise max_memory, add GPUs, or pick a smaller target")
