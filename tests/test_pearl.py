@@ -21,22 +21,13 @@ from specdec.drafters.policies import Fixed
 from specdec.engine import generate
 from specdec.lm import CachedLM
 from specdec.sampling import Sampling, TorchCoins
-from specdec.testing.enumeration import enumerate_outcomes, total_variation
+from specdec.testing.enumeration import enumerate_outcomes, total_variation, truncate_at_stop
 from specdec.testing.table_lm import TableLM, ar_joint
 from specdec.verifiers import Tokenwise
 
 PROMPT, VOCAB, TARGET_SEED = [0, 1], 2, 7
 TABLE = CostTable(times={"target": {1: 0.011, 4: 0.014}, "draft": {1: 0.002}})
 
-
-def truncate_at_stop(dist: dict, stops: set[int]) -> dict:
-    """The law of sequences cut after their first stop id (what the engine emits)."""
-    out: dict = {}
-    for seq, prob in dist.items():
-        cut = next((i for i, t in enumerate(seq) if t in stops), None)
-        key = seq if cut is None else seq[: cut + 1]
-        out[key] = out.get(key, 0.0) + prob
-    return out
 
 
 def watch(drafter: PearlDrafter, seen: set[str]) -> PearlDrafter:

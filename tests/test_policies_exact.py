@@ -7,8 +7,6 @@ also asserts that the policy really varied the draft length, so the test cannot 
 
 from __future__ import annotations
 
-from collections import defaultdict
-
 import pytest
 import torch
 
@@ -17,7 +15,7 @@ from specdec.drafters.policies import AdaEDL, Heuristic, SpecDecPP
 from specdec.engine import generate
 from specdec.learners.acceptance.head import AcceptanceHead, save_head
 from specdec.sampling import Sampling
-from specdec.testing.enumeration import enumerate_outcomes, max_abs_error
+from specdec.testing.enumeration import enumerate_outcomes, max_abs_error, truncate_at_stop
 from specdec.testing.table_lm import TableLM, ar_joint
 from specdec.verifiers import Tokenwise
 
@@ -42,14 +40,6 @@ def make_policy(name: str, tmp_path, seed: int):
         return AdaEDL(threshold=0.7, entropy_scale=1.0, min_len=1, max_len=3, ema=0.5)
     return SpecDecPP(random_head_dir(tmp_path, VOCAB, seed), threshold=0.4, min_len=1, max_len=3)
 
-
-def truncate_at_stop(dist: dict, stops: set[int]) -> dict:
-    """The law of sequences cut after their first stop id (what the engine emits)."""
-    out: dict = defaultdict(float)
-    for seq, prob in dist.items():
-        cut = next((i for i, t in enumerate(seq) if t in stops), None)
-        out[seq if cut is None else seq[: cut + 1]] += prob
-    return dict(out)
 
 
 @pytest.mark.parametrize("stop_ids", [(), (1,)], ids=["no-stop", "stop-id"])

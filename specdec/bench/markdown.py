@@ -159,8 +159,9 @@ def to_markdown(rows: list[Row]) -> str:
     if refused:
         lines += ["", "## Refused comparisons", ""]
         lines += [f"- {r.label} on {r.dataset} ({r.run.path}): {r.refused}" for r in refused]
-    lines += ["", "Speedup = baseline wall_s / method wall_s (decoding only, prefill excluded, "
-              "warm-up excluded); τ = mean accepted length = new tokens / target forwards "
+    lines += ["", "Speedup = baseline wall_s per new token / method wall_s per new token "
+              "(decoding only, prefill excluded, warm-up excluded; per token because sampled "
+              "outputs differ in length); τ = mean accepted length = new tokens / target forwards "
               "(block efficiency: accepted + the recovered or bonus token per verification)."]
     if any("hit_rate" in r.metrics for r in rows):
         lines += ["Methods that draft ahead of verification (a hit rate is shown): rollback = "
@@ -169,7 +170,8 @@ def to_markdown(rows: list[Row]) -> str:
                   "background work was used (PEARL: its block; SSD: the cached chain of the "
                   "verdict's outcome, the cache hit rate) over the steps that looked."]
     if any(r.modeled_speedup is not None for r in rows):
-        lines += ["Modeled speedup = the baseline's forwards / the method's forwards, both priced "
+        lines += ["Modeled speedup = the baseline's forwards / the method's forwards per new "
+                  "token, both priced "
                   "by one cost table fitted on both runs' forward logs (one price list for both "
                   "sides); modeled/wall checks the run's own table against its clock (below 1 by "
                   "the time spent outside forwards; for methods that draft ahead, the modeled "

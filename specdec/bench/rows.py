@@ -1,12 +1,15 @@
 """Leaderboard rows: one per (method run, dataset), with its speedups against a baseline run.
 
-Speedup = ``wall_s`` of the baseline run (``ar``) / ``wall_s`` of the method run, on one dataset
-(ARCHITECTURE §0.3), computed only when the two runs compare (``specdec.bench.runs.mismatches``);
-otherwise the row carries the reason it was refused.
+Speedup = seconds per generated token of the baseline run (``ar``) / that of the method run, on
+one dataset (``wall_s / new_tokens``; ARCHITECTURE §0.3), computed only when the two runs compare
+(``specdec.bench.runs.mismatches``); otherwise the row carries the reason it was refused. Per
+token because at T > 0 the two runs' outputs (so their lengths) differ; greedy outputs are equal,
+where this is ``wall_s`` over ``wall_s``.
 
 Modeled speedup (when the method run has a cost table): the baseline's forwards / the method's
-forwards, both priced by one table fitted on both runs' forward logs (``modeled_speedup``; older
-records without logs: both profiles priced by the method run's table). Wall-clock speedups on a
+forwards per generated token, both priced by one table fitted on both runs' forward logs
+(``modeled_speedup``; older records without logs: both profiles priced by the method run's
+table). Wall-clock speedups on a
 shared machine move with its load (±0.2 on the project's 2-core VM).
 
 Each row also carries its greedy equality against the baseline at temperature 0
@@ -59,7 +62,7 @@ class Row:
 
 
 def modeled_speedup(run: Run, base: Run, dataset: str) -> float | None:
-    """Baseline forwards / method forwards, both priced by one cost table.
+    """Baseline forwards / method forwards per generated token, both priced by one cost table.
 
     The table is fitted on both runs' forward logs of the dataset (``specdec.bench.costfit``,
     with ``run``'s calibration for sizes neither made), so each size is priced by what it took
@@ -75,8 +78,9 @@ def modeled_speedup(run: Run, base: Run, dataset: str) -> float | None:
         joint, _ = fit_cost_table(
             [log_rows(r["forward_log"]) for r in [*mine_recs, *theirs_recs]],
             CostTable.from_dict(calibration) if calibration else None)
-        own = sum(record_modeled_s(r, joint) for r in mine_recs)
-        return sum(record_modeled_s(r, joint) for r in theirs_recs) / own if own else math.nan
+        own = sum(record_modeled_s(r, joint) for r in mine_recs) / _tokens(mine_recs)
+        theirs_s = sum(record_modeled_s(r, joint) for r in theirs_recs) / _tokens(theirs_recs)
+        return theirs_s / own if own else math.nan
     mine = run.summary["datasets"][dataset].get("forward_profile")
     theirs = base.summary["datasets"][dataset].get("forward_profile")
     if not table or mine is None or theirs is None:
@@ -84,7 +88,14 @@ def modeled_speedup(run: Run, base: Run, dataset: str) -> float | None:
     cost = CostTable.from_dict(table)
     # the method's own modeled_s prices its overlap per step (a profile would price it serially)
     own = run.summary["datasets"][dataset].get("modeled_s", cost.price(mine))
-    return cost.price(theirs) / own if own else math.nan
+    own /= max(run.summary["datasets"][dataset].get("new_tokens", 1), 1)
+    theirs_s = cost.price(theirs) / max(base.summary["datasets"][dataset].get("new_tokens", 1), 1)
+    return theirs_s / own if own else math.nan
+
+
+def _tokens(records: list[dict]) -> int:
+    """New tokens over a run's records of one dataset (at least 1)."""
+    return max(sum(int(r.get("new_tokens", 0)) for r in records), 1)
 
 
 def _row(run: Run, dataset: str, runs: list[Run], baseline: str) -> Row:
@@ -96,7 +107,9 @@ def _row(run: Run, dataset: str, runs: list[Run], baseline: str) -> Row:
     match = next((b for b in candidates if not reasons[b.path]), None)
     if match is not None:
         row.baseline = match
-        base_s, s = match.summary["datasets"][dataset]["wall_s"], metrics["wall_s"]
+        base_m = match.summary["datasets"][dataset]
+        base_s = base_m["wall_s"] / max(base_m.get("new_tokens", 1), 1)  # seconds per token
+        s = metrics["wall_s"] / max(metrics.get("new_tokens", 1), 1)
         row.speedup = base_s / s if s else math.nan
         row.modeled_speedup = modeled_speedup(run, match, dataset)
     elif not candidates:

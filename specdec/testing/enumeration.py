@@ -169,3 +169,13 @@ def total_variation(a: dict[Hashable, float], b: dict[Hashable, float]) -> float
     """Total-variation distance ½ Σ |a − b|."""
     keys = set(a) | set(b)
     return 0.5 * sum(abs(a.get(k, 0.0) - b.get(k, 0.0)) for k in keys)
+
+
+def truncate_at_stop(dist: dict[tuple, float], stops: set[int]) -> dict[tuple, float]:
+    """The law of sequences cut after their first stop id (what the engine emits), from the law
+    of uncut sequences (e.g. ``table_lm.ar_joint``)."""
+    out: dict[tuple, float] = defaultdict(float)
+    for seq, prob in dist.items():
+        cut = next((i for i, t in enumerate(seq) if t in stops), None)
+        out[seq if cut is None else seq[: cut + 1]] += prob
+    return dict(out)
