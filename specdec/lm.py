@@ -34,8 +34,10 @@ from collections.abc import Callable, Sequence
 import torch
 from transformers import DynamicCache, PreTrainedModel
 
-from specdec.core import LM, LMOut
+from specdec.core import LMOut
 from specdec.forwards import ForwardRecord, check_finite, current_lane
+from specdec.models.placement import cuda_devices
+from specdec.reconcile import reconcile_cache
 from specdec.trees import ancestor_mask, depths, is_chain
 from specdec.vocab import fit_ids, fit_rows
 
@@ -293,35 +295,3 @@ class CachedLM:
             for device in self.cuda_devices:
                 torch.cuda.synchronize(device)
         return time.perf_counter()
-
-
-def cuda_devices(model: torch.nn.Module) -> list[torch.device]:
-    """Every CUDA device holding some of ``model``'s parameters, in index order."""
-    found = {p.device for p in model.parameters() if p.device.type == "cuda"}
-    return sorted(found, key=lambda d: d.index or 0)
-
-
-def common_prefix(a: list[int], b: list[int]) -> int:
-    """Length of the longest common prefix of two id lists."""
-    n = min(len(a), len(b))
-    for i in range(n):
-        if a[i] != b[i]:
-            return i
-    return n
-
-
-def reconcile_cache(lm: LM, ids: list[int], *, hidden_layers: Layers = ()) -> LMOut:
-    """``lm.reconcile`` written once for every ``core.LM`` (``CachedLM``, ``TableLM``).
-
-    Args:
-        lm: the model whose cache is brought to ``ids``.
-        ids: committed token ids (prompt + generated), at least one; the last one is the root.
-        hidden_layers: also return these layers' hidden states (``hidden [K, k, H]``).
-
-    Returns:
-        ``LMOut(logits [K, V], hidden)`` of the ``K >= 1`` forwarded tokens ``ids[-K:]``.
-    """
-    assert ids, "reconcile needs at least the root"
-    keep = common_prefix(lm.ids, ids[:-1])
-    lm.crop(keep)
-    return lm.forward(torch.tensor(ids[keep:], dtype=torch.long), hidden_layers=hidden_layers)

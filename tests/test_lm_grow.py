@@ -21,7 +21,8 @@ from specdec.core import Context, Draft, Drafter
 from specdec.drafters import MultiDraftDrafter, TopKTreeDrafter
 from specdec.drafters.policies import Fixed
 from specdec.engine import generate
-from specdec.lm import CachedLM, common_prefix
+from specdec.lm import CachedLM
+from specdec.reconcile import common_prefix
 from specdec.sampling import Sampling, TorchCoins, warp
 from specdec.testing.table_lm import TableLM
 from specdec.trees import children, path_to

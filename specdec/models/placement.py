@@ -125,3 +125,9 @@ def check_loaded(model: nn.Module, *, role: str = "target") -> None:
             f"the {role} was left on no device: {len(meta)} parameters are on 'meta' (modules "
             f"{where} went to disk) because model.max_memory / model.device_map leave them no "
             "room on a device; raise max_memory, add GPUs, or pick a smaller target")
+
+
+def cuda_devices(model: torch.nn.Module) -> list[torch.device]:
+    """Every CUDA device holding some of ``model``'s parameters, in index order."""
+    found = {p.device for p in model.parameters() if p.device.type == "cuda"}
+    return sorted(found, key=lambda d: d.index or 0)

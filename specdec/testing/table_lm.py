@@ -17,7 +17,7 @@ import torch
 
 from specdec.core import LMOut
 from specdec.forwards import ForwardRecord, current_lane
-from specdec.lm import reconcile_cache
+from specdec.reconcile import reconcile_cache
 from specdec.sampling import Sampling, warp
 from specdec.trees import is_chain
 
