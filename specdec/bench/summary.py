@@ -2,13 +2,13 @@
 
 A dataset's metrics (``dataset_metrics``) are ``specdec.metrics.summarize`` over its records plus
 the merged forward profile, quality means and what the report compares runs on (prompt ids and
-file digest, generation length, formatting). ``price_run`` fits the run's cost table on every
-record's forward log (``specdec.bench.costfit``) and adds, per dataset and overall,
-``modeled_metrics``: ``modeled_s`` (the records' forwards priced by that table), and with records
+file digest, generation length, formatting). ``price_run`` fits a cost table per dataset on its
+records' forward logs (``specdec.bench.costfit``) and adds, per dataset, ``modeled_metrics``:
+``modeled_s`` (the records' forwards priced by that table), and with records
 that carry ``prompt_tokens`` and ``output_ids``, ``ar_modeled_s`` (AR's forwards for the same
 tokens, ``specdec.bench.pricing.ar_profile``, priced by the same table) and ``modeled_speedup =
-ar_modeled_s / modeled_s``: the run's own speedup estimate, needing no ``ar`` run, and the metric
-``python -m specdec.eval`` returns to a sweeper.
+ar_modeled_s / modeled_s`` (overall: the datasets' sums): the run's own speedup estimate,
+needing no ``ar`` run, and the metric ``python -m specdec.eval`` returns to a sweeper.
 
 Completeness: ``summary.json`` is written when the run starts (before any generation, so a
 previous run's summary never outlives a changed configuration) and again after each dataset, with
@@ -100,26 +100,42 @@ def dataset_metrics(records: list[dict], *, prompt_file_sha256: str, max_new_tok
 
 
 def price_run(summary: dict, records: dict[str, list[dict]], calibration: CostTable | None) -> None:
-    """Fit the run's cost table on the forward logs of all its records so far
-    (``specdec.bench.costfit``) and set every dataset's and the overall ``modeled_metrics`` with
-    it, in place.
+    """Price the run from its own forward logs (``specdec.bench.costfit``), in place.
 
-    The summary keeps the fitted table (``cost_table``), the short ``calibration``, what was
-    fitted and what came from the calibration (``cost_fit``), and ``cost_table_monotone``.
-    Without a calibration (``cost_model=false``) nothing is priced.
+    Each dataset gets a table fitted on its own records' forwards (``cost_tables[name]``, with
+    ``cost_fits[name]`` saying what was fitted): the datasets of a run are decoded one after the
+    other, so a machine whose load changes between them (a shared VM, a job starting alongside)
+    prices each dataset at the speed it actually ran at. One run-wide table over every record would
+    price a quiet dataset's forwards with a loaded one's times (an audit run under bursty load read
+    modeled/wall 6.7 on one dataset and 0.44 on another). ``overall`` adds the datasets' modeled
+    seconds. ``cost_table`` is the run-wide fit (what per-category and profile-only pricing use
+    when a dataset has no table of its own), ``cost_table_monotone`` is false when any table has
+    a monotonicity violation. Without a calibration (``cost_model=false``) nothing is priced.
     """
     if calibration is None:
         return
-    logs = [log_rows(r["forward_log"]) for recs in records.values() for r in recs
-            if "forward_log" in r]
-    table, fit = fit_cost_table(logs, calibration)
+    logs = {name: [log_rows(r["forward_log"]) for r in recs if "forward_log" in r]
+            for name, recs in records.items()}
+    table, fit = fit_cost_table([log for recs in logs.values() for log in recs], calibration)
     summary.update(cost_table=table.to_dict(), calibration=calibration.to_dict(), cost_fit=fit,
-                   cost_table_monotone=not any(fit["monotone_violations"].values()))
+                   cost_tables={}, cost_fits={})
+    fits, priced = [fit], []
     for name, recs in records.items():
-        if name in summary["datasets"]:
-            summary["datasets"][name].update(modeled_metrics(recs, table))
-    summary["overall"].update(modeled_metrics([r for recs in records.values() for r in recs],
-                                              table))
+        if name not in summary["datasets"]:
+            continue
+        own, own_fit = fit_cost_table(logs[name], calibration) if logs[name] else (table, fit)
+        summary["cost_tables"][name], summary["cost_fits"][name] = own.to_dict(), own_fit
+        fits.append(own_fit)
+        summary["datasets"][name].update(modeled_metrics(recs, own))
+        priced.append(summary["datasets"][name])
+    summary["cost_table_monotone"] = not any(v for f in fits
+                                             for v in f["monotone_violations"].values())
+    overall = {k: sum(m[k] for m in priced) for k in ("modeled_s", "ar_modeled_s")
+               if priced and all(k in m for m in priced)}
+    if len(overall) == 2:
+        overall["modeled_speedup"] = (overall["ar_modeled_s"] / overall["modeled_s"]
+                                      if overall["modeled_s"] else float("nan"))
+    summary["overall"].update(overall)
 
 
 def write_summaries(out_dir: Path, summary: dict, progress: Progress,
