@@ -152,6 +152,17 @@ def test_an_hrad_head_for_another_target_is_refused(tiny64, tmp_path):
         _drafter(tiny64.draft, Sampling(), "inline", branching="top3")
 
 
+def test_a_head_trained_for_another_draft_length_is_warned_about(tiny64, caplog):
+    # the tiny asset was labelled with gamma_max = 2: its class 2 means "both tokens accepted"
+    with caplog.at_level("WARNING", logger="specdec.drafters.specbranch"):
+        _drafter(tiny64.draft, Sampling(), "inline", gamma=2, hrad=ASSET)
+    assert not caplog.records
+    with caplog.at_level("WARNING", logger="specdec.drafters.specbranch"):
+        _drafter(tiny64.draft, Sampling(), "inline", gamma=7, hrad=ASSET)
+    (record,) = caplog.records
+    assert "gamma_max=2" in record.getMessage() and "drafter.policy.gamma=2" in record.getMessage()
+
+
 FAST = ["limit=2", "max_new_tokens=12", "warmup=0", "progress=false", "model=tiny"]
 
 

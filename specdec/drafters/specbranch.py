@@ -53,6 +53,7 @@ of every proposed tree: k at a fork, 1 for a chain; ``branches_per_step`` in sum
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from functools import partial
 from pathlib import Path
@@ -66,6 +67,8 @@ from specdec.drafters.policies import Policy
 from specdec.drafters.tree import TreeGrower
 from specdec.learners.hrad.features import StepFeatures
 from specdec.learners.hrad.head import HradHead, check_target, load_hrad
+
+log = logging.getLogger(__name__)
 from specdec.lm import CachedLM
 from specdec.metrics import BRANCHES, DRAFT_TOKENS, HITS, MISSES, ROLLED_BACK
 from specdec.sampling import Sampling
@@ -110,6 +113,15 @@ class SpecBranchDrafter(Drafter):
         if hrad is not None:
             self.head = load_hrad(Path(hrad))
             self.target_layers = tuple(range(-int(self.head.meta["layers"]), 0))
+            trained = self.head.meta.get("gamma_max")
+            if trained is not None and int(trained) != policy.limit():
+                # class 2 means "all gamma_max accepted": a head labelled with another length
+                # predicts a different event than the one this draft length needs
+                log.warning("drafter.hrad %s was trained with gamma_max=%s but "
+                            "drafter.policy.gamma=%d: its classes 0 / 1..%d / %d describe another "
+                            "draft length; set drafter.policy.gamma=%s or train a head with "
+                            "hrad.gamma_max=%d", hrad, trained, policy.limit(), int(trained) - 1,
+                            int(trained), trained, policy.limit())
         self.features, self.view = StepFeatures(), None
         self.ahead: Ahead[tuple] = Ahead(lane, device=lm.device, threads=lm.threads, mode=mode)
         self._next: Draft | None = None
