@@ -138,13 +138,10 @@ class Coins(Protocol):
 
 @dataclass(frozen=True)
 class LMOut:
-    """Output of one cached forward: ``logits [N, V]``, optionally ``hidden [N, k, H]``, and
-    optionally ``top [N]``, each row's argmax when the LM found it anyway (``lm.CachedLM`` does,
-    in its finiteness check), so greedy decoding skips a pass over the vocabulary."""
+    """Output of one cached forward: ``logits [N, V]`` and optionally ``hidden [N, k, H]``."""
 
     logits: torch.Tensor
     hidden: torch.Tensor | None = None
-    top: torch.Tensor | None = None
 
 
 class LM(Protocol):

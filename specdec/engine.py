@@ -116,7 +116,7 @@ def generate(
             assert int(draft.tokens[0]) == committed[-1], "a draft must be rooted at the last token"
             # 2.2 Score root + drafted nodes in one target forward (tree-masked for trees).
             out = target.forward(draft.tokens, draft.parent, hidden_layers=layers)
-            p = warp(out.logits, sampling, out.top)  # [N, V]
+            p = warp(out.logits, sampling)  # [N, V]
             # 2.3 Verify: accepted path + one recovered or bonus token.
             verdict = verifier.verify(draft, p, coins)
             # 2.4 Keep root + accepted nodes in the target cache; the new root stays uncached.

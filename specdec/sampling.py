@@ -50,7 +50,7 @@ def warp(logits: torch.Tensor, sampling: Sampling, top: torch.Tensor | None = No
     Args:
         logits: ``[N, V]`` raw logits (any float dtype; the output keeps it).
         sampling: temperature / top-k / top-p.
-        top: ``[N]`` the rows' argmax when already known (``LMOut.top``); used at temperature 0.
+        top: ``[N]`` the rows' argmax when the caller already found it; used at temperature 0.
 
     Returns:
         ``[N, V]`` rows that sum to 1; one-hot argmax rows when ``temperature == 0``.
@@ -94,18 +94,19 @@ class TorchCoins:
         A point mass draws no random number (greedy decoding consumes no coins). Otherwise one
         uniform ``u`` in ``[0, total)`` picks the first index whose cumulative mass exceeds it, so a
         zero-probability index is never drawn. (``torch.multinomial`` on a 49k vocabulary costs
-        ~0.8 ms per draw on CPU; this costs about a tenth.)
+        ~0.8 ms per draw on CPU; this costs about a tenth.) "Point mass" is read off the float64
+        CDF: the largest probability equals the total, i.e. the other indices together hold less
+        than the CDF can resolve (none of them could be drawn by the inverse CDF either); its
+        index is the first with positive cumulative mass (a binary search, no second pass).
         """
         assert probs.dim() == 1, f"categorical takes a 1-D distribution, got {tuple(probs.shape)}"
         probs = probs.detach()
-        if int(torch.count_nonzero(probs)) == 1:
-            index = int(probs.argmax())
-            if float(probs[index]) > 0:
-                return index
         cdf = probs.to("cpu", torch.float64).cumsum(0)  # [V]
         total = float(cdf[-1])
         if not total > 0:  # also catches NaN
             raise ValueError("categorical: the distribution has no positive probability")
+        if float(probs.amax()) == total:  # a point mass: no coin
+            return int(torch.searchsorted(cdf, torch.zeros((), dtype=cdf.dtype), right=True))
         u = torch.rand((), generator=self.generator, dtype=torch.float64) * total
         return min(int(torch.searchsorted(cdf, u, right=True)), probs.numel() - 1)
 

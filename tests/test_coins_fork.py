@@ -272,5 +272,11 @@ def test_categorical_point_mass_draws_nothing_and_zero_mass_is_an_error():
     spread = torch.softmax(torch.randn(50, generator=torch.Generator().manual_seed(0)), -1)
     assert coins.categorical(spread) == ref.categorical(spread)  # streams still aligned
     assert coins.categorical(torch.tensor([1.0])) == 0
+    assert coins.categorical(torch.tensor([0.0, 0.0, 3.0, 0.0])) == 2  # unnormalised point mass
+    # mass the float64 CDF cannot resolve (1e-30 beside 1) could never be drawn: a point mass
+    assert coins.categorical(torch.tensor([0.0, 1.0, 1e-30], dtype=torch.float64)) == 1
+    near = torch.tensor([0.999, 0.001])  # not a point mass: one coin is drawn
+    assert coins.categorical(near) == ref.categorical(near)
+    assert coins.categorical(spread) == ref.categorical(spread)  # still aligned after all that
     with pytest.raises(ValueError, match="no positive probability"):
         coins.categorical(torch.zeros(5))

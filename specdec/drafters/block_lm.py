@@ -23,7 +23,7 @@ import time
 import torch
 
 from specdec.core import LMOut
-from specdec.forwards import ForwardRecord, check_finite, current_lane
+from specdec.forwards import ForwardRecord, current_lane, nonfinite_error
 from specdec.learners.specblock.net import BlockOut, SpecBlockNet
 from specdec.learners.specblock.slots import AppendKeys, ChainKeys
 
@@ -125,10 +125,12 @@ class BlockLM:
 
     def _timed(self, n: int, run) -> BlockOut:
         start = time.perf_counter()
-        out = run()
+        out = run()  # the first read of the fresh logits is part of the forward (lm.CachedLM)
+        bad = nonfinite_error(out.logits.flatten(0, 2), role=self.role, context=self.positions)
         end = time.perf_counter()
         where, step = current_lane()
         self.forward_log.append(ForwardRecord(self.role, n, self.positions, end - start, start,
                                               end, where, step))
-        check_finite(out.logits.flatten(0, 2), role=self.role, context=self.positions)
+        if bad is not None:
+            raise bad
         return out

@@ -51,9 +51,9 @@ class ModelDrafter(Drafter):
         point_masses = greedy and not self.policy.wants_q
         while len(tokens) < self._limit(ctx):
             # 2. Warp the draft logits of the last position into q for the next token (greedy:
-            #    the argmax the LM already found in its finiteness check, ``LMOut.top``).
+            #    the argmax, found once and shared with warp).
             row = out.logits[-1:]  # [1, V]
-            top = (row.argmax(-1) if out.top is None else out.top[-1:]) if greedy else None  # [1]
+            top = row.argmax(-1) if greedy else None  # [1]
             q = None if point_masses else warp(row, self.sampling, top)[0]  # [V]
             hidden = out.hidden[-1, 0] if layers else None  # [H]
             # 3. Ask the policy, then sample the token through the shared coins (a point mass

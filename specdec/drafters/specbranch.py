@@ -67,13 +67,12 @@ from specdec.drafters.policies import Policy
 from specdec.drafters.tree import TreeGrower
 from specdec.learners.hrad.features import StepFeatures
 from specdec.learners.hrad.head import HradHead, check_target, load_hrad
-
-log = logging.getLogger(__name__)
 from specdec.lm import CachedLM
 from specdec.metrics import BRANCHES, DRAFT_TOKENS, HITS, MISSES, ROLLED_BACK
 from specdec.sampling import Sampling
 from specdec.trees import depths
 
+log = logging.getLogger(__name__)
 BRANCHINGS = ("auto", "sample", "topk")
 
 
