@@ -33,6 +33,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from specdec.config import register_resolvers
+from specdec.learners.scale import check_single_process
 
 if TYPE_CHECKING:
     import lightning as L
@@ -84,6 +85,7 @@ def train(cfg: DictConfig) -> dict[str, float]:
     if cfg.stage == "data":
         if cfg.data_gen is None:
             raise ValueError("this experiment has no data_gen; run stage=fit")
+        check_single_process("data")  # never two ranks writing one chunk
         instantiate(cfg.data_gen)()
         return {}
     if cfg.stage != "fit":
@@ -106,7 +108,7 @@ def train(cfg: DictConfig) -> dict[str, float]:
                  cfg.monitor.metric, cfg.monitor.mode)
         # loads the best checkpoint into `learner`: the export below writes those weights
         trainer.test(learner, datamodule=datamodule, ckpt_path=best, weights_only=True)
-        if cfg.export is not None:
+        if cfg.export is not None and trainer.is_global_zero:  # one writer under DDP / FSDP
             instantiate(cfg.export)(learner, out_dir)
     finally:
         # close a W&B run the logger opened, also after an error (lightning-hydra-template)

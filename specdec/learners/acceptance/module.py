@@ -133,7 +133,8 @@ class AcceptanceLearner(L.LightningModule):
         m["auroc"].update(pred.detach(), (labels >= 0.5).long())
         m["ece"].update(pred.detach(), labels)
         name = stage.rstrip("_")
-        self.log(f"{name}/loss", loss, prog_bar=True, batch_size=int(loss_mask.sum()))
+        self.log(f"{name}/loss", loss, prog_bar=True, batch_size=int(loss_mask.sum()),
+                 sync_dist=True)
         for key in ("bce", "kl", "auroc", "ece"):
             self.log(f"{name}/{key}", m[key], on_epoch=True, on_step=False)
         return loss

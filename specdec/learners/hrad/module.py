@@ -97,7 +97,8 @@ class HradLearner(L.LightningModule):
         m["ce"].update(torch.nn.functional.cross_entropy(logits.float().detach(), labels,
                                                          reduction="none"))
         m["confusion"].update(logits.detach().argmax(-1), labels)
-        self.log(f"{stage.rstrip('_')}/loss", loss, prog_bar=True, batch_size=len(labels))
+        self.log(f"{stage.rstrip('_')}/loss", loss, prog_bar=True, batch_size=len(labels),
+                 sync_dist=True)
         return loss
 
     def training_step(self, batch, batch_idx: int) -> torch.Tensor:
@@ -118,7 +119,8 @@ class HradLearner(L.LightningModule):
                   f"{name}/acc": float(confusion.diag().sum() / confusion.sum().clamp_min(1))}
         values.update({f"{name}/recall_{c}": r for c, r in enumerate(per) if r is not None})
         self.log_dict(values)
-        if file_name is not None and not self.trainer.sanity_checking:
+        writer = not self.trainer.sanity_checking and self.trainer.is_global_zero  # one writer
+        if file_name is not None and writer:
             self.write_confusion(confusion, name, file_name)
         m["ce"].reset()
         m["confusion"].reset()

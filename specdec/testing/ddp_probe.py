@@ -1,0 +1,44 @@
+"""A Lightning callback that records what each rank of a data-parallel run did (tests only).
+
+``tests/test_train_ddp.py`` adds it with ``+callbacks.probe._target_=specdec.testing.ddp_probe.
+RankProbe +callbacks.probe.out_dir=...``: at the end of ``fit`` every rank writes
+``rank<r>.json`` with the world size, the training batches it ran and the samples in them, and a
+digest of its parameters (equal on every rank after DDP's all-reduced updates).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import lightning as L
+import torch
+
+
+class RankProbe(L.Callback):
+    """Per-rank record of a run (see the module docstring).
+
+    Args:
+        out_dir: folder for the ``rank<r>.json`` files.
+    """
+
+    def __init__(self, out_dir: str) -> None:
+        self.out_dir = Path(out_dir)
+        self.batches = self.samples = 0
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        self.batches += 1
+        first = next(iter(batch.values())) if isinstance(batch, dict) else batch[0]
+        self.samples += int(first.shape[0])
+
+    def on_fit_end(self, trainer, pl_module) -> None:
+        digest = hashlib.sha256()
+        for name, tensor in sorted(pl_module.state_dict().items()):
+            digest.update(name.encode())
+            digest.update(tensor.detach().to("cpu", torch.float64).numpy().tobytes())
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        (self.out_dir / f"rank{trainer.global_rank}.json").write_text(json.dumps({
+            "rank": trainer.global_rank, "world_size": trainer.world_size,
+            "batches": self.batches, "samples": self.samples,
+            "params_sha256": digest.hexdigest()}))
