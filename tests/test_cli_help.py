@@ -63,7 +63,7 @@ def test_train_help_lists_experiments_learners_trainers_callbacks_and_keys(helps
     experiments = {p.stem for p in (ROOT / "conf" / "experiment").glob("*.yaml")}
     assert {"eagle3_tiny", "specdecpp_smollm2"} <= experiments == _options(text, "Experiments")
     assert _options(text, "Learner configs") == {"acceptance_head", "hrad_head"}
-    assert {"cpu", "gpu", "ddp", "debug"} == _options(text, "Trainers")
+    assert {"cpu", "gpu", "ddp", "ddp_cpu", "fsdp", "debug"} == _options(text, "Trainers")
     assert {"default", "none", "early_stopping", "model_checkpoint"} <= _options(text, "Callbacks")
     for key in ("stage=fit", "ckpt_path=null", "monitor.metric=val/loss", "monitor.mode=min"):
         assert re.search(rf"^  {re.escape(key)}(\s|$)", text, re.M), key
