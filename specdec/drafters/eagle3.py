@@ -19,6 +19,8 @@ the previous draft (``crop(real)``), then forwards the newly verified positions 
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from specdec.core import LM, Context, Draft, TargetView, Verdict
@@ -109,13 +111,22 @@ class Eagle3Drafter(FeatureDrafter):
         hidden: dict[int, torch.Tensor] = {-1: self.root_out[1]}
         slot: dict[int, int] = {}  # expanded candidate -> pending index in the draft cache
 
-        def add_children(node: int, logits: torch.Tensor, base: float, d: int) -> None:
-            lp = logits.float().log_softmax(-1)  # [V]
-            best = torch.topk(lp, min(self.topk, int(torch.isfinite(lp).sum())))
-            for value, index in zip(best.values.tolist(), best.indices.tolist()):
-                tok.append(index), par.append(node), score.append(base + value), depth.append(d)
+        def add_children(nodes: list[int], logits: torch.Tensor, d: int) -> None:
+            # each node's topk children by cumulative log-prob: one topk and one logsumexp over
+            # the level's rows (log_softmax is x - logsumexp(x), monotone in x); tokens outside
+            # the draft vocabulary (-inf) never become candidates
+            logits = logits.float()  # [M, V]
+            best = torch.topk(logits, min(self.topk, logits.shape[-1]), dim=-1)  # [M, k]
+            lp = best.values - torch.logsumexp(logits, -1, keepdim=True)  # [M, k]
+            for node, values, indices in zip(nodes, lp.tolist(), best.indices.tolist()):
+                base = 0.0 if node < 0 else score[node]
+                for value, index in zip(values, indices):
+                    if value == -math.inf:
+                        break  # sorted: the rest are -inf too
+                    tok.append(index), par.append(node), score.append(base + value)
+                    depth.append(d)
 
-        add_children(-1, self.root_out[0], 0.0, 1)
+        add_children([-1], self.root_out[0][None], 1)
         for d in range(1, depth_limit):
             # 1. Expand the topk best candidates of depth d (stop ids get no children).
             level = [i for i in range(len(tok)) if depth[i] == d and tok[i] not in ctx.stop_ids]
@@ -132,7 +143,7 @@ class Eagle3Drafter(FeatureDrafter):
             for j, i in enumerate(level):
                 slot[i] = len(slot)
                 hidden[i] = out.hidden[j, 0]
-                add_children(i, out.logits[j], score[i], d + 1)
+            add_children(level, out.logits, d + 1)
         if slot:
             self.lm.keep([])
         # 3. Keep the total_tokens best candidates (ancestors rank first), in depth order.
