@@ -161,6 +161,11 @@ def test_a_head_trained_for_another_draft_length_is_warned_about(tiny64, caplog)
         _drafter(tiny64.draft, Sampling(), "inline", gamma=7, hrad=ASSET)
     (record,) = caplog.records
     assert "gamma_max=2" in record.getMessage() and "drafter.policy.gamma=2" in record.getMessage()
+    caplog.clear()  # the tiny head was labelled at T = 1: a greedy run is told so
+    with caplog.at_level("WARNING", logger="specdec.drafters.specbranch"):
+        _drafter(tiny64.draft, Sampling(temperature=0.0), "inline", gamma=2, hrad=ASSET)
+    (record,) = caplog.records
+    assert "labelled at temperature 1.0 but this run samples at 0.0" in record.getMessage()
 
 
 FAST = ["limit=2", "max_new_tokens=12", "warmup=0", "progress=false", "model=tiny"]

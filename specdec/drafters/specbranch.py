@@ -121,6 +121,13 @@ class SpecBranchDrafter(Drafter):
                             "draft length; set drafter.policy.gamma=%s or train a head with "
                             "hrad.gamma_max=%d", hrad, trained, policy.limit(), int(trained) - 1,
                             int(trained), trained, policy.limit())
+            labelled = (self.head.meta.get("sampling") or {}).get("temperature")
+            if labelled is not None and float(labelled) != sampling.temperature:
+                # acceptance lengths, hence the classes' frequencies, depend on the temperature
+                log.warning("drafter.hrad %s was labelled at temperature %s but this run samples "
+                            "at %s; its classes may be miscalibrated (train a head at this "
+                            "temperature: sampling.temperature in the hrad experiment)", hrad,
+                            labelled, sampling.temperature)
         self.features, self.view = StepFeatures(), None
         self.ahead: Ahead[tuple] = Ahead(lane, device=lm.device, threads=lm.threads, mode=mode)
         self._next: Draft | None = None
