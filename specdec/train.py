@@ -33,7 +33,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from specdec.config import register_resolvers
-from specdec.learners.scale import check_single_process
+from specdec.learners.scale import check_single_process, exportable
 
 if TYPE_CHECKING:
     import lightning as L
@@ -109,7 +109,11 @@ def train(cfg: DictConfig) -> dict[str, float]:
         # loads the best checkpoint into `learner`: the export below writes those weights
         trainer.test(learner, datamodule=datamodule, ckpt_path=best, weights_only=True)
         if cfg.export is not None and trainer.is_global_zero:  # one writer under DDP / FSDP
-            instantiate(cfg.export)(learner, out_dir)
+            from lightning.pytorch.strategies import FSDPStrategy
+
+            sharded = isinstance(trainer.strategy, FSDPStrategy)
+            instantiate(cfg.export)(exportable(learner, best, sharded=sharded,
+                                               build=lambda: instantiate(cfg.learner)), out_dir)
     finally:
         # close a W&B run the logger opened, also after an error (lightning-hydra-template)
         wandb = sys.modules.get("wandb")

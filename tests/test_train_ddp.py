@@ -2,8 +2,9 @@
 
 ``trainer=ddp_cpu`` makes Lightning launch the second rank itself (the same command, the same
 Hydra run dir). The tiny H-RAD experiment is the learner: seconds per epoch, its data made once in
-this process first (``stage=data`` is a one-process stage).
-"""
+this process first (``stage=data`` is a one-process stage). The FSDP export path
+(``specdec.learners.scale.exportable``) is checked on the run's real checkpoint; FSDP itself
+needs GPUs (Lightning refuses it on CPU)."""
 
 from __future__ import annotations
 
@@ -13,10 +14,13 @@ import subprocess
 import sys
 
 import pytest
+import torch
+from hydra.utils import instantiate
 
 from specdec.config import ROOT
 from specdec.learners.hrad.head import load_hrad
 from specdec.learners.hrad.module import HradDataModule
+from specdec.learners.scale import exportable
 
 
 def _data(compose, tmp_path) -> list[str]:
@@ -37,9 +41,14 @@ def test_two_cpu_processes_train_one_model_on_half_the_batches_each(compose, tmp
            "trainer.max_epochs=2", "datamodule.batch_size=8", f"paths.log_dir={tmp_path / 'logs'}",
            f"export.path={tmp_path / 'head'}", "callbacks.progress_bar.refresh_rate=0",
            "+callbacks.probe._target_=specdec.testing.ddp_probe.RankProbe",
-           f"+callbacks.probe.out_dir={tmp_path / 'probe'}"]
+           f"+callbacks.probe.out_dir={tmp_path / 'probe'}",
+           "export._target_=specdec.testing.ddp_probe.recorded_export",
+           "+export.inner=specdec.learners.hrad.module.export_hrad",
+           f"+export.record_dir={tmp_path / 'exports'}"]
     run = subprocess.run(cmd, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
+    # exported once, by rank 0 only
+    assert sorted(f.name for f in (tmp_path / "exports").iterdir()) == ["export_rank0"]
     ranks = [json.loads((tmp_path / "probe" / f"rank{r}.json").read_text()) for r in (0, 1)]
     assert [r["world_size"] for r in ranks] == [2, 2]
     # one model: DDP's all-reduced updates leave both ranks with the same parameters
@@ -49,8 +58,16 @@ def test_two_cpu_processes_train_one_model_on_half_the_batches_each(compose, tmp
     data.setup()
     n = len(data.splits["train"])
     assert ranks[0]["samples"] == ranks[1]["samples"] == 2 * -(-n // 2)  # 2 epochs
-    # exported once, by rank 0, and it loads
-    assert load_hrad(tmp_path / "head").meta["experiment"] == "hrad_tiny"
+    # the export loads; the FSDP path (a fresh learner from the best checkpoint) exports the
+    # same weights as the live learner did
+    head = load_hrad(tmp_path / "head")
+    assert head.meta["experiment"] == "hrad_tiny"
+    best = sorted((tmp_path / "logs").rglob("best-*.ckpt"))
+    assert len(best) == 1, best
+    fresh = exportable(None, str(best[0]), sharded=True,
+                       build=lambda: instantiate(compose("train", overrides).learner))
+    for name, tensor in fresh.head.state_dict().items():
+        torch.testing.assert_close(tensor, head.state_dict()[name], rtol=0, atol=0)
 
 
 def test_stage_data_refuses_to_run_in_several_processes(compose, tmp_path, monkeypatch):
@@ -61,6 +78,15 @@ def test_stage_data_refuses_to_run_in_several_processes(compose, tmp_path, monke
         train(compose("train", ["+experiment=hrad_tiny", f"data_path={tmp_path / 'data'}",
                                 "stage=data"]))
     assert not (tmp_path / "data").exists()
+
+
+def test_the_fsdp_export_needs_a_full_checkpoint_and_ddp_exports_the_live_learner(tmp_path):
+    learner = object()
+    assert exportable(learner, None, sharded=False, build=dict) is learner
+    (tmp_path / "sharded.ckpt").mkdir()  # state_dict_type=sharded writes a folder
+    for best in (None, str(tmp_path / "sharded.ckpt")):
+        with pytest.raises(RuntimeError, match="state_dict_type=full"):
+            exportable(learner, best, sharded=True, build=dict)
 
 
 @pytest.mark.parametrize("trainer", ["ddp_cpu", "ddp", "fsdp"])

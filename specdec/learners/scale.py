@@ -8,13 +8,20 @@ every learner data-parallel. What each rank does (``specdec.train``):
 * ``fit``: Lightning shards the batches (DistributedSampler), gradients are all-reduced (DDP) or
   parameters sharded (FSDP); epoch metrics are reduced across ranks (``sync_dist`` /
   torchmetrics), so every rank sees the same monitored value and checkpoints the same step;
-* the export after ``fit`` is written by global rank 0 only.
+* the export after ``fit`` is written by global rank 0 only;
+* under FSDP the live learner holds parameter shards, so rank 0 exports from a fresh learner
+  loaded with the best checkpoint (``exportable``; ``state_dict_type: full`` writes it as one
+  file).
 
-The teacher: every learner reads the target's outputs from data the ``data`` stage computed once
-and cached (H-RAD and acceptance rows, EAGLE-3 / SpecBlock features, the draft LM's stored top-k);
-only ``distill_draft_smollm2`` with ``learner.teacher=true`` runs the target online, a full
-frozen copy per rank under DDP (under FSDP it is sharded with the learner, its decoder layers
-being among ``layers``).
+The teacher (the target) is computed once and cached: every learner reads the target's outputs
+from data ``stage=data`` wrote (H-RAD and acceptance rows, EAGLE-3 / SpecBlock features, the
+draft LM's stored top-k of ``p``), and keeps the target outside its module tree (a list:
+never trained, saved, all-reduced or sharded). On the device each rank holds only what a step
+reads: the target's frozen input embedding (EAGLE-3 and the draft LM register it in their net,
+so FSDP shards it with the net; SpecBlock moves its own copy). The exception
+is ``distill_draft_smollm2`` with ``learner.teacher=true`` (online KL on the full ``p``): each
+rank moves the whole frozen target to its device, under DDP and FSDP alike (FSDP shards the
+module tree only); it warns when run with several processes.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from __future__ import annotations
 import importlib
 import os
 from collections.abc import Sequence
+from pathlib import Path
 
 
 def fsdp_strategy(layers: Sequence[str], sharding_strategy: str = "FULL_SHARD",
@@ -71,3 +79,32 @@ def check_single_process(stage: str) -> None:
             f"stage={stage} writes the training data once and must run in one process, but "
             f"WORLD_SIZE={world_size()}: run `python -m specdec.train +experiment=<name> "
             "stage=data` without torchrun, then train with torchrun or trainer=ddp_cpu/ddp/fsdp")
+
+
+def exportable(learner, best: str | None, *, sharded: bool, build):
+    """The learner whose weights the export writes (called on global rank 0 after ``test``).
+
+    Args:
+        learner: the trained learner (holding the best weights after ``Trainer.test``).
+        best: the best checkpoint's path (None without one).
+        sharded: the strategy shards parameters (FSDP): ``learner``'s own tensors are this
+            rank's shards, so a fresh, unwrapped learner from ``build()`` is loaded with ``best``
+            (a full checkpoint: Lightning gathered it) on the CPU instead.
+        build: makes a fresh learner (``instantiate(cfg.learner)``).
+
+    Raises:
+        RuntimeError: ``sharded`` without a full checkpoint file (names the fix).
+    """
+    if not sharded:
+        return learner
+    if best is None or not Path(best).is_file():
+        raise RuntimeError(
+            f"the FSDP export reads the best checkpoint as one file, but got {best!r}: train "
+            "with a checkpoint (not fast_dev_run) and trainer.strategy.state_dict_type=full, "
+            "or pass export=null and export later with scripts/export_draft.py")
+    import torch
+
+    fresh = build()
+    state = torch.load(best, map_location="cpu", weights_only=True)["state_dict"]
+    fresh.load_state_dict(state, strict=fresh.strict_loading)
+    return fresh

@@ -4,6 +4,7 @@
 RankProbe +callbacks.probe.out_dir=...``: at the end of ``fit`` every rank writes
 ``rank<r>.json`` with the world size, the training batches it ran and the samples in them, and a
 digest of its parameters (equal on every rank after DDP's all-reduced updates).
+``recorded_export`` wraps an ``export`` callable so the test sees which ranks called it.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import lightning as L
 import torch
+from hydra.utils import get_method
 
 
 class RankProbe(L.Callback):
@@ -42,3 +44,17 @@ class RankProbe(L.Callback):
             "rank": trainer.global_rank, "world_size": trainer.world_size,
             "batches": self.batches, "samples": self.samples,
             "params_sha256": digest.hexdigest()}))
+
+
+def recorded_export(learner, out_dir: str, *, inner: str, record_dir: str, **kwargs):
+    """An ``export``: writes ``export_rank<r>`` under ``record_dir``, then calls ``inner``.
+
+    Args:
+        inner: the dotted name of the real export (e.g. ``specdec.learners.hrad.module.
+            export_hrad``), called as ``inner(learner, out_dir, **kwargs)``.
+        record_dir: folder of the per-rank marker files.
+    """
+    rank = learner.global_rank  # the trainer's rank (0 for a learner without a trainer)
+    Path(record_dir).mkdir(parents=True, exist_ok=True)
+    (Path(record_dir) / f"export_rank{rank}").write_text(str(out_dir))
+    return get_method(inner)(learner, out_dir, **kwargs)

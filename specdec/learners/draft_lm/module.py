@@ -19,6 +19,7 @@ from pathlib import Path
 
 import lightning as L
 import torch
+from lightning.pytorch.utilities import rank_zero_warn
 from safetensors.torch import load_file
 from torch.utils.data import DataLoader
 
@@ -129,12 +130,20 @@ class DistillLearner(L.LightningModule):
         self._step(batch, "test")
 
     def on_fit_start(self) -> None:
-        self._target[0].to(self.device)
+        # the draft's net registers the shared embedding; the target itself runs (and is moved
+        # to the device, whole, on every rank) only as the online teacher
+        if self.hparams.teacher:
+            if self.trainer.world_size > 1:
+                rank_zero_warn(f"learner.teacher=true with {self.trainer.world_size} processes: "
+                               "each rank holds the whole frozen target on its device; "
+                               "learner.teacher=false trains on the stored top-k instead")
+            self._target[0].to(self.device)
         self._start = time.monotonic()
 
     def on_validation_epoch_end(self) -> None:
         # wall-clock training time, for learning curves (acceptance vs time)
-        self.log("val/elapsed_s", time.monotonic() - getattr(self, "_start", time.monotonic()))
+        self.log("val/elapsed_s", time.monotonic() - getattr(self, "_start", time.monotonic()),
+                 sync_dist=True)  # mean over ranks
 
     on_test_start = on_fit_start
 

@@ -142,7 +142,9 @@ class Eagle3Learner(L.LightningModule):
             "weight_decay": float(weight_decay), "warmup_steps": int(warmup_steps),
             "total_steps": int(total_steps), "init_from": init_from and str(init_from)})
         target = frozen_target(model)
-        self._target = [target]  # not a registered submodule: not trained, not saved
+        # not a registered submodule: not trained, saved, all-reduced, sharded or moved to the
+        # device; a step reads only its input embedding, which the net registers (shared)
+        self._target = [target]
         tok_hash = tokenizer_sha256(model.tokenizer)
         if init_from:
             self.net = load_eagle3(init_from, target, tokenizer_hash=tok_hash)
@@ -196,11 +198,6 @@ class Eagle3Learner(L.LightningModule):
 
     def test_step(self, batch, batch_idx):
         self._step(batch, "test")
-
-    def on_fit_start(self) -> None:
-        self._target[0].to(self.device)
-
-    on_test_start = on_fit_start
 
     def configure_optimizers(self):
         h = self.hparams

@@ -118,7 +118,10 @@ class HradLearner(L.LightningModule):
         values = {f"{name}/ce": m["ce"].compute(), f"{name}/balanced_acc": balanced,
                   f"{name}/acc": float(confusion.diag().sum() / confusion.sum().clamp_min(1))}
         values.update({f"{name}/recall_{c}": r for c, r in enumerate(per) if r is not None})
-        self.log_dict(values)
+        # torchmetrics already reduced the counts over ranks (equal values everywhere); the
+        # sync_dist mean keeps them equal and tells Lightning so
+        self.log_dict({k: torch.as_tensor(v, dtype=torch.float32, device=self.device)
+                       for k, v in values.items()}, sync_dist=True)
         writer = not self.trainer.sanity_checking and self.trainer.is_global_zero  # one writer
         if file_name is not None and writer:
             self.write_confusion(confusion, name, file_name)

@@ -247,7 +247,8 @@ class SpecBlockLearner(L.LightningModule):
         self._step(batch, "test", torch.Generator().manual_seed(batch_idx))
 
     def on_fit_start(self) -> None:
-        self._target[0].to(self.device)
+        # a step reads the target's input embedding only: the rest stays on the CPU
+        self._target[0].get_input_embeddings().to(self.device)
 
     on_test_start = on_fit_start
 
