@@ -32,21 +32,27 @@ def _data(compose, tmp_path) -> list[str]:
     return overrides
 
 
-def test_two_cpu_processes_train_one_model_on_half_the_batches_each(compose, tmp_path):
-    overrides = _data(compose, tmp_path)
+def _two_ranks(tmp_path, overrides: list[str], export: str) -> None:
+    """``python -m specdec.train ... trainer=ddp_cpu`` (Lightning launches rank 1); the export
+    ``export`` (a dotted name) is recorded per rank under ``tmp_path/exports``."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1",
            "HF_DATASETS_OFFLINE": "1", "WANDB_MODE": "offline"}
     env.pop("WORLD_SIZE", None)
     cmd = [sys.executable, "-m", "specdec.train", *overrides, "trainer=ddp_cpu",
-           "trainer.max_epochs=2", "datamodule.batch_size=8", f"paths.log_dir={tmp_path / 'logs'}",
-           f"export.path={tmp_path / 'head'}", "callbacks.progress_bar.refresh_rate=0",
+           f"paths.log_dir={tmp_path / 'logs'}", "callbacks.progress_bar.refresh_rate=0",
            "+callbacks.probe._target_=specdec.testing.ddp_probe.RankProbe",
            f"+callbacks.probe.out_dir={tmp_path / 'probe'}",
            "export._target_=specdec.testing.ddp_probe.recorded_export",
-           "+export.inner=specdec.learners.hrad.module.export_hrad",
-           f"+export.record_dir={tmp_path / 'exports'}"]
+           f"+export.inner={export}", f"+export.record_dir={tmp_path / 'exports'}"]
     run = subprocess.run(cmd, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
+
+
+def test_two_cpu_processes_train_one_model_on_half_the_batches_each(compose, tmp_path):
+    overrides = _data(compose, tmp_path)
+    _two_ranks(tmp_path, [*overrides, "trainer.max_epochs=2", "datamodule.batch_size=8",
+                          f"export.path={tmp_path / 'head'}"],
+               "specdec.learners.hrad.module.export_hrad")
     # exported once, by rank 0 only
     assert sorted(f.name for f in (tmp_path / "exports").iterdir()) == ["export_rank0"]
     ranks = [json.loads((tmp_path / "probe" / f"rank{r}.json").read_text()) for r in (0, 1)]
@@ -68,6 +74,31 @@ def test_two_cpu_processes_train_one_model_on_half_the_batches_each(compose, tmp
                        build=lambda: instantiate(compose("train", overrides).learner))
     for name, tensor in fresh.head.state_dict().items():
         torch.testing.assert_close(tensor, head.state_dict()[name], rtol=0, atol=0)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("experiment", "extra"), [
+    ("specdecpp_tiny", ["trainer.max_epochs=1"]),
+    ("eagle3_tiny", ["trainer.max_steps=4", "trainer.val_check_interval=2"]),
+    # no rank head before step 2: its parameters sit out, which DDP must be told
+    ("specblock_tiny", ["trainer.max_steps=4", "trainer.val_check_interval=2",
+                        "+learner.rank_start_step=2",
+                        "trainer.strategy.find_unused_parameters=true"]),
+])
+def test_every_tiny_learner_trains_with_two_cpu_processes(compose, tmp_path, experiment, extra):
+    from specdec.train import train
+
+    data = {"specdecpp_tiny": "data_path", "eagle3_tiny": "eagle3.traces_dir",
+            "specblock_tiny": "specblock.traces_dir"}[experiment]
+    cfg = compose("train", [f"+experiment={experiment}", f"{data}={tmp_path / 'data'}"])
+    overrides = [f"+experiment={experiment}", f"{data}={tmp_path / 'data'}"]
+    train(compose("train", [*overrides, "stage=data"]))
+    out = "export.path" if "path" in cfg.export else "export.folder"
+    _two_ranks(tmp_path, [*overrides, *extra, f"{out}={tmp_path / 'out'}"], cfg.export._target_)
+    assert sorted(f.name for f in (tmp_path / "exports").iterdir()) == ["export_rank0"]
+    ranks = [json.loads((tmp_path / "probe" / f"rank{r}.json").read_text()) for r in (0, 1)]
+    assert ranks[0]["params_sha256"] == ranks[1]["params_sha256"]
+    assert (tmp_path / "out" / "config.json").is_file()
 
 
 def test_stage_data_refuses_to_run_in_several_processes(compose, tmp_path, monkeypatch):
