@@ -120,6 +120,34 @@ def test_the_fsdp_export_needs_a_full_checkpoint_and_ddp_exports_the_live_learne
             exportable(learner, best, sharded=True, build=dict)
 
 
+def test_train_exports_from_the_checkpoint_when_the_strategy_is_fsdp(compose, tmp_path,
+                                                                      monkeypatch):
+    """The wiring in ``specdec.train``: an FSDP strategy (stood in for by the one-process CPU
+    strategy, Lightning runs FSDP on GPUs only) exports a fresh learner loaded from ``best``."""
+    import lightning.pytorch.strategies as strategies
+
+    import specdec.train as train_module
+
+    calls = []
+
+    def spy(learner, best, *, sharded, build):
+        out = exportable(learner, best, sharded=sharded, build=build)
+        calls.append((sharded, out is learner, best))
+        return out
+
+    monkeypatch.setattr(strategies, "FSDPStrategy", strategies.SingleDeviceStrategy)
+    monkeypatch.setattr(train_module, "exportable", spy)
+    overrides = _data(compose, tmp_path)
+    train_module.train(compose("train", [*overrides, "trainer.max_epochs=1",
+                                         f"export.path={tmp_path / 'head'}",
+                                         "callbacks.progress_bar.refresh_rate=0"]))
+    [(sharded, same, best)] = calls
+    assert sharded and not same and best
+    state = torch.load(best, map_location="cpu", weights_only=True)["state_dict"]
+    for name, tensor in load_hrad(tmp_path / "head").state_dict().items():
+        torch.testing.assert_close(tensor, state[f"head.{name}"], rtol=0, atol=0)
+
+
 @pytest.mark.parametrize("trainer", ["ddp_cpu", "ddp", "fsdp"])
 @pytest.mark.parametrize("experiment", ["hrad_tiny", "specdecpp_tiny", "eagle3_tiny",
                                         "specblock_tiny", "distill_draft_smollm2"])

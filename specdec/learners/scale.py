@@ -100,8 +100,8 @@ def exportable(learner, best: str | None, *, sharded: bool, build):
     if best is None or not Path(best).is_file():
         raise RuntimeError(
             f"the FSDP export reads the best checkpoint as one file, but got {best!r}: train "
-            "with a checkpoint (not fast_dev_run) and trainer.strategy.state_dict_type=full, "
-            "or pass export=null and export later with scripts/export_draft.py")
+            "with a checkpoint (not fast_dev_run) and trainer.strategy.state_dict_type=full "
+            "(one file), or pass export=null")
     import torch
 
     fresh = build()
