@@ -47,3 +47,24 @@ def test_prompts_resume_deduplicate_and_skip_eval_prompts(tmp_path):
     again = self_instructions(pair, tmp_path / "b", count=4, source_dir=src, **KW)
     assert first[1] not in again
     assert [t for t in first if t != first[1]] == again[:3]
+
+
+def test_a_grown_prompt_list_regenerates_the_short_last_chunk_and_its_features(tmp_path):
+    """Resuming with more prompts must not skip those that fall into a short last chunk."""
+    from specdec.learners.draft_lm.traces import traces_of_file, write_trace_chunks
+    from specdec.learners.eagle3.data import cache_features, load_feature_traces
+
+    pair, out = tiny_pair(), tmp_path / "t"
+    texts = [f"prompt number {i} about things" for i in range(7)]
+    kw = {"prefix": "traces_self", "max_new": 4, "batch_size": 4}
+    write_trace_chunks(pair, out, texts[:5], **kw)  # chunks of 4 and 1 prompts
+    cache_features(pair, out, [0, 1])
+    last = out / "traces_self_p0_00001.safetensors"
+    assert len(traces_of_file(last)) == 1
+    first_mtime = (out / "traces_self_p0_00000.safetensors").stat().st_mtime_ns
+    write_trace_chunks(pair, out, texts, **kw)  # 7 prompts: the last chunk holds 3 now
+    assert len(traces_of_file(last)) == 3
+    assert (out / "traces_self_p0_00000.safetensors").stat().st_mtime_ns == first_mtime
+    assert cache_features(pair, out, [0, 1]) == 1  # only the rewritten chunk's features
+    rows = load_feature_traces(out)
+    assert len(rows) == 7 and all(f.shape[0] == tr.ids.numel() for tr, f in rows)

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
 from specdec.data.prompts import encode_turn
@@ -170,6 +171,12 @@ def save_traces(path: str | Path, prompts: list[list[int]],
                "topk_logp": torch.cat([c[2] for c in conts]).contiguous()}, str(path))
 
 
+def _prompts_in(path: Path) -> int:
+    """How many prompts a ``traces*.safetensors`` file holds (reads one small tensor)."""
+    with safe_open(str(path), framework="pt") as f:
+        return int(f.get_slice("prompt_len").get_shape()[0])
+
+
 def load_traces(folder: str | Path) -> list[Trace]:
     """Every trace in the ``traces*.safetensors`` files of ``folder``."""
     files = sorted(Path(folder).glob("traces*.safetensors"))
@@ -272,12 +279,15 @@ def write_trace_chunks(model, out: Path, texts: Sequence[str], *, prefix: str = 
         for c, b in enumerate(range(0, len(prompts), batch_size)):
             # 1. One chunk file per batch of prompts (skip what a previous run wrote).
             path = out / f"{prefix}_p{i}_{c:05d}.safetensors"
-            if path.exists() or c < first_chunk:
+            batch = prompts[b : b + batch_size]
+            if c < first_chunk or (path.exists() and _prompts_in(path) == len(batch)):
                 continue
+            if path.exists():  # a short last chunk of a smaller run: the prompt list grew
+                log.info("%s: regenerating %s (%d -> %d prompts)", prefix, path.name,
+                         _prompts_in(path), len(batch))
             if max_minutes is not None and time.monotonic() - start > 60 * max_minutes:
                 return False
             # 2. Generate, 3. write atomically.
-            batch = prompts[b : b + batch_size]
             conts = generate_continuations(model.target, tok, batch, max_new=max_new,
                                            temperature=float(spec["temperature"]),
                                            seed=seed + 1000 * i + c, topk=topk)

@@ -56,8 +56,8 @@ def cache_features(model, folder: str | Path, target_layers: Sequence[int],
     target, written = model.target, 0
     for path in sorted(Path(folder).glob("traces*.safetensors")):
         out = features_path(path)
-        if out.exists():
-            continue
+        if out.exists() and out.stat().st_mtime >= path.stat().st_mtime:
+            continue  # a traces file rewritten after its features (a grown chunk) is redone
         rows = traces_of_file(path)
         feats = []
         for b in range(0, len(rows), batch_size):
