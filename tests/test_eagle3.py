@@ -20,7 +20,7 @@ from specdec.drafters.eagle3 import Eagle3Drafter
 from specdec.drafters.policies import Fixed
 from specdec.engine import generate
 from specdec.learners.eagle3.module import ttt_mask, unroll
-from specdec.learners.eagle3.net import new_eagle3, save_eagle3
+from specdec.learners.eagle3.net import load_eagle3, new_eagle3, remap_head, save_eagle3
 from specdec.lm import CachedLM
 from specdec.models.tiny import tiny_lm
 from specdec.sampling import Sampling, TorchCoins
@@ -91,6 +91,27 @@ def test_drafter_refuses_another_target_and_a_missing_asset(tiny64, tmp_path):
         drafter.attach(TargetView(CachedLM(other)))
     with pytest.raises(FileNotFoundError, match=r"\+experiment=eagle3_tiny"):
         Eagle3Drafter(None, Fixed(3), Sampling(), str(tmp_path / "none"), experiment="eagle3_tiny")
+
+
+def test_remap_head_keeps_trained_rows_and_starts_new_tokens_from_the_target(tiny64, tmp_path):
+    vocab = tiny64.target.config.vocab_size
+    net = new_eagle3(tiny64.target, torch.arange(0, vocab, 2), LAYERS, seed=3).double()
+    with torch.no_grad():  # "trained": rows no longer equal the target's
+        net.decoder.lm_head.weight.mul_(3.0).add_(1.0)
+    trained = net.decoder.lm_head.weight.detach().clone()  # rows of the even tokens
+    new_map = torch.arange(0, vocab // 2)  # half the evens kept, odds new, high evens dropped
+    counts = remap_head(net, tiny64.target, new_map)
+    assert counts == {"kept": (vocab // 2 + 1) // 2, "new": vocab // 4}
+    w, head = net.decoder.lm_head.weight, tiny64.target.lm_head.weight
+    assert w.shape == (vocab // 2, head.shape[1]) and torch.equal(net.decoder.token_map, new_map)
+    for row, tok in enumerate(new_map.tolist()):
+        want = trained[tok // 2] if tok % 2 == 0 else head[tok]
+        assert torch.equal(w[row], want.to(w.dtype)), tok
+    # it saves and loads back as a drafter over the new map
+    save_eagle3(net, tmp_path / "e3", target_vocab=vocab)
+    back = load_eagle3(tmp_path / "e3", tiny64.target)
+    assert torch.equal(back.decoder.token_map, new_map)
+    assert back.meta["draft_vocab_size"] == vocab // 2
 
 
 class FeatureTree(Drafter):
@@ -166,6 +187,18 @@ def test_tiny_experiment_trains_exports_and_decodes(tmp_path, compose):
 
     eagle = Eagle3Drafter(None, Fixed(3), greedy, str(tmp_path / "e3"))
     assert run(eagle) == run(EmptyDrafter())
+    # a warm start onto a new token map of the traces folder (learner.remap_vocab)
+    from safetensors.torch import save_file
+
+    new_map = torch.arange(0, 2 * net.decoder.token_map.numel(), 2)
+    save_file({"token_map": new_map}, str(tmp_path / "data" / "token_map.safetensors"))
+    for remap in (False, True):
+        warm = Eagle3Learner(pair, str(tmp_path / "data"), list(LAYERS),
+                             init_from=str(tmp_path / "e3"), remap_vocab=remap)
+        want = new_map if remap else net.decoder.token_map
+        assert torch.equal(warm.net.decoder.token_map, want)
+        assert torch.equal(warm.t2d[want], torch.arange(want.numel()))
+        assert float(warm._step(batch, "train")) > 0
 
 
 def test_cost_model_calibrates_a_decoder_fed_by_embeddings(tiny64, tmp_path):

@@ -17,6 +17,7 @@ embedding is shared and frozen).
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import lightning as L
@@ -31,9 +32,12 @@ from specdec.learners.eagle3.net import (
     Eagle3Net,
     load_eagle3,
     new_eagle3,
+    remap_head,
     save_eagle3,
 )
 from specdec.learners.optim import adamw_warmup_cosine
+
+log = logging.getLogger(__name__)
 
 
 def ttt_mask(length: int, step: int, valid: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
@@ -126,12 +130,15 @@ class Eagle3Learner(L.LightningModule):
         soft_weight: share of the top-k KL term (the rest: argmax cross-entropy).
         lr, weight_decay, warmup_steps, total_steps: AdamW, linear warm-up, cosine decay.
         init_from: warm start from a shipped drafter folder.
+        remap_vocab: with ``init_from``, switch the warm-started head to ``traces_dir``'s token
+            map (``remap_head``: shared tokens keep their trained rows); without it the shipped
+            drafter's own map is kept.
     """
 
     def __init__(self, model, traces_dir: str, target_layers: list[int], ttt_steps: int = 3,
                  step_weight: float = 0.8, soft_weight: float = 0.5, lr: float = 5e-4,
                  weight_decay: float = 0.0, warmup_steps: int = 50, total_steps: int = 2000,
-                 init_from: str | None = None) -> None:
+                 init_from: str | None = None, remap_vocab: bool = False) -> None:
         super().__init__()
         if ttt_steps < 1:
             raise ValueError(f"learner.ttt_steps must be >= 1, got {ttt_steps}")
@@ -140,7 +147,8 @@ class Eagle3Learner(L.LightningModule):
             "ttt_steps": int(ttt_steps), "step_weight": float(step_weight),
             "soft_weight": float(soft_weight), "lr": float(lr),
             "weight_decay": float(weight_decay), "warmup_steps": int(warmup_steps),
-            "total_steps": int(total_steps), "init_from": init_from and str(init_from)})
+            "total_steps": int(total_steps), "init_from": init_from and str(init_from),
+            "remap_vocab": bool(remap_vocab)})
         target = frozen_target(model)
         # not a registered submodule: not trained, saved, all-reduced, sharded or moved to the
         # device; a step reads only its input embedding, which the net registers (shared)
@@ -148,6 +156,9 @@ class Eagle3Learner(L.LightningModule):
         tok_hash = tokenizer_sha256(model.tokenizer)
         if init_from:
             self.net = load_eagle3(init_from, target, tokenizer_hash=tok_hash)
+            if remap_vocab:
+                log.info("remapped the head onto %s's token map: %s", traces_dir,
+                         remap_head(self.net, target, read_token_map(traces_dir)))
         else:
             self.net = new_eagle3(target, read_token_map(traces_dir), target_layers,
                                   tokenizer_hash=tok_hash)

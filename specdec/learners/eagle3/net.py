@@ -104,6 +104,33 @@ def new_eagle3(target, token_map: torch.Tensor, target_layers: Sequence[int], *,
     return net.to(dtype=target.dtype)
 
 
+def remap_head(net: Eagle3Net, target, token_map: torch.Tensor) -> dict[str, int]:
+    """Give a trained drafter the draft vocabulary ``token_map`` (``[V_d]`` sorted target ids).
+
+    A warm start onto a new token map (e.g. one chosen from broader traces): head rows of tokens
+    in both maps keep their trained weights, rows of tokens new to the map start from the
+    target's head rows (as ``init_from_target`` does), dropped tokens are gone. The map size may
+    change. Returns ``{"kept": ..., "new": ...}`` row counts.
+    """
+    dec = net.decoder
+    old_map, new_map = dec.token_map.cpu(), token_map.long().cpu()  # [V_old], [V_new]
+    assert new_map.dim() == 1 and new_map.unique().numel() == new_map.numel()
+    pos = torch.full((int(dec.config.vocab_size),), -1, dtype=torch.long)
+    pos[old_map] = torch.arange(old_map.numel())
+    src = pos[new_map]  # [V_new]: row of the old head, -1 for a new token
+    old_w = dec.lm_head.weight.detach()  # [V_old, H]
+    rows = target.lm_head.weight.detach()[new_map].to(old_w)  # [V_new, H]
+    kept = src >= 0
+    rows[kept] = old_w[src[kept].to(old_w.device)]
+    dec.lm_head = nn.Linear(rows.shape[1], rows.shape[0], bias=False).to(old_w)
+    with torch.no_grad():
+        dec.lm_head.weight.copy_(rows)
+    dec.token_map = new_map.to(dec.token_map.device)
+    dec.config.draft_vocab_size = int(new_map.numel())
+    net.meta["draft_vocab_size"] = int(new_map.numel())
+    return {"kept": int(kept.sum()), "new": int((~kept).sum())}
+
+
 def save_eagle3(net: Eagle3Net, folder: str | Path, *, target_vocab: int,
                 dtype: torch.dtype = torch.float32) -> Path:
     """Write ``config.json`` + ``model.safetensors`` (without the shared embedding)."""
