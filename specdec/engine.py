@@ -21,6 +21,7 @@ from specdec.core import LM, Coins, Context, Drafter, TargetView, Verifier
 from specdec.forwards import NonFiniteLogits, stamp_step
 from specdec.metrics import GenerationStats
 from specdec.sampling import Sampling, warp
+from specdec.threads import loop_threads
 
 
 @dataclass
@@ -44,6 +45,9 @@ def check_compatible(target: LM, drafter: Drafter, verifier: Verifier) -> None:
                              "target's tokenizer")
 
 
+# The loop's own tensor work runs on one thread, every model forward on the caller's budget
+# (threads.py: small parallel ops stall while another process holds a core).
+@loop_threads()
 def generate(
     prompt_ids: torch.Tensor | Sequence[int],
     target: LM,

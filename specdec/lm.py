@@ -38,6 +38,7 @@ from specdec.core import LMOut
 from specdec.forwards import ForwardRecord, current_lane, nonfinite_error
 from specdec.models.placement import cuda_devices
 from specdec.reconcile import reconcile_cache
+from specdec.threads import forward_budget
 from specdec.trees import ancestor_mask, depths, is_chain
 from specdec.vocab import fit_ids, fit_rows
 
@@ -54,7 +55,8 @@ class CachedLM:
         synchronize: call ``torch.cuda.synchronize()`` around forwards for per-forward timing
             (the eval sets it with ``cost_model=true``: the cost table is fitted on these times;
             CPU timing needs none).
-        threads: torch intra-op threads for this model's forwards (``None``: leave the caller's).
+        threads: torch intra-op threads for this model's forwards (``None``: the caller's, or
+            the budget a surrounding ``threads.loop_threads`` saved).
         vocab_size: the output vocabulary (default: the rows of the model's output embedding);
             logits are fitted to it (``specdec.vocab.fit_rows``: a draft gets the target's).
     """
@@ -206,20 +208,16 @@ class CachedLM:
         non-finite output raises once the forward is logged and its nodes are pending."""
         n, prefix, before = int(tokens.shape[0]), len(self._ids), len(self._pending)
         parents = self._pending_parent + parents  # over every pending node, old and new
-        saved = torch.get_num_threads()
-        if self.threads is not None and self.threads != saved:
-            torch.set_num_threads(self.threads)
         start = self._clock()
         try:
-            kwargs = self._inputs(tokens, parents, inputs_embeds, prefix, before)
-            out = self.model(past_key_values=self._cache, use_cache=True,
-                             output_hidden_states=bool(hidden_layers), **kwargs)
-            logits = fit_rows(out.logits[0], self.vocab_size)  # [N, V]
-            bad = nonfinite_error(logits, role=self.role, context=prefix + before)
+            with forward_budget(self.threads):  # the loop itself runs on one thread (threads.py)
+                kwargs = self._inputs(tokens, parents, inputs_embeds, prefix, before)
+                out = self.model(past_key_values=self._cache, use_cache=True,
+                                 output_hidden_states=bool(hidden_layers), **kwargs)
+                logits = fit_rows(out.logits[0], self.vocab_size)  # [N, V]
+                bad = nonfinite_error(logits, role=self.role, context=prefix + before)
         finally:
             end = self._clock()
-            if torch.get_num_threads() != saved:
-                torch.set_num_threads(saved)
         where, step = current_lane()
         self.forward_log.append(ForwardRecord(self.role, n, prefix + before, end - start,
                                               start, end, where, step))

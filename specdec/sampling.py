@@ -20,6 +20,8 @@ from dataclasses import dataclass
 
 import torch
 
+from specdec.rowops import argmax_rows
+
 
 @dataclass(frozen=True)
 class Sampling:
@@ -56,7 +58,7 @@ def warp(logits: torch.Tensor, sampling: Sampling, top: torch.Tensor | None = No
         ``[N, V]`` rows that sum to 1; one-hot argmax rows when ``temperature == 0``.
     """
     if sampling.temperature == 0:
-        index = logits.argmax(-1) if top is None else top  # [N]
+        index = argmax_rows(logits) if top is None else top  # [N]
         out = torch.zeros_like(logits)  # [N, V]
         return out.scatter_(-1, index.to(logits.device)[:, None], 1.0)
     scores = logits if sampling.temperature == 1 else logits / sampling.temperature  # [N, V]

@@ -26,6 +26,7 @@ from specdec.core import LMOut
 from specdec.forwards import ForwardRecord, current_lane, nonfinite_error
 from specdec.learners.specblock.net import BlockOut, SpecBlockNet
 from specdec.learners.specblock.slots import AppendKeys, ChainKeys
+from specdec.threads import forward_budget
 
 
 class BlockLM:
@@ -125,8 +126,9 @@ class BlockLM:
 
     def _timed(self, n: int, run) -> BlockOut:
         start = time.perf_counter()
-        out = run()  # the first read of the fresh logits is part of the forward (lm.CachedLM)
-        bad = nonfinite_error(out.logits.flatten(0, 2), role=self.role, context=self.positions)
+        with forward_budget(None):  # the loop itself runs on one thread (threads.py)
+            out = run()  # the first read of the fresh logits is part of the forward (CachedLM)
+            bad = nonfinite_error(out.logits.flatten(0, 2), role=self.role, context=self.positions)
         end = time.perf_counter()
         where, step = current_lane()
         self.forward_log.append(ForwardRecord(self.role, n, self.positions, end - start, start,

@@ -15,6 +15,7 @@ import torch
 
 from specdec.core import LM, Context, Draft, Drafter, Verdict
 from specdec.drafters.policies import DraftState, Policy
+from specdec.rowops import argmax_rows
 from specdec.sampling import Sampling, warp
 
 
@@ -53,7 +54,7 @@ class ModelDrafter(Drafter):
             # 2. Warp the draft logits of the last position into q for the next token (greedy:
             #    the argmax, found once and shared with warp).
             row = out.logits[-1:]  # [1, V]
-            top = row.argmax(-1) if greedy else None  # [1]
+            top = argmax_rows(row) if greedy else None  # [1]
             q = None if point_masses else warp(row, self.sampling, top)[0]  # [V]
             hidden = out.hidden[-1, 0] if layers else None  # [H]
             # 3. Ask the policy, then sample the token through the shared coins (a point mass

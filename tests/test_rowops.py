@@ -1,0 +1,31 @@
+"""argmax_rows equals Tensor.argmax on every shape, tie and masking pattern the loop meets."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from specdec.rowops import argmax_rows
+
+
+@pytest.mark.parametrize("shape", [(5, 49152), (1, 49152), (49152,), (3, 4096), (4, 4097),
+                                   (2, 8191), (3, 100), (2, 3, 5000)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_equals_argmax_on_random_rows(shape, dtype):
+    x = torch.randn(*shape, generator=torch.Generator().manual_seed(sum(shape))).to(dtype)
+    assert torch.equal(argmax_rows(x), x.argmax(-1))
+
+
+def test_ties_masks_and_block_edges_give_the_first_max():
+    x = torch.full((6, 9000), float("-inf"))
+    x[0] = 0.0  # all equal: index 0
+    x[1, [1023, 1024, 8999]] = 2.0  # tie across a block edge: the first
+    x[2, 8999] = 1.0  # the max in the short last block, at its end
+    x[3, torch.arange(0, 9000, 7)] = 1.0  # a reduced vocabulary: -inf elsewhere
+    # x[4]: all -inf -> 0 ; x[5]: a NaN counts as the max
+    x[5] = torch.arange(9000.0)
+    x[5, 4500] = float("nan")
+    assert torch.equal(argmax_rows(x), x.argmax(-1))
+    assert argmax_rows(x).tolist() == [0, 1023, 8999, 0, 0, 4500]
+    ints = torch.randint(0, 3, (8, 9000), generator=torch.Generator().manual_seed(1)).float()
+    assert torch.equal(argmax_rows(ints), ints.argmax(-1))  # many ties per row
