@@ -81,6 +81,7 @@ class Eagle3Drafter(FeatureDrafter):
                          layers=target.num_layers, where="(drafter.path)",
                          train_command=self.command)
             self.net.to(device=target.device, dtype=target.dtype)
+            self.vocab = self.net.decoder.token_map.to(target.device)  # [V_d]
         self.view = target
 
     # --- verified positions -------------------------------------------------------------------
@@ -110,15 +111,17 @@ class Eagle3Drafter(FeatureDrafter):
         tok, par, score, depth = [], [], [], []
         hidden: dict[int, torch.Tensor] = {-1: self.root_out[1]}
         slot: dict[int, int] = {}  # expanded candidate -> pending index in the draft cache
+        vocab = self.vocab  # [V_d] the draft's target token ids (its logits' finite columns)
 
         def add_children(nodes: list[int], logits: torch.Tensor, d: int) -> None:
             # each node's topk children by cumulative log-prob: one topk and one logsumexp over
-            # the level's rows (log_softmax is x - logsumexp(x), monotone in x); tokens outside
-            # the draft vocabulary (-inf) never become candidates
-            logits = logits.float()  # [M, V]
-            best = torch.topk(logits, min(self.topk, logits.shape[-1]), dim=-1)  # [M, k]
-            lp = best.values - torch.logsumexp(logits, -1, keepdim=True)  # [M, k]
-            for node, values, indices in zip(nodes, lp.tolist(), best.indices.tolist()):
+            # the level's rows (log_softmax is x - logsumexp(x), monotone in x), read on the
+            # draft vocabulary's columns only (the rest are -inf: never candidates, no mass)
+            small = logits.index_select(-1, vocab).float()  # [M, V_d]
+            best = torch.topk(small, min(self.topk, small.shape[-1]), dim=-1)  # [M, k]
+            lp = best.values - torch.logsumexp(small, -1, keepdim=True)  # [M, k]
+            ids = vocab[best.indices]  # [M, k] target token ids
+            for node, values, indices in zip(nodes, lp.tolist(), ids.tolist()):
                 base = 0.0 if node < 0 else score[node]
                 for value, index in zip(values, indices):
                     if value == -math.inf:
