@@ -109,15 +109,19 @@ def generate(
 
         # 2. Draft, verify, keep, commit until a stop id or the token budget ends the generation.
         start = time.perf_counter()
-        committed, new, features, step = prompt.tolist(), [], None, 0
+        # the committed tokens live in one buffer; each step's context reads a view of its
+        # prefix (committed tokens never change, so a view a drafter keeps stays valid)
+        committed = torch.empty(prompt.numel() + max_new_tokens, dtype=torch.long)  # [T + max]
+        committed[: prompt.numel()] = prompt
+        length, root, new, features, step = prompt.numel(), int(prompt[-1]), [], None, 0
         while len(new) < max_new_tokens:
-            ctx = Context(tokens=torch.tensor(committed), coins=coins, step=step, stop_ids=stops,
+            ctx = Context(tokens=committed[:length], coins=coins, step=step, stop_ids=stops,
                           budget=max_new_tokens - len(new), target_features=features)
             # 2.1 Propose a draft rooted at the last committed token.
             t0 = time.perf_counter()
             draft = drafter.propose(ctx)
             stats.draft_s += time.perf_counter() - t0
-            assert int(draft.tokens[0]) == committed[-1], "a draft must be rooted at the last token"
+            assert int(draft.tokens[0]) == root, "a draft must be rooted at the last token"
             # 2.2 Score root + drafted nodes in one target forward (tree-masked for trees).
             out = target.forward(draft.tokens, draft.parent, hidden_layers=layers)
             p = warp(out.logits, sampling)  # [N, V]
@@ -133,7 +137,8 @@ def generate(
             stop_at = next((i for i, t in enumerate(emitted) if t in stops), None)
             if stop_at is not None:
                 emitted = emitted[: stop_at + 1]
-            committed += emitted
+            committed[length : length + len(emitted)] = torch.tensor(emitted)
+            length, root = length + len(emitted), emitted[-1]
             new += emitted
             # 2.6 Feedback (joins the drafter's background work), then this step's accounting.
             drafter.observe(ctx, draft, verdict)

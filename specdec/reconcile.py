@@ -14,12 +14,22 @@ from specdec.core import LM, LMOut
 
 
 def common_prefix(a: list[int], b: list[int]) -> int:
-    """Length of the longest common prefix of two id lists."""
+    """Length of the longest common prefix of two id lists.
+
+    Slice comparisons run in C: the whole prefix first (the usual case: the cache is the
+    committed tokens plus a few drafted ones), else a bisection down to a short span.
+    """
     n = min(len(a), len(b))
-    for i in range(n):
-        if a[i] != b[i]:
-            return i
-    return n
+    if a[:n] == b[:n]:
+        return n
+    lo, hi = 0, n  # a[:lo] == b[:lo]; the first mismatch is in [lo, hi)
+    while hi - lo > 16:
+        mid = (lo + hi) // 2
+        if a[lo:mid] == b[lo:mid]:
+            lo = mid
+        else:
+            hi = mid
+    return next(i for i in range(lo, hi) if a[i] != b[i])
 
 
 def reconcile_cache(lm: LM, ids: list[int], *, hidden_layers: Sequence[int] = ()) -> LMOut:

@@ -1,4 +1,5 @@
-"""argmax_rows equals Tensor.argmax on every shape, tie and masking pattern the loop meets."""
+"""Loop helpers: argmax_rows equals Tensor.argmax on every shape, tie and mask the loop meets;
+common_prefix equals an element-by-element scan."""
 
 from __future__ import annotations
 
@@ -29,3 +30,19 @@ def test_ties_masks_and_block_edges_give_the_first_max():
     assert argmax_rows(x).tolist() == [0, 1023, 8999, 0, 0, 4500]
     ints = torch.randint(0, 3, (8, 9000), generator=torch.Generator().manual_seed(1)).float()
     assert torch.equal(argmax_rows(ints), ints.argmax(-1))  # many ties per row
+
+
+def test_common_prefix_matches_an_element_by_element_scan():
+    import random
+
+    from specdec.reconcile import common_prefix
+
+    def scan(a, b):
+        n = min(len(a), len(b))
+        return next((i for i in range(n) if a[i] != b[i]), n)
+
+    rng = random.Random(0)
+    for _ in range(3000):
+        a = [rng.randint(0, 3) for _ in range(rng.randint(0, 300))]
+        b = a[: rng.randint(0, len(a))] + [rng.randint(0, 3) for _ in range(rng.randint(0, 60))]
+        assert common_prefix(a, b) == scan(a, b) == common_prefix(b, a)
