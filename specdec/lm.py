@@ -1,6 +1,6 @@
 """CachedLM: a transformers causal LM plus its KV cache, appended to and pruned by node index.
 
-This is the **only** module that touches ``past_key_values`` / ``DynamicCache`` (ARCHITECTURE B6).
+This is the **only** module that touches the decoding KV cache (``DynamicCache``) (ARCHITECTURE B6).
 API: ``reset()``, ``ids`` (the cached token ids), ``forward(tokens, parent)`` appends N *pending*
 nodes after the committed prefix and returns their logits, ``extend(tokens, parent)`` grows the
 pending nodes by a frontier (one forward of the new nodes only), ``keep(nodes)`` retains some
@@ -36,6 +36,7 @@ from transformers import DynamicCache, PreTrainedModel
 
 from specdec.core import LMOut
 from specdec.forwards import ForwardRecord, current_lane, nonfinite_error
+from specdec.models.cache_arg import cache_kwarg
 from specdec.models.placement import cuda_devices
 from specdec.reconcile import reconcile_cache
 from specdec.threads import forward_budget
@@ -84,6 +85,7 @@ class CachedLM:
         self._pending_parent: list[int] = []  # parent of each pending node (-1: the prefix)
         self._pending_chain = True
         self._cache = DynamicCache(config=model.config)
+        self._cache_kw = cache_kwarg(model)  # `cache` (transformers >= 5.2x) or `past_key_values`
 
     # --- state ----------------------------------------------------------------------------------
     @property
@@ -212,7 +214,7 @@ class CachedLM:
         try:
             with forward_budget(self.threads):  # the loop itself runs on one thread (threads.py)
                 kwargs = self._inputs(tokens, parents, inputs_embeds, prefix, before)
-                out = self.model(past_key_values=self._cache, use_cache=True,
+                out = self.model(**{self._cache_kw: self._cache}, use_cache=True,
                                  output_hidden_states=bool(hidden_layers), **kwargs)
                 logits = fit_rows(out.logits[0], self.vocab_size)  # [N, V]
                 bad = nonfinite_error(logits, role=self.role, context=prefix + before)

@@ -26,6 +26,8 @@ from torch import nn
 from transformers import GenerationMixin, LlamaConfig, LlamaModel, LlamaPreTrainedModel
 from transformers.modeling_outputs import CausalLMOutputWithPast
 
+from specdec.models.cache_arg import cache_kwarg, output_cache_field
+
 EMBED_KEY = "model.embed_tokens.weight"
 
 
@@ -65,14 +67,16 @@ class ReducedVocabDraft(LlamaPreTrainedModel, GenerationMixin):
         input_ids: torch.Tensor | None = None,
         attention_mask: torch.Tensor | None = None,
         position_ids: torch.Tensor | None = None,
-        past_key_values=None,
+        cache=None,
         inputs_embeds: torch.Tensor | None = None,
         use_cache: bool | None = None,
         logits_to_keep: int = 0,
+        past_key_values=None,  # the pre-rename name of `cache` (models/cache_arg.py)
         **kwargs,
     ) -> CausalLMOutputWithPast:
+        cache = cache if cache is not None else past_key_values
         out = self.model(input_ids=input_ids, attention_mask=attention_mask,
-                         position_ids=position_ids, past_key_values=past_key_values,
+                         position_ids=position_ids, **{cache_kwarg(self.model): cache},
                          inputs_embeds=inputs_embeds, use_cache=use_cache, **kwargs)
         h = out.last_hidden_state  # [B, N, H]
         if logits_to_keep:
@@ -80,8 +84,9 @@ class ReducedVocabDraft(LlamaPreTrainedModel, GenerationMixin):
         small = self.lm_head(h)  # [B, N, V_d]
         logits = small.new_full((*small.shape[:-1], self.config.vocab_size), float("-inf"))
         logits.index_copy_(-1, self.token_map, small)  # [B, N, V], -inf outside the map
-        return CausalLMOutputWithPast(logits=logits, past_key_values=out.past_key_values,
-                                      hidden_states=out.hidden_states)
+        cached = getattr(out, output_cache_field(type(out)))  # the model's cache after the call
+        return CausalLMOutputWithPast(logits=logits, hidden_states=out.hidden_states,
+                                      **{output_cache_field(CausalLMOutputWithPast): cached})
 
 
 def tokenizer_sha256(tokenizer) -> str:

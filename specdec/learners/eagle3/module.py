@@ -36,6 +36,7 @@ from specdec.learners.eagle3.net import (
     save_eagle3,
 )
 from specdec.learners.optim import adamw_warmup_cosine
+from specdec.models.cache_arg import cache_kwarg
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +78,7 @@ def unroll(net: Eagle3Net, embed: torch.nn.Module, ids: torch.Tensor, feats: tor
         # 3. the next step's condition: this step's output shifted by one position.
         mask = ttt_mask(s, j, valid.cpu(), embeds.dtype).to(ids.device)
         h = net.decoder.model(inputs_embeds=net.inputs(embeds, cond), attention_mask=mask,
-                              position_ids=positions, past_key_values=cache,
+                              position_ids=positions, **{cache_kwarg(net.decoder.model): cache},
                               use_cache=True).last_hidden_state  # [B, S, H]
         out.append(net.decoder.lm_head(h))
         cond = torch.cat([torch.zeros_like(h[:, :1]), h[:, :-1]], 1)
