@@ -14,6 +14,7 @@ from omegaconf import DictConfig
 from specdec.bench.runner import run
 from specdec.bench.summary import sweep_metric
 from specdec.config import register_resolvers
+from specdec.errors import exit_on_input_error
 
 
 def evaluate(cfg: DictConfig) -> float | None:
@@ -23,8 +24,10 @@ def evaluate(cfg: DictConfig) -> float | None:
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="eval")
 def main(cfg: DictConfig) -> float | None:
-    """Run one eval job (a multirun calls it once per method preset); returns the sweep metric."""
-    return evaluate(cfg)
+    """Run one eval job (a multirun calls it once per method preset); returns the sweep metric.
+    A bad input ends the run with its message and status 2, without a traceback (errors.py)."""
+    with exit_on_input_error():
+        return evaluate(cfg)
 
 
 if __name__ == "__main__":

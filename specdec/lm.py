@@ -35,6 +35,7 @@ import torch
 from transformers import DynamicCache, PreTrainedModel
 
 from specdec.core import LMOut
+from specdec.errors import BadInput
 from specdec.forwards import ForwardRecord, current_lane, nonfinite_error
 from specdec.models.cache_arg import cache_kwarg
 from specdec.models.placement import cuda_devices
@@ -65,7 +66,7 @@ class CachedLM:
     def __init__(self, model: PreTrainedModel, role: str = "target", *, synchronize: bool = False,
                  threads: int | None = None, vocab_size: int | None = None):
         if threads is not None and threads < 1:
-            raise ValueError(f"threads must be >= 1 or null, got {threads}")
+            raise BadInput(f"threads must be >= 1 or null, got {threads}")
         self.model = model.eval()
         self.role = role
         self.synchronize = synchronize

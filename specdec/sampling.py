@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import torch
 
+from specdec.errors import BadInput
 from specdec.rowops import argmax_rows
 
 
@@ -39,11 +40,11 @@ class Sampling:
 
     def __post_init__(self) -> None:
         if self.temperature < 0:
-            raise ValueError(f"sampling.temperature must be >= 0, got {self.temperature}")
+            raise BadInput(f"sampling.temperature must be >= 0, got {self.temperature}")
         if self.top_k < 0:
-            raise ValueError(f"sampling.top_k must be >= 0 (0 disables it), got {self.top_k}")
+            raise BadInput(f"sampling.top_k must be >= 0 (0 disables it), got {self.top_k}")
         if not 0.0 < self.top_p <= 1.0:
-            raise ValueError(f"sampling.top_p must be in (0, 1] (1 disables it), got {self.top_p}")
+            raise BadInput(f"sampling.top_p must be in (0, 1] (1 disables it), got {self.top_p}")
 
 
 def warp(logits: torch.Tensor, sampling: Sampling, top: torch.Tensor | None = None) -> torch.Tensor:

@@ -33,6 +33,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from specdec.config import register_resolvers
+from specdec.errors import BadInput, exit_on_input_error
 from specdec.learners.scale import check_single_process, exportable
 
 if TYPE_CHECKING:
@@ -84,14 +85,14 @@ def train(cfg: DictConfig) -> dict[str, float]:
     out_dir.mkdir(parents=True, exist_ok=True)
     if cfg.stage == "data":
         if cfg.data_gen is None:
-            raise ValueError("this experiment has no data_gen; run stage=fit")
+            raise BadInput("this experiment has no data_gen; run stage=fit")
         check_single_process("data")  # never two ranks writing one chunk
         instantiate(cfg.data_gen)()
         return {}
     if cfg.stage != "fit":
-        raise ValueError(f"unknown stage {cfg.stage!r}; use stage=data or stage=fit")
+        raise BadInput(f"unknown stage {cfg.stage!r}; use stage=data or stage=fit")
     if cfg.learner is None or cfg.datamodule is None:
-        raise ValueError(
+        raise BadInput(
             "no learner/datamodule configured: pass +experiment=<name> (see conf/experiment/)"
         )
     L.seed_everything(cfg.seed, workers=True)
@@ -124,7 +125,9 @@ def train(cfg: DictConfig) -> dict[str, float]:
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="train")
 def main(cfg: DictConfig) -> None:
-    train(cfg)
+    """Train (or generate data); a bad input ends with its message and status 2 (errors.py)."""
+    with exit_on_input_error():
+        train(cfg)
 
 
 if __name__ == "__main__":

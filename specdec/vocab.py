@@ -33,6 +33,8 @@ from __future__ import annotations
 import torch
 from transformers import PreTrainedTokenizerBase
 
+from specdec.errors import BadInput
+
 #: how many differing tokens an error names
 SHOWN = 5
 
@@ -104,14 +106,14 @@ def check_rows(
         a, b = tokenizer.get_vocab(), draft_tokenizer.get_vocab()
         if a != b:
             diff = "; ".join(_vocab_difference(a, b))
-            raise ValueError(
+            raise BadInput(
                 f"the target's tokenizer ({len(a)} tokens) and the draft's ({len(b)} tokens) "
                 f"differ ({diff}); {sizes}. Speculative decoding needs a draft trained on the "
                 "target's tokenizer: pick a draft of the same model family in conf/model/")
     short = min(target_rows, draft_rows)
     if short < ids:
         who = "target" if target_rows == short else "draft"
-        raise ValueError(
+        raise BadInput(
             f"the {who} has {short} output rows but the tokenizer has {ids} ids ({sizes})"
             ": some tokens have no logit; the draft must share the target's tokenizer (pick a "
             "matching draft in conf/model/)")

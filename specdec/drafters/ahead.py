@@ -54,6 +54,7 @@ from typing import Generic, TypeVar
 
 import torch
 
+from specdec.errors import BadInput
 from specdec.forwards import lane
 
 log = logging.getLogger(__name__)
@@ -105,7 +106,7 @@ def check_overlap(device: torch.device, draft_threads: int | None, *, mode: str,
         return True
     cores, target = machine_cores(), torch.get_num_threads()
     if draft_threads is not None and draft_threads > cores:
-        raise ValueError(f"model.draft_threads={draft_threads} exceeds this machine's {cores} "
+        raise BadInput(f"model.draft_threads={draft_threads} exceeds this machine's {cores} "
                          f"cores; give the draft at most {max(1, cores - 1)} (and the target the "
                          "rest with threads=...)")
     draft = draft_threads if draft_threads is not None else target
@@ -138,7 +139,7 @@ class Ahead(Generic[T]):
     def __init__(self, name: str, *, device: torch.device | str = "cpu",
                  threads: int | None = None, mode: str = "auto") -> None:
         if mode not in MODES:
-            raise ValueError(f"drafter.mode={mode!r} is not a background mode; use one of "
+            raise BadInput(f"drafter.mode={mode!r} is not a background mode; use one of "
                              f"{list(MODES)}")
         self.name, self.threads = name, threads
         self.device = torch.device(device)

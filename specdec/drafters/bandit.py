@@ -36,6 +36,7 @@ from collections.abc import Iterable, Mapping, Sequence
 import torch
 
 from specdec.core import Coins
+from specdec.errors import BadInput
 from specdec.forwards import ForwardRecord
 
 
@@ -55,9 +56,9 @@ class DiscountedUCB:
         if arms < 1 or contexts < 1:
             raise ValueError(f"the bandit needs >= 1 arm and >= 1 context, got {arms}, {contexts}")
         if not 0.0 < discount <= 1.0:
-            raise ValueError(f"drafter.discount must be in (0, 1] (1 = UCB1), got {discount}")
+            raise BadInput(f"drafter.discount must be in (0, 1] (1 = UCB1), got {discount}")
         if exploration < 0.0 or not 0.0 <= explore <= 1.0:
-            raise ValueError(f"drafter.exploration must be >= 0 and drafter.explore in [0, 1], "
+            raise BadInput(f"drafter.exploration must be >= 0 and drafter.explore in [0, 1], "
                              f"got {exploration}, {explore}")
         self.arms, self.contexts = int(arms), int(contexts)
         self.discount, self.c, self.eps = float(discount), float(exploration), float(explore)
@@ -125,7 +126,7 @@ class StepClock:
                                                  for r, ab in costs.items()}
         for role, ab in (self.costs or {}).items():
             if len(ab) != 2 or min(ab) < 0:
-                raise ValueError(f"drafter.costs.{role} must be [fixed seconds, seconds per new "
+                raise BadInput(f"drafter.costs.{role} must be [fixed seconds, seconds per new "
                                  f"token], both >= 0, got {list(ab)}")
 
     def __call__(self, records: Iterable[ForwardRecord]) -> float:
@@ -134,7 +135,7 @@ class StepClock:
         seconds = 0.0
         for r in records:
             if r.role not in self.costs:
-                raise ValueError(f"drafter.costs has no price for {r.role!r} forwards; give "
+                raise BadInput(f"drafter.costs has no price for {r.role!r} forwards; give "
                                  f"{r.role}: [fixed seconds, seconds per new token] (priced: "
                                  f"{sorted(self.costs)}), or costs: null for measured times")
             a, b = self.costs[r.role]

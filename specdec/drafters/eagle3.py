@@ -26,6 +26,7 @@ import torch
 from specdec.core import LM, Context, Draft, TargetView, Verdict
 from specdec.drafters.features import FeatureDrafter
 from specdec.drafters.policies import Policy
+from specdec.errors import BadInput
 from specdec.learners.eagle3.net import Eagle3Net, check_target, load_eagle3
 from specdec.lm import CachedLM
 from specdec.models.attention import use_cpu_attention
@@ -55,7 +56,7 @@ class Eagle3Drafter(FeatureDrafter):
                  topk: int = 2, total_tokens: int = 4, linear_kernel: str = "auto",
                  experiment: str = "eagle3_<model>") -> None:
         if topk < 1 or total_tokens < 1:
-            raise ValueError(f"drafter.topk and drafter.total_tokens must be >= 1, got {topk}, "
+            raise BadInput(f"drafter.topk and drafter.total_tokens must be >= 1, got {topk}, "
                              f"{total_tokens}")
         self.command = f"python -m specdec.train +experiment={experiment}"
         self.net: Eagle3Net = load_eagle3(path, train_command=self.command)

@@ -15,6 +15,7 @@ import torch
 
 from specdec.core import LM, Context, Draft, Drafter, Verdict
 from specdec.drafters.policies import DraftState, Policy
+from specdec.errors import BadInput
 from specdec.rowops import argmax_rows
 from specdec.sampling import Sampling, warp
 
@@ -30,7 +31,7 @@ class ModelDrafter(Drafter):
 
     def __init__(self, lm: LM, policy: Policy, sampling: Sampling) -> None:
         if lm is None:
-            raise ValueError("a chain drafter needs a draft model: set model=<pair> with a draft")
+            raise BadInput("a chain drafter needs a draft model: set model=<pair> with a draft")
         self.lm, self.policy, self.sampling = lm, policy, sampling
         self.models = [lm]
 

@@ -28,6 +28,7 @@ import torch
 from specdec.core import LM, Context, Draft, Drafter, Verdict
 from specdec.drafters.policies import Policy
 from specdec.drafters.tree import TreeGrower
+from specdec.errors import BadInput
 from specdec.sampling import Sampling, warp
 
 
@@ -45,9 +46,9 @@ class MultiDraftDrafter(Drafter):
 
     def __init__(self, lm: LM, policy: Policy, sampling: Sampling, num_drafts: int = 2) -> None:
         if lm is None:
-            raise ValueError("a multi-draft drafter needs a draft model: set model=<pair>")
+            raise BadInput("a multi-draft drafter needs a draft model: set model=<pair>")
         if num_drafts < 1:
-            raise ValueError(f"drafter.num_drafts must be >= 1, got {num_drafts}")
+            raise BadInput(f"drafter.num_drafts must be >= 1, got {num_drafts}")
         self.lm, self.policy, self.sampling = lm, policy, sampling
         self.num_drafts = int(num_drafts)
         self.models = [lm]

@@ -62,6 +62,7 @@ from specdec.core import Context, Draft, Drafter, Verdict
 from specdec.drafters.ahead import Ahead
 from specdec.drafters.model import ModelDrafter
 from specdec.drafters.policies import Fixed, Policy
+from specdec.errors import BadInput
 from specdec.lm import CachedLM
 from specdec.metrics import DRAFT_TOKENS, HITS, MISSES, ROLLED_BACK
 from specdec.sampling import Sampling
@@ -87,7 +88,7 @@ class PearlDrafter(Drafter):
     def __init__(self, lm: CachedLM, policy: Policy, sampling: Sampling, *, pre_draft: int = 0,
                  mode: str = "auto", lane: str = "pearl") -> None:
         if pre_draft < 0:
-            raise ValueError(f"drafter.pre_draft must be >= 0 (0: PEARL's one-token PRE step), "
+            raise BadInput(f"drafter.pre_draft must be >= 0 (0: PEARL's one-token PRE step), "
                              f"got {pre_draft}")
         self.chain = ModelDrafter(lm, policy, sampling)  # the worker's chain drafting
         # the main lane's PRE draft (same model and cache, used only while the worker is idle)

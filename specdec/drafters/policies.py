@@ -22,6 +22,8 @@ from dataclasses import dataclass
 
 import torch
 
+from specdec.errors import BadInput
+
 log = logging.getLogger(__name__)
 
 
@@ -68,7 +70,7 @@ class Policy:
 def check_bounds(name: str, low: int, max_len: int) -> None:
     """Raise ``ValueError`` unless ``1 <= low <= max_len``."""
     if not 1 <= low <= max_len:
-        raise ValueError(f"need 1 <= drafter.policy.{name} <= max_len, got {low} and {max_len}")
+        raise BadInput(f"need 1 <= drafter.policy.{name} <= max_len, got {low} and {max_len}")
 
 
 class Fixed(Policy):
@@ -80,7 +82,7 @@ class Fixed(Policy):
 
     def __init__(self, gamma: int = 4) -> None:
         if gamma < 1:
-            raise ValueError(f"drafter.policy.gamma must be >= 1, got {gamma}; use method=ar")
+            raise BadInput(f"drafter.policy.gamma must be >= 1, got {gamma}; use method=ar")
         self.gamma = int(gamma)
 
     wants_q = False
@@ -158,7 +160,7 @@ class AdaEDL(Policy):
                  max_len: int = 8, ema: float = 0.9) -> None:
         check_bounds("min_len", min_len, max_len)
         if entropy_scale <= 0 or not 0 <= ema < 1:
-            raise ValueError("drafter.policy.entropy_scale must be > 0 and ema in [0, 1)")
+            raise BadInput("drafter.policy.entropy_scale must be > 0 and ema in [0, 1)")
         self.threshold, self.entropy_scale = float(threshold), float(entropy_scale)
         self.min_len, self.max_len, self.ema = int(min_len), int(max_len), float(ema)
         self.reset()
@@ -243,7 +245,7 @@ class SpecDecPP(Policy):
 
         check_bounds("min_len", min_len, max_len)
         if not 0.0 <= threshold <= 1.0:
-            raise ValueError(f"drafter.policy.threshold must be in [0, 1], got {threshold}")
+            raise BadInput(f"drafter.policy.threshold must be in [0, 1], got {threshold}")
         self.head = load_head(head, experiment=experiment)
         self.experiment = experiment
         trained = self.head.meta.get("sampling")

@@ -19,13 +19,15 @@ from __future__ import annotations
 
 import torch
 
+from specdec.errors import BadInput
+
 
 def check_saguaro(top: int, c: float) -> None:
     """Raise ``ValueError`` naming the bad setting."""
     if top < 1:
-        raise ValueError(f"drafter.saguaro_top must be >= 1 (tokens downweighted), got {top}")
+        raise BadInput(f"drafter.saguaro_top must be >= 1 (tokens downweighted), got {top}")
     if not 0.0 < c <= 1.0:
-        raise ValueError(f"drafter.saguaro_c must be in (0, 1] (1: SAGUARO off), got {c}")
+        raise BadInput(f"drafter.saguaro_c must be in (0, 1] (1: SAGUARO off), got {c}")
 
 
 def reshape(q: torch.Tensor, top: int, c: float) -> torch.Tensor:

@@ -36,6 +36,7 @@ from specdec.drafters.block_lm import BlockLM
 from specdec.drafters.features import FeatureDrafter
 from specdec.drafters.policies import Policy
 from specdec.drafters.rank_tree import Candidates, Leaf, grow_block, keep_best
+from specdec.errors import BadInput
 from specdec.learners.eagle3.net import check_target
 from specdec.learners.specblock.net import load_specblock
 from specdec.learners.specblock.slots import RANK_CLASSES
@@ -55,15 +56,15 @@ class TreeShape:
 
     def __post_init__(self) -> None:
         if len(self.widths) != RANK_CLASSES or min(self.widths) < 0:
-            raise ValueError(f"drafter.widths needs {RANK_CLASSES} widths >= 0 (one per rank "
+            raise BadInput(f"drafter.widths needs {RANK_CLASSES} widths >= 0 (one per rank "
                              f"class), got {list(self.widths)}")
         if self.root_width is not None and self.root_width < 1:
-            raise ValueError(f"drafter.root_width must be >= 1 or null, got {self.root_width}")
+            raise BadInput(f"drafter.root_width must be >= 1 or null, got {self.root_width}")
         if self.total_tokens < 1 or self.beam < 1:
-            raise ValueError(f"drafter.total_tokens and drafter.beam must be >= 1, got "
+            raise BadInput(f"drafter.total_tokens and drafter.beam must be >= 1, got "
                              f"{self.total_tokens}, {self.beam}")
         if self.max_blocks not in (1, 2):
-            raise ValueError(f"drafter.max_blocks must be 1 or 2 (a third block would need block "
+            raise BadInput(f"drafter.max_blocks must be 1 or 2 (a third block would need block "
                              f"2's keys in the valid prefix), got {self.max_blocks}")
 
 

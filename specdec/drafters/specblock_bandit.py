@@ -67,6 +67,7 @@ from specdec.core import LM, Context, Draft, Verdict
 from specdec.drafters.bandit import DiscountedUCB, StepClock
 from specdec.drafters.policies import Policy
 from specdec.drafters.specblock import SpecBlockDrafter, TreeShape
+from specdec.errors import BadInput
 from specdec.sampling import Sampling
 
 DEFAULT_ARMS: dict[str, dict | None] = {
@@ -96,7 +97,7 @@ def arm_shape(full: TreeShape, name: str, spec: Mapping | None) -> TreeShape | N
     allowed = sorted(f.name for f in fields(TreeShape))
     unknown = sorted(set(spec) - set(allowed))
     if unknown:
-        raise ValueError(f"drafter.arms.{name} sets {unknown}, which are not tree settings; use "
+        raise BadInput(f"drafter.arms.{name} sets {unknown}, which are not tree settings; use "
                          f"{allowed}, or null for the skip arm")
     spec = {k: tuple(int(w) for w in v) if k == "widths" else v for k, v in spec.items()}
     return replace(full, **spec)
@@ -125,7 +126,7 @@ class SpecBlockBanditDrafter(SpecBlockDrafter):
                  experiment: str = "specblock_<model>") -> None:
         arms = DEFAULT_ARMS if arms is None else arms
         if len(arms) < 1:
-            raise ValueError("drafter.arms is empty; give at least one arm (e.g. full: {})")
+            raise BadInput("drafter.arms is empty; give at least one arm (e.g. full: {})")
         self.arm_names = [str(name) for name in arms]
         self.edges = sorted(int(e) for e in context_edges)
         self.rule = DiscountedUCB(len(arms), discount=discount, exploration=exploration,
@@ -188,7 +189,7 @@ class SpecBlockBanditDrafter(SpecBlockDrafter):
         drafts = self.lm.forward_log[self.mark:]
         seconds = self.clock([*drafts, verify]) - self._settle(drafts)
         if seconds <= 0:
-            raise ValueError(f"a step priced at {seconds} s (measured forward times of 0: a test "
+            raise BadInput(f"a step priced at {seconds} s (measured forward times of 0: a test "
                              "double?); give drafter.costs {role: [a, b]} to model them")
         # 2. Reward = emitted tokens per second, to the arm pulled in this step's context.
         tokens = verdict.num_accepted + 1

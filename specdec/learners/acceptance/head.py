@@ -18,6 +18,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from specdec.errors import MissingInput
+
 HEAD_KIND = "acceptance_head"
 
 
@@ -95,7 +97,7 @@ def load_head(path: str | Path, *, experiment: str = "specdecpp_<model>") -> Acc
 
     path = Path(path)
     if not (path / "config.json").exists() or not (path / "model.safetensors").exists():
-        raise FileNotFoundError(
+        raise MissingInput(
             f"no acceptance head at {path} (expected config.json + model.safetensors); train and "
             f"export it with `python -m specdec.train +experiment={experiment} stage=data` then "
             f"`python -m specdec.train +experiment={experiment}`, or set drafter.policy.head=<dir>"

@@ -23,6 +23,7 @@ import torch
 import torchmetrics
 from torch.utils.data import DataLoader
 
+from specdec.errors import MissingInput
 from specdec.learners.acceptance.head import AcceptanceHead, save_head
 from specdec.models import ModelPair
 
@@ -189,7 +190,7 @@ class AcceptanceDataModule(L.LightningDataModule):
         from datasets import load_from_disk
 
         if not (Path(self.path) / "dataset_dict.json").exists():
-            raise FileNotFoundError(f"no acceptance data at {self.path}; run this experiment with "
+            raise MissingInput(f"no acceptance data at {self.path}; run this experiment with "
                                     "stage=data first")
         ds = load_from_disk(self.path)
         offset = 0

@@ -23,6 +23,7 @@ from lightning.pytorch.utilities import rank_zero_warn
 from safetensors.torch import load_file
 from torch.utils.data import DataLoader
 
+from specdec.errors import MissingInput
 from specdec.learners.draft_lm.net import (
     EMBED_KEY,
     init_from_target,
@@ -74,7 +75,7 @@ class DistillLearner(L.LightningModule):
         else:
             path = Path(traces_dir) / "token_map.safetensors"
             if not path.exists():
-                raise FileNotFoundError(f"{path} is missing; create it with `{DATA_COMMAND}`")
+                raise MissingInput(f"{path} is missing; create it with `{DATA_COMMAND}`")
             tmap = load_file(str(path))["token_map"].long()
             self.net = init_from_target(target, tmap, layers=list(layers),
                                         tokenizer_hash=tokenizer_sha256(model.tokenizer))

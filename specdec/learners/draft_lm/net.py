@@ -26,6 +26,7 @@ from torch import nn
 from transformers import GenerationMixin, LlamaConfig, LlamaModel, LlamaPreTrainedModel
 from transformers.modeling_outputs import CausalLMOutputWithPast
 
+from specdec.errors import BadInput, MissingInput
 from specdec.models.cache_arg import cache_kwarg, output_cache_field
 
 EMBED_KEY = "model.embed_tokens.weight"
@@ -165,7 +166,7 @@ def load_draft(folder: str | Path, target, *, tokenizer=None,
     remedy = f"recreate it with `{train_command}` (it exports to {folder})"
     for name in ("config.json", "model.safetensors"):
         if not (folder / name).exists():
-            raise FileNotFoundError(f"draft file {folder / name} is missing; {remedy}")
+            raise MissingInput(f"draft file {folder / name} is missing; {remedy}")
     try:
         cfg = LlamaConfig.from_json_file(str(folder / "config.json"))
         state = load_file(str(folder / "model.safetensors"))
@@ -187,7 +188,7 @@ def load_draft(folder: str | Path, target, *, tokenizer=None,
     state = {k: v.to(dtype) if v.is_floating_point() else v for k, v in state.items()}
     missing, unexpected = draft.load_state_dict(state, strict=False, assign=True)
     if unexpected or set(missing) - {EMBED_KEY}:
-        raise ValueError(f"draft weights {folder / 'model.safetensors'} do not match its config "
+        raise BadInput(f"draft weights {folder / 'model.safetensors'} do not match its config "
                          f"(missing {missing}, unexpected {unexpected}); {remedy}")
     draft.model.rotary_emb = type(draft.model.rotary_emb)(config=cfg)  # rebuild meta buffers
     return draft.eval()

@@ -19,6 +19,7 @@ from pathlib import Path
 import torch
 
 from specdec.data.prompts import encode_turn
+from specdec.errors import MissingInput
 from specdec.learners.draft_lm.traces import (
     _norm,
     eval_texts,
@@ -35,7 +36,7 @@ def training_pairs(source_dir: str | Path, datasets: Sequence[str] = ("gsm8k", "
     """``(prompt, reference answer)`` of the training splits, eval prompts excluded, hash order."""
     src = Path(source_dir)
     if not (src / "gsm8k" / "train.jsonl").exists():
-        raise FileNotFoundError(f"training prompts not found under {src}; set distill.source_dir "
+        raise MissingInput(f"training prompts not found under {src}; set distill.source_dir "
                                 "(env SPECDEC_SHARED_DATA) to a folder laid out like shared/data")
     banned, seen, out = eval_texts(src), set(), []
     rows: list[tuple[str, str, str]] = []

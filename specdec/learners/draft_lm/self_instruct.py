@@ -24,6 +24,7 @@ from pathlib import Path
 
 import torch
 
+from specdec.errors import BadInput
 from specdec.learners.draft_lm.traces import _norm, eval_texts
 
 log = logging.getLogger(__name__)
@@ -38,7 +39,7 @@ def user_header(tokenizer) -> str:
         ValueError: the tokenizer has no chat template (a base model cannot self-instruct).
     """
     if not getattr(tokenizer, "chat_template", None):
-        raise ValueError("self-instruct prompts need an instruct target with a chat template; "
+        raise BadInput("self-instruct prompts need an instruct target with a chat template; "
                          "drop data_gen.self_instruct for this pair")
     text = tokenizer.apply_chat_template([{"role": "user", "content": SENTINEL}], tokenize=False,
                                          add_generation_prompt=False)

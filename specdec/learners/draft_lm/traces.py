@@ -26,6 +26,7 @@ from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
 from specdec.data.prompts import encode_turn
+from specdec.errors import MissingInput
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +74,7 @@ def training_prompts(source_dir: str | Path, datasets: Sequence[str] = ("gsm8k",
     """
     src = Path(source_dir)
     if not (src / "gsm8k" / "train.jsonl").exists():
-        raise FileNotFoundError(f"training prompts not found under {src}; set distill.source_dir "
+        raise MissingInput(f"training prompts not found under {src}; set distill.source_dir "
                                 "(env SPECDEC_SHARED_DATA) to a folder laid out like shared/data")
     banned = eval_texts(src)
     prompts: list[str] = []
@@ -181,7 +182,7 @@ def load_traces(folder: str | Path) -> list[Trace]:
     """Every trace in the ``traces*.safetensors`` files of ``folder``."""
     files = sorted(Path(folder).glob("traces*.safetensors"))
     if not files:
-        raise FileNotFoundError(f"no traces*.safetensors in {folder}; create them with "
+        raise MissingInput(f"no traces*.safetensors in {folder}; create them with "
                                 f"`{DATA_COMMAND}`")
     return [tr for f in files for tr in traces_of_file(f)]
 

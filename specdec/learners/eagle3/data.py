@@ -21,6 +21,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
+from specdec.errors import BadInput, MissingInput
 from specdec.learners.draft_lm.self_instruct import self_instructions
 from specdec.learners.draft_lm.traces import (
     Trace,
@@ -89,7 +90,7 @@ def read_token_map(folder: str | Path) -> torch.Tensor:
     """
     path = Path(folder) / "token_map.safetensors"
     if not path.exists():
-        raise FileNotFoundError(f"{path} is missing; create it with `{DATA_COMMAND}`")
+        raise MissingInput(f"{path} is missing; create it with `{DATA_COMMAND}`")
     return load_file(str(path))["token_map"].long()
 
 
@@ -109,12 +110,12 @@ def load_feature_traces(folder: str | Path) -> list[tuple[Trace, torch.Tensor]]:
     """
     files = sorted(Path(folder).glob("traces*.safetensors"))
     if not files:
-        raise FileNotFoundError(f"no traces in {folder}; create them with `{DATA_COMMAND}`")
+        raise MissingInput(f"no traces in {folder}; create them with `{DATA_COMMAND}`")
     out = []
     for path in files:
         fpath = features_path(path)
         if not fpath.exists():
-            raise FileNotFoundError(f"{fpath} is missing; finish `{DATA_COMMAND}`")
+            raise MissingInput(f"{fpath} is missing; finish `{DATA_COMMAND}`")
         feats, start = load_file(str(fpath))["features"], 0
         for tr in traces_of_file(path):
             n = int(tr.ids.numel())
@@ -170,7 +171,7 @@ def make_eagle3_data(model, out_dir: str, target_layers: Sequence[int], *,
     elif source_dir is not None:
         make_traces(model, out_dir, source_dir, **trace_kwargs)
     else:
-        raise ValueError("set data_gen.source_dir (training prompts) or data_gen.synthetic")
+        raise BadInput("set data_gen.source_dir (training prompts) or data_gen.synthetic")
     if self_instruct:
         texts = self_instructions(model, out_dir, source_dir=source_dir, **self_instruct)
         keys = ("passes", "max_new", "batch_size", "topk", "max_minutes", "seed")

@@ -25,6 +25,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 from transformers import DynamicCache
 
+from specdec.errors import BadInput
 from specdec.learners.draft_lm.net import tokenizer_sha256
 from specdec.learners.eagle3.data import frozen_target, load_feature_traces, read_token_map
 from specdec.learners.eagle3.net import (
@@ -142,7 +143,7 @@ class Eagle3Learner(L.LightningModule):
                  init_from: str | None = None, remap_vocab: bool = False) -> None:
         super().__init__()
         if ttt_steps < 1:
-            raise ValueError(f"learner.ttt_steps must be >= 1, got {ttt_steps}")
+            raise BadInput(f"learner.ttt_steps must be >= 1, got {ttt_steps}")
         self.save_hyperparameters({  # plain types: checkpoints load with weights_only=True
             "traces_dir": str(traces_dir), "target_layers": [int(i) for i in target_layers],
             "ttt_steps": int(ttt_steps), "step_weight": float(step_weight),

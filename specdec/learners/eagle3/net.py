@@ -34,6 +34,7 @@ from torch import nn
 from transformers import LlamaConfig
 from transformers.models.llama.modeling_llama import LlamaRMSNorm
 
+from specdec.errors import BadInput, MissingInput
 from specdec.learners.draft_lm.net import (
     EMBED_KEY,
     ReducedVocabDraft,
@@ -92,7 +93,7 @@ def new_eagle3(target, token_map: torch.Tensor, target_layers: Sequence[int], *,
     n = target.config.num_hidden_layers
     for i in target_layers:
         if not -n - 1 <= int(i) <= n:
-            raise ValueError(f"target layer {i} is out of range for a {n}-layer target "
+            raise BadInput(f"target layer {i} is out of range for a {n}-layer target "
                              f"(hidden_states has {n + 1} entries)")
     decoder = init_from_target(target, token_map, layers=[n - 1], tokenizer_hash=tokenizer_hash)
     gen = torch.Generator().manual_seed(seed)
@@ -153,12 +154,12 @@ def check_target(meta: dict, *, hidden: int, vocab: int, layers: int, where: str
     theirs = {"hidden size": hidden, "vocabulary": vocab}
     for key in mine:
         if mine[key] != theirs[key]:
-            raise ValueError(f"{name} drafter {where} was trained for a target with {key} "
+            raise BadInput(f"{name} drafter {where} was trained for a target with {key} "
                              f"{mine[key]}, but this target has {theirs[key]}; retrain it with "
                              f"`{train_command}`")
     bad = [i for i in meta["target_layers"] if not -layers - 1 <= i <= layers]
     if bad:
-        raise ValueError(f"{name} drafter {where} reads target layers {bad}, but this target "
+        raise BadInput(f"{name} drafter {where} reads target layers {bad}, but this target "
                          f"has {layers} layers; retrain it with `{train_command}`")
 
 
@@ -178,7 +179,7 @@ def load_eagle3(folder: str | Path, target=None, *, tokenizer_hash: str | None =
     folder = Path(folder)
     for name in ("config.json", "model.safetensors"):
         if not (folder / name).exists():
-            raise FileNotFoundError(f"EAGLE-3 file {folder / name} is missing; create it with "
+            raise MissingInput(f"EAGLE-3 file {folder / name} is missing; create it with "
                                     f"`{train_command}` (it exports to {folder})")
     raw = json.loads((folder / "config.json").read_text())
     meta = raw.pop("eagle3")
@@ -189,7 +190,7 @@ def load_eagle3(folder: str | Path, target=None, *, tokenizer_hash: str | None =
                      train_command=train_command)
     saved_hash = raw.get("tokenizer_sha256", "")
     if tokenizer_hash and saved_hash and saved_hash != tokenizer_hash:
-        raise ValueError(f"EAGLE-3 drafter in {folder} was trained with another tokenizer; "
+        raise BadInput(f"EAGLE-3 drafter in {folder} was trained with another tokenizer; "
                          f"retrain it with `{train_command}`")
     cfg = draft_config(LlamaConfig.from_dict(raw), layers=1,
                        draft_vocab_size=meta["draft_vocab_size"], tokenizer_hash=saved_hash)
@@ -199,7 +200,7 @@ def load_eagle3(folder: str | Path, target=None, *, tokenizer_hash: str | None =
     state = load_file(str(folder / "model.safetensors"))
     missing, unexpected = net.load_state_dict(state, strict=False)
     if unexpected or missing:
-        raise ValueError(f"{folder / 'model.safetensors'} does not match the EAGLE-3 network "
+        raise BadInput(f"{folder / 'model.safetensors'} does not match the EAGLE-3 network "
                          f"(missing {missing}, unexpected {unexpected})")
     if target is not None:
         net = net.to(dtype=target.dtype)

@@ -33,6 +33,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from specdec.core import Context, Draft, Drafter, TargetView, Verdict
+from specdec.errors import BadInput, MissingInput
 from specdec.learners.acceptance.data import split_of
 from specdec.learners.hrad.features import StepFeatures
 
@@ -112,7 +113,7 @@ def prompt_texts(*, source_dir: str | None, datasets: list[str], limit: int | No
     if synthetic is not None:
         return synthetic_prompts(**synthetic)
     if source_dir is None:
-        raise ValueError("set data_gen.source_dir (training prompts) or data_gen.synthetic")
+        raise BadInput("set data_gen.source_dir (training prompts) or data_gen.synthetic")
     from specdec.learners.draft_lm.traces import training_prompts
 
     return training_prompts(source_dir, datasets, limit)
@@ -125,7 +126,7 @@ def check_meta(out: Path, meta: dict) -> None:
         old = json.loads(path.read_text())
         diff = sorted(k for k in meta if old.get(k) != meta[k])
         if diff:
-            raise ValueError(f"{out} holds H-RAD data made with other settings ({diff}); delete "
+            raise BadInput(f"{out} holds H-RAD data made with other settings ({diff}); delete "
                              "the folder or set data_gen.out_dir to a new one")
         return
     out.mkdir(parents=True, exist_ok=True)
@@ -179,7 +180,7 @@ def generate_hrad_data(model, out_dir: str, *, source_dir: str | None = None,
     from specdec.verifiers import Tokenwise
 
     if model.draft is None:
-        raise ValueError("H-RAD labels need a draft model: pick a pair with a draft "
+        raise BadInput("H-RAD labels need a draft model: pick a pair with a draft "
                          "(model.draft=none has none)")
     smp = Sampling(**(sampling or {"temperature": 0.0}))
     texts = prompt_texts(source_dir=source_dir, datasets=list(datasets), limit=limit,
@@ -239,7 +240,7 @@ def load_hrad_data(folder: str | Path) -> tuple[dict[str, torch.Tensor], dict]:
     folder = Path(folder)
     files = sorted(folder.glob("chunk_*.safetensors"))
     if not files or not (folder / "meta.json").exists():
-        raise FileNotFoundError(f"no H-RAD data in {folder}; write it with `{DATA_COMMAND}`")
+        raise MissingInput(f"no H-RAD data in {folder}; write it with `{DATA_COMMAND}`")
     parts = [load_file(str(f)) for f in files]
     keys = ("features", "labels", "accepted", "step", "prompt", "split", "prefix_len", "draft")
     rows = {k: torch.cat([p[k] for p in parts]) for k in keys}

@@ -24,6 +24,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from specdec.errors import MissingInput
+
 HEAD_KIND = "hrad_head"
 CLASSES = ("all_reject", "uncertain", "all_accept")
 
@@ -135,7 +137,7 @@ def load_hrad(path: str | Path, *, target: object | None = None,
 
     path = Path(path)
     if not (path / "config.json").exists() or not (path / "model.safetensors").exists():
-        raise FileNotFoundError(f"no H-RAD head at {path} (expected config.json + "
+        raise MissingInput(f"no H-RAD head at {path} (expected config.json + "
                                 f"model.safetensors); train and export it with "
                                 f"{train_command(experiment)}")
     cfg = json.loads((path / "config.json").read_text())

@@ -24,6 +24,7 @@ import torch
 import torchmetrics
 from torch.utils.data import DataLoader, TensorDataset
 
+from specdec.errors import BadInput
 from specdec.learners.hrad.data import SPLITS, load_hrad_data
 from specdec.learners.hrad.head import CLASSES, HradHead, save_hrad
 from specdec.models import ModelPair
@@ -83,7 +84,7 @@ class HradLearner(L.LightningModule):
         dm = getattr(self.trainer, "datamodule", None)
         if stage == "fit" and dm is not None:
             if dm.meta.get("layers") != self.hparams.layers:
-                raise ValueError(f"the data at {dm.path} has K={dm.meta.get('layers')} target "
+                raise BadInput(f"the data at {dm.path} has K={dm.meta.get('layers')} target "
                                  f"layers but learner.layers={self.hparams.layers}; make them "
                                  "equal")
             self.class_weights.copy_(class_weights(dm.class_counts()))
@@ -179,7 +180,7 @@ class HradDataModule(L.LightningDataModule):
             self.splits[name] = TensorDataset(rows["features"][keep], rows["labels"][keep])
         empty = [name for name in SPLITS if len(self.splits[name]) == 0]
         if empty:
-            raise ValueError(f"split(s) {empty} of {self.path} have no rows; write more prompts "
+            raise BadInput(f"split(s) {empty} of {self.path} have no rows; write more prompts "
                              "(data_gen.limit / synthetic.count) or raise data_gen.val_fraction "
                              "and data_gen.test_fraction")
 

@@ -44,6 +44,7 @@ from pathlib import Path
 import lightning as L
 import torch
 
+from specdec.errors import BadInput
 from specdec.learners.draft_lm.net import tokenizer_sha256
 from specdec.learners.eagle3.data import frozen_target, read_token_map
 from specdec.learners.optim import adamw_warmup_cosine
@@ -171,7 +172,7 @@ class SpecBlockLearner(L.LightningModule):
                  seed: int = 0) -> None:
         super().__init__()
         if blocks < 1:
-            raise ValueError(f"learner.blocks must be >= 1, got {blocks}")
+            raise BadInput(f"learner.blocks must be >= 1, got {blocks}")
         self.save_hyperparameters({  # plain types: checkpoints load with weights_only=True
             "traces_dir": str(traces_dir), "target_layers": [int(i) for i in target_layers],
             "slots": int(slots), "layers": int(layers), "rank_hidden": int(rank_hidden),

@@ -52,6 +52,7 @@ from transformers.models.llama.modeling_llama import (
     apply_rotary_pos_emb,
 )
 
+from specdec.errors import BadInput, MissingInput
 from specdec.learners.draft_lm.net import draft_config
 from specdec.learners.eagle3.net import check_target
 from specdec.learners.specblock.slots import (
@@ -208,10 +209,10 @@ def new_specblock(target, token_map: torch.Tensor, target_layers: Sequence[int],
     n = target.config.num_hidden_layers
     for i in target_layers:
         if not -n - 1 <= int(i) <= n:
-            raise ValueError(f"target layer {i} is out of range for a {n}-layer target "
+            raise BadInput(f"target layer {i} is out of range for a {n}-layer target "
                              f"(hidden_states has {n + 1} entries)")
     if not 1 <= layers <= n:
-        raise ValueError(f"learner.layers must be in 1..{n} (copied from the target), got {layers}")
+        raise BadInput(f"learner.layers must be in 1..{n} (copied from the target), got {layers}")
     cfg = draft_config(target.config, layers=layers, draft_vocab_size=token_map.numel(),
                        tokenizer_hash=tokenizer_hash)
     net = SpecBlockNet(cfg, target_layers, slots, rank_hidden)
@@ -259,7 +260,7 @@ def load_specblock(folder: str | Path, target=None, *, tokenizer_hash: str | Non
     folder = Path(folder)
     for name in ("config.json", "model.safetensors"):
         if not (folder / name).exists():
-            raise FileNotFoundError(f"SpecBlock file {folder / name} is missing; create it with "
+            raise MissingInput(f"SpecBlock file {folder / name} is missing; create it with "
                                     f"`{train_command}` (it exports to {folder})")
     raw = json.loads((folder / "config.json").read_text())
     meta = raw.pop("specblock")
@@ -270,7 +271,7 @@ def load_specblock(folder: str | Path, target=None, *, tokenizer_hash: str | Non
                      train_command=train_command, name="SpecBlock")
     saved_hash = raw.get("tokenizer_sha256", "")
     if tokenizer_hash and saved_hash and saved_hash != tokenizer_hash:
-        raise ValueError(f"SpecBlock drafter in {folder} was trained with another tokenizer; "
+        raise BadInput(f"SpecBlock drafter in {folder} was trained with another tokenizer; "
                          f"retrain it with `{train_command}`")
     cfg = LlamaConfig.from_dict(raw)
     net = SpecBlockNet(cfg, meta["target_layers"], meta["slots"], meta["rank_hidden"])
@@ -278,7 +279,7 @@ def load_specblock(folder: str | Path, target=None, *, tokenizer_hash: str | Non
     missing, unexpected = net.load_state_dict(load_file(str(folder / "model.safetensors")),
                                               strict=False)
     if unexpected or missing:
-        raise ValueError(f"{folder / 'model.safetensors'} does not match the SpecBlock network "
+        raise BadInput(f"{folder / 'model.safetensors'} does not match the SpecBlock network "
                          f"(missing {missing}, unexpected {unexpected})")
     if target is not None:
         net = net.to(dtype=target.dtype)
