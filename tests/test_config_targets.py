@@ -83,3 +83,12 @@ def test_keyword_sinks_positional_args_and_nesting(tmp_path):
     assert len(errors) == 2, errors  # a.nested[0] takes **meta: no error there
     assert errors[0].startswith(f"{path}: a: ") and "'nested'" in errors[0]
     assert errors[1].startswith(f"{path}: b: ") and "too many positional" in errors[1]
+
+
+def test_both_smollm2_feature_drafters_make_their_shared_data_the_same_way(compose):
+    # eagle3_smollm2 and specblock_smollm2 read one traces folder: stage=data of either must be
+    # the same call, or one would regenerate (or mix) the other's prompts there.
+    made = [OmegaConf.to_container(compose("train", [f"+experiment={name}"]).data_gen, resolve=True)
+            for name in ("eagle3_smollm2", "specblock_smollm2")]
+    assert made[0] == made[1]
+    assert made[0]["limit"] == 2064 and made[0]["self_instruct"]["count"] > 0
