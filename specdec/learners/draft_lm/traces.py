@@ -14,6 +14,7 @@ Stored format (``traces.safetensors``): ``tokens [T_total]`` (int32), ``offsets 
 
 from __future__ import annotations
 
+import gzip
 import json
 import logging
 import time
@@ -42,8 +43,9 @@ class Trace:
 
 DATA_COMMAND = "python -m specdec.train +experiment=distill_draft_smollm2 stage=data"
 EVAL_FILES = ["gsm8k/eagle_question.jsonl", "gsm8k/test.jsonl", "alpaca/eagle_question.jsonl",
-              "humaneval/eagle_question.jsonl", "mt_bench/question.jsonl",
-              "spec_bench/question.jsonl"]
+              "humaneval/eagle_question.jsonl", "humaneval/HumanEval.jsonl.gz",
+              "mt_bench/question.jsonl", "spec_bench/question.jsonl",
+              "cnn_dailymail/nano_pearl_CNNDM.jsonl"]
 
 
 def _norm(text: str) -> str:
@@ -57,10 +59,12 @@ def eval_texts(source_dir: Path) -> set[str]:
         path = source_dir / name
         if not path.exists():
             continue
-        for line in path.read_text().splitlines():
+        text = gzip.decompress(path.read_bytes()).decode() if path.suffix == ".gz" else \
+            path.read_text()
+        for line in text.splitlines():
             if line.strip():
                 row = json.loads(line)
-                for turn in row.get("turns") or [row.get("question", "")]:
+                for turn in row.get("turns") or [row.get("question") or row.get("prompt", "")]:
                     out.add(_norm(turn))
     return out
 
@@ -265,15 +269,17 @@ def write_token_map(vocab: int, tok, out: Path, source_dir: str | Path, size: in
 def write_trace_chunks(model, out: Path, texts: Sequence[str], *, prefix: str = "traces",
                        passes: Sequence[dict] = ({"temperature": 0.0},), max_new: int = 256,
                        batch_size: int = 16, topk: int = 8, max_minutes: float | None = None,
-                       seed: int = 0, first_chunk: int = 0) -> bool:
+                       seed: int = 0, first_chunk: int = 0, chat_template: bool = True) -> bool:
     """Write ``<prefix>_p<pass>_<chunk>.safetensors`` for user turns ``texts``; resumable.
+
+    ``chat_template=False`` encodes each text as a plain completion prompt (``encode_turn``).
 
     Returns:
         ``True`` when every chunk exists, ``False`` when ``max_minutes`` stopped it early.
     """
     out.mkdir(parents=True, exist_ok=True)
     tok = model.tokenizer
-    prompts = [encode_turn(tok, [{"role": "user", "content": t}], chat_template=True)
+    prompts = [encode_turn(tok, [{"role": "user", "content": t}], chat_template=chat_template)
                for t in texts]
     start = time.monotonic()
     for i, spec in enumerate(passes):

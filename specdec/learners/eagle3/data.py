@@ -22,6 +22,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from specdec.errors import BadInput, MissingInput
+from specdec.learners.draft_lm.code_prompts import write_code_prompts
 from specdec.learners.draft_lm.self_instruct import self_instructions
 from specdec.learners.draft_lm.traces import (
     Trace,
@@ -160,23 +161,30 @@ def write_argmax_map(folder: Path, vocab: int, size: int, eos: int | None) -> Pa
 
 def make_eagle3_data(model, out_dir: str, target_layers: Sequence[int], *,
                      source_dir: str | None = None, synthetic: dict | None = None,
-                     self_instruct: dict | None = None, feature_batch: int = 8,
-                     **trace_kwargs) -> Path:
+                     self_instruct: dict | None = None, code_completion: dict | None = None,
+                     feature_batch: int = 8, **trace_kwargs) -> Path:
     """``stage=data``: traces (from ``source_dir``'s training prompts, or ``synthetic``), the
     target's answers to ``self_instruct`` prompts (``learners.draft_lm.self_instruct``: its
-    keyword arguments, e.g. ``{count: 1500, starters: [...]}``) in ``traces_self_*`` files, then
-    the features of every trace. Resumable: finished chunk files are kept."""
+    keyword arguments, e.g. ``{count: 1500, starters: [...]}``) in ``traces_self_*`` files, its
+    continuations of ``code_completion`` prompts (``learners.draft_lm.code_prompts``: ``{count,
+    roots}``; no chat template) in ``traces_code_*`` files, then the features of every trace.
+    Resumable: finished chunk files are kept."""
     if synthetic is not None:
         synthetic_traces(model, out_dir, **synthetic)
     elif source_dir is not None:
         make_traces(model, out_dir, source_dir, **trace_kwargs)
     else:
         raise BadInput("set data_gen.source_dir (training prompts) or data_gen.synthetic")
+    keys = ("passes", "max_new", "batch_size", "topk", "max_minutes", "seed")
+    chunk_kwargs = {k: v for k, v in trace_kwargs.items() if k in keys}
     if self_instruct:
         texts = self_instructions(model, out_dir, source_dir=source_dir, **self_instruct)
-        keys = ("passes", "max_new", "batch_size", "topk", "max_minutes", "seed")
-        write_trace_chunks(model, Path(out_dir), texts, prefix="traces_self",
-                           **{k: v for k, v in trace_kwargs.items() if k in keys})
+        write_trace_chunks(model, Path(out_dir), texts, prefix="traces_self", **chunk_kwargs)
+    if code_completion:
+        texts = write_code_prompts(out_dir, source_dir=source_dir, **code_completion)
+        write_trace_chunks(model, Path(out_dir), texts, prefix="traces_code", chat_template=False,
+                           **chunk_kwargs)
+    if self_instruct or code_completion:  # the token map over every trace
         write_token_map(model.target.config.vocab_size, model.tokenizer, Path(out_dir),
                         source_dir, int(trace_kwargs.get("vocab_map_size", 8192)))
     cache_features(model, out_dir, target_layers, batch_size=feature_batch)

@@ -17,6 +17,7 @@ embedding is shared and frozen).
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from pathlib import Path
 
@@ -27,6 +28,7 @@ from transformers import DynamicCache
 
 from specdec.errors import BadInput
 from specdec.learners.draft_lm.net import tokenizer_sha256
+from specdec.learners.draft_lm.traces import Trace
 from specdec.learners.eagle3.data import frozen_target, load_feature_traces, read_token_map
 from specdec.learners.eagle3.net import (
     DECODER_EMBED_KEY,
@@ -224,8 +226,21 @@ class Eagle3Learner(L.LightningModule):
             del state[key]
 
 
+def held_out(trace: Trace, every: int) -> bool:
+    """Whether ``trace`` is held out: 1 in ``every`` prompts by a stable hash (0: never)."""
+    if not every:
+        return False
+    ids = trace.ids[: trace.prompt_len].to(torch.int64).numpy().tobytes()
+    return int.from_bytes(hashlib.blake2b(ids, digest_size=8).digest(), "little") % every == 0
+
+
 class Eagle3DataModule(L.LightningDataModule):
-    """Batches of (trace, cached features); a stable share of traces held out for validation."""
+    """Batches of (trace, cached features); a stable share of traces held out for validation.
+
+    A trace is held out by a hash of its prompt's token ids (``held_out``), not by its position:
+    traces added later (new chunk files sort anywhere in the folder) leave every earlier trace on
+    its side, and the passes of one prompt stay together.
+    """
 
     def __init__(self, traces_dir: str, batch_size: int = 16, max_len: int = 320,
                  val_fraction: float = 0.03, num_workers: int = 0) -> None:
@@ -236,8 +251,9 @@ class Eagle3DataModule(L.LightningDataModule):
     def setup(self, stage: str | None = None) -> None:
         rows = load_feature_traces(self.traces_dir)
         every = max(2, round(1 / self.val_fraction)) if self.val_fraction > 0 else 0
-        val = [r for i, r in enumerate(rows) if every and i % every == 0] or rows[:1]
-        train = [r for i, r in enumerate(rows) if not (every and i % every == 0)] or rows
+        held = [held_out(tr, every) for tr, _ in rows]
+        val = [r for r, h in zip(rows, held, strict=True) if h] or rows[:1]
+        train = [r for r, h in zip(rows, held, strict=True) if not h] or rows
         self.train_set = FeatureTraces(train, self.max_len)
         self.val_set = FeatureTraces(val, self.max_len)
 
