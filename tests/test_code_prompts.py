@@ -97,3 +97,16 @@ def test_the_validation_split_does_not_move_when_traces_are_added():
     again = Trace(old[0].ids.clone(), 8, old[0].topk_ids, old[0].topk_logp)  # another pass
     assert held_out(again, 10) == held[0]
     assert not any(held_out(t, 0) for t in old)
+
+
+def test_cached_features_are_the_targets_hidden_states_at_each_trace_token(tmp_path):
+    from specdec.learners.eagle3.data import cache_features, load_feature_traces
+
+    pair = tiny_pair()
+    texts = ["a short prompt", "a somewhat longer prompt about several things at once"]
+    write_trace_chunks(pair, tmp_path, texts, prefix="traces_self", max_new=4, batch_size=8)
+    assert cache_features(pair, tmp_path, [0, 2], batch_size=2) == 1
+    for trace, feats in load_feature_traces(tmp_path):  # each trace alone, no padding
+        states = pair.target(input_ids=trace.ids[None], output_hidden_states=True).hidden_states
+        want = torch.stack([states[0][0], states[2][0]], 1).half()  # [n, 2, H]
+        torch.testing.assert_close(feats, want, atol=2e-3, rtol=1e-3)

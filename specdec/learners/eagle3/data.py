@@ -56,6 +56,8 @@ def cache_features(model, folder: str | Path, target_layers: Sequence[int],
         batch_size: traces per target forward (right-padded; padding never attends back).
     """
     target, written = model.target, 0
+    # the decoder stack alone: its hidden states are the CausalLM's, without the [B, T, V] logits
+    decoder = target.get_decoder() if hasattr(target, "get_decoder") else target
     for path in sorted(Path(folder).glob("traces*.safetensors")):
         out = features_path(path)
         if out.exists() and out.stat().st_mtime >= path.stat().st_mtime:
@@ -71,8 +73,8 @@ def cache_features(model, folder: str | Path, target_layers: Sequence[int],
             for i, r in enumerate(batch):
                 ids[i, : r.ids.numel()], mask[i, : r.ids.numel()] = r.ids, 1
             dev = next(target.parameters()).device
-            states = target(input_ids=ids.to(dev), attention_mask=mask.to(dev),
-                            output_hidden_states=True).hidden_states
+            states = decoder(input_ids=ids.to(dev), attention_mask=mask.to(dev),
+                             output_hidden_states=True, use_cache=False).hidden_states
             stacked = torch.stack([states[i] for i in target_layers], 2)  # [B, T, k, H]
             feats += [stacked[i, : r.ids.numel()].half().cpu() for i, r in enumerate(batch)]
         tmp = out.with_suffix(".tmp")
