@@ -32,8 +32,8 @@ def _tree(tmp_path):
     (root / "broken.py").write_text("def (:\n")
     src = tmp_path / "src" / "humaneval"  # the eval prompts eval_texts reads
     src.mkdir(parents=True)
-    (src / "HumanEval.jsonl.gz").write_bytes(gzip.compress(json.dumps(
-        {"task_id": "HumanEval/0", "prompt": 'def has_close_elements(n):\n    """x"""\n'}).encode()))
+    row = {"task_id": "HumanEval/0", "prompt": 'def has_close_elements(n):\n    """x"""\n'}
+    (src / "HumanEval.jsonl.gz").write_bytes(gzip.compress(json.dumps(row).encode()))
     return root, tmp_path / "src"
 
 
@@ -42,7 +42,7 @@ def test_documented_functions_become_dedented_header_and_docstring_prompts(tmp_p
     rows = code_prompts(10, roots=[root], source_dir=src)
     by_name = {name: (path, text) for path, name, text in rows}
     # kept: a function and a method (dedented, its decorator left out); not the short docstring,
-    # the one-statement body, the tests folder, the unparsable file, nor a name an eval prompt defines
+    # the one-statement body, the tests folder, the unparsable file, nor a name eval prompts define
     assert set(by_name) == {"kept", "method"}
     assert by_name["kept"] == ("pkg/mod.py", f'def kept(a, b):\n    """{DOC}"""\n')
     assert by_name["method"][1] == f'def method(self):\n    """{DOC}"""\n'
