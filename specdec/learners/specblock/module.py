@@ -47,6 +47,7 @@ import torch
 from specdec.errors import BadInput
 from specdec.learners.draft_lm.net import tokenizer_sha256
 from specdec.learners.eagle3.data import frozen_target, read_token_map
+from specdec.learners.eagle3.net import load_eagle3
 from specdec.learners.optim import adamw_warmup_cosine
 from specdec.learners.specblock.net import (
     BlockOut,
@@ -63,6 +64,7 @@ from specdec.learners.specblock.slots import (
     rank_buckets,
     slot_keys_positions,
 )
+from specdec.learners.specblock.warm import warm_from_eagle3
 
 
 def unroll(net: SpecBlockNet, embed: torch.nn.Module, ids: torch.Tensor, feats: torch.Tensor,
@@ -160,7 +162,9 @@ class SpecBlockLearner(L.LightningModule):
         rank_weight: weight of the rank loss; rank_budget: its class-frequency budget.
         rank_start_step: before it, one block and no rank loss.
         lr, weight_decay, warmup_steps, total_steps: AdamW, linear warm-up, cosine decay.
-        init_from: warm start from a shipped drafter folder.
+        init_from: warm start from a shipped SpecBlock drafter folder.
+        init_eagle3: warm start from a shipped EAGLE-3 drafter folder of the same target
+            (``warm.py``: its fusion, layer, norm, head and token map; ignored with init_from).
         seed: seeds the network's init and the cuts ``M``.
     """
 
@@ -169,7 +173,7 @@ class SpecBlockLearner(L.LightningModule):
                  slot_weight: float = 0.8, rank_weight: float = 1.0, rank_budget: float = 10.0,
                  rank_start_step: int = 0, lr: float = 5e-4, weight_decay: float = 0.0,
                  warmup_steps: int = 50, total_steps: int = 2000, init_from: str | None = None,
-                 seed: int = 0) -> None:
+                 init_eagle3: str | None = None, seed: int = 0) -> None:
         super().__init__()
         if blocks < 1:
             raise BadInput(f"learner.blocks must be >= 1, got {blocks}")
@@ -181,7 +185,7 @@ class SpecBlockLearner(L.LightningModule):
             "rank_start_step": int(rank_start_step), "lr": float(lr),
             "weight_decay": float(weight_decay), "warmup_steps": int(warmup_steps),
             "total_steps": int(total_steps), "init_from": init_from and str(init_from),
-            "seed": int(seed)})
+            "init_eagle3": init_eagle3 and str(init_eagle3), "seed": int(seed)})
         target = frozen_target(model)
         self._target = [target]  # not a registered submodule: not trained, not saved
         tok_hash = tokenizer_sha256(model.tokenizer)
@@ -191,6 +195,9 @@ class SpecBlockLearner(L.LightningModule):
             self.net = new_specblock(target, read_token_map(traces_dir), target_layers,
                                      slots=slots, layers=layers, rank_hidden=rank_hidden,
                                      tokenizer_hash=tok_hash, seed=seed)
+            if init_eagle3:
+                warm_from_eagle3(self.net, load_eagle3(init_eagle3, target,
+                                                       tokenizer_hash=tok_hash))
         if list(self.net.target_layers) != [int(i) for i in target_layers]:
             raise ValueError(f"init_from reads target layers {list(self.net.target_layers)}, the "
                              f"config asks for {list(target_layers)}")
