@@ -1,6 +1,7 @@
 """SpecBlock training (``learners/specblock/module.py``): labels, masks, losses, tiny experiment.
 
 * slot labels line up with ``x_{i+o+k+2}`` (plain-loop reference), the chain mask is a prefix AND;
+* the per-slot unlock warm-up follows ``α_k = min(1, step / (U (k+1)))``;
 * the rank loss prefers the right class and ignores masked slots;
 * block 2 of the training unroll equals the decoding path's block 2 below a verified position
   (``BlockLM.chain``, fp64), and its valid-prefix keys are really hidden/visible;
@@ -13,7 +14,13 @@ from __future__ import annotations
 import torch
 
 from specdec.drafters.block_lm import BlockLM
-from specdec.learners.specblock.module import prefix_correct, rank_loss, slot_labels, unroll
+from specdec.learners.specblock.module import (
+    prefix_correct,
+    rank_loss,
+    slot_labels,
+    unlock,
+    unroll,
+)
 from specdec.learners.specblock.net import new_specblock
 
 LAYERS = (0, 1, 2)
@@ -44,6 +51,13 @@ def test_chain_mask_is_a_prefix_and():
     correct = torch.tensor([[True, True, False, True], [False, True, True, True]])
     assert prefix_correct(correct).tolist() == [[True, True, True, False],
                                                 [True, False, False, False]]
+
+
+def test_unlock_warm_up_phases_later_slots_in_later():
+    assert unlock(0, 0, K).tolist() == [1.0] * K  # off
+    torch.testing.assert_close(unlock(30, 60, K), torch.tensor([0.5, 0.25, 1 / 6, 0.125]))
+    torch.testing.assert_close(unlock(150, 60, K), torch.tensor([1.0, 1.0, 150 / 180, 0.625]))
+    assert unlock(240, 60, K).tolist() == [1.0] * K
 
 
 def test_rank_loss_prefers_the_true_class_and_ignores_masked_slots():

@@ -30,8 +30,11 @@ only (the digest's "current block with the block-1 rule"; decoding never has lat
 earlier positions, and ``tests/test_specblock_train.py`` checks training block 2 = decoding block
 2). Paper vs code: the paper masks the rank loss with the draft's valid-prefix mask, the code with
 the rank chain; we follow the code.
-Simplifications against the code: no per-slot unlock warm-up (``α_k``; off by default there), no
-HASS-style top-K loss variant, and the draft loss's normaliser is the fixed ``Σ slot_weight^k``.
+Per-slot unlock warm-up (the code's ``--unlock-warmup-steps U``, off by default there and here):
+slot ``k``'s draft loss is scaled by ``α_k = min(1, step / (U (k+1)))``, so later slots join
+gradually (with a warm start, ``warm.py``, they would otherwise pull the shared layers off slot
+0's trained solution). Simplifications against the code: no HASS-style top-K loss variant, and
+the draft loss's normaliser is the fixed ``Σ slot_weight^k``.
 Metrics: ``*/acc<k>`` = block-1 slot ``k`` argmax == target argmax (teacher forced, no chain
 mask), ``*/rank_acc`` (block 1), ``*/loss``, ``*/rank_loss``.
 """
@@ -120,6 +123,13 @@ def slot_labels(lab_ids: torch.Tensor, lab_logp: torch.Tensor, t2d: torch.Tensor
     return top, p, top[..., 0] >= 0
 
 
+def unlock(step: int, unlock_steps: int, slots: int) -> torch.Tensor:
+    """``[K]`` per-slot loss scale ``α_k = min(1, step / (U (k+1)))`` (ones when ``U = 0``)."""
+    if unlock_steps <= 0:
+        return torch.ones(slots)
+    return (step / (unlock_steps * torch.arange(1, slots + 1))).clamp(max=1.0)
+
+
 def prefix_correct(correct: torch.Tensor) -> torch.Tensor:
     """``[..., K]`` bool: every slot ``< k`` is correct (slot 0: always)."""
     ones = torch.ones_like(correct[..., :1])
@@ -161,6 +171,8 @@ class SpecBlockLearner(L.LightningModule):
         slot_weight: draft loss weight ``w^k`` of slot ``k``.
         rank_weight: weight of the rank loss; rank_budget: its class-frequency budget.
         rank_start_step: before it, one block and no rank loss.
+        unlock_steps: U of the per-slot unlock warm-up ``α_k`` (0: off).
+        warm_query_scale: with init_eagle3, the scale of the position-query weights.
         lr, weight_decay, warmup_steps, total_steps: AdamW, linear warm-up, cosine decay.
         init_from: warm start from a shipped SpecBlock drafter folder.
         init_eagle3: warm start from a shipped EAGLE-3 drafter folder of the same target
@@ -173,7 +185,8 @@ class SpecBlockLearner(L.LightningModule):
                  slot_weight: float = 0.8, rank_weight: float = 1.0, rank_budget: float = 10.0,
                  rank_start_step: int = 0, lr: float = 5e-4, weight_decay: float = 0.0,
                  warmup_steps: int = 50, total_steps: int = 2000, init_from: str | None = None,
-                 init_eagle3: str | None = None, seed: int = 0) -> None:
+                 init_eagle3: str | None = None, unlock_steps: int = 0,
+                 warm_query_scale: float = 0.1, seed: int = 0) -> None:
         super().__init__()
         if blocks < 1:
             raise BadInput(f"learner.blocks must be >= 1, got {blocks}")
@@ -185,7 +198,8 @@ class SpecBlockLearner(L.LightningModule):
             "rank_start_step": int(rank_start_step), "lr": float(lr),
             "weight_decay": float(weight_decay), "warmup_steps": int(warmup_steps),
             "total_steps": int(total_steps), "init_from": init_from and str(init_from),
-            "init_eagle3": init_eagle3 and str(init_eagle3), "seed": int(seed)})
+            "init_eagle3": init_eagle3 and str(init_eagle3), "unlock_steps": int(unlock_steps),
+            "warm_query_scale": float(warm_query_scale), "seed": int(seed)})
         target = frozen_target(model)
         self._target = [target]  # not a registered submodule: not trained, not saved
         tok_hash = tokenizer_sha256(model.tokenizer)
@@ -197,7 +211,8 @@ class SpecBlockLearner(L.LightningModule):
                                      tokenizer_hash=tok_hash, seed=seed)
             if init_eagle3:
                 warm_from_eagle3(self.net, load_eagle3(init_eagle3, target,
-                                                       tokenizer_hash=tok_hash))
+                                                       tokenizer_hash=tok_hash),
+                                 query_scale=warm_query_scale)
         if list(self.net.target_layers) != [int(i) for i in target_layers]:
             raise ValueError(f"init_from reads target layers {list(self.net.target_layers)}, the "
                              f"config asks for {list(target_layers)}")
@@ -217,6 +232,7 @@ class SpecBlockLearner(L.LightningModule):
         runs = unroll(self.net, self._target[0].get_input_embeddings(), batch["ids"],
                       batch["feats"], cuts)
         weights = torch.tensor([h.slot_weight ** j for j in range(k)])  # [K]
+        unlocked = unlock(self.global_step, h.unlock_steps, k)  # [K]: α_k
         draft, ranks = 0.0, torch.zeros((), device=self.device)
         for b, (offset, out) in enumerate(runs):
             # 1. Labels of this block; 2. chain-masked soft CE per slot; 3. rank loss.
@@ -226,7 +242,7 @@ class SpecBlockLearner(L.LightningModule):
             correct = (out.logits.argmax(-1) == top[..., 0]) & has
             mask = (prefix_correct(correct) & has).float()
             per_slot = (ce * mask).sum((0, 1)) / mask.sum((0, 1)).clamp(min=1)  # [K]
-            draft = draft + (weights.to(per_slot) * per_slot).sum() / weights.sum()
+            draft = draft + (weights * unlocked).to(per_slot) @ per_slot / weights.sum()
             classes = rank_buckets(out.logits.detach(), top[..., 0])  # [B, S, K]
             if self.global_step >= h.rank_start_step:
                 rank_ok = out.rank_logits.argmax(-1) == classes
