@@ -5,12 +5,14 @@
 * the rank loss prefers the right class and ignores masked slots;
 * block 2 of the training unroll equals the decoding path's block 2 below a verified position
   (``BlockLM.chain``, fp64), and its valid-prefix keys are really hidden/visible;
-* the loss falls when the learner fits one batch; the tiny experiment (data, debug fit, export)
+* the loss falls when the learner fits one batch; a ``trainable=[rank_head]`` stage moves only the
+  rank head (an unknown name fails listing the parts); the tiny experiment (data, debug fit, export)
   gives a drafter that loads and decodes greedily like AR.
 """
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from specdec.drafters.block_lm import BlockLM
@@ -172,6 +174,21 @@ def test_tiny_experiment_trains_exports_and_decodes(tmp_path, compose):
         opt.step()
     assert slot0_ce() < 0.8 * first
     assert not torch.equal(learner.net.rank_head[0].weight, rank_before)  # the rank loss trains
+    # a rank-head stage (trainable=[rank_head]) moves the rank head and leaves the draft alone
+    stage = SpecBlockLearner(pair, str(tmp_path / "data"), list(LAYERS), blocks=1,
+                             rank_hidden=16, lr=3e-3, trainable=["rank_head"])
+    stage.log = lambda *args, **kwargs: None
+    draft_before = {n: p.clone() for n, p in stage.net.named_parameters()}
+    opt = stage.configure_optimizers()["optimizer"]
+    for step in range(3):
+        loss = stage._step(batch, "train", torch.Generator().manual_seed(step))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    moved = {n for n, p in stage.net.named_parameters() if not torch.equal(p, draft_before[n])}
+    assert moved and all(n.startswith("rank_head") for n in moved), moved
+    with pytest.raises(ValueError, match="rank_heads.*cond_proj"):
+        SpecBlockLearner(pair, str(tmp_path / "data"), list(LAYERS), trainable=["rank_heads"])
     # a debug fit exports a drafter that loads and decodes greedily like AR
     metrics = train(compose("train", [*overrides, "trainer=debug"]))
     assert {"test/acc0", "test/acc3", "test/rank_acc"} <= set(metrics)

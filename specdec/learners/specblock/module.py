@@ -173,6 +173,8 @@ class SpecBlockLearner(L.LightningModule):
         rank_start_step: before it, one block and no rank loss.
         unlock_steps: U of the per-slot unlock warm-up ``α_k`` (0: off).
         warm_query_scale: with init_eagle3, the scale of the position-query weights.
+        trainable: name prefixes of the network's parameters to train (e.g. ``[rank_head]``: a
+            rank-head stage on a trained drafter, whose draft is unchanged); null: all.
         lr, weight_decay, warmup_steps, total_steps: AdamW, linear warm-up, cosine decay.
         init_from: warm start from a shipped SpecBlock drafter folder.
         init_eagle3: warm start from a shipped EAGLE-3 drafter folder of the same target
@@ -186,7 +188,8 @@ class SpecBlockLearner(L.LightningModule):
                  rank_start_step: int = 0, lr: float = 5e-4, weight_decay: float = 0.0,
                  warmup_steps: int = 50, total_steps: int = 2000, init_from: str | None = None,
                  init_eagle3: str | None = None, unlock_steps: int = 0,
-                 warm_query_scale: float = 0.1, seed: int = 0) -> None:
+                 warm_query_scale: float = 0.1, trainable: Sequence[str] | None = None,
+                 seed: int = 0) -> None:
         super().__init__()
         if blocks < 1:
             raise BadInput(f"learner.blocks must be >= 1, got {blocks}")
@@ -199,7 +202,9 @@ class SpecBlockLearner(L.LightningModule):
             "weight_decay": float(weight_decay), "warmup_steps": int(warmup_steps),
             "total_steps": int(total_steps), "init_from": init_from and str(init_from),
             "init_eagle3": init_eagle3 and str(init_eagle3), "unlock_steps": int(unlock_steps),
-            "warm_query_scale": float(warm_query_scale), "seed": int(seed)})
+            "warm_query_scale": float(warm_query_scale),
+            "trainable": None if trainable is None else [str(t) for t in trainable],
+            "seed": int(seed)})
         target = frozen_target(model)
         self._target = [target]  # not a registered submodule: not trained, not saved
         tok_hash = tokenizer_sha256(model.tokenizer)
@@ -217,6 +222,15 @@ class SpecBlockLearner(L.LightningModule):
             raise ValueError(f"init_from reads target layers {list(self.net.target_layers)}, the "
                              f"config asks for {list(target_layers)}")
         self.net.train()
+        if trainable is not None:
+            names = [n for n, _ in self.net.named_parameters()]
+            unknown = [t for t in trainable if not any(n.startswith(str(t)) for n in names)]
+            if unknown:
+                raise BadInput(f"learner.trainable {unknown} names no parameter of the SpecBlock "
+                               f"network; its top-level parts: "
+                               f"{sorted({n.split('.')[0] for n in names})}")
+            for n, p in self.net.named_parameters():
+                p.requires_grad_(any(n.startswith(str(t)) for t in trainable))
         t2d = torch.full((target.config.vocab_size,), -1, dtype=torch.long)
         t2d[self.net.token_map] = torch.arange(self.net.token_map.numel())
         self.register_buffer("t2d", t2d, persistent=False)
@@ -278,7 +292,8 @@ class SpecBlockLearner(L.LightningModule):
 
     def configure_optimizers(self):
         h = self.hparams
-        return adamw_warmup_cosine(self.net.parameters(), lr=h.lr, weight_decay=h.weight_decay,
+        params = [p for p in self.net.parameters() if p.requires_grad]  # see ``trainable``
+        return adamw_warmup_cosine(params, lr=h.lr, weight_decay=h.weight_decay,
                                    warmup_steps=h.warmup_steps, total_steps=h.total_steps)
 
 
