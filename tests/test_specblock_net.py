@@ -172,3 +172,21 @@ def test_save_load_round_trip_and_refusals(tiny64, net, tmp_path):
         load_specblock(tmp_path / "missing")
     with pytest.raises(ValueError, match="out of range"):
         new_specblock(tiny64.target, torch.arange(259), (0, 5), slots=K)
+
+
+def test_an_int8_head_loads_back_within_its_rounding_step(tiny64, net, tmp_path):
+    save_specblock(net, tmp_path / "fp", dtype=torch.float64)
+    save_specblock(net, tmp_path / "q", dtype=torch.float64, int8=["head.weight"])
+    size = {d: (tmp_path / d / "model.safetensors").stat().st_size for d in ("fp", "q")}
+    w = net.head.weight.detach()  # [V_d, H]
+    # 8 bytes -> 1 per weight, plus a scale per row and its header entry
+    assert size["fp"] - size["q"] >= w.numel() * 7 - 8 * w.shape[0] - 256
+    back = load_specblock(tmp_path / "q", tiny64.target)
+    step = w.abs().amax(1, keepdim=True) / 127  # [V_d, 1]: one rounding step per row
+    err = (back.head.weight - w).abs()
+    assert (err <= step / 2 + 1e-12).all() and err.max() > 0
+    for name, p in net.state_dict().items():  # nothing else changed
+        if name != "head.weight":
+            assert torch.equal(back.state_dict()[name], p), name
+    with pytest.raises(ValueError, match="'norm.weight' is not one"):
+        save_specblock(net, tmp_path / "bad", int8=["norm.weight"])

@@ -19,7 +19,8 @@ Losses, per block and slot ``k``:
   top-k), averaged over the **chain mask** (slot ``k`` counts only where the draft argmax equals
   the target argmax at slots ``0..k-1`` of that block, and the target argmax is in the draft
   vocabulary), weighted ``slot_weight^k``;
-* rank (from ``rank_start_step``; before it one block only, as the code): soft ordinal targets
+* rank (from ``rank_start_step``; before it one block only, as the code; validation and test
+  always run every block with the rank loss and no unlock scaling): soft ordinal targets
   ``s_c ∝ 1/(1 + |c-t| + max(t-c, 0))²``, times the distance weight ``1 + |t-ĉ| + max(t-ĉ, 0)``
   (``ĉ`` = predicted class) and the class-frequency weight ``min(1, rank_budget / count_c)``
   (counts per block and slot in the batch), under the code's *rank chain* mask (slot ``k`` counts
@@ -236,17 +237,22 @@ class SpecBlockLearner(L.LightningModule):
         self.register_buffer("t2d", t2d, persistent=False)
         self._cuts = torch.Generator().manual_seed(int(seed))
 
-    def _blocks_now(self) -> int:
-        return int(self.hparams.blocks) if self.global_step >= self.hparams.rank_start_step else 1
+    def _full_objective(self, stage: str) -> bool:
+        """Validation and test always measure the final objective (every block, the rank loss,
+        every slot unlocked), so ``val/loss`` compares across steps and "best" means best."""
+        return stage != "train" or self.global_step >= self.hparams.rank_start_step
 
     def _step(self, batch: dict[str, torch.Tensor], stage: str, gen: torch.Generator
               ) -> torch.Tensor:
         h, k = self.hparams, self.net.slots
-        cuts = torch.randint(1, k + 1, (self._blocks_now() - 1,), generator=gen).tolist()
+        full = self._full_objective(stage)
+        blocks = int(h.blocks) if full else 1
+        cuts = torch.randint(1, k + 1, (blocks - 1,), generator=gen).tolist()
         runs = unroll(self.net, self._target[0].get_input_embeddings(), batch["ids"],
                       batch["feats"], cuts)
         weights = torch.tensor([h.slot_weight ** j for j in range(k)])  # [K]
-        unlocked = unlock(self.global_step, h.unlock_steps, k)  # [K]: α_k
+        unlocked = (unlock(self.global_step, h.unlock_steps, k) if stage == "train"
+                    else torch.ones(k))  # [K]: α_k
         draft, ranks = 0.0, torch.zeros((), device=self.device)
         for b, (offset, out) in enumerate(runs):
             # 1. Labels of this block; 2. chain-masked soft CE per slot; 3. rank loss.
@@ -258,7 +264,7 @@ class SpecBlockLearner(L.LightningModule):
             per_slot = (ce * mask).sum((0, 1)) / mask.sum((0, 1)).clamp(min=1)  # [K]
             draft = draft + (weights * unlocked).to(per_slot) @ per_slot / weights.sum()
             classes = rank_buckets(out.logits.detach(), top[..., 0])  # [B, S, K]
-            if self.global_step >= h.rank_start_step:
+            if full:
                 rank_ok = out.rank_logits.argmax(-1) == classes
                 rmask = (prefix_correct(rank_ok) & has).float()
                 ranks = ranks + rank_loss(out.rank_logits, classes, rmask, h.rank_budget)
@@ -298,7 +304,8 @@ class SpecBlockLearner(L.LightningModule):
 
 
 def export_specblock(learner: SpecBlockLearner, out_dir: str, folder: str | None = None,
-                     dtype: str = "float32") -> Path:
-    """``export``: the shipped format (default ``<out_dir>/specblock``)."""
+                     dtype: str = "float32", int8: Sequence[str] = ()) -> Path:
+    """``export``: the shipped format (default ``<out_dir>/specblock``; ``int8``: weights stored
+    as int8 with per-row scales, ``save_specblock``)."""
     dest = Path(folder) if folder else Path(out_dir) / "specblock"
-    return save_specblock(learner.net, dest, dtype=getattr(torch, dtype))
+    return save_specblock(learner.net, dest, dtype=getattr(torch, dtype), int8=list(int8))

@@ -234,18 +234,42 @@ def new_specblock(target, token_map: torch.Tensor, target_layers: Sequence[int],
     return net.to(dtype=target.dtype)
 
 
+INT8_SCALE = ".int8_scale"  # suffix of the per-row scale of a tensor stored as int8
+
+
 def save_specblock(net: SpecBlockNet, folder: str | Path, *,
-                   dtype: torch.dtype = torch.float32) -> Path:
-    """Write ``config.json`` + ``model.safetensors`` (the shared embedding is never part of it)."""
+                   dtype: torch.dtype = torch.float32, int8: Sequence[str] = ()) -> Path:
+    """Write ``config.json`` + ``model.safetensors`` (the shared embedding is never part of it).
+
+    ``int8`` names 2-D weights stored as int8 with a per-row absmax scale (``dtype``), e.g.
+    ``["head.weight"]``: the reduced-vocabulary head is a third of the file; its rows keep their
+    argmax order up to a rounding step of ``max|row| / 127``. ``load_specblock`` restores them.
+    """
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     state = {k: (v.detach().to(dtype) if v.is_floating_point() else v.detach()).contiguous().cpu()
              for k, v in net.state_dict().items()}
+    for name in int8:
+        if name not in state or state[name].dim() != 2:
+            raise BadInput(f"int8 storage takes 2-D weights of the network; {name!r} is not one")
+        w = net.state_dict()[name].detach().float().cpu()  # [rows, cols]
+        scale = w.abs().amax(1, keepdim=True).clamp(min=1e-12) / 127  # [rows, 1]
+        state[name] = (w / scale).round().clamp(-127, 127).to(torch.int8).contiguous()
+        state[name + INT8_SCALE] = scale.to(dtype).contiguous()
     save_file(state, str(folder / "model.safetensors"))
     cfg = net.config.to_dict()
-    cfg["specblock"] = dict(net.meta)
+    cfg["specblock"] = {**net.meta, "int8": list(int8)}
     (folder / "config.json").write_text(json.dumps(cfg, indent=2, default=str))
     return folder
+
+
+def _dequantize(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Tensors stored as int8 (a ``<name>.int8_scale`` beside them) back to floats."""
+    for key in [k for k in state if k.endswith(INT8_SCALE)]:
+        scale = state.pop(key)
+        name = key[: -len(INT8_SCALE)]
+        state[name] = (state[name].float() * scale.float()).to(scale.dtype)
+    return state
 
 
 def load_specblock(folder: str | Path, target=None, *, tokenizer_hash: str | None = None,
@@ -264,6 +288,7 @@ def load_specblock(folder: str | Path, target=None, *, tokenizer_hash: str | Non
                                     f"`{train_command}` (it exports to {folder})")
     raw = json.loads((folder / "config.json").read_text())
     meta = raw.pop("specblock")
+    meta.pop("int8", None)  # how the file stores tensors, not what the network is
     if target is not None:
         tcfg = target.config
         check_target(meta, hidden=tcfg.hidden_size, vocab=tcfg.vocab_size,
@@ -276,8 +301,8 @@ def load_specblock(folder: str | Path, target=None, *, tokenizer_hash: str | Non
     cfg = LlamaConfig.from_dict(raw)
     net = SpecBlockNet(cfg, meta["target_layers"], meta["slots"], meta["rank_hidden"])
     net.meta = meta
-    missing, unexpected = net.load_state_dict(load_file(str(folder / "model.safetensors")),
-                                              strict=False)
+    state = _dequantize(load_file(str(folder / "model.safetensors")))
+    missing, unexpected = net.load_state_dict(state, strict=False)
     if unexpected or missing:
         raise BadInput(f"{folder / 'model.safetensors'} does not match the SpecBlock network "
                          f"(missing {missing}, unexpected {unexpected})")
