@@ -16,11 +16,11 @@ Usage:
     python scripts/bench_bandit.py --limit 8 --max-new 128                  # SmolLM2, default bench
     python scripts/bench_bandit.py --override drafter.path=DIR --override drafter.discount=0.98
 
-SmolLM2 (``--model smollm2``, the default) needs SpecBlock weights for it, which are not shipped
-yet: train them with ``python -m specdec.train +experiment=specblock_smollm2`` (exported to
-``specdec/assets/specblock/smollm2``) or point ``--override drafter.path=DIR`` at a trained
-folder. ``--method`` takes any preset whose drafter has ``arms`` (``SpecBlockBanditDrafter``);
-``--override`` takes any Hydra override (``drafter.arms.full.max_blocks=2``, ``sampling...``).
+SmolLM2 (``--model smollm2``, the default) reads the shipped SpecBlock weights
+(``specdec/assets/specblock/smollm2``, ``python -m specdec.train +experiment=specblock_smollm2``);
+``--override drafter.path=DIR`` points at another trained folder. ``--method`` takes any preset
+whose drafter has ``arms`` (``SpecBlockBanditDrafter``); ``--override`` takes any Hydra override
+(``drafter.arms.full.max_blocks=2``, ``sampling...``).
 """
 
 from __future__ import annotations

@@ -58,7 +58,7 @@ def test_eval_composes_without_a_search(compose):
     cfg = compose("eval", [])
     assert cfg.optimized_metric == "modeled_speedup"
     assert cfg.hydra.runtime.choices.get("hparams_search") is None
-    assert cfg.hydra.sweeper.params.method == "ar,sps,eagle3"
+    assert cfg.hydra.sweeper.params.method == "ar,sps,eagle3,specblock"
 
 
 def test_search_params_parse_as_sweeps_over_existing_keys(compose):
