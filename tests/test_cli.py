@@ -62,7 +62,7 @@ def test_eval_cli_rejects_unknown_key(tmp_path):
     assert "gama" in proc.stderr
 
 
-def test_default_eval_sweeps_ar_sps_and_the_feature_drafters_on_smollm2_and_prints_the_leaderboard(compose):
+def test_default_eval_sweeps_ar_sps_and_feature_drafters_and_prints_the_leaderboard(compose):
     cfg = compose("eval", ["model=smollm2", "benchmark=default"])  # what no overrides selects
     assert str(cfg.hydra.mode) == "RunMode.MULTIRUN"
     assert cfg.hydra.sweeper.params.method == "ar,sps,eagle3,specblock"
