@@ -47,9 +47,11 @@ def _run(compose, pair, method: str) -> tuple[list[list[int]], float]:
 
 
 @pytest.mark.slow
-# tau floors below what the shipped drafts reach (eagle3 1.71, pearl 1.13 on these prompts;
-# PEARL's pre-verify steps propose the root alone) and above a silent no-op's 1.0
-@pytest.mark.parametrize(("method", "min_tau"), [("eagle3", 1.5), ("pearl", 1.05)])
+# tau floors below what the shipped drafts reach (eagle3 v3 1.80, specblock 1.71,
+# specblock_bandit 1.55, pearl 1.13 on these prompts; PEARL's pre-verify steps propose the root
+# alone, the bandit's skip steps too) and above a silent no-op's 1.0
+@pytest.mark.parametrize(("method", "min_tau"), [("eagle3", 1.5), ("specblock", 1.5),
+                                                 ("specblock_bandit", 1.3), ("pearl", 1.05)])
 def test_greedy_preset_equals_ar_on_smollm2(compose, smollm2, method, min_tau):
     ar, _ = _run(compose, smollm2, "ar")
     out, tau = _run(compose, smollm2, method)
