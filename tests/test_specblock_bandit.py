@@ -31,7 +31,8 @@ from specdec.drafters.specblock import TreeShape
 from specdec.drafters.specblock_bandit import SpecBlockBanditDrafter, arm_rates, arm_shape
 from specdec.engine import generate
 from specdec.forwards import ForwardRecord
-from specdec.learners.specblock.net import SpecBlockNet, save_specblock
+from specdec.learners.specblock.net import SpecBlockNet
+from specdec.learners.specblock.store import save_specblock
 from specdec.lm import CachedLM
 from specdec.sampling import Sampling, TorchCoins
 from specdec.testing.enumeration import enumerate_outcomes, max_abs_error

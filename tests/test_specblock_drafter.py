@@ -20,7 +20,8 @@ from specdec.drafters.policies import Fixed
 from specdec.drafters.rank_tree import Candidates, grow_block, keep_best
 from specdec.drafters.specblock import SpecBlockDrafter
 from specdec.engine import generate
-from specdec.learners.specblock.net import SpecBlockNet, new_specblock, save_specblock
+from specdec.learners.specblock.net import SpecBlockNet, new_specblock
+from specdec.learners.specblock.store import save_specblock
 from specdec.lm import CachedLM
 from specdec.models.tiny import tiny_lm
 from specdec.sampling import Sampling

@@ -14,8 +14,9 @@ import math
 import pytest
 import torch
 
-from specdec.learners.specblock.net import load_specblock, new_specblock, save_specblock
+from specdec.learners.specblock.net import new_specblock
 from specdec.learners.specblock.slots import AppendKeys, ChainKeys, rank_buckets, rank_features
+from specdec.learners.specblock.store import load_specblock, save_specblock
 from specdec.models.tiny import tiny_lm
 
 LAYERS = (0, 1, 2)

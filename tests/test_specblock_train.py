@@ -1,4 +1,5 @@
-"""SpecBlock training (``learners/specblock/module.py``): labels, masks, losses, tiny experiment.
+"""SpecBlock training (``learners/specblock/module.py``, ``losses.py``): labels, masks, losses,
+tiny experiment.
 
 * slot labels line up with ``x_{i+o+k+2}`` (plain-loop reference), the chain mask is a prefix AND;
 * the per-slot unlock warm-up follows ``α_k = min(1, step / (U (k+1)))``;
@@ -16,13 +17,8 @@ import pytest
 import torch
 
 from specdec.drafters.block_lm import BlockLM
-from specdec.learners.specblock.module import (
-    prefix_correct,
-    rank_loss,
-    slot_labels,
-    unlock,
-    unroll,
-)
+from specdec.learners.specblock.losses import prefix_correct, rank_loss, slot_labels, unlock
+from specdec.learners.specblock.module import unroll
 from specdec.learners.specblock.net import new_specblock
 
 LAYERS = (0, 1, 2)
@@ -134,7 +130,7 @@ def test_tiny_experiment_trains_exports_and_decodes(tmp_path, compose):
     from specdec.learners.eagle3.data import load_feature_traces
     from specdec.learners.eagle3.module import collate
     from specdec.learners.specblock.module import SpecBlockLearner
-    from specdec.learners.specblock.net import load_specblock
+    from specdec.learners.specblock.store import load_specblock
     from specdec.lm import CachedLM
     from specdec.models.tiny import tiny_pair
     from specdec.sampling import Sampling, TorchCoins

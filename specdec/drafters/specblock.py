@@ -38,8 +38,8 @@ from specdec.drafters.policies import Policy
 from specdec.drafters.rank_tree import Candidates, Leaf, grow_block, keep_best
 from specdec.errors import BadInput
 from specdec.learners.eagle3.net import check_target
-from specdec.learners.specblock.net import load_specblock
 from specdec.learners.specblock.slots import RANK_CLASSES
+from specdec.learners.specblock.store import load_specblock
 from specdec.models.kernels import apply_linear_kernel, resolve_kernel
 from specdec.sampling import Sampling
 

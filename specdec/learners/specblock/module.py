@@ -12,30 +12,17 @@ positions ``j < i`` plus the earlier blocks' keys at the same position, each bel
 valid-prefix mask). Gradients flow through those keys (not detached). Slot ``k`` of a block with
 offset ``o`` at position ``i`` predicts ``x_{i+o+k+2}``.
 
-Losses, per block and slot ``k``:
-
-* draft: cross-entropy to the target's distribution over its stored top-k restricted to the draft
-  vocabulary and renormalised (the code's softmax over the draft vocabulary, seen through the
-  top-k), averaged over the **chain mask** (slot ``k`` counts only where the draft argmax equals
-  the target argmax at slots ``0..k-1`` of that block, and the target argmax is in the draft
-  vocabulary), weighted ``slot_weight^k``;
-* rank (from ``rank_start_step``; before it one block only, as the code; validation and test
-  always run every block with the rank loss and no unlock scaling): soft ordinal targets
-  ``s_c ∝ 1/(1 + |c-t| + max(t-c, 0))²``, times the distance weight ``1 + |t-ĉ| + max(t-ĉ, 0)``
-  (``ĉ`` = predicted class) and the class-frequency weight ``min(1, rank_budget / count_c)``
-  (counts per block and slot in the batch), under the code's *rank chain* mask (slot ``k`` counts
-  where the rank predictions at slots ``< k`` were all correct); normalised by the summed weights.
+Losses (``losses.py``): per block and slot, the chain-masked soft cross-entropy to the target's
+distribution and the rank loss; validation and test always run every block with the rank loss
+and no unlock scaling, so ``val/loss`` compares across steps and "best" means best.
 
 Readings of the digest: a later block's own keys are its slots ``0..k`` at the query's position
 only (the digest's "current block with the block-1 rule"; decoding never has later-block keys at
 earlier positions, and ``tests/test_specblock_train.py`` checks training block 2 = decoding block
 2). Paper vs code: the paper masks the rank loss with the draft's valid-prefix mask, the code with
 the rank chain; we follow the code.
-Per-slot unlock warm-up (the code's ``--unlock-warmup-steps U``, off by default there and here):
-slot ``k``'s draft loss is scaled by ``α_k = min(1, step / (U (k+1)))``, so later slots join
-gradually (with a warm start, ``warm.py``, they would otherwise pull the shared layers off slot
-0's trained solution). Simplifications against the code: no HASS-style top-K loss variant, and
-the draft loss's normaliser is the fixed ``Σ slot_weight^k``.
+Per-slot unlock warm-up: ``losses.unlock``. Simplifications against the code: no HASS-style
+top-K loss variant, and the draft loss's normaliser is the fixed ``Σ slot_weight^k``.
 Metrics: ``*/acc<k>`` = block-1 slot ``k`` argmax == target argmax (teacher forced, no chain
 mask), ``*/rank_acc`` (block 1), ``*/loss``, ``*/rank_loss``.
 """
@@ -53,21 +40,16 @@ from specdec.learners.draft_lm.net import tokenizer_sha256
 from specdec.learners.eagle3.data import frozen_target, read_token_map
 from specdec.learners.eagle3.net import load_eagle3
 from specdec.learners.optim import adamw_warmup_cosine
-from specdec.learners.specblock.net import (
-    BlockOut,
-    SpecBlockNet,
-    load_specblock,
-    new_specblock,
-    save_specblock,
-)
+from specdec.learners.specblock.losses import prefix_correct, rank_loss, slot_labels, unlock
+from specdec.learners.specblock.net import BlockOut, SpecBlockNet, new_specblock
 from specdec.learners.specblock.slots import (
-    RANK_CLASSES,
     AppendKeys,
     ChainKeys,
     cross_visible,
     rank_buckets,
     slot_keys_positions,
 )
+from specdec.learners.specblock.store import load_specblock, save_specblock
 from specdec.learners.specblock.warm import warm_from_eagle3
 
 
@@ -104,60 +86,6 @@ def unroll(net: SpecBlockNet, embed: torch.nn.Module, ids: torch.Tensor, feats: 
         prefix = [(torch.cat([pk, kk], 3), torch.cat([pv, vv], 3))
                   for (pk, pv), (kk, vv) in zip(prefix, out.kv)]
     return runs
-
-
-def slot_labels(lab_ids: torch.Tensor, lab_logp: torch.Tensor, t2d: torch.Tensor, offset: int,
-                slots: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Targets of a block at ``offset``: ``top [B, S, K, k]`` (draft-vocabulary ids, ``-1`` =
-    none), ``p [B, S, K, k]`` (renormalised over the mapped ids), ``has [B, S, K]`` (a label
-    exists and the target argmax is in the draft vocabulary)."""
-    t = lab_ids.shape[1]
-    s = t - 1
-    idx = torch.arange(s, device=lab_ids.device)[:, None] + offset + 2 + torch.arange(
-        slots, device=lab_ids.device)  # [S, K]: x_{i+o+k+2}
-    inside = idx < t
-    ids = lab_ids[:, idx.clamp(max=t - 1)]  # [B, S, K, k]
-    ids = torch.where(inside[None, :, :, None], ids, -1)
-    top = torch.where(ids >= 0, t2d[ids.clamp(min=0)], -1)  # [B, S, K, k]
-    p = lab_logp[:, idx.clamp(max=t - 1)].exp() * (top >= 0)
-    p = p / p.sum(-1, keepdim=True).clamp(min=1e-12)
-    return top, p, top[..., 0] >= 0
-
-
-def unlock(step: int, unlock_steps: int, slots: int) -> torch.Tensor:
-    """``[K]`` per-slot loss scale ``α_k = min(1, step / (U (k+1)))`` (ones when ``U = 0``)."""
-    if unlock_steps <= 0:
-        return torch.ones(slots)
-    return (step / (unlock_steps * torch.arange(1, slots + 1))).clamp(max=1.0)
-
-
-def prefix_correct(correct: torch.Tensor) -> torch.Tensor:
-    """``[..., K]`` bool: every slot ``< k`` is correct (slot 0: always)."""
-    ones = torch.ones_like(correct[..., :1])
-    return torch.cat([ones, correct[..., :-1].long().cumprod(-1).bool()], -1)
-
-
-def rank_loss(rank_logits: torch.Tensor, classes: torch.Tensor, mask: torch.Tensor,
-              budget: float) -> torch.Tensor:
-    """Ordinal-smoothed, distance- and frequency-weighted rank CE, summed over slots (module doc).
-
-    Args:
-        rank_logits: ``[B, S, K, C]``; classes: ``[B, S, K]`` true classes; mask: ``[B, S, K]``.
-        budget: the class-frequency budget per slot (weight ``min(1, budget / count_c)``).
-    """
-    c = torch.arange(RANK_CLASSES, device=classes.device)
-    t = classes[..., None]  # [B, S, K, 1]
-    soft = 1.0 / (1 + (c - t).abs() + (t - c).clamp(min=0)).float() ** 2  # [B, S, K, C]
-    soft = soft / soft.sum(-1, keepdim=True)
-    ce = -(soft * rank_logits.float().log_softmax(-1)).sum(-1)  # [B, S, K]
-    pred = rank_logits.argmax(-1)
-    dist = 1 + (classes - pred).abs() + (classes - pred).clamp(min=0)  # [B, S, K]
-    onehot = torch.nn.functional.one_hot(classes, RANK_CLASSES) * mask[..., None]  # [B,S,K,C]
-    counts = onehot.sum((0, 1))  # [K, C]
-    freq = (budget / counts.clamp(min=1).float()).clamp(max=1.0)  # [K, C]
-    w = dist.float() * freq[torch.arange(classes.shape[-1]), classes] * mask  # [B, S, K]
-    per_slot = (w * ce).sum((0, 1)) / w.sum((0, 1)).clamp(min=1e-12)  # [K]
-    return per_slot.sum()
 
 
 class SpecBlockLearner(L.LightningModule):
@@ -224,14 +152,14 @@ class SpecBlockLearner(L.LightningModule):
                              f"config asks for {list(target_layers)}")
         self.net.train()
         if trainable is not None:
-            names = [n for n, _ in self.net.named_parameters()]
-            unknown = [t for t in trainable if not any(n.startswith(str(t)) for n in names)]
+            params = dict(self.net.named_parameters())
+            unknown = [t for t in trainable if not any(n.startswith(str(t)) for n in params)]
             if unknown:
                 raise BadInput(f"learner.trainable {unknown} names no parameter of the SpecBlock "
                                f"network; its top-level parts: "
-                               f"{sorted({n.split('.')[0] for n in names})}")
-            for n, p in self.net.named_parameters():
-                p.requires_grad_(any(n.startswith(str(t)) for t in trainable))
+                               f"{sorted({n.split('.')[0] for n in params})}")
+            for n, p in params.items():
+                p.requires_grad_(n.startswith(tuple(str(t) for t in trainable)))
         t2d = torch.full((target.config.vocab_size,), -1, dtype=torch.long)
         t2d[self.net.token_map] = torch.arange(self.net.token_map.numel())
         self.register_buffer("t2d", t2d, persistent=False)

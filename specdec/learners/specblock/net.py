@@ -28,21 +28,16 @@ sequence plus a valid prefix of the earlier blocks at the same position).
 
 Init: decoder layers copy the target's last ``L`` layers, the final norm and head rows come from
 the target (as EAGLE-3's), ``W_shift = [I, 0]`` (no shift at first), the rest is seeded random.
-Shipped format (``save_specblock``/``load_specblock``): ``config.json`` (the decoder's Llama config
-plus ``specblock``: target layers, hidden size and vocabulary, draft vocabulary, slots, rank width)
-and ``model.safetensors``.
+The shipped format (``save_specblock`` / ``load_specblock``) is in ``store.py``.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
-from safetensors.torch import load_file, save_file
 from torch import nn
 from transformers import LlamaConfig
 from transformers.models.llama.modeling_llama import (
@@ -52,9 +47,8 @@ from transformers.models.llama.modeling_llama import (
     apply_rotary_pos_emb,
 )
 
-from specdec.errors import BadInput, MissingInput
+from specdec.errors import BadInput
 from specdec.learners.draft_lm.net import draft_config
-from specdec.learners.eagle3.net import check_target
 from specdec.learners.specblock.slots import (
     KV,
     NUM_RANK_FEATURES,
@@ -66,8 +60,6 @@ from specdec.learners.specblock.slots import (
     rank_features,
     slot_attention,
 )
-
-TRAIN_COMMAND = "python -m specdec.train +experiment=specblock_<model>"
 
 
 class BlockOut(NamedTuple):
@@ -232,80 +224,3 @@ def new_specblock(target, token_map: torch.Tensor, target_layers: Sequence[int],
             shift.weight.zero_()
             shift.weight[:, :h].copy_(torch.eye(h))
     return net.to(dtype=target.dtype)
-
-
-INT8_SCALE = ".int8_scale"  # suffix of the per-row scale of a tensor stored as int8
-
-
-def save_specblock(net: SpecBlockNet, folder: str | Path, *,
-                   dtype: torch.dtype = torch.float32, int8: Sequence[str] = ()) -> Path:
-    """Write ``config.json`` + ``model.safetensors`` (the shared embedding is never part of it).
-
-    ``int8`` names 2-D weights stored as int8 with a per-row absmax scale (``dtype``), e.g.
-    ``["head.weight"]``: the reduced-vocabulary head is a third of the file; its rows keep their
-    argmax order up to a rounding step of ``max|row| / 127``. ``load_specblock`` restores them.
-    """
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    state = {k: (v.detach().to(dtype) if v.is_floating_point() else v.detach()).contiguous().cpu()
-             for k, v in net.state_dict().items()}
-    for name in int8:
-        if name not in state or state[name].dim() != 2:
-            raise BadInput(f"int8 storage takes 2-D weights of the network; {name!r} is not one")
-        w = net.state_dict()[name].detach().float().cpu()  # [rows, cols]
-        scale = w.abs().amax(1, keepdim=True).clamp(min=1e-12) / 127  # [rows, 1]
-        state[name] = (w / scale).round().clamp(-127, 127).to(torch.int8).contiguous()
-        state[name + INT8_SCALE] = scale.to(dtype).contiguous()
-    save_file(state, str(folder / "model.safetensors"))
-    cfg = net.config.to_dict()
-    cfg["specblock"] = {**net.meta, "int8": list(int8)}
-    (folder / "config.json").write_text(json.dumps(cfg, indent=2, default=str))
-    return folder
-
-
-def _dequantize(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """Tensors stored as int8 (a ``<name>.int8_scale`` beside them) back to floats."""
-    for key in [k for k in state if k.endswith(INT8_SCALE)]:
-        scale = state.pop(key)
-        name = key[: -len(INT8_SCALE)]
-        state[name] = (state[name].float() * scale.float()).to(scale.dtype)
-    return state
-
-
-def load_specblock(folder: str | Path, target=None, *, tokenizer_hash: str | None = None,
-                   train_command: str = TRAIN_COMMAND) -> SpecBlockNet:
-    """Load a shipped SpecBlock drafter; with ``target`` (an HF model), check it and cast to its
-    dtype (``check_target`` does the check for a ``TargetView`` at decoding time).
-
-    Raises:
-        FileNotFoundError: a missing file (names it and ``train_command``).
-        ValueError: a drafter made for another target or tokenizer, naming both sides.
-    """
-    folder = Path(folder)
-    for name in ("config.json", "model.safetensors"):
-        if not (folder / name).exists():
-            raise MissingInput(f"SpecBlock file {folder / name} is missing; create it with "
-                                    f"`{train_command}` (it exports to {folder})")
-    raw = json.loads((folder / "config.json").read_text())
-    meta = raw.pop("specblock")
-    meta.pop("int8", None)  # how the file stores tensors, not what the network is
-    if target is not None:
-        tcfg = target.config
-        check_target(meta, hidden=tcfg.hidden_size, vocab=tcfg.vocab_size,
-                     layers=tcfg.num_hidden_layers, where=f"in {folder}",
-                     train_command=train_command, name="SpecBlock")
-    saved_hash = raw.get("tokenizer_sha256", "")
-    if tokenizer_hash and saved_hash and saved_hash != tokenizer_hash:
-        raise BadInput(f"SpecBlock drafter in {folder} was trained with another tokenizer; "
-                         f"retrain it with `{train_command}`")
-    cfg = LlamaConfig.from_dict(raw)
-    net = SpecBlockNet(cfg, meta["target_layers"], meta["slots"], meta["rank_hidden"])
-    net.meta = meta
-    state = _dequantize(load_file(str(folder / "model.safetensors")))
-    missing, unexpected = net.load_state_dict(state, strict=False)
-    if unexpected or missing:
-        raise BadInput(f"{folder / 'model.safetensors'} does not match the SpecBlock network "
-                         f"(missing {missing}, unexpected {unexpected})")
-    if target is not None:
-        net = net.to(dtype=target.dtype)
-    return net.eval()
