@@ -19,8 +19,9 @@ from specdec.learners.draft_lm.net import (
     save_draft,
     tokenizer_sha256,
 )
+from specdec.learners.draft_lm.sources import training_prompts
 from specdec.learners.draft_lm.trace_dataset import collate_traces
-from specdec.learners.draft_lm.traces import load_traces, make_traces, training_prompts
+from specdec.learners.draft_lm.traces import load_traces, make_traces
 from specdec.lm import CachedLM
 from specdec.models.tiny import tiny_pair
 from specdec.sampling import Sampling, TorchCoins, warp

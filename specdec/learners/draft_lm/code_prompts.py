@@ -11,7 +11,7 @@ line(s) and docstring, dedented — and the target's own greedy continuation is 
 
 Kept: docstrings of 40..1200 characters on functions with at least two statements after them,
 prompts of at most 2000 characters, files outside ``test``/``tests``/``idlelib`` folders; never a
-prompt equal to an eval prompt (``traces.eval_texts``) nor a function whose name is defined in one.
+prompt equal to an eval prompt (``sources.eval_texts``) nor a function whose name is defined in one.
 The sample is deterministic (ordered by a text hash); ``code_prompts.jsonl`` in the traces folder
 records each kept prompt's file and function.
 """
@@ -29,7 +29,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from specdec.errors import BadInput
-from specdec.learners.draft_lm.traces import _norm, eval_texts, hash_text
+from specdec.learners.draft_lm.sources import eval_texts, hash_text, norm_text
 
 log = logging.getLogger(__name__)
 FILE = "code_prompts.jsonl"
@@ -83,7 +83,7 @@ def code_prompts(count: int, *, roots: Sequence[str | Path] | None = None,
             if SKIP_DIRS & set(path.relative_to(root).parts[:-1]):
                 continue
             for name, prompt in documented_functions(path):
-                key = _norm(prompt)
+                key = norm_text(prompt)
                 if key in banned or name in banned_names or key in found:
                     continue
                 found[key] = (str(path.relative_to(root)), name, prompt)

@@ -20,13 +20,8 @@ import torch
 
 from specdec.data.prompts import encode_turn
 from specdec.errors import MissingInput
-from specdec.learners.draft_lm.traces import (
-    _norm,
-    eval_texts,
-    hash_text,
-    save_traces,
-    write_token_map,
-)
+from specdec.learners.draft_lm.sources import eval_texts, hash_text, norm_text
+from specdec.learners.draft_lm.traces import save_traces, write_token_map
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +44,7 @@ def training_pairs(source_dir: str | Path, datasets: Sequence[str] = ("gsm8k", "
             extra = f"\n{row['input']}" if row.get("input") else ""
             rows.append(("alpaca", row["instruction"] + extra, row["output"]))
     for name, prompt, answer in rows:
-        key = _norm(prompt)
+        key = norm_text(prompt)
         if name in datasets and key and key not in banned and key not in seen:
             seen.add(key)
             out.append((prompt, answer))

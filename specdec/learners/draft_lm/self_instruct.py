@@ -9,7 +9,7 @@ words such as ``"Write a Python function"`` or ``"Translate"``) may follow the h
 *domain* of a request without naming any benchmark item; ``""`` is the pure Magpie case.
 
 Kept prompts: the sampled turn ended with the template's end-of-turn token, is 16..2000
-characters long, is not an eval prompt (``traces.eval_texts``) and is new. They are appended,
+characters long, is not an eval prompt (``sources.eval_texts``) and is new. They are appended,
 batch by batch, to ``self_instruct.jsonl`` in the traces folder (resumable; the file is the record
 of what was trained on).
 """
@@ -25,7 +25,7 @@ from pathlib import Path
 import torch
 
 from specdec.errors import BadInput
-from specdec.learners.draft_lm.traces import _norm, eval_texts
+from specdec.learners.draft_lm.sources import eval_texts, norm_text
 
 log = logging.getLogger(__name__)
 SENTINEL = "\u2063SPECDEC\u2063"
@@ -67,7 +67,7 @@ def self_instructions(model, out_dir: str | Path, *, count: int, source_dir: str
     tok, target = model.tokenizer, model.target
     rows = _rows(out)  # resume: the prompts kept so far and the batches finished
     kept = [r["text"] for r in rows if "text" in r]
-    seen = {_norm(t) for t in kept} | (eval_texts(Path(source_dir)) if source_dir else set())
+    seen = {norm_text(t) for t in kept} | (eval_texts(Path(source_dir)) if source_dir else set())
     header, eos = user_header(tok), tok.eos_token_id
     pad = tok.pad_token_id if tok.pad_token_id is not None else eos
     device = next(target.parameters()).device
@@ -91,8 +91,8 @@ def self_instructions(model, out_dir: str | Path, *, count: int, source_dir: str
             if eos not in row:
                 continue
             text = (starter + tok.decode(row[: row.index(eos)])).strip()
-            if 16 <= len(text) <= 2000 and _norm(text) not in seen:
-                seen.add(_norm(text))
+            if 16 <= len(text) <= 2000 and norm_text(text) not in seen:
+                seen.add(norm_text(text))
                 new.append(text)
         lines = [json.dumps({"batch": batch_no, "starter": starter, "text": t})
                  for t in new[: count - len(kept)]]

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import torch
 
-from specdec.learners.draft_lm.traces import Trace, hash_text, load_traces
+from specdec.learners.draft_lm.sources import hash_text
+from specdec.learners.draft_lm.traces import Trace, load_traces
 
 
 class TraceDataset(torch.utils.data.Dataset):

@@ -14,8 +14,6 @@ Stored format (``traces.safetensors``): ``tokens [T_total]`` (int32), ``offsets 
 
 from __future__ import annotations
 
-import gzip
-import json
 import logging
 import time
 from collections.abc import Sequence
@@ -28,6 +26,7 @@ from safetensors.torch import load_file, save_file
 
 from specdec.data.prompts import encode_turn
 from specdec.errors import MissingInput
+from specdec.learners.draft_lm.sources import reference_texts, training_prompts
 
 log = logging.getLogger(__name__)
 
@@ -42,73 +41,7 @@ class Trace:
     topk_logp: torch.Tensor  # [T - prompt_len, k]
 
 DATA_COMMAND = "python -m specdec.train +experiment=distill_draft_smollm2 stage=data"
-EVAL_FILES = ["gsm8k/eagle_question.jsonl", "gsm8k/test.jsonl", "alpaca/eagle_question.jsonl",
-              "humaneval/eagle_question.jsonl", "humaneval/HumanEval.jsonl.gz",
-              "mt_bench/question.jsonl", "spec_bench/question.jsonl",
-              "cnn_dailymail/nano_pearl_CNNDM.jsonl"]
 
-
-def _norm(text: str) -> str:
-    return " ".join(text.split())
-
-
-def eval_texts(source_dir: Path) -> set[str]:
-    """Every eval prompt text (normalised) that training prompts must not contain."""
-    out: set[str] = set()
-    for name in EVAL_FILES:
-        path = source_dir / name
-        if not path.exists():
-            continue
-        text = gzip.decompress(path.read_bytes()).decode() if path.suffix == ".gz" else \
-            path.read_text()
-        for line in text.splitlines():
-            if line.strip():
-                row = json.loads(line)
-                for turn in row.get("turns") or [row.get("question") or row.get("prompt", "")]:
-                    out.add(_norm(turn))
-    return out
-
-
-def training_prompts(source_dir: str | Path, datasets: Sequence[str] = ("gsm8k", "alpaca"),
-                     limit: int | None = None) -> list[str]:
-    """User turns from the training splits only (GSM8K train, Alpaca train files).
-
-    Raises:
-        FileNotFoundError: naming the folder and the setting to change.
-    """
-    src = Path(source_dir)
-    if not (src / "gsm8k" / "train.jsonl").exists():
-        raise MissingInput(f"training prompts not found under {src}; set distill.source_dir "
-                                "(env SPECDEC_SHARED_DATA) to a folder laid out like shared/data")
-    banned = eval_texts(src)
-    prompts: list[str] = []
-    per_set: dict[str, list[str]] = {"gsm8k": [], "alpaca": []}
-    for line in (src / "gsm8k" / "train.jsonl").read_text().splitlines():
-        if line.strip():
-            per_set["gsm8k"].append(json.loads(line)["question"])
-    for path in sorted((src / "alpaca").glob("*.json")):
-        for row in json.loads(path.read_text()):
-            extra = f"\n{row['input']}" if row.get("input") else ""
-            per_set["alpaca"].append(row["instruction"] + extra)
-    for name in datasets:
-        if name not in per_set:
-            raise ValueError(f"unknown training set {name!r}; choose from {sorted(per_set)}")
-        seen: set[str] = set()
-        for text in per_set[name]:
-            key = _norm(text)
-            if key and key not in banned and key not in seen:
-                seen.add(key)
-                prompts.append(text)
-    # interleave deterministically so a `limit` keeps both sets
-    prompts.sort(key=lambda t: hash_text(t))
-    return prompts[:limit] if limit else prompts
-
-
-def hash_text(text: str) -> int:
-    """A stable (process-independent) hash of a string."""
-    import hashlib
-
-    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little")
 
 
 class TopKRecorder:
@@ -200,16 +133,6 @@ def traces_of_file(path: str | Path) -> list[Trace]:
         out.append(Trace(d["tokens"][off[i] : off[i + 1]].long(), plen,
                          d["topk_ids"][c : c + n].long(), d["topk_logp"][c : c + n].float()))
         c += n
-    return out
-
-
-def reference_texts(source_dir: str | Path) -> list[str]:
-    """Reference answers of the training prompts (GSM8K train answers, Alpaca outputs)."""
-    src = Path(source_dir)
-    out = [json.loads(line)["answer"] for line in
-           (src / "gsm8k" / "train.jsonl").read_text().splitlines() if line.strip()]
-    for path in sorted((src / "alpaca").glob("*.json")):
-        out += [row["output"] for row in json.loads(path.read_text())]
     return out
 
 
