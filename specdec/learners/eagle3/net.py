@@ -163,6 +163,37 @@ def check_target(meta: dict, *, hidden: int, vocab: int, layers: int, where: str
                          f"has {layers} layers; retrain it with `{train_command}`")
 
 
+def read_feature_drafter(folder: Path, key: str, name: str, target, tokenizer_hash: str | None,
+                         train_command: str) -> tuple[dict, dict, dict[str, torch.Tensor]]:
+    """A shipped feature drafter's ``(config, meta, state)``: both files must exist (else the
+    error names ``train_command``), ``meta`` = the config's ``key`` block, checked against
+    ``target`` (``check_target``) and ``tokenizer_hash`` when given; ``name`` labels errors."""
+    for file in ("config.json", "model.safetensors"):
+        if not (folder / file).exists():
+            raise MissingInput(f"{name} file {folder / file} is missing; create it with "
+                               f"`{train_command}` (it exports to {folder})")
+    raw = json.loads((folder / "config.json").read_text())
+    meta = raw.pop(key)
+    if target is not None:
+        tcfg = target.config
+        check_target(meta, hidden=tcfg.hidden_size, vocab=tcfg.vocab_size,
+                     layers=tcfg.num_hidden_layers, where=f"in {folder}",
+                     train_command=train_command, name=name)
+    saved_hash = raw.get("tokenizer_sha256", "")
+    if tokenizer_hash and saved_hash and saved_hash != tokenizer_hash:
+        raise BadInput(f"{name} drafter in {folder} was trained with another tokenizer; "
+                       f"retrain it with `{train_command}`")
+    return raw, meta, load_file(str(folder / "model.safetensors"))
+
+
+def load_weights(net: nn.Module, state: dict[str, torch.Tensor], path: Path, name: str) -> None:
+    """``net.load_state_dict(state)``, failing with both key lists when they differ."""
+    missing, unexpected = net.load_state_dict(state, strict=False)
+    if unexpected or missing:
+        raise BadInput(f"{path} does not match the {name} network "
+                       f"(missing {missing}, unexpected {unexpected})")
+
+
 def load_eagle3(folder: str | Path, target=None, *, tokenizer_hash: str | None = None,
                 train_command: str = "python -m specdec.train +experiment=eagle3_<model>"
                 ) -> Eagle3Net:
@@ -177,31 +208,15 @@ def load_eagle3(folder: str | Path, target=None, *, tokenizer_hash: str | None =
             tokenizer, naming both sides.
     """
     folder = Path(folder)
-    for name in ("config.json", "model.safetensors"):
-        if not (folder / name).exists():
-            raise MissingInput(f"EAGLE-3 file {folder / name} is missing; create it with "
-                                    f"`{train_command}` (it exports to {folder})")
-    raw = json.loads((folder / "config.json").read_text())
-    meta = raw.pop("eagle3")
-    if target is not None:
-        tcfg = target.config
-        check_target(meta, hidden=tcfg.hidden_size, vocab=tcfg.vocab_size,
-                     layers=tcfg.num_hidden_layers, where=f"in {folder}",
-                     train_command=train_command)
-    saved_hash = raw.get("tokenizer_sha256", "")
-    if tokenizer_hash and saved_hash and saved_hash != tokenizer_hash:
-        raise BadInput(f"EAGLE-3 drafter in {folder} was trained with another tokenizer; "
-                         f"retrain it with `{train_command}`")
+    raw, meta, state = read_feature_drafter(folder, "eagle3", "EAGLE-3", target, tokenizer_hash,
+                                            train_command)
     cfg = draft_config(LlamaConfig.from_dict(raw), layers=1,
-                       draft_vocab_size=meta["draft_vocab_size"], tokenizer_hash=saved_hash)
+                       draft_vocab_size=meta["draft_vocab_size"],
+                       tokenizer_hash=raw.get("tokenizer_sha256", ""))
     net = Eagle3Net(ReducedVocabDraft(cfg), meta["target_layers"], meta["target_hidden"])
     net.meta = meta
     net.decoder.model.embed_tokens = None  # the target's is attached below or used through views
-    state = load_file(str(folder / "model.safetensors"))
-    missing, unexpected = net.load_state_dict(state, strict=False)
-    if unexpected or missing:
-        raise BadInput(f"{folder / 'model.safetensors'} does not match the EAGLE-3 network "
-                         f"(missing {missing}, unexpected {unexpected})")
+    load_weights(net, state, folder / "model.safetensors", "EAGLE-3")
     if target is not None:
         net = net.to(dtype=target.dtype)
         attach_embeddings(net.decoder, target)

@@ -14,11 +14,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 from transformers import LlamaConfig
 
-from specdec.errors import BadInput, MissingInput
-from specdec.learners.eagle3.net import check_target
+from specdec.errors import BadInput
+from specdec.learners.eagle3.net import load_weights, read_feature_drafter
 from specdec.learners.specblock.net import SpecBlockNet
 
 TRAIN_COMMAND = "python -m specdec.train +experiment=specblock_<model>"
@@ -72,30 +72,13 @@ def load_specblock(folder: str | Path, target=None, *, tokenizer_hash: str | Non
         ValueError: a drafter made for another target or tokenizer, naming both sides.
     """
     folder = Path(folder)
-    for name in ("config.json", "model.safetensors"):
-        if not (folder / name).exists():
-            raise MissingInput(f"SpecBlock file {folder / name} is missing; create it with "
-                                    f"`{train_command}` (it exports to {folder})")
-    raw = json.loads((folder / "config.json").read_text())
-    meta = raw.pop("specblock")
+    raw, meta, state = read_feature_drafter(folder, "specblock", "SpecBlock", target,
+                                            tokenizer_hash, train_command)
     meta.pop("int8", None)  # how the file stores tensors, not what the network is
-    if target is not None:
-        tcfg = target.config
-        check_target(meta, hidden=tcfg.hidden_size, vocab=tcfg.vocab_size,
-                     layers=tcfg.num_hidden_layers, where=f"in {folder}",
-                     train_command=train_command, name="SpecBlock")
-    saved_hash = raw.get("tokenizer_sha256", "")
-    if tokenizer_hash and saved_hash and saved_hash != tokenizer_hash:
-        raise BadInput(f"SpecBlock drafter in {folder} was trained with another tokenizer; "
-                         f"retrain it with `{train_command}`")
-    cfg = LlamaConfig.from_dict(raw)
-    net = SpecBlockNet(cfg, meta["target_layers"], meta["slots"], meta["rank_hidden"])
+    net = SpecBlockNet(LlamaConfig.from_dict(raw), meta["target_layers"], meta["slots"],
+                       meta["rank_hidden"])
     net.meta = meta
-    state = _dequantize(load_file(str(folder / "model.safetensors")))
-    missing, unexpected = net.load_state_dict(state, strict=False)
-    if unexpected or missing:
-        raise BadInput(f"{folder / 'model.safetensors'} does not match the SpecBlock network "
-                         f"(missing {missing}, unexpected {unexpected})")
+    load_weights(net, _dequantize(state), folder / "model.safetensors", "SpecBlock")
     if target is not None:
         net = net.to(dtype=target.dtype)
     return net.eval()
