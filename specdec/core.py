@@ -128,10 +128,12 @@ class Coins(Protocol):
 
         For work whose draws must not depend on thread timing or on how many numbers this stream
         has consumed: background drafting, drafts prepared for guessed verification outcomes
-        (key them e.g. ``(step, guessed_outcome)``). Forking the same key twice gives the same
-        stream, so a key must be unique per use. Drawing from a child never moves the parent,
-        and a child can fork again. Keys are built from ``int``, ``str``, ``bool``, ``None`` and
-        tuples of those (see ``sampling.fork_seed``); anything else raises ``TypeError``.
+        (key them e.g. ``(step, guessed_outcome)``). Forking the same key twice would give the
+        same stream, so a key must be unique per use: production coins (``TorchCoins``) and the
+        exact harness both raise ``ValueError`` on a repeat. Drawing from a child never moves the
+        parent, and a child can fork again. Keys are built from ``int``, ``str``, ``bool``,
+        ``None`` and tuples of those (see ``sampling.fork_seed``); anything else raises
+        ``TypeError``.
         """
         ...
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import torch
 
+from specdec.core import Coins
 from specdec.errors import BadInput
 from specdec.rowops import argmax_rows
 
@@ -86,6 +87,7 @@ class TorchCoins:
     def __init__(self, seed: int) -> None:
         self.seed = int(seed)
         self.generator = torch.Generator(device="cpu").manual_seed(self.seed)
+        self._forked: set[str] = set()  # canonical keys already forked from this stream
 
     def bernoulli(self, prob: float) -> bool:
         u = torch.rand((), generator=self.generator, dtype=torch.float64)
@@ -118,9 +120,31 @@ class TorchCoins:
         """A child with its own generator seeded by ``fork_seed(self.seed, key)``.
 
         The child ignores this stream's position, and drawing from it never moves this stream.
-        Forking one key twice gives the same stream: keys must be unique per use.
+        Forking one key twice would give the same stream twice (two uses drawing the same
+        numbers, so their joint law is no longer the product the verifiers assume): it raises.
+
+        Raises:
+            ValueError: ``key`` was already forked from this stream.
         """
+        canon = canonical_key(key)
+        if canon in self._forked:
+            raise ValueError(
+                f"Coins.fork({key!r}) called twice on one stream: both children would draw the "
+                f"same numbers. Make the key unique per use (e.g. add the step, or fork each turn "
+                f"of a conversation from its own stream with turn_coins)")
+        self._forked.add(canon)
         return TorchCoins(fork_seed(self.seed, key))
+
+
+def turn_coins(coins: Coins, turn: int) -> Coins:
+    """The stream of turn ``turn`` (0-based) of a conversation answered with one prompt's coins.
+
+    Drafters key their forks by the decoding step and context length (``("pearl", step, len)``),
+    which recur when two turns have the same length (``truncate_prompts=left`` cuts every long
+    turn to one length); each turn drawing from its own child stream keeps every key unique over
+    the whole conversation.
+    """
+    return coins.fork(("turn", int(turn)))
 
 
 def canonical_key(key: Hashable) -> str:

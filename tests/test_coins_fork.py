@@ -41,11 +41,14 @@ def test_child_ignores_how_far_the_parent_has_drawn():
 
 
 def test_same_key_gives_the_same_stream_and_child_never_moves_parent():
-    parent, untouched = TorchCoins(11), TorchCoins(11)
-    first, second = parent.fork((3, "guess", 2)), parent.fork((3, "guess", 2))
+    parent, twin, untouched = TorchCoins(11), TorchCoins(11), TorchCoins(11)
+    first, second = parent.fork((3, "guess", 2)), twin.fork((3, "guess", 2))
     assert first.seed == second.seed
     assert draws(first) == draws(second)
     assert draws(parent) == draws(untouched)
+    # the same key a second time on one stream would repeat those draws: refused
+    with pytest.raises(ValueError, match="twice"):
+        parent.fork((3, "guess", 2))
 
 
 def test_different_keys_give_different_streams():

@@ -187,10 +187,10 @@ def tiny_run(tiny64):
     greedy, prompt = Sampling(temperature=0.0), tiny64.tokenizer.encode("The quick brown fox")
     drafter = SpecBlockBanditDrafter(None, Fixed(8), greedy, TINY_ASSET, explore=0.3,
                                      context_edges=[1], costs=LINEAR, linear_kernel="stock")
-    coins, gens = TorchCoins(5), []
-    for n in (40, 30):  # two prompts: the statistics persist, the counters restart
+    gens = []
+    for i, n in enumerate((40, 30)):  # two prompts: the statistics persist, the counters restart
         gens.append(generate(prompt, CachedLM(tiny64.target), drafter, RecursiveRejection(),
-                             sampling=greedy, coins=coins, max_new_tokens=n))
+                             sampling=greedy, coins=TorchCoins(5 + i), max_new_tokens=n))
     ar = generate(prompt, CachedLM(tiny64.target), EmptyDrafter(), RecursiveRejection(),
                   sampling=greedy, coins=TorchCoins(0), max_new_tokens=40)
     return drafter, gens, ar
@@ -229,6 +229,19 @@ def test_arm_counters_add_up_to_the_steps_and_tokens(tiny_run):
         priced = StepClock(LINEAR)([f for f in gen.stats.forwards if 0 <= f.step < chosen])
         arms_us = sum(c[f"bandit_{n}_us"] for n in drafter.arm_names)
         assert abs(arms_us - 1e6 * priced) <= 2 * steps
+
+
+def test_a_run_with_measured_costs_says_it_is_not_a_function_of_the_seed(tiny_run, tiny64):
+    _, gens, _ = tiny_run  # costs given: every arm follows the seed alone
+    assert all(g.stats.counters["bandit_timed_steps"] == 0 for g in gens)
+    greedy, prompt = Sampling(temperature=0.0), tiny64.tokenizer.encode("The quick brown fox")
+    drafter = SpecBlockBanditDrafter(None, Fixed(8), greedy, TINY_ASSET, costs=None,
+                                     linear_kernel="stock")
+    gen = generate(prompt, CachedLM(tiny64.target), drafter, RecursiveRejection(),
+                   sampling=greedy, coins=TorchCoins(5), max_new_tokens=12)
+    c = gen.stats.counters
+    pulled = sum(c[f"bandit_{n}_pulls"] for n in drafter.arm_names)
+    assert pulled > 0 and c["bandit_timed_steps"] == pulled
 
 
 def test_skip_steps_run_no_draft_forward_and_the_next_catch_up_takes_them_all(tiny64):

@@ -1,13 +1,13 @@
 """What a method preset builds on a pair (``Method``), and answering one prompt with it.
-
 ``run_prompt`` answers every turn of a prompt in order (later turns see the model's own earlier
-answers), each turn through ``engine.generate`` with the prompt's own coins, timed between CUDA
-syncs of every device of the pair (never per step; ``specdec.bench.runner`` has the timing rules).
-Before each turn it checks that the conversation so far plus ``max_new_tokens`` fits in every
-model's positions (``specdec.bench.checks.fit_context``): a longer one fails naming the prompt, or,
-with ``truncate_prompts=left``, keeps its last tokens and counts the dropped ones. A drafter's
-background job that fails (``specdec.drafters.ahead.BackgroundError``, naming the decoding step)
-is re-raised naming the prompt; the runner then writes no record for it.
+answers), each turn through ``engine.generate`` with its own stream of the prompt's coins
+(``sampling.turn_coins``: drafters' fork keys recur across turns of equal length), timed between
+CUDA syncs of every device of the pair (never per step; ``specdec.bench.runner`` has the timing
+rules). Before each turn it checks that the conversation so far plus ``max_new_tokens`` fits in
+every model's positions (``specdec.bench.checks.fit_context``): a longer one fails naming the
+prompt, or, with ``truncate_prompts=left``, keeps its last tokens and counts the dropped ones. A
+drafter's background job that fails (``specdec.drafters.ahead.BackgroundError``, naming the
+decoding step) is re-raised naming the prompt; the runner then writes no record for it.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from specdec.lm import CachedLM
 from specdec.metrics import GenerationStats
 from specdec.models import ModelPair
 from specdec.models.gpu import TREE_FALLBACK, fit_attention
-from specdec.sampling import Sampling, TorchCoins, prompt_seed
+from specdec.sampling import Sampling, TorchCoins, prompt_seed, turn_coins
 
 
 @dataclass(frozen=True)
@@ -122,7 +122,8 @@ def run_prompt(
         start = time.perf_counter()
         try:
             out = generate(ids, method.target, method.drafter, method.verifier,
-                           sampling=method.sampling, coins=coins, max_new_tokens=max_new_tokens,
+                           sampling=method.sampling, coins=turn_coins(coins, i),
+                           max_new_tokens=max_new_tokens,
                            stop_ids=stop_ids)
         except BackgroundError as err:  # a drafter's worker failed: say which prompt it was on
             raise err.at(where) from err.__cause__

@@ -41,8 +41,9 @@ Difference from the paper at T > 0: PEARL verifies ``e_1`` by rejection against 
 distribution at the bonus slot (kept with probability Σ min(p, q)); here the draft is fixed
 before the target's forward and the verifier draws the bonus itself, so the block is kept only if
 the draw equals ``e_1`` (probability Σ p·q). At T = 0 (the papers' runs) both are "e_1 = argmax p".
-The worker's randomness comes from ``coins.fork(("pearl", step, len(tokens)))``: the length makes
-the key unique across the turns of a multi-turn prompt, which share one coin stream.
+The worker's randomness comes from ``coins.fork(("pearl", step, len(tokens)))``, unique within
+one ``generate``; each turn of a multi-turn prompt draws from its own stream
+(``sampling.turn_coins``), since two turns can have the same length and step.
 
 Counters (``counters()``, summed into records and summaries, ``specdec.metrics``): ``pre_steps``,
 ``post_steps``, ``hits``, ``misses`` (blocks kept / rolled back), ``draft_tokens`` (every token the

@@ -44,7 +44,8 @@ independently of them, the mixture over arms is exact too, and by induction over
 whole generation. ``tests/test_specblock_bandit.py`` checks it by exact enumeration through the
 real engine, with random arms enumerated alongside the verifier's coins. Measured costs make the
 arm sequence (so the tokens at T > 0) depend on the machine's timing, not on the seed alone; pass
-``costs`` for seed-reproducible runs.
+``costs`` for seed-reproducible runs. The counter ``bandit_timed_steps`` (steps rewarded with
+measured seconds) is in every record, so a run that is not a function of its seed says so.
 
 **Deferred cost.** A skip step saves its catch-up only until the next drafting step appends the
 held positions. That catch-up forward is therefore split by positions: each skip step is charged
@@ -148,6 +149,7 @@ class SpecBlockBanditDrafter(SpecBlockDrafter):
         self.deferred: list[Deferred] = []  # skip steps whose positions are still held
         self.arm_counts = {name: [0, 0, 0] for name in self.arm_names}  # pulls, tokens, µs
         self.counts["bandit_forced_steps"] = 0
+        self.counts["bandit_timed_steps"] = 0  # rewards from measured seconds: not seed-only
 
     def _hold(self, features: torch.Tensor | None) -> torch.Tensor | None:
         """The held positions followed by the last step's (``[n, k, H]``), or ``None``."""
@@ -194,6 +196,7 @@ class SpecBlockBanditDrafter(SpecBlockDrafter):
         # 2. Reward = emitted tokens per second, to the arm pulled in this step's context.
         tokens = verdict.num_accepted + 1
         self.rule.update(self.pick, tokens / seconds, self.context)
+        self.counts["bandit_timed_steps"] += int(self.clock.costs is None)
         count = self.arm_counts[self.arm_names[self.pick]]
         count[0], count[1], count[2] = count[0] + 1, count[1] + tokens, count[2] + round(
             1e6 * seconds)
@@ -224,7 +227,9 @@ class SpecBlockBanditDrafter(SpecBlockDrafter):
 
     def counters(self) -> dict[str, int]:
         """Per arm ``bandit_<arm>_pulls``, ``_tokens`` (emitted) and ``_us`` (modeled step
-        microseconds): the arm's share and its tokens per second (``arm_rates``)."""
+        microseconds): the arm's share and its tokens per second (``arm_rates``); also
+        ``bandit_forced_steps`` and ``bandit_timed_steps`` (rewards from measured seconds: the
+        arms, so the tokens at T > 0, then depend on timing, not on the seed alone)."""
         out = dict(self.counts)
         for name, (pulls, tokens, us) in self.arm_counts.items():
             out.update({f"bandit_{name}_pulls": pulls, f"bandit_{name}_tokens": tokens,

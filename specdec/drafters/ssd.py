@@ -156,7 +156,7 @@ class SsdDrafter(Drafter):
         caps = [(V - 1 if k < K else V) if self._lengths[k] else 0 for k in range(K + 1)]
         fanout = self.fan.fanout(K, caps)
         if sum(fanout):
-            # 3. Start the job (its coins: a stream of its own per step and turn).
+            # 3. Start the job (its coins: a stream of its own per step; a turn has its own root).
             plan = Plan(ids=ctx.tokens.tolist(), draft=s, fanout=fanout, lengths=self._lengths,
                         coins=ctx.coins.fork(("ssd", ctx.step, int(ctx.tokens.numel()))),
                         stop_ids=ctx.stop_ids)
