@@ -1,4 +1,5 @@
 """What a method preset builds on a pair (``Method``), and answering one prompt with it.
+
 ``run_prompt`` answers every turn of a prompt in order (later turns see the model's own earlier
 answers), each turn through ``engine.generate`` with its own stream of the prompt's coins
 (``sampling.turn_coins``: drafters' fork keys recur across turns of equal length), timed between
