@@ -104,9 +104,9 @@ def exportable(learner, best: str | None, *, sharded: bool, build):
             f"the FSDP export reads the best checkpoint as one file, but got {best!r}: train "
             "with a checkpoint (not fast_dev_run) and trainer.strategy.state_dict_type=full "
             "(one file), or pass export=null")
-    import torch
+    from specdec.learners.shipped import read_checkpoint
 
     fresh = build()
-    state = torch.load(best, map_location="cpu", weights_only=True)["state_dict"]
+    state = read_checkpoint(best, "re-run the training that writes it")["state_dict"]
     fresh.load_state_dict(state, strict=fresh.strict_loading)
     return fresh
