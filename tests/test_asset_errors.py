@@ -168,6 +168,25 @@ def test_an_export_that_fails_after_its_first_file_leaves_the_old_asset(kind, pa
     assert [p.name for p in folder.parent.iterdir()] == [kind]
 
 
+def test_a_failed_swap_puts_the_old_folder_back(pair, tmp_path, monkeypatch):
+    folder = make_asset("specdecpp", tmp_path / "assets" / "head", pair)
+    before, renames = snapshot(folder), []
+    real_rename = os.rename
+
+    def second_rename_fails(src, dst):  # old folder aside (1st), new one into place (2nd)
+        renames.append(Path(src).name)
+        if len(renames) == 2:
+            raise OSError("rename failed (simulated)")
+        real_rename(src, dst)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(os, "rename", second_rename_fails)
+        with pytest.raises(OSError, match="simulated"):
+            save_again("specdecpp", folder, pair)
+    assert renames[0] == "head" and snapshot(folder) == before
+    assert [p.name for p in folder.parent.iterdir()] == ["head"]
+
+
 def test_an_export_onto_a_file_is_refused(pair, tmp_path):
     (tmp_path / "x").write_text("not a folder")
     with pytest.raises(BadInput, match=r"it is a file, not a folder"):

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import shutil
 import uuid
 from collections.abc import Iterator, Sequence
@@ -139,8 +140,11 @@ def read_checkpoint(path: str | Path, fix_cmd: str) -> dict:
     try:
         ckpt = torch.load(str(path), map_location="cpu", weights_only=True)
     except Exception as err:  # unpickling foreign bytes fails in many ways (KeyError, EOFError...)
+        # torch's UnpicklingError advises weights_only=False, which is no fix for a foreign file
+        reason = ("not a weights-only pickle" if isinstance(err, pickle.UnpicklingError)
+                  else _reason(err))
         raise BadInput(f"training checkpoint {path} is truncated or not a checkpoint "
-                       f"({type(err).__name__}: {_reason(err)}); {fix_cmd}") from err
+                       f"({type(err).__name__}: {reason}); {fix_cmd}") from err
     if not isinstance(ckpt, dict) or not isinstance(ckpt.get("state_dict"), dict):
         raise BadInput(f"training checkpoint {path} holds no state_dict (not a Lightning "
                        f"checkpoint); {fix_cmd}")
@@ -153,15 +157,15 @@ def _carry_over(old: Path, new: Path) -> None:
         dest = new / entry.name
         if dest.exists() or dest.is_symlink():
             continue
-        if entry.is_dir() and not entry.is_symlink():
+        if entry.is_symlink():
+            shutil.copy2(entry, dest, follow_symlinks=False)  # the link itself
+        elif entry.is_dir():
             shutil.copytree(entry, dest, symlinks=True)
-            continue
-        try:
-            if entry.is_symlink():
-                raise OSError("copy links themselves")
-            os.link(entry, dest)
-        except OSError:
-            shutil.copy2(entry, dest, follow_symlinks=False)
+        else:
+            try:
+                os.link(entry, dest)
+            except OSError:  # no hard links here
+                shutil.copy2(entry, dest)
 
 
 def _fsync_files(folder: Path) -> None:
@@ -186,7 +190,7 @@ def replace_folder(folder: str | Path) -> Iterator[Path]:
         with replace_folder(dest) as tmp:
             save_file(state, str(tmp / WEIGHTS))
     """
-    folder = Path(folder)
+    folder = Path(os.path.abspath(folder))  # a name even for "."
     if folder.is_symlink():
         folder = folder.resolve()  # write where the link points, as writing through it did
     if folder.exists() and not folder.is_dir():
@@ -206,7 +210,11 @@ def replace_folder(folder: str | Path) -> Iterator[Path]:
         if folder.is_dir():
             old = folder.with_name(f".{folder.name}.{tag}.old")
             os.rename(folder, old)
-            os.rename(tmp, folder)  # a kill between the two renames leaves the old one at ``old``
+            try:
+                os.rename(tmp, folder)  # a kill just before this leaves the old one at ``old``
+            except OSError:
+                os.rename(old, folder)
+                raise
             shutil.rmtree(old, ignore_errors=True)
         else:
             os.rename(tmp, folder)
