@@ -96,6 +96,7 @@ def exportable(learner, best: str | None, *, sharded: bool, build):
 
     Raises:
         RuntimeError: ``sharded`` without a full checkpoint file (names the fix).
+        BadInput: ``best`` is truncated or not a Lightning checkpoint (names it).
     """
     if not sharded:
         return learner

@@ -183,12 +183,12 @@ def load_draft(folder: str | Path, target, *, tokenizer=None,
     expected = getattr(cfg, "tokenizer_sha256", "")
     if tokenizer is not None and expected and expected != tokenizer_sha256(tokenizer):
         raise BadInput(f"the draft in {folder} was trained for another tokenizer than the "
-                         f"target's; train a draft for this target: {train_command}")
+                       f"target's; train a draft for this target: {train_command}")
     if cfg.vocab_size != target.config.vocab_size or cfg.hidden_size != target.config.hidden_size:
         raise BadInput(f"the draft in {folder} (vocab {cfg.vocab_size}, hidden "
-                         f"{cfg.hidden_size}) does not fit the target (vocab "
-                         f"{target.config.vocab_size}, hidden {target.config.hidden_size}); "
-                         f"{remedy}")
+                       f"{cfg.hidden_size}) does not fit the target (vocab "
+                       f"{target.config.vocab_size}, hidden {target.config.hidden_size}); "
+                       f"{remedy}")
     with torch.device("meta"):
         draft = ReducedVocabDraft(cfg)
     attach_embeddings(draft, target)

@@ -123,8 +123,8 @@ def check_target(cfg: dict, target: object, *, where: str, experiment: str) -> N
              if int(getattr(target, key)) != int(cfg[f"target_{key}"])]
     if wrong:
         raise BadInput(f"the H-RAD head at {where} was trained on another target: this target "
-                         f"has {', '.join(wrong)}; train one for it with "
-                         f"{train_command(experiment)} or point to its head")
+                       f"has {', '.join(wrong)}; train one for it with "
+                       f"{train_command(experiment)} or point to its head")
 
 
 def load_hrad(path: str | Path, *, target: object | None = None,
