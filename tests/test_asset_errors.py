@@ -187,6 +187,17 @@ def test_a_failed_swap_puts_the_old_folder_back(pair, tmp_path, monkeypatch):
     assert [p.name for p in folder.parent.iterdir()] == ["head"]
 
 
+def test_an_export_sweeps_the_temporary_folders_of_killed_exports(pair, tmp_path):
+    folder = make_asset("specdecpp", tmp_path / "assets" / "head", pair)
+    dead = folder.parent / ".head.999999999.0badc0de.tmp"  # above any pid_max: no such process
+    live = folder.parent / f".head.{os.getpid()}.0badc0de.tmp"
+    for half in (dead, live):
+        half.mkdir()
+        (half / "model.safetensors").write_bytes(b"half")
+    save_again("specdecpp", folder, pair)
+    assert sorted(p.name for p in folder.parent.iterdir()) == sorted(["head", live.name])
+
+
 def test_an_export_onto_a_file_is_refused(pair, tmp_path):
     (tmp_path / "x").write_text("not a folder")
     with pytest.raises(BadInput, match=r"it is a file, not a folder"):

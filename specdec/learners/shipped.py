@@ -12,7 +12,8 @@ learners read back.
 
 ``replace_folder`` writes an asset atomically: the files go into a temporary sibling folder that
 then takes the old folder's place by rename, so a kill while exporting leaves the old asset (or,
-within the instant between two renames, none), never a half-written one.
+within the instant between two renames, none), never a half-written one; the next export of
+that folder deletes the temporary folder a killed one left behind.
 """
 
 from __future__ import annotations
@@ -179,6 +180,25 @@ def _fsync_files(folder: Path) -> None:
                 os.close(fd)
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+def _sweep(folder: Path) -> None:
+    """Delete the temporary siblings (``.<name>.<pid>.<hex>.tmp``) that killed exports of
+    ``folder`` left behind; those of live processes are theirs to finish."""
+    for stale in folder.parent.glob(f".{folder.name}.*.tmp"):
+        pid = stale.name[len(folder.name) + 2:].split(".")[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(stale, ignore_errors=True)
+
+
 @contextmanager
 def replace_folder(folder: str | Path) -> Iterator[Path]:
     """Yield an empty temporary sibling of ``folder`` to write an asset into.
@@ -197,6 +217,7 @@ def replace_folder(folder: str | Path) -> Iterator[Path]:
         raise BadInput(f"cannot export into {folder}: it is a file, not a folder; choose another "
                        "export folder or remove the file")
     folder.parent.mkdir(parents=True, exist_ok=True)
+    _sweep(folder)
     tag = f"{os.getpid()}.{uuid.uuid4().hex[:8]}"
     tmp = folder.with_name(f".{folder.name}.{tag}.tmp")  # same file system: rename is atomic
     tmp.mkdir()
