@@ -96,6 +96,7 @@ def exportable(learner, best: str | None, *, sharded: bool, build):
 
     Raises:
         RuntimeError: ``sharded`` without a full checkpoint file (names the fix).
+        BadInput: ``best`` is truncated or not a Lightning checkpoint (names it).
     """
     if not sharded:
         return learner
@@ -104,9 +105,9 @@ def exportable(learner, best: str | None, *, sharded: bool, build):
             f"the FSDP export reads the best checkpoint as one file, but got {best!r}: train "
             "with a checkpoint (not fast_dev_run) and trainer.strategy.state_dict_type=full "
             "(one file), or pass export=null")
-    import torch
+    from specdec.learners.shipped import read_checkpoint
 
     fresh = build()
-    state = torch.load(best, map_location="cpu", weights_only=True)["state_dict"]
+    state = read_checkpoint(best, "re-run the training that writes it")["state_dict"]
     fresh.load_state_dict(state, strict=fresh.strict_loading)
     return fresh

@@ -12,13 +12,21 @@ experiment that trained it, the draft it sits on and the sampling its labels use
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import torch
 from torch import nn
 
-from specdec.errors import MissingInput
+from specdec.errors import BadInput, MissingInput
+from specdec.learners.shipped import (
+    CONFIG,
+    WEIGHTS,
+    load_state,
+    read_checkpoint,
+    read_config,
+    read_tensors,
+    write_asset,
+)
 
 HEAD_KIND = "acceptance_head"
 
@@ -73,17 +81,12 @@ class AcceptanceHead(nn.Module):
 
 
 def save_head(head: AcceptanceHead, path: str | Path, **meta: object) -> Path:
-    """Write ``head`` as ``path/model.safetensors`` + ``path/config.json`` (``meta`` merged in)."""
-    from safetensors.torch import save_file
-
-    path = Path(path)
-    path.mkdir(parents=True, exist_ok=True)
+    """Write ``head`` as ``path/model.safetensors`` + ``path/config.json`` (``meta`` merged in)
+    atomically: a failed or killed export leaves the folder as it was."""
     # tied blocks share tensors; safetensors refuses shared storage, so store one copy
     state = {k: v.detach().cpu().contiguous().clone() for k, v in head.state_dict().items()
              if not (head.tie and k.startswith("blocks.") and not k.startswith("blocks.0."))}
-    save_file(state, str(path / "model.safetensors"))
-    (path / "config.json").write_text(json.dumps({**meta, **head.config()}, indent=2))
-    return path
+    return write_asset(path, state, {**meta, **head.config()})
 
 
 def load_head(path: str | Path, *, experiment: str = "specdecpp_<model>") -> AcceptanceHead:
@@ -91,36 +94,51 @@ def load_head(path: str | Path, *, experiment: str = "specdecpp_<model>") -> Acc
 
     Raises:
         FileNotFoundError: no exported head at ``path``; names the experiment that trains it.
-        ValueError: the folder holds something else than an acceptance head.
+        ValueError: (``BadInput``) the folder holds something else than an acceptance head, a
+            corrupt file or a NaN/inf weight (naming the file and the commands).
     """
-    from safetensors.torch import load_file
-
     path = Path(path)
-    if not (path / "config.json").exists() or not (path / "model.safetensors").exists():
+    fix = (f"`python -m specdec.train +experiment={experiment} stage=data` then "
+           f"`python -m specdec.train +experiment={experiment}`")
+    if not (path / CONFIG).exists() or not (path / WEIGHTS).exists():
         raise MissingInput(
             f"no acceptance head at {path} (expected config.json + model.safetensors); train and "
-            f"export it with `python -m specdec.train +experiment={experiment} stage=data` then "
-            f"`python -m specdec.train +experiment={experiment}`, or set drafter.policy.head=<dir>"
+            f"export it with {fix}, or set drafter.policy.head=<dir>"
         )
-    cfg = json.loads((path / "config.json").read_text())
-    if cfg.get("kind") != HEAD_KIND:
-        raise ValueError(f"{path} holds a {cfg.get('kind')!r}, not an {HEAD_KIND}")
-    head = AcceptanceHead(cfg["hidden_size"], cfg["depth"], tie=cfg["tie"])
-    state = load_file(str(path / "model.safetensors"))
+    cfg = read_config(path, "acceptance head", fix, keys=("kind",))
+    if cfg["kind"] != HEAD_KIND:
+        raise BadInput(f"{path} holds a {cfg['kind']!r}, not an {HEAD_KIND}; set "
+                       f"drafter.policy.head=<dir> to an acceptance head or re-create it with "
+                       f"{fix}")
+    try:
+        head = AcceptanceHead(cfg["hidden_size"], cfg["depth"], tie=cfg["tie"])
+    except (KeyError, TypeError, ValueError) as err:
+        raise BadInput(f"acceptance head config {path / CONFIG} is corrupt ({type(err).__name__}: "
+                       f"{err}); re-create it with {fix}") from err
+    state = read_tensors(path / WEIGHTS, "acceptance head", fix)
     if head.tie:
         for k in list(state):
             if k.startswith("blocks.0."):
                 for d in range(1, head.depth):
                     state[k.replace("blocks.0.", f"blocks.{d}.", 1)] = state[k]
-    head.load_state_dict(state)
+    load_state(head, state, path / WEIGHTS, "acceptance head", fix)
     head.meta = cfg
     return head.eval()
 
 
 def head_from_checkpoint(ckpt_path: str | Path) -> AcceptanceHead:
-    """The head inside a Lightning checkpoint of ``AcceptanceLearner`` (no Lightning import)."""
-    ckpt = torch.load(str(ckpt_path), map_location="cpu", weights_only=True)
+    """The head inside a Lightning checkpoint of ``AcceptanceLearner`` (no Lightning import).
+
+    Raises:
+        FileNotFoundError, ValueError: (``InputError``) a missing, truncated or foreign file.
+    """
+    fix = ("point to a complete AcceptanceLearner checkpoint or retrain one with "
+           "`python -m specdec.train +experiment=specdecpp_<model>`")
+    ckpt = read_checkpoint(ckpt_path, fix)
     state = {k[len("head."):]: v for k, v in ckpt["state_dict"].items() if k.startswith("head.")}
+    if "out.weight" not in state:
+        raise BadInput(f"training checkpoint {ckpt_path} holds no acceptance head (no "
+                       f"head.out.weight); {fix}")
     hp = ckpt.get("hyper_parameters", {})
     depth, tie = int(hp.get("depth", 0)), bool(hp.get("tie", False))
     head = AcceptanceHead(int(state["out.weight"].shape[1]), depth, tie=tie)

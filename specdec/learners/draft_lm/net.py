@@ -21,12 +21,20 @@ import json
 from pathlib import Path
 
 import torch
-from safetensors.torch import load_file, save_file
 from torch import nn
 from transformers import GenerationMixin, LlamaConfig, LlamaModel, LlamaPreTrainedModel
 from transformers.modeling_outputs import CausalLMOutputWithPast
 
 from specdec.errors import BadInput, MissingInput
+from specdec.learners.shipped import (
+    CONFIG,
+    WEIGHTS,
+    load_state,
+    read_checkpoint,
+    read_config,
+    read_tensors,
+    write_asset,
+)
 from specdec.models.cache_arg import cache_kwarg, output_cache_field
 
 EMBED_KEY = "model.embed_tokens.weight"
@@ -143,14 +151,11 @@ def attach_embeddings(draft: ReducedVocabDraft, target) -> None:
 
 def save_draft(draft: ReducedVocabDraft, folder: str | Path, dtype: torch.dtype = torch.bfloat16
                ) -> Path:
-    """Write ``config.json`` + ``model.safetensors`` (no embeddings; floats stored as ``dtype``)."""
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
+    """Write ``config.json`` + ``model.safetensors`` (no embeddings; floats stored as ``dtype``)
+    atomically: a failed or killed export leaves the folder as it was."""
     state = {k: (v.detach().to(dtype) if v.is_floating_point() else v.detach()).contiguous().cpu()
              for k, v in draft.state_dict().items() if k != EMBED_KEY}
-    save_file(state, str(folder / "model.safetensors"))
-    draft.config.to_json_file(str(folder / "config.json"))
-    return folder
+    return write_asset(folder, state, json.loads(draft.config.to_json_string()))
 
 
 def load_draft(folder: str | Path, target, *, tokenizer=None,
@@ -160,50 +165,59 @@ def load_draft(folder: str | Path, target, *, tokenizer=None,
 
     Raises:
         FileNotFoundError: the folder or a file is missing (names it and ``train_command``).
-        ValueError: a corrupt file, or a draft trained for another tokenizer / target shape.
+        ValueError: (``BadInput``) a corrupt file or NaN/inf weight (naming it), or a draft
+            trained for another tokenizer / target shape.
     """
     folder = Path(folder)
-    remedy = f"recreate it with `{train_command}` (it exports to {folder})"
-    for name in ("config.json", "model.safetensors"):
+    fix = f"`{train_command}` (it exports to {folder})"
+    remedy = f"recreate it with {fix}"
+    for name in (CONFIG, WEIGHTS):
         if not (folder / name).exists():
             raise MissingInput(f"draft file {folder / name} is missing; {remedy}")
+    raw = read_config(folder, "draft", fix, keys=("vocab_size", "hidden_size", "draft_vocab_size"))
     try:
-        cfg = LlamaConfig.from_json_file(str(folder / "config.json"))
-        state = load_file(str(folder / "model.safetensors"))
-    except Exception as err:
-        raise ValueError(f"draft files in {folder} are corrupt ({err}); {remedy}") from err
+        cfg = LlamaConfig(**raw)
+    except (TypeError, ValueError) as err:
+        raise BadInput(f"draft files in {folder} are corrupt ({err}); {remedy}") from err
+    state = read_tensors(folder / WEIGHTS, "draft", fix)
     expected = getattr(cfg, "tokenizer_sha256", "")
     if tokenizer is not None and expected and expected != tokenizer_sha256(tokenizer):
-        raise ValueError(f"the draft in {folder} was trained for another tokenizer than the "
-                         f"target's; train a draft for this target: {train_command}")
+        raise BadInput(f"the draft in {folder} was trained for another tokenizer than the "
+                       f"target's; train a draft for this target: {train_command}")
     if cfg.vocab_size != target.config.vocab_size or cfg.hidden_size != target.config.hidden_size:
-        raise ValueError(f"the draft in {folder} (vocab {cfg.vocab_size}, hidden "
-                         f"{cfg.hidden_size}) does not fit the target (vocab "
-                         f"{target.config.vocab_size}, hidden {target.config.hidden_size}); "
-                         f"{remedy}")
+        raise BadInput(f"the draft in {folder} (vocab {cfg.vocab_size}, hidden "
+                       f"{cfg.hidden_size}) does not fit the target (vocab "
+                       f"{target.config.vocab_size}, hidden {target.config.hidden_size}); "
+                       f"{remedy}")
     with torch.device("meta"):
         draft = ReducedVocabDraft(cfg)
     attach_embeddings(draft, target)
     dtype = target.dtype
     state = {k: v.to(dtype) if v.is_floating_point() else v for k, v in state.items()}
-    missing, unexpected = draft.load_state_dict(state, strict=False, assign=True)
-    if unexpected or set(missing) - {EMBED_KEY}:
-        raise BadInput(f"draft weights {folder / 'model.safetensors'} do not match its config "
-                         f"(missing {missing}, unexpected {unexpected}); {remedy}")
+    load_state(draft, state, folder / WEIGHTS, "draft", fix, ignore_missing=[EMBED_KEY],
+               assign=True)
     draft.model.rotary_emb = type(draft.model.rotary_emb)(config=cfg)  # rebuild meta buffers
     return draft.eval()
 
 
 def draft_from_checkpoint(ckpt_path: str | Path, target, tokenizer=None) -> ReducedVocabDraft:
-    """Rebuild the draft from a ``DistillLearner`` Lightning checkpoint (keys ``net.*``)."""
-    state = torch.load(str(ckpt_path), map_location="cpu", weights_only=True)["state_dict"]
+    """Rebuild the draft from a ``DistillLearner`` Lightning checkpoint (keys ``net.*``).
+
+    Raises:
+        FileNotFoundError, ValueError: (``InputError``) a missing, truncated or foreign file.
+    """
+    cmd = "`python -m specdec.train +experiment=distill_draft_smollm2`"
+    fix = f"point to a complete DistillLearner checkpoint or retrain one with {cmd}"
+    state = read_checkpoint(ckpt_path, fix)["state_dict"]
     net = {k[len("net."):]: v for k, v in state.items() if k.startswith("net.")}
+    if "lm_head.weight" not in net:
+        raise BadInput(f"training checkpoint {ckpt_path} holds no draft (no net.lm_head.weight); "
+                       f"{fix}")
     layers = 1 + max(int(k.split(".")[2]) for k in net if k.startswith("model.layers."))
     cfg = draft_config(target.config, layers=layers,
                        draft_vocab_size=net["lm_head.weight"].shape[0],
                        tokenizer_hash=tokenizer_sha256(tokenizer) if tokenizer else "")
     draft = ReducedVocabDraft(cfg).to(target.dtype)
     attach_embeddings(draft, target)
-    missing, unexpected = draft.load_state_dict(net, strict=False)
-    assert not unexpected and set(missing) <= {EMBED_KEY}, (missing, unexpected)
+    load_state(draft, net, ckpt_path, "draft", cmd, ignore_missing=[EMBED_KEY])
     return draft.eval()

@@ -24,12 +24,10 @@ Shipped format (``save_eagle3`` / ``load_eagle3``): ``config.json`` (the decoder
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 
 import torch
-from safetensors.torch import load_file, save_file
 from torch import nn
 from transformers import LlamaConfig
 from transformers.models.llama.modeling_llama import LlamaRMSNorm
@@ -42,8 +40,17 @@ from specdec.learners.draft_lm.net import (
     draft_config,
     init_from_target,
 )
+from specdec.learners.shipped import (
+    CONFIG,
+    WEIGHTS,
+    load_state,
+    read_config,
+    read_tensors,
+    write_asset,
+)
 
 DECODER_EMBED_KEY = f"decoder.{EMBED_KEY}"
+META_KEYS = ("target_layers", "target_hidden", "target_vocab")  # what ``check_target`` reads
 
 
 class Eagle3Net(nn.Module):
@@ -134,16 +141,13 @@ def remap_head(net: Eagle3Net, target, token_map: torch.Tensor) -> dict[str, int
 
 def save_eagle3(net: Eagle3Net, folder: str | Path, *, target_vocab: int,
                 dtype: torch.dtype = torch.float32) -> Path:
-    """Write ``config.json`` + ``model.safetensors`` (without the shared embedding)."""
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
+    """Write ``config.json`` + ``model.safetensors`` (without the shared embedding) atomically:
+    a failed or killed export leaves the folder as it was (``shipped.replace_folder``)."""
     state = {k: (v.detach().to(dtype) if v.is_floating_point() else v.detach()).contiguous().cpu()
              for k, v in net.state_dict().items() if k != DECODER_EMBED_KEY}
-    save_file(state, str(folder / "model.safetensors"))
     cfg = net.decoder.config.to_dict()
     cfg["eagle3"] = {**net.meta, "target_vocab": int(target_vocab)}
-    (folder / "config.json").write_text(json.dumps(cfg, indent=2, default=str))
-    return folder
+    return write_asset(folder, state, cfg)
 
 
 def check_target(meta: dict, *, hidden: int, vocab: int, layers: int, where: str,
@@ -167,13 +171,19 @@ def read_feature_drafter(folder: Path, key: str, name: str, target, tokenizer_ha
                          train_command: str) -> tuple[dict, dict, dict[str, torch.Tensor]]:
     """A shipped feature drafter's ``(config, meta, state)``: both files must exist (else the
     error names ``train_command``), ``meta`` = the config's ``key`` block, checked against
-    ``target`` (``check_target``) and ``tokenizer_hash`` when given; ``name`` labels errors."""
-    for file in ("config.json", "model.safetensors"):
+    ``target`` (``check_target``) and ``tokenizer_hash`` when given; ``name`` labels errors.
+    A corrupt file or NaN/inf weight raises ``BadInput`` naming it (``shipped``)."""
+    for file in (CONFIG, WEIGHTS):
         if not (folder / file).exists():
             raise MissingInput(f"{name} file {folder / file} is missing; create it with "
                                f"`{train_command}` (it exports to {folder})")
-    raw = json.loads((folder / "config.json").read_text())
+    fix = f"`{train_command}` (it exports to {folder})"
+    raw = read_config(folder, f"{name} drafter", fix, keys=(key,))
     meta = raw.pop(key)
+    lacking = [k for k in META_KEYS if k not in meta] if isinstance(meta, dict) else META_KEYS
+    if lacking:
+        raise BadInput(f"{name} drafter config {folder / CONFIG}: its {key!r} block lacks "
+                       f"{list(lacking)}; re-create it with {fix}")
     if target is not None:
         tcfg = target.config
         check_target(meta, hidden=tcfg.hidden_size, vocab=tcfg.vocab_size,
@@ -183,15 +193,14 @@ def read_feature_drafter(folder: Path, key: str, name: str, target, tokenizer_ha
     if tokenizer_hash and saved_hash and saved_hash != tokenizer_hash:
         raise BadInput(f"{name} drafter in {folder} was trained with another tokenizer; "
                        f"retrain it with `{train_command}`")
-    return raw, meta, load_file(str(folder / "model.safetensors"))
+    return raw, meta, read_tensors(folder / WEIGHTS, f"{name} drafter", fix)
 
 
-def load_weights(net: nn.Module, state: dict[str, torch.Tensor], path: Path, name: str) -> None:
-    """``net.load_state_dict(state)``, failing with both key lists when they differ."""
-    missing, unexpected = net.load_state_dict(state, strict=False)
-    if unexpected or missing:
-        raise BadInput(f"{path} does not match the {name} network "
-                       f"(missing {missing}, unexpected {unexpected})")
+def load_weights(net: nn.Module, state: dict[str, torch.Tensor], path: Path, name: str,
+                 train_command: str) -> None:
+    """``net.load_state_dict(state)``, failing with both key lists (or the shape mismatch) and
+    ``train_command`` when they differ."""
+    load_state(net, state, path, name, f"`{train_command}` (it exports to {path.parent})")
 
 
 def load_eagle3(folder: str | Path, target=None, *, tokenizer_hash: str | None = None,
@@ -216,7 +225,7 @@ def load_eagle3(folder: str | Path, target=None, *, tokenizer_hash: str | None =
     net = Eagle3Net(ReducedVocabDraft(cfg), meta["target_layers"], meta["target_hidden"])
     net.meta = meta
     net.decoder.model.embed_tokens = None  # the target's is attached below or used through views
-    load_weights(net, state, folder / "model.safetensors", "EAGLE-3")
+    load_weights(net, state, folder / WEIGHTS, "EAGLE-3", train_command)
     if target is not None:
         net = net.to(dtype=target.dtype)
         attach_embeddings(net.decoder, target)

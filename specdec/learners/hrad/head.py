@@ -17,14 +17,21 @@ such as the experiment and the labels' sampling). ``load_hrad`` checks the targe
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 
 import torch
 from torch import nn
 
-from specdec.errors import MissingInput
+from specdec.errors import BadInput, MissingInput
+from specdec.learners.shipped import (
+    CONFIG,
+    WEIGHTS,
+    load_state,
+    read_config,
+    read_tensors,
+    write_asset,
+)
 
 HEAD_KIND = "hrad_head"
 CLASSES = ("all_reject", "uncertain", "all_accept")
@@ -96,27 +103,28 @@ class HradHead(nn.Module):
 
 
 def save_hrad(head: HradHead, path: str | Path, **meta: object) -> Path:
-    """Write ``path/model.safetensors`` + ``path/config.json`` (``meta`` merged in)."""
-    from safetensors.torch import save_file
-
-    path = Path(path)
-    path.mkdir(parents=True, exist_ok=True)
+    """Write ``path/model.safetensors`` + ``path/config.json`` (``meta`` merged in) atomically:
+    a failed or killed export leaves the folder as it was (``shipped.replace_folder``)."""
     state = {k: v.detach().cpu().contiguous().clone() for k, v in head.state_dict().items()}
-    save_file(state, str(path / "model.safetensors"))
-    (path / "config.json").write_text(json.dumps({**meta, **head.config()}, indent=2))
-    return path
+    return write_asset(path, state, {**meta, **head.config()})
 
 
 def check_target(cfg: dict, target: object, *, where: str, experiment: str) -> None:
-    """Raise ``ValueError`` when ``target`` (anything with ``hidden_size``, ``num_layers``,
+    """Raise ``BadInput`` when ``target`` (anything with ``hidden_size``, ``num_layers``,
     ``vocab_size``, e.g. a ``TargetView``) is not the target the head at ``where`` was made for."""
+    lacking = [f"target_{key}" for key in ("hidden_size", "num_layers", "vocab_size")
+               if f"target_{key}" not in cfg]
+    if lacking:
+        raise BadInput(f"the H-RAD head at {where} does not name the target it was trained on "
+                       f"(its config.json lacks {lacking}); re-create it with "
+                       f"{train_command(experiment)}")
     wrong = [f"{key} {getattr(target, key)} (the head's target has {cfg[f'target_{key}']})"
              for key in ("hidden_size", "num_layers", "vocab_size")
              if int(getattr(target, key)) != int(cfg[f"target_{key}"])]
     if wrong:
-        raise ValueError(f"the H-RAD head at {where} was trained on another target: this target "
-                         f"has {', '.join(wrong)}; train one for it with "
-                         f"{train_command(experiment)} or point to its head")
+        raise BadInput(f"the H-RAD head at {where} was trained on another target: this target "
+                       f"has {', '.join(wrong)}; train one for it with "
+                       f"{train_command(experiment)} or point to its head")
 
 
 def load_hrad(path: str | Path, *, target: object | None = None,
@@ -131,21 +139,26 @@ def load_hrad(path: str | Path, *, target: object | None = None,
 
     Raises:
         FileNotFoundError: no head at ``path``; names the commands that train one.
-        ValueError: the folder holds something else, or the head is for another target.
+        ValueError: (``BadInput``) the folder holds something else, a corrupt file or a NaN/inf
+            weight (naming the file and the commands), or the head is for another target.
     """
-    from safetensors.torch import load_file
-
     path = Path(path)
-    if not (path / "config.json").exists() or not (path / "model.safetensors").exists():
+    fix = train_command(experiment)
+    if not (path / CONFIG).exists() or not (path / WEIGHTS).exists():
         raise MissingInput(f"no H-RAD head at {path} (expected config.json + "
-                                f"model.safetensors); train and export it with "
-                                f"{train_command(experiment)}")
-    cfg = json.loads((path / "config.json").read_text())
-    if cfg.get("kind") != HEAD_KIND:
-        raise ValueError(f"{path} holds a {cfg.get('kind')!r}, not an {HEAD_KIND}")
+                                f"model.safetensors); train and export it with {fix}")
+    cfg = read_config(path, "H-RAD head", fix, keys=("kind",))
+    if cfg["kind"] != HEAD_KIND:
+        raise BadInput(f"{path} holds a {cfg['kind']!r}, not an {HEAD_KIND}; point to an H-RAD "
+                       f"head folder or re-create it with {fix}")
     if target is not None:
         check_target(cfg, target, where=str(path), experiment=cfg.get("experiment", experiment))
-    head = HradHead(cfg["in_features"], cfg["hidden"], cfg["dropout"])
-    head.load_state_dict(load_file(str(path / "model.safetensors")))
+    try:
+        head = HradHead(cfg["in_features"], cfg["hidden"], cfg["dropout"])
+    except (KeyError, TypeError, ValueError) as err:
+        raise BadInput(f"H-RAD head config {path / CONFIG} is corrupt ({type(err).__name__}: "
+                       f"{err}); re-create it with {fix}") from err
+    load_state(head, read_tensors(path / WEIGHTS, "H-RAD head", fix), path / WEIGHTS,
+               "H-RAD head", fix)
     head.meta = cfg
     return head.eval()

@@ -9,16 +9,15 @@ embedding is shared and never part of it. ``load_specblock`` checks the drafter 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 
 import torch
-from safetensors.torch import save_file
 from transformers import LlamaConfig
 
 from specdec.errors import BadInput
 from specdec.learners.eagle3.net import load_weights, read_feature_drafter
+from specdec.learners.shipped import WEIGHTS, write_asset
 from specdec.learners.specblock.net import SpecBlockNet
 
 TRAIN_COMMAND = "python -m specdec.train +experiment=specblock_<model>"
@@ -33,9 +32,8 @@ def save_specblock(net: SpecBlockNet, folder: str | Path, *,
     ``int8`` names 2-D weights stored as int8 with a per-row absmax scale (``dtype``), e.g.
     ``["head.weight"]``: the reduced-vocabulary head is a third of the file; its rows keep their
     argmax order up to a rounding step of ``max|row| / 127``. ``load_specblock`` restores them.
+    The write is atomic: a failed or killed export leaves the folder as it was.
     """
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
     raw = net.state_dict()
     state = {k: (v.detach().to(dtype) if v.is_floating_point() else v.detach()).contiguous().cpu()
              for k, v in raw.items()}
@@ -46,11 +44,9 @@ def save_specblock(net: SpecBlockNet, folder: str | Path, *,
         scale = w.abs().amax(1, keepdim=True).clamp(min=1e-12) / 127  # [rows, 1]
         state[name] = (w / scale).round().clamp(-127, 127).to(torch.int8).contiguous()
         state[name + INT8_SCALE] = scale.to(dtype).contiguous()
-    save_file(state, str(folder / "model.safetensors"))
     cfg = net.config.to_dict()
     cfg["specblock"] = {**net.meta, "int8": list(int8)}
-    (folder / "config.json").write_text(json.dumps(cfg, indent=2, default=str))
-    return folder
+    return write_asset(folder, state, cfg)
 
 
 def _dequantize(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -58,7 +54,8 @@ def _dequantize(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     for key in [k for k in state if k.endswith(INT8_SCALE)]:
         scale = state.pop(key)
         name = key[: -len(INT8_SCALE)]
-        state[name] = (state[name].float() * scale.float()).to(scale.dtype)
+        if name in state:  # else ``load_weights`` names it missing
+            state[name] = (state[name].float() * scale.float()).to(scale.dtype)
     return state
 
 
@@ -78,7 +75,7 @@ def load_specblock(folder: str | Path, target=None, *, tokenizer_hash: str | Non
     net = SpecBlockNet(LlamaConfig.from_dict(raw), meta["target_layers"], meta["slots"],
                        meta["rank_hidden"])
     net.meta = meta
-    load_weights(net, _dequantize(state), folder / "model.safetensors", "SpecBlock")
+    load_weights(net, _dequantize(state), folder / WEIGHTS, "SpecBlock", train_command)
     if target is not None:
         net = net.to(dtype=target.dtype)
     return net.eval()

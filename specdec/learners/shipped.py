@@ -1,0 +1,253 @@
+"""The shipped-folder format of trained assets, read and written in one place.
+
+Every trained asset (``specdec/assets/<kind>/<model>/``: the EAGLE-3 and SpecBlock drafters, the
+H-RAD and SpecDec++ heads, the distilled draft LM) is a folder holding ``config.json`` (a JSON
+object) and ``model.safetensors``, beside which a model card may sit. The readers here turn each
+way such a file can be broken (missing, empty, truncated, garbage bytes, invalid JSON, NaN/inf
+weights, tensors that do not fit the network) into an ``InputError`` naming the file and the
+command that re-creates it (``fix_cmd``, already quoted in backticks, e.g.
+```python -m specdec.train +experiment=eagle3_tiny```), so the entry points print one ``error:``
+line instead of a traceback. ``read_checkpoint`` does the same for the Lightning checkpoints the
+learners read back.
+
+``replace_folder`` writes an asset atomically: the files go into a temporary sibling folder that
+then takes the old folder's place by rename, so a kill while exporting leaves the old asset (or,
+within the instant between two renames, none), never a half-written one; the next export of
+that folder deletes the temporary folder a killed one left behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import shutil
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+from torch import nn
+
+from specdec.errors import BadInput, MissingInput
+
+CONFIG = "config.json"
+WEIGHTS = "model.safetensors"
+
+
+def _reason(err: BaseException) -> str:
+    """The first line of ``err``'s message, at most 160 characters (torch's run to paragraphs)."""
+    text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+    return text if len(text) <= 160 else text[:157] + "..."
+
+
+def _require(path: Path, kind: str, fix_cmd: str) -> None:
+    if not path.is_file():
+        raise MissingInput(f"{kind} file {path} is missing; create it with {fix_cmd}")
+
+
+def read_config(folder: str | Path, kind: str, fix_cmd: str, *,
+                keys: Sequence[str] = ()) -> dict:
+    """``folder/config.json`` as a dict that holds every one of ``keys``.
+
+    Args:
+        folder: the asset folder.
+        kind: what the asset is, for messages (``"EAGLE-3 drafter"``).
+        fix_cmd: the command(s) that re-create the asset, in backticks.
+        keys: top-level keys the loader reads.
+
+    Raises:
+        MissingInput: no such file.
+        BadInput: empty, truncated, not UTF-8, not JSON, not an object, or lacking ``keys``.
+    """
+    path = Path(folder) / CONFIG
+    _require(path, kind, fix_cmd)
+    try:
+        raw = json.loads(path.read_bytes().decode("utf-8"))
+    except (OSError, ValueError) as err:  # ValueError: UnicodeDecodeError and JSONDecodeError
+        what = "the file is empty" if path.stat().st_size == 0 else "not valid JSON"
+        raise BadInput(f"{kind} config {path} is corrupt: {what} ({_reason(err)}); re-create "
+                       f"it with {fix_cmd}") from err
+    if not isinstance(raw, dict):
+        raise BadInput(f"{kind} config {path} is corrupt: it holds a JSON "
+                       f"{type(raw).__name__}, not an object; re-create it with {fix_cmd}")
+    missing = [k for k in keys if k not in raw]
+    if missing:
+        raise BadInput(f"{kind} config {path} lacks the keys {missing}; re-create it with "
+                       f"{fix_cmd}")
+    return raw
+
+
+def check_finite(state: dict[str, torch.Tensor], path: str | Path, kind: str,
+                 fix_cmd: str) -> None:
+    """Raise ``BadInput`` naming the first floating tensor of ``state`` with a NaN or inf."""
+    for name, tensor in state.items():
+        if tensor.is_floating_point():
+            bad = int((~torch.isfinite(tensor)).sum())
+            if bad:
+                raise BadInput(f"{kind} weights {path}: tensor {name!r} has {bad} NaN/inf "
+                               f"value(s) of {tensor.numel()}; retrain and re-export it with "
+                               f"{fix_cmd}")
+
+
+def read_tensors(path: str | Path, kind: str, fix_cmd: str) -> dict[str, torch.Tensor]:
+    """The tensors of a ``.safetensors`` file, every floating one finite (``check_finite``).
+
+    Raises:
+        MissingInput: no such file.
+        BadInput: empty, truncated or not a safetensors file, or a NaN/inf weight.
+    """
+    path = Path(path)
+    _require(path, kind, fix_cmd)
+    try:
+        state = load_file(str(path))
+    except (SafetensorError, OSError, ValueError) as err:
+        what = ("the file is empty" if path.stat().st_size == 0
+                else "truncated or not a safetensors file")
+        raise BadInput(f"{kind} weights {path} are corrupt: {what} ({_reason(err)}); re-create "
+                       f"them with {fix_cmd}") from err
+    check_finite(state, path, kind, fix_cmd)
+    return state
+
+
+def load_state(net: nn.Module, state: dict[str, torch.Tensor], path: str | Path, kind: str,
+               fix_cmd: str, *, ignore_missing: Sequence[str] = (), assign: bool = False) -> None:
+    """``net.load_state_dict(state)``; keys missing (beyond ``ignore_missing``), unexpected or of
+    another shape raise ``BadInput`` naming ``path`` and listing them."""
+    try:
+        missing, unexpected = net.load_state_dict(state, strict=False, assign=assign)
+    except RuntimeError as err:  # tensors of another shape than the network's
+        raise BadInput(f"{path} does not match the {kind} network ({_reason(err)}); re-create "
+                       f"it with {fix_cmd}") from err
+    missing = [k for k in missing if k not in ignore_missing]
+    if unexpected or missing:
+        raise BadInput(f"{path} does not match the {kind} network (missing {missing}, "
+                       f"unexpected {unexpected}); re-create it with {fix_cmd}")
+
+
+def read_checkpoint(path: str | Path, fix_cmd: str) -> dict:
+    """A Lightning checkpoint (``torch.load(weights_only=True)``) that holds a ``state_dict``.
+
+    Raises:
+        MissingInput: no such file.
+        BadInput: a truncated, empty or foreign file, naming ``path`` and ``fix_cmd``.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise MissingInput(f"training checkpoint {path} is missing; {fix_cmd}")
+    try:
+        ckpt = torch.load(str(path), map_location="cpu", weights_only=True)
+    except Exception as err:  # unpickling foreign bytes fails in many ways (KeyError, EOFError...)
+        # torch's UnpicklingError advises weights_only=False, which is no fix for a foreign file
+        reason = ("not a weights-only pickle" if isinstance(err, pickle.UnpicklingError)
+                  else _reason(err))
+        raise BadInput(f"training checkpoint {path} is truncated or not a checkpoint "
+                       f"({type(err).__name__}: {reason}); {fix_cmd}") from err
+    if not isinstance(ckpt, dict) or not isinstance(ckpt.get("state_dict"), dict):
+        raise BadInput(f"training checkpoint {path} holds no state_dict (not a Lightning "
+                       f"checkpoint); {fix_cmd}")
+    return ckpt
+
+
+def _carry_over(old: Path, new: Path) -> None:
+    """Link (else copy) into ``new`` the entries of ``old`` that ``new`` lacks (a model card)."""
+    for entry in old.iterdir():
+        dest = new / entry.name
+        if dest.exists() or dest.is_symlink():
+            continue
+        if entry.is_symlink():
+            shutil.copy2(entry, dest, follow_symlinks=False)  # the link itself
+        elif entry.is_dir():
+            shutil.copytree(entry, dest, symlinks=True)
+        else:
+            try:
+                os.link(entry, dest)
+            except OSError:  # no hard links here
+                shutil.copy2(entry, dest)
+
+
+def _fsync_files(folder: Path) -> None:
+    """Flush the files written into ``folder`` to disk before the rename publishes them."""
+    for file in folder.iterdir():
+        if file.is_file() and not file.is_symlink():
+            fd = os.open(file, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+def _sweep(folder: Path) -> None:
+    """Delete the temporary siblings (``.<name>.<pid>.<hex>.tmp``) that killed exports of
+    ``folder`` left behind; those of live processes are theirs to finish."""
+    for stale in folder.parent.glob(f".{folder.name}.*.tmp"):
+        pid = stale.name[len(folder.name) + 2:].split(".")[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(stale, ignore_errors=True)
+
+
+@contextmanager
+def replace_folder(folder: str | Path) -> Iterator[Path]:
+    """Yield an empty temporary sibling of ``folder`` to write an asset into.
+
+    On a clean exit the entries of the old ``folder`` that were not rewritten (a model card) are
+    carried over and the temporary folder takes ``folder``'s place; on an exception it is
+    deleted and ``folder`` is left as it was. Usage::
+
+        with replace_folder(dest) as tmp:
+            save_file(state, str(tmp / WEIGHTS))
+    """
+    folder = Path(os.path.abspath(folder))  # a name even for "."
+    if folder.is_symlink():
+        folder = folder.resolve()  # write where the link points, as writing through it did
+    if folder.exists() and not folder.is_dir():
+        raise BadInput(f"cannot export into {folder}: it is a file, not a folder; choose another "
+                       "export folder or remove the file")
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    _sweep(folder)
+    tag = f"{os.getpid()}.{uuid.uuid4().hex[:8]}"
+    tmp = folder.with_name(f".{folder.name}.{tag}.tmp")  # same file system: rename is atomic
+    tmp.mkdir()
+    try:
+        if folder.is_dir():
+            shutil.copymode(folder, tmp)
+        yield tmp
+        if folder.is_dir():
+            _carry_over(folder, tmp)
+        _fsync_files(tmp)
+        if folder.is_dir():
+            old = folder.with_name(f".{folder.name}.{tag}.old")
+            os.rename(folder, old)
+            try:
+                os.rename(tmp, folder)  # a kill just before this leaves the old one at ``old``
+            except OSError:
+                os.rename(old, folder)
+                raise
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.rename(tmp, folder)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)  # gone after a rename; the half asset otherwise
+
+
+def write_asset(folder: str | Path, state: dict[str, torch.Tensor], config: dict) -> Path:
+    """Write ``model.safetensors`` (``state``) and ``config.json`` (``config``, indented JSON)
+    into ``folder`` atomically (``replace_folder``); returns ``folder``."""
+    folder = Path(folder)
+    with replace_folder(folder) as tmp:
+        save_file(state, str(tmp / WEIGHTS))
+        (tmp / CONFIG).write_text(json.dumps(config, indent=2, default=str))
+    return folder
