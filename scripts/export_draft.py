@@ -10,6 +10,7 @@ import argparse
 
 import torch
 
+from specdec.errors import exit_on_input_error
 from specdec.learners.draft_lm.net import draft_from_checkpoint, save_draft
 from specdec.models.smollm2 import load_target
 
@@ -26,4 +27,5 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with exit_on_input_error():  # a bad checkpoint or folder: one error line, exit 2
+        main()

@@ -148,6 +148,9 @@ def test_an_hrad_head_for_another_target_is_refused(tiny64, tmp_path):
         drafter.attach(TargetView(CachedLM(tiny64.target)))
     with pytest.raises(FileNotFoundError, match="no H-RAD head at"):
         _drafter(tiny64.draft, Sampling(), "inline", hrad=str(tmp_path / "none"))
+    # the missing head's message names the experiment of its folder's model (hrad_<model>)
+    with pytest.raises(FileNotFoundError, match=r"\+experiment=hrad_tiny"):
+        _drafter(tiny64.draft, Sampling(), "inline", hrad=str(tmp_path / "tiny"))
     with pytest.raises(ValueError, match="drafter.branching='top3'"):
         _drafter(tiny64.draft, Sampling(), "inline", branching="top3")
 

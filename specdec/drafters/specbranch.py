@@ -111,7 +111,8 @@ class SpecBranchDrafter(Drafter):
         self.models = [lm]
         self.head: HradHead | None = None
         if hrad is not None:
-            self.head = load_hrad(Path(hrad))
+            # the asset folder is named after the model: specdec/assets/hrad/<model>
+            self.head = load_hrad(Path(hrad), experiment=f"hrad_{Path(hrad).name}")
             self.target_layers = tuple(range(-int(self.head.meta["layers"]), 0))
             trained = self.head.meta.get("gamma_max")
             if trained is not None and int(trained) != policy.limit():
