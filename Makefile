@@ -20,12 +20,17 @@ $(VENV)/.installed: pyproject.toml
 
 install: $(VENV)/.installed
 
-# Benchmark prompts from ../shared/data (scripts/prepare_data.py --source DIR for another folder).
+# The benchmark prompts ship in data/ (data/README.md). Another DATA_DIR / SPECDEC_DATA_DIR is
+# filled once from ../shared/data (scripts/prepare_data.py --source DIR for another folder).
 $(DATA_DIR)/.prepared: | $(VENV)/.installed
 	$(PY) scripts/prepare_data.py --out $(DATA_DIR)
 	touch $@
 
+ifeq ($(DATA_DIR),data)
+data:
+else
 data: $(DATA_DIR)/.prepared
+endif
 
 eval: install data
 	$(PY) -m specdec.eval $(ARGS)

@@ -142,6 +142,23 @@ def test_prepare_from_shared_data_gives_the_documented_counts(tmp_path):
     assert all(p.reference for p in load_prompts(written["cnndm"], "cnndm"))
 
 
+SHIPPED = ROOT / "data"
+
+
+def test_the_shipped_prompt_files_load_and_match_what_prepare_writes(tmp_path):
+    """A fresh clone runs the benchmarks from ``data/`` alone; the files are what ``prepare``
+    writes from the documented source, so a regenerated folder gives the same prompts."""
+    files = {p.parent.name: p for p in sorted(SHIPPED.glob("*/test.jsonl"))}
+    assert set(files) == {"alpaca", "gsm8k", "humaneval", "cnndm", "specbench", "mt_bench"}
+    for name, path in files.items():
+        assert load_prompts(path, name, limit=2, cache_dir=tmp_path / "c"), name
+    if not SHARED.is_dir():  # the comparison needs the source folder (CI has it beside the clone)
+        pytest.skip("no shared/data beside the clone: the files loaded; not compared to a source")
+    written = prep.prepare(tmp_path / "out", source=SHARED)
+    for name, path in files.items():
+        assert path.read_bytes() == written[name].read_bytes(), f"data/{name}/test.jsonl drifted"
+
+
 @pytest.mark.parametrize(("line", "problem"), [
     ('{"id": "b", "turns": ["Hi?"]', "line 2: not valid JSON"),
     ('{"id": "b", "prompt": "Hi?"}', "line 2: the row has no 'turns'"),

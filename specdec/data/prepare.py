@@ -2,8 +2,8 @@
 
 Output layout (what ``conf/dataset/*.yaml`` read): ``<data_dir>/<dataset>/<split>.jsonl``, one JSON
 object per prompt with ``id`` (str), ``category``, ``turns`` (list of user turns), ``reference``
-(str or null) and ``meta`` (task data for quality checks). Third-party data is never committed; it
-is produced here on the user's machine.
+(str or null) and ``meta`` (task data for quality checks). What it writes from the local source
+ships in the repository's ``data/`` (provenance and licences in ``data/README.md``).
 
 Local sources (the layout of ``shared/data`` and its README):
 
