@@ -107,9 +107,10 @@ class SandboxResult:
 
 
 # the child runs sandbox_child.py as a top-level module from this folder (``-I`` puts neither
-# the working directory nor PYTHONPATH on sys.path, so nothing else can stand in for it)
+# the working directory nor PYTHONPATH on sys.path, so nothing else can stand in for it); the
+# folder leaves sys.path before the program runs, so its modules shadow nothing the program imports
 BOOTSTRAP = ("import json, sys; sys.path.insert(0, {folder!r}); import sandbox_child; "
-             "sandbox_child.main(json.loads(sys.argv[1]))")
+             "del sys.path[0]; sandbox_child.main(json.loads(sys.argv[1]))")
 
 
 def run_sandboxed(source: str, *, timeout_s: float, limits: Limits | None = None) -> SandboxResult:

@@ -41,7 +41,7 @@ except ImportError:  # imported from the package (linters, documentation)
     from specdec.bench import sandbox_confine as confine
     from specdec.bench import sandbox_seccomp as seccomp
 
-PR_SET_PDEATHSIG = 1
+PR_SET_PDEATHSIG, PR_SET_DUMPABLE = 1, 4
 BLOCKED_EVENTS = {"os.system", "os.exec", "os.posix_spawn", "os.spawn", "subprocess.Popen",
                   "os.kill", "os.killpg", "pty.spawn"}
 PATH_EVENTS = {"os.remove": (0,), "os.rmdir": (0,), "os.mkdir": (0,), "os.chmod": (0,),
@@ -192,6 +192,10 @@ def main(cfg: dict) -> None:
             os.close(fd)
         run_program(cfg, source, end_w, token, allow_inet="net" in namespaces)
     os.close(end_w)
+    import ctypes  # not dumpable: no /proc/<pid>/mem or fd of this process for the program
+
+    ctypes.CDLL(None).prctl(PR_SET_DUMPABLE, ctypes.c_ulong(0), ctypes.c_ulong(0),
+                            ctypes.c_ulong(0), ctypes.c_ulong(0))
     nonce = _read_until_newline(nonce_fd).strip().decode("ascii", errors="replace")
     os.close(nonce_fd)
     first = _read_until_newline(end_r)
