@@ -56,8 +56,8 @@ def _seccomp_possible() -> bool:
     return "Seccomp:" in Path("/proc/self/status").read_text()
 
 
-def _memory_cgroup_possible() -> bool:
-    """Whether a child of this process's memory cgroup (v1, or delegated v2) can be made."""
+def _cgroup_possible(controller: str) -> bool:
+    """Whether a child of this process's ``controller`` cgroup (v1, or delegated v2) can be made."""
     if not LINUX:
         return False
     own = {}
@@ -67,12 +67,12 @@ def _memory_cgroup_possible() -> bool:
             own[c] = path
     for line in Path("/proc/self/mounts").read_text().splitlines():
         point, fstype, options = line.split()[1:4]
-        if fstype == "cgroup" and "memory" in options.split(",") and "memory" in own:
-            parent = Path(point + own["memory"])
+        if fstype == "cgroup" and controller in options.split(",") and controller in own:
+            parent = Path(point + own[controller])
         elif fstype == "cgroup2" and "" in own:
             parent = Path(point + own[""])
             try:
-                if "memory" not in (parent / "cgroup.subtree_control").read_text().split():
+                if controller not in (parent / "cgroup.subtree_control").read_text().split():
                     continue
             except OSError:
                 continue
@@ -102,6 +102,7 @@ def test_no_path_based_unix_socket_is_reached(tmp_path):
             "import socket\n"
             "try:\n    socket.socket(socket.AF_UNIX).close()\n"
             "except OSError as e:\n    print('refused', e.errno)\n"
+            "a, b = socket.socketpair()\na.sendall(b'pair')\nassert b.recv(4) == b'pair'\n"
             f"s = socket.socket(socket.AF_UNIX)\ns.connect({str(path)!r})\ns.sendall(b'leak')\n"
             "print('CONNECTED')\n", timeout_s=5)
         assert "CONNECTED" not in res.output and not res.passed
@@ -175,7 +176,9 @@ def test_memory_of_all_processes_together_is_capped():
         "print('held', sum(c == 0 for c in codes))\n", timeout_s=10,
         limits=Limits(memory_bytes=512 << 20, total_memory_bytes=160 << 20))
     held = int(res.output.split()[-1]) if res.output.startswith("held") else None
-    if not _memory_cgroup_possible():
+    if _cgroup_possible("pids"):
+        assert "cgroup-pids" in res.layers
+    if not _cgroup_possible("memory"):
         pytest.skip("no writable memory cgroup here: RLIMIT_AS caps each process only")
     assert "cgroup-memory" in res.layers and held is not None and held <= 1, res.output
 

@@ -147,7 +147,10 @@ def run_sandboxed(source: str, *, timeout_s: float, limits: Limits | None = None
                 os.close(fd)
             status_w = nonce_r = -1
             sandbox_cgroup.join(cgroups, proc.pid)  # before the child may fork anything
-            os.write(nonce_w, f"go\n{nonce}\n".encode())
+            try:
+                os.write(nonce_w, f"go\n{nonce}\n".encode())
+            except BrokenPipeError:  # the child died before it read: its status says how
+                pass
             timed_out = not _exited_within(proc.pid, timeout_s)
             _kill_group(proc.pid)  # the leader is not reaped yet, so its pgid is still ours
             sandbox_cgroup.kill_and_remove(cgroups)

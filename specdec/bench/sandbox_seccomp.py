@@ -2,9 +2,10 @@
 
 Refused with an error (the program sees ``PermissionError`` or ``OSError``; nothing is killed):
 
-* sockets of every family but ``AF_INET``/``AF_INET6`` (``socket``, ``socketpair``): no
-  Unix-domain socket, path-based or abstract, can be created, so no local service is reached;
-  with ``allow_inet=False`` (no network namespace was obtained) those two as well;
+* ``socket`` of every family but ``AF_INET``/``AF_INET6``: no Unix-domain socket, path-based
+  or abstract, can be made, so no local service is reached; with ``allow_inet=False`` (no
+  network namespace was obtained) those two as well. ``socketpair`` stays allowed for
+  ``AF_UNIX`` only: a pair is connected to itself, never to a listener (asyncio needs one);
 * extended attributes (``setxattr``/``removexattr`` and their ``l``/``f``/``at`` forms), owner
   changes (``chown`` family), and ``chmod`` with a setuid, setgid or sticky bit;
 * reaching other processes or the kernel's bypasses of this filter: ``ptrace``,
@@ -51,7 +52,7 @@ DENIED = ("setxattr", "lsetxattr", "fsetxattr", "removexattr", "lremovexattr", "
 CHMOD_MODE_ARG = {"chmod": 1, "fchmod": 1, "fchmodat": 2, "fchmodat2": 2}
 SPECIAL_MODE_BITS = 0o7000  # setuid, setgid, sticky
 NAMESPACE_FLAGS = 0x7E020000  # CLONE_NEWNS|NEWCGROUP|NEWUTS|NEWIPC|NEWUSER|NEWPID|NEWNET
-AF_INET, AF_INET6 = 2, 10
+AF_UNIX, AF_INET, AF_INET6 = 1, 2, 10
 AUDIT_ARCH = {"x86_64": (0xC000003E, 0), "aarch64": (0xC00000B7, 1)}  # (arch, column in NR)
 X32_BIT = 0x40000000
 
@@ -93,12 +94,14 @@ def build_filter(machine: str, *, allow_inet: bool) -> list[tuple[int, int, int,
         rule(name, [(LD_W_ABS, 0, 0, _arg_low(arg)), (JSET_K, 0, 1, SPECIAL_MODE_BITS),
                     (RET_K, 0, 0, _ret_errno(errno.EPERM)), (RET_K, 0, 0, RET_ALLOW)])
     refuse_family = (RET_K, 0, 0, _ret_errno(errno.EAFNOSUPPORT))
-    for name in ("socket", "socketpair"):
-        if allow_inet:
-            rule(name, [(LD_W_ABS, 0, 0, _arg_low(0)), (JEQ_K, 2, 0, AF_INET),
+    if allow_inet:
+        rule("socket", [(LD_W_ABS, 0, 0, _arg_low(0)), (JEQ_K, 2, 0, AF_INET),
                         (JEQ_K, 1, 0, AF_INET6), refuse_family, (RET_K, 0, 0, RET_ALLOW)])
-        else:
-            rule(name, [refuse_family])
+    else:
+        rule("socket", [refuse_family])
+    # an AF_UNIX pair is connected to itself and to nothing else (asyncio's self-pipe needs it)
+    rule("socketpair", [(LD_W_ABS, 0, 0, _arg_low(0)), (JEQ_K, 1, 0, AF_UNIX), refuse_family,
+                        (RET_K, 0, 0, RET_ALLOW)])
     rule("clone", [(LD_W_ABS, 0, 0, _arg_low(0)), (JSET_K, 0, 1, NAMESPACE_FLAGS),
                    (RET_K, 0, 0, _ret_errno(errno.EPERM)), (RET_K, 0, 0, RET_ALLOW)])
     rule("clone3", [(RET_K, 0, 0, _ret_errno(errno.ENOSYS))])
