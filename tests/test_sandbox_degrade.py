@@ -22,7 +22,8 @@ from specdec.bench import sandbox_seccomp as sc
 ROOT = Path(__file__).resolve().parents[1]
 PRCTL = {"x86_64": 157, "aarch64": 167}
 CLONE = {"userns": 0x10000000, "mntns": 0x00020000}
-LAYERS = {"userns": {"userns"}, "mntns": {"mntns", "empty-tmp", "tmpfs-disk", "ro-root"},
+LAYERS = {"userns": {"userns", "fresh-uid"},
+          "mntns": {"mntns", "empty-tmp", "tmpfs-disk", "ro-root", "fresh-uid"},
           "landlock": {"landlock-fs", "landlock-tcp", "landlock-signal"}, "seccomp": {"seccomp"}}
 PROGRAM = "open('a', 'w').write('x')\nassert open('a').read() == 'x'\nprint('ran')\n"
 

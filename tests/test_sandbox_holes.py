@@ -153,6 +153,19 @@ def test_metadata_of_files_outside_cannot_change(outside_file):
     assert "ro-root" in res.layers and "seccomp" in res.layers
 
 
+def test_a_root_caller_leaves_uid_0_behind(outside_file):
+    if os.geteuid() != 0:
+        pytest.skip("not run as root: there is no uid 0 to give up")
+    outside_file.chmod(0o600)  # readable by its owner, root, only
+    program = (f"import os\nprint(os.geteuid(), flush=True)\n"
+               f"print(open({str(outside_file)!r}).read())\n")
+    res = run_sandboxed(program, timeout_s=5)
+    if not _mounts_possible():
+        pytest.skip("no user and mount namespace for a fresh uid: root's own files stay readable")
+    assert "fresh-uid" in res.layers and int(res.output.split()[0]) != 0
+    assert not res.passed and "PermissionError" in res.reason
+
+
 def test_all_files_together_are_capped(tmp_path):
     # 8 files of 2 MiB each (per-file cap 4 MiB) against a 6 MiB total
     res = run_sandboxed("n = 0\ntry:\n    for i in range(8):\n"

@@ -12,7 +12,8 @@ process; see its docstring) with:
   the parent's API tokens and settings are not inherited;
 * a fresh temporary working directory, removed afterwards; stdin from /dev/null; stdout and
   stderr into an anonymous file (its size capped by ``RLIMIT_FSIZE``);
-* in the child: user, mount, network and PID namespaces where the OS allows them, a tmpfs
+* in the child: a fresh unused uid in place of root (``sandbox_uid``), user, mount, network
+  and PID namespaces where the OS allows them, a tmpfs
   working folder, empty ``/tmp`` and ``/run``, every other mount read-only, no capabilities,
   ``RLIMIT_AS``/``CPU``/``FSIZE``/``NPROC``/``NOFILE``, Landlock, a seccomp syscall filter, and
   a Python audit hook as defense in depth.
@@ -27,10 +28,11 @@ processes       ``RLIMIT_NPROC`` (``nproc``) [cgroup-pids], group SIGKILL, PID n
 disk            ``RLIMIT_FSIZE`` per file (``file_bytes``); all files together ``disk_bytes``
                 [tmpfs-disk]; writes only in the working folder [landlock-fs, ro-root]
 metadata        no chmod/chown/xattr/utime outside the folder [ro-root]; no setuid bits, no
-                xattrs, no chown anywhere [seccomp]
+                xattrs, no chown anywhere [seccomp]; no uid 0 owning root's files [fresh-uid]
 network         network namespace [netns]; Landlock refuses TCP [landlock-tcp]
 local sockets   no Unix-domain socket can be made [seccomp]; nothing in /tmp, /run [empty-tmp]
-secrets         empty environment, ``-I`` (no ``PYTHON*`` variables, no user site)
+secrets         empty environment, ``-I`` (no ``PYTHON*`` variables, no user site); root's
+                own files unreadable [fresh-uid]; ``/root`` hidden but for Python [fresh-uid]
 verdict         the status pipe is the supervisor's only; ``done`` carries the host's nonce
 ==============  =================================================================================
 
@@ -87,8 +89,8 @@ class SandboxResult:
         killed: the run ended by a signal (ours at the timeout, or the kernel's at a limit).
         reason: one line for people: ``passed``, the timeout, the signal or the last error line.
         network_isolated: the program ran in its own network namespace (no network at all).
-        layers: the isolation obtained (``cgroup-memory``, ``cgroup-pids``, ``userns``,
-            ``mntns``, ``netns``, ``pidns``, ``empty-tmp``, ``tmpfs-disk``, ``ro-root``,
+        layers: the isolation obtained (``cgroup-memory``, ``cgroup-pids``, ``fresh-uid``,
+            ``userns``, ``mntns``, ``netns``, ``pidns``, ``empty-tmp``, ``tmpfs-disk``, ``ro-root``,
             ``nocaps``, ``landlock-fs``, ``landlock-tcp``, ``landlock-signal``, ``seccomp``).
         returncode: the child's exit status (negative: the signal that ended it).
         pgid: the process group that was killed at the end.

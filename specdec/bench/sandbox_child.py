@@ -5,8 +5,9 @@ module beside ``sandbox_confine`` and ``sandbox_seccomp``) in a new session, wit
 environment, stdin from /dev/null and a temporary working directory. Two processes follow:
 
 * the **supervisor** (this process; never runs program code) waits for the host's ``go`` (it
-  has been put in its cgroup), enters the namespaces and the private mounts
-  (``sandbox_confine``), then forks the program's process. Only it holds the status pipe to
+  has been put in its cgroup), leaves uid 0 for a fresh uid where it can (``sandbox_uid``),
+  enters the namespaces and the private mounts (``sandbox_confine``), then forks the
+  program's process. Only it holds the status pipe to
   the host: it writes the layers line and, after the program's process ended, ``done <nonce>``
   when that process exited 0 *and* handed back the supervisor's token. The host's nonce is read
   from its pipe only after the fork, so the program's process never had it in memory.
@@ -24,8 +25,8 @@ to the host's status pipe, or pass by writing a fixed word to some inherited des
 
 Resource limits (inherited by every process the program forks): ``RLIMIT_AS`` (memory),
 ``RLIMIT_CPU``, ``RLIMIT_FSIZE``, ``RLIMIT_NOFILE``, no core files, ``RLIMIT_NPROC`` (set after
-the user namespace exists, so it counts the sandbox's own processes and threads; a root caller
-takes nobody's real uid first, as the kernel exempts real uid 0).
+the user namespace exists, so it counts the sandbox's own processes and threads; the kernel
+exempts real uid 0, so a root caller without a fresh uid takes nobody's real uid first).
 """
 
 from __future__ import annotations
@@ -37,9 +38,11 @@ import sys
 try:  # as the sandbox runs it: a top-level module, its folder first on sys.path
     import sandbox_confine as confine
     import sandbox_seccomp as seccomp
+    import sandbox_uid
 except ImportError:  # imported from the package (linters, documentation)
     from specdec.bench import sandbox_confine as confine
     from specdec.bench import sandbox_seccomp as seccomp
+    from specdec.bench import sandbox_uid
 
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE = 1, 4
 BLOCKED_EVENTS = {"os.system", "os.exec", "os.posix_spawn", "os.spawn", "subprocess.Popen",
@@ -177,10 +180,14 @@ def main(cfg: dict) -> None:
     status_fd, nonce_fd = cfg["status_fd"], cfg["nonce_fd"]
     if os.read(nonce_fd, 3) != b"go\n":  # exactly 3 bytes: the nonce behind stays in the pipe
         os._exit(1)
-    namespaces = confine.enter_namespaces()
-    layers = [f"{n}ns" for n in namespaces]
+    fresh = sandbox_uid.give_up_root()
+    namespaces = confine.enter_namespaces(fresh_uid=fresh is not None)
+    layers = [*(["fresh-uid"] if fresh else []), *(f"{n}ns" for n in namespaces)]
     if "mnt" in namespaces:
-        layers += confine.private_mounts(os.getcwd(), cfg["disk_bytes"])
+        layers += confine.private_mounts(os.getcwd(), cfg["disk_bytes"],
+                                         tuple(fresh.clones) if fresh else ())
+    if fresh:
+        sandbox_uid.release(fresh)
         with open(cfg["program"], "w", encoding="utf-8") as f:  # tracebacks quote its lines
             f.write(source)
     token = os.urandom(16).hex().encode()

@@ -35,6 +35,7 @@ MS_REC, MS_PRIVATE = 0x4000, 1 << 18
 HIDDEN_DIRS = ("/tmp", "/run", "/var/tmp", "/dev/shm")
 MOUNT_SETATTR, AT_FDCWD, AT_RECURSIVE = 442, -100, 0x8000
 MOUNT_ATTR_RDONLY, MOUNT_ATTR_NOSUID = 0x1, 0x2
+MOVE_MOUNT, MOVE_MOUNT_F_EMPTY_PATH = 429, 0x4
 PR_CAPBSET_DROP, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 24, 47, 4
 CAPSET_V3 = 0x20080522
 PR_SET_NO_NEW_PRIVS = 38
@@ -51,8 +52,12 @@ def _libc():
     return ctypes, ctypes.CDLL(None, use_errno=True)
 
 
-def enter_namespaces() -> tuple[str, ...]:
-    """Unshare the first namespace set the OS allows; returns its names (empty: none)."""
+def enter_namespaces(*, fresh_uid: bool = False) -> tuple[str, ...]:
+    """Unshare the first namespace set the OS allows; returns its names (empty: none).
+
+    ``fresh_uid``: this process already left uid 0 (``sandbox_uid``) and only sets with a user
+    and a mount namespace will do (its probe saw them work).
+    """
     if not sys.platform.startswith("linux"):
         return ()
     _, libc = _libc()
@@ -62,6 +67,8 @@ def enter_namespaces() -> tuple[str, ...]:
         # survives in the program's process: see drop_capabilities)
         os.setresuid(NOBODY, 0, 0)
     for names in NAMESPACE_SETS:
+        if fresh_uid and not {"user", "mnt"} <= set(names):
+            continue
         if libc.unshare(sum(CLONE_FLAGS[n] for n in names)) == 0:
             if "user" in names:
                 _map_ids(uid, gid)
@@ -80,10 +87,13 @@ def _map_ids(uid: int, gid: int) -> None:
             return
 
 
-def private_mounts(workdir: str, disk_bytes: int) -> tuple[str, ...]:
+def private_mounts(workdir: str, disk_bytes: int,
+                   clones: tuple[tuple[str, str, int], ...] = ()) -> tuple[str, ...]:
     """In a new mount namespace: empty temp dirs, a tmpfs working folder, all else read-only.
 
-    ``workdir`` is made anew (empty) on its tmpfs and becomes the current directory.
+    ``workdir`` is made anew (empty) on its tmpfs and becomes the current directory. Each of
+    ``clones`` (cover, path, detached tree fd; see ``sandbox_uid``) is mounted at ``path``
+    on an empty tmpfs laid over ``cover``.
     """
     ctypes, libc = _libc()
 
@@ -98,6 +108,12 @@ def private_mounts(workdir: str, disk_bytes: int) -> tuple[str, ...]:
     if all(mount("tmpfs", d, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0755")
            for d in hidden):
         layers.append("empty-tmp")
+    for cover in dict.fromkeys(c for c, _, _ in clones):
+        mount("tmpfs", cover, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0755")
+    for _, path, fd in clones:
+        os.makedirs(path, exist_ok=True)
+        libc.syscall(MOVE_MOUNT, fd, b"", AT_FDCWD, path.encode(),
+                     ctypes.c_uint(MOVE_MOUNT_F_EMPTY_PATH))
     os.makedirs(workdir, exist_ok=True)  # anew where its parent was just hidden
     if mount("tmpfs", workdir, "tmpfs", MS_NOSUID | MS_NODEV, f"size={disk_bytes},mode=0700"):
         layers.append("tmpfs-disk")
