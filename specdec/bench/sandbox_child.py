@@ -1,15 +1,16 @@
 """The child side of ``specdec.bench.sandbox``: confine, run the program, report the verdict.
 
 ``specdec.bench.sandbox.run_sandboxed`` starts ``python -I -B`` on this module (as a top-level
-module beside ``sandbox_confine`` and ``sandbox_seccomp``) in a new session, with an empty
-environment, stdin from /dev/null and a temporary working directory. Two processes follow:
+module beside ``sandbox_uid``, ``sandbox_confine`` and ``sandbox_seccomp``) in a new session,
+with an empty environment, stdin from /dev/null and a temporary working directory. Two
+processes follow:
 
 * the **supervisor** (this process; never runs program code) waits for the host's ``go`` (it
   has been put in its cgroup), leaves uid 0 for a fresh uid where it can (``sandbox_uid``),
   enters the namespaces and the private mounts (``sandbox_confine``), then forks the
-  program's process. Only it holds the status pipe to
-  the host: it writes the layers line and, after the program's process ended, ``done <nonce>``
-  when that process exited 0 *and* handed back the supervisor's token. The host's nonce is read
+  program's process. Only it holds the status pipe to the host: it writes the layers line
+  and, after the program's process ended, ``done <nonce>`` when that process exited 0 *and*
+  handed back the supervisor's token. The host's nonce is read
   from its pipe only after the fork, so the program's process never had it in memory.
 * the **program's process** (PID 1 of the PID namespace where there is one; killed when the
   supervisor dies) closes the status and nonce pipes, gives up every capability, sets the
@@ -186,10 +187,10 @@ def main(cfg: dict) -> None:
     if "mnt" in namespaces:
         layers += confine.private_mounts(os.getcwd(), cfg["disk_bytes"],
                                          tuple(fresh.clones) if fresh else ())
-    if fresh:
-        sandbox_uid.release(fresh)
         with open(cfg["program"], "w", encoding="utf-8") as f:  # tracebacks quote its lines
             f.write(source)
+    if fresh:
+        sandbox_uid.release(fresh)
     token = os.urandom(16).hex().encode()
     end_r, end_w = os.pipe()
     cfg = {**cfg, "supervisor": os.getpid()}
