@@ -40,7 +40,9 @@ libc, ul = ctypes.CDLL(None), ctypes.c_ulong
 assert libc.prctl(38, ul(1), ul(0), ul(0), ul(0)) == 0
 assert libc.prctl(22, ul(2), ctypes.byref(fprog), ul(0), ul(0)) == 0
 res = run_sandboxed(sys.argv[2], timeout_s=10)
-print(json.dumps({"passed": res.passed, "layers": res.layers, "output": res.output}))
+bad = run_sandboxed("x = 1\\nassert x == 2, 'boom'\\n", timeout_s=10)
+print(json.dumps({"passed": res.passed, "layers": res.layers, "output": res.output,
+                  "failed": not bad.passed, "quoted": "assert x == 2" in bad.output}))
 """
 
 
@@ -82,6 +84,7 @@ def test_refused_layers_degrade_and_are_not_claimed(refuse):
     assert out.returncode == 0, out.stderr
     res = json.loads(out.stdout.splitlines()[-1])
     assert res["passed"] and res["output"] == "ran\n", res
+    assert res["failed"] and res["quoted"], res  # a traceback quotes the program's own line
     claimed = set(res["layers"])
     for name in refuse:
         assert not claimed & LAYERS[name], (name, res["layers"])

@@ -186,7 +186,8 @@ def main(cfg: dict) -> None:
     layers = [*(["fresh-uid"] if fresh else []), *(f"{n}ns" for n in namespaces)]
     if "mnt" in namespaces:
         layers += confine.private_mounts(os.getcwd(), cfg["disk_bytes"],
-                                         tuple(fresh.clones) if fresh else ())
+                                         keep=sandbox_uid.interpreter_paths(),
+                                         clones=tuple(fresh.clones) if fresh else ())
         with open(cfg["program"], "w", encoding="utf-8") as f:  # tracebacks quote its lines
             f.write(source)
     if fresh:

@@ -87,13 +87,14 @@ def _map_ids(uid: int, gid: int) -> None:
             return
 
 
-def private_mounts(workdir: str, disk_bytes: int,
+def private_mounts(workdir: str, disk_bytes: int, *, keep: tuple[str, ...] = (),
                    clones: tuple[tuple[str, str, int], ...] = ()) -> tuple[str, ...]:
     """In a new mount namespace: empty temp dirs, a tmpfs working folder, all else read-only.
 
-    ``workdir`` is made anew (empty) on its tmpfs and becomes the current directory. Each of
-    ``clones`` (cover, path, detached tree fd; see ``sandbox_uid``) is mounted at ``path``
-    on an empty tmpfs laid over ``cover``.
+    ``workdir`` is made anew (empty) on its tmpfs and becomes the current directory. A temp
+    dir holding one of ``keep`` (the interpreter's folders) stays visible, and ``empty-tmp`` is
+    then not claimed. Each of ``clones`` (cover, path, detached tree fd; see ``sandbox_uid``)
+    is mounted at ``path`` on an empty tmpfs laid over ``cover``.
     """
     ctypes, libc = _libc()
 
@@ -104,9 +105,10 @@ def private_mounts(workdir: str, disk_bytes: int,
     if not mount("none", "/", None, MS_REC | MS_PRIVATE):  # nothing leaks back to the host
         return ()
     layers = []
-    hidden = [d for d in HIDDEN_DIRS if os.path.isdir(d) and not os.path.islink(d)]
-    if all(mount("tmpfs", d, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0755")
-           for d in hidden):
+    present = [d for d in HIDDEN_DIRS if os.path.isdir(d) and not os.path.islink(d)]
+    hidden = [d for d in present if not any(p == d or p.startswith(d + os.sep) for p in keep)]
+    if all([mount("tmpfs", d, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0755")
+            for d in hidden]) and hidden == present:
         layers.append("empty-tmp")
     for cover in dict.fromkeys(c for c, _, _ in clones):
         mount("tmpfs", cover, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0755")

@@ -47,12 +47,17 @@ def _closed_ancestor(path: str) -> str | None:
     return None
 
 
-def needed_trees() -> list[tuple[str, str]]:
-    """(closed folder, tree below it) for every interpreter folder others cannot reach."""
+def interpreter_paths() -> tuple[str, ...]:
+    """The folders Python imports from (prefixes and ``sys.path``), resolved and sorted."""
     paths = {sys.base_prefix, sys.prefix, sys.exec_prefix,
              *(p for p in sys.path if p and os.path.isdir(p))}
+    return tuple(sorted({os.path.realpath(p) for p in paths}))
+
+
+def needed_trees() -> list[tuple[str, str]]:
+    """(closed folder, tree below it) for every interpreter folder others cannot reach."""
     found: list[tuple[str, str]] = []
-    for path in sorted(os.path.realpath(p) for p in paths):
+    for path in interpreter_paths():
         if any(path == t or path.startswith(t + os.sep) for _, t in found):
             continue  # inside a tree already cloned
         cover = _closed_ancestor(path)
