@@ -56,10 +56,10 @@ def _seccomp_possible() -> bool:
     return "Seccomp:" in Path("/proc/self/status").read_text()
 
 
-def _cgroup_possible(controller: str) -> bool:
-    """Whether a child of this process's ``controller`` cgroup (v1, or delegated v2) can be made."""
+def _cgroup_parent(controller: str) -> Path | None:
+    """This process's ``controller`` cgroup (v1, or delegated v2) if a child can be made in it."""
     if not LINUX:
-        return False
+        return None
     own = {}
     for line in Path("/proc/self/cgroup").read_text().splitlines():
         _, controllers, path = line.split(":", 2)
@@ -82,10 +82,10 @@ def _cgroup_possible(controller: str) -> bool:
         try:
             probe.mkdir()
             probe.rmdir()
-            return True
+            return parent
         except OSError:
             continue
-    return False
+    return None
 
 
 def test_no_path_based_unix_socket_is_reached(tmp_path):
@@ -189,9 +189,11 @@ def test_memory_of_all_processes_together_is_capped():
         "print('held', sum(c == 0 for c in codes))\n", timeout_s=10,
         limits=Limits(memory_bytes=512 << 20, total_memory_bytes=160 << 20))
     held = int(res.output.split()[-1]) if res.output.startswith("held") else None
-    if _cgroup_possible("pids"):
+    parents = [p for p in (_cgroup_parent("pids"), _cgroup_parent("memory")) if p is not None]
+    assert not [d for p in parents for d in p.glob("specdec-sandbox-*")]  # removed after the run
+    if _cgroup_parent("pids") is not None:
         assert "cgroup-pids" in res.layers
-    if not _cgroup_possible("memory"):
+    if _cgroup_parent("memory") is None:
         pytest.skip("no writable memory cgroup here: RLIMIT_AS caps each process only")
     assert "cgroup-memory" in res.layers and held is not None and held <= 1, res.output
 

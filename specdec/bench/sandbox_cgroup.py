@@ -139,6 +139,7 @@ def kill_and_remove(cg: SandboxCgroups) -> None:
             if (not pids and _rmdir(d)) or time.monotonic() > deadline:
                 break
             time.sleep(0.01)
+    cg.dirs = [d for d in cg.dirs if d.exists()]  # a second call finds only what is left
 
 
 def _members(d: Path) -> list[int]:
