@@ -8,6 +8,8 @@
 Each test has a control showing its check can see the effect, asserts the attempt failed, and
 then asserts the layer that stops it WAS obtained wherever this machine allows that layer (the
 probes below ask the OS directly, not the sandbox); only where it does not, it skips with why.
+Also here: a root caller's fresh uid (root's own files), the sandbox's folder off the program's
+``sys.path``, and the shape of the syscall filter on both architectures it knows.
 """
 
 from __future__ import annotations

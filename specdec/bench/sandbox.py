@@ -12,11 +12,11 @@ process; see its docstring) with:
   the parent's API tokens and settings are not inherited;
 * a fresh temporary working directory, removed afterwards; stdin from /dev/null; stdout and
   stderr into an anonymous file (its size capped by ``RLIMIT_FSIZE``);
-* in the child: a fresh unused uid in place of root (``sandbox_uid``), user, mount, network
-  and PID namespaces where the OS allows them, a tmpfs
-  working folder, empty ``/tmp`` and ``/run``, every other mount read-only, no capabilities,
-  ``RLIMIT_AS``/``CPU``/``FSIZE``/``NPROC``/``NOFILE``, Landlock, a seccomp syscall filter, and
-  a Python audit hook as defense in depth.
+* in the child: a fresh unused uid in place of root (``sandbox_uid``); user, mount, network
+  and PID namespaces where the OS allows them (``sandbox_confine``): a tmpfs working folder,
+  empty ``/tmp`` and ``/run``, every other mount read-only; no capabilities;
+  ``RLIMIT_AS``/``CPU``/``FSIZE``/``NPROC``/``NOFILE``; Landlock; a seccomp syscall filter
+  (``sandbox_seccomp``); and a Python audit hook as defense in depth.
 
 What protects what (``Limits`` holds the numbers; the ``layers`` names in brackets):
 
