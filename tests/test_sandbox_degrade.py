@@ -25,10 +25,12 @@ CLONE = {"userns": 0x10000000, "mntns": 0x00020000}
 LAYERS = {"userns": {"userns", "fresh-uid"},
           "mntns": {"mntns", "empty-tmp", "tmpfs-disk", "ro-root", "fresh-uid"},
           "landlock": {"landlock-fs", "landlock-tcp", "landlock-signal"}, "seccomp": {"seccomp"}}
-PROGRAM = "open('a', 'w').write('x')\nassert open('a').read() == 'x'\nprint('ran')\n"
+PROGRAM = ("open('a', 'w').write('x')\nassert open('a').read() == 'x'\n"
+           "assert 'NoNewPrivs:\\t1' in open('/proc/self/status').read()  # no setuid gains\n"
+           "print('ran')\n")
 
 DRIVER = """
-import ctypes, json, struct, sys
+import ctypes, json, os, struct, sys
 from specdec.bench.sandbox import run_sandboxed
 prog = json.loads(sys.argv[1])
 raw = b"".join(struct.pack("<HBBI", *ins) for ins in prog)
@@ -37,7 +39,8 @@ class Fprog(ctypes.Structure):
     _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 fprog = Fprog(len(prog), ctypes.addressof(buf))
 libc, ul = ctypes.CDLL(None), ctypes.c_ulong
-assert libc.prctl(38, ul(1), ul(0), ul(0), ul(0)) == 0
+if os.geteuid() != 0:  # root installs it without no_new_privs, which the sandbox would inherit
+    assert libc.prctl(38, ul(1), ul(0), ul(0), ul(0)) == 0
 assert libc.prctl(22, ul(2), ctypes.byref(fprog), ul(0), ul(0)) == 0
 res = run_sandboxed(sys.argv[2], timeout_s=10)
 bad = run_sandboxed("x = 1\\nassert x == 2, 'boom'\\n", timeout_s=10)

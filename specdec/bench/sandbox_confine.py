@@ -14,8 +14,9 @@ degrades to none where the OS refuses; nothing here raises for a refusal.
 * ``ro-root``: every mount read-only (and ``nosuid``) but the working folder: ``chmod``,
   ``chown``, ``setxattr``, ``utime`` of any file outside fail with ``EROFS``, whatever uid the
   process has (Landlock has no right for metadata).
-* ``nocaps``: no capability left (bounding, ambient, effective, permitted), so the program
-  cannot undo the mounts, even as uid 0 without a user namespace.
+* ``nocaps``: no capability held (effective, permitted, ambient; the bounding set emptied
+  where allowed), so the program cannot undo the mounts, even as uid 0 without a user
+  namespace.
 * ``landlock-fs``/``-tcp``/``-signal``: writes only in the working folder, no TCP bind or
   connect, no signals out of the sandbox and no abstract Unix sockets (by Landlock ABI).
 """
@@ -137,9 +138,12 @@ def private_mounts(workdir: str, disk_bytes: int, *, keep: tuple[str, ...] = (),
 
 
 def drop_capabilities() -> bool:
-    """Give up every capability for good (bounding set, ambient, then capset to nothing)."""
+    """Give up every capability for good: no_new_privs (no setuid or file-capability binary
+    can hand any back), the bounding set and ambient ones, then capset to nothing."""
     ctypes, libc = _libc()
     ul = ctypes.c_ulong
+    if libc.prctl(PR_SET_NO_NEW_PRIVS, ul(1), ul(0), ul(0), ul(0)) != 0:
+        return False
     for cap in range(64):
         libc.prctl(PR_CAPBSET_DROP, ul(cap), ul(0), ul(0), ul(0))
     libc.prctl(PR_CAP_AMBIENT, ul(PR_CAP_AMBIENT_CLEAR_ALL), ul(0), ul(0), ul(0))
@@ -147,8 +151,10 @@ def drop_capabilities() -> bool:
     data = (ctypes.c_uint32 * 6)()  # effective, permitted, inheritable x 2 words: all zero
     if libc.capset(header, data) != 0:
         return False
+    # the bounding set needs CAP_SETPCAP to shrink; with no_new_privs (set before the program
+    # runs) no execve can use it, so what counts is that nothing is held now
     with open("/proc/self/status", encoding="ascii") as f:
-        caps = [line.split()[1] for line in f if line.startswith(("CapEff", "CapPrm", "CapBnd"))]
+        caps = [line.split()[1] for line in f if line.startswith(("CapEff", "CapPrm", "CapAmb"))]
     return all(int(c, 16) == 0 for c in caps)
 
 
