@@ -26,6 +26,11 @@ from __future__ import annotations
 import os
 import sys
 
+try:  # as the sandbox runs it: top-level modules side by side
+    import sandbox_uid
+except ImportError:  # imported from the package (linters, documentation)
+    from specdec.bench import sandbox_uid
+
 CLONE_FLAGS = {"user": 0x10000000, "mnt": 0x00020000, "net": 0x40000000, "pid": 0x20000000}
 # tried in order: unprivileged (user namespace) first, then root without a user namespace
 NAMESPACE_SETS = (("user", "mnt", "net", "pid"), ("user", "mnt", "net"), ("user", "net", "pid"),
@@ -36,7 +41,6 @@ MS_REC, MS_PRIVATE = 0x4000, 1 << 18
 HIDDEN_DIRS = ("/tmp", "/run", "/var/tmp", "/dev/shm")
 MOUNT_SETATTR, AT_FDCWD, AT_RECURSIVE = 442, -100, 0x8000
 MOUNT_ATTR_RDONLY, MOUNT_ATTR_NOSUID = 0x1, 0x2
-MOVE_MOUNT, MOVE_MOUNT_F_EMPTY_PATH = 429, 0x4
 PR_CAPBSET_DROP, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 24, 47, 4
 CAPSET_V3 = 0x20080522
 PR_SET_NO_NEW_PRIVS = 38
@@ -72,20 +76,9 @@ def enter_namespaces(*, fresh_uid: bool = False) -> tuple[str, ...]:
             continue
         if libc.unshare(sum(CLONE_FLAGS[n] for n in names)) == 0:
             if "user" in names:
-                _map_ids(uid, gid)
+                sandbox_uid.map_ids(uid, gid)
             return names
     return ()
-
-
-def _map_ids(uid: int, gid: int) -> None:
-    """Map this process's own uid and gid into its new user namespace (files it makes keep them)."""
-    for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"),
-                       ("gid_map", f"{gid} {gid} 1")):
-        try:
-            with open(f"/proc/self/{name}", "w") as f:
-                f.write(text)
-        except OSError:
-            return
 
 
 def private_mounts(workdir: str, disk_bytes: int, *, keep: tuple[str, ...] = (),
@@ -111,12 +104,7 @@ def private_mounts(workdir: str, disk_bytes: int, *, keep: tuple[str, ...] = (),
     if all([mount("tmpfs", d, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0755")
             for d in hidden]) and hidden == present:
         layers.append("empty-tmp")
-    for cover in dict.fromkeys(c for c, _, _ in clones):
-        mount("tmpfs", cover, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0755")
-    for _, path, fd in clones:
-        os.makedirs(path, exist_ok=True)
-        libc.syscall(MOVE_MOUNT, fd, b"", AT_FDCWD, path.encode(),
-                     ctypes.c_uint(MOVE_MOUNT_F_EMPTY_PATH))
+    sandbox_uid.mount_clones(clones)  # rehearsed by give_up_root's probe
     os.makedirs(workdir, exist_ok=True)  # anew where its parent was just hidden
     if mount("tmpfs", workdir, "tmpfs", MS_NOSUID | MS_NODEV, f"size={disk_bytes},mode=0700"):
         layers.append("tmpfs-disk")
@@ -130,10 +118,12 @@ def private_mounts(workdir: str, disk_bytes: int, *, keep: tuple[str, ...] = (),
         return libc.syscall(MOUNT_SETATTR, AT_FDCWD, path.encode(), ctypes.c_uint(flags),
                             ctypes.byref(attr), ctypes.c_size_t(ctypes.sizeof(attr))) == 0
 
-    if ("tmpfs-disk" in layers
-            and setattr_("/", AT_RECURSIVE, MountAttr(MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID))
-            and setattr_(workdir, 0, MountAttr(0, MOUNT_ATTR_RDONLY))):
-        layers.append("ro-root")
+    if "tmpfs-disk" in layers and setattr_("/", AT_RECURSIVE,
+                                           MountAttr(MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID)):
+        if setattr_(workdir, 0, MountAttr(0, MOUNT_ATTR_RDONLY)):
+            layers.append("ro-root")
+        else:  # the folder must stay writable: undo rather than leave a program nowhere to write
+            setattr_("/", AT_RECURSIVE, MountAttr(0, MOUNT_ATTR_RDONLY))
     return tuple(layers)
 
 
