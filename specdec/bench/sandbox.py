@@ -1,42 +1,54 @@
 """Run untrusted (model-written) Python in a sandbox; every HumanEval check runs through here.
 
 ``run_sandboxed(source, timeout_s=...)`` starts ``sys.executable -I -B`` on
-``specdec/bench/sandbox_child.py`` (which confines itself, then runs ``source``) with:
+``specdec/bench/sandbox_child.py`` (a supervisor that confines itself and forks the program's
+process; see its docstring) with:
 
 * a new session and process group (``start_new_session``): at the timeout, and after every
   run, SIGKILL goes to the whole group, so forked grandchildren die too;
+* a cgroup of its own where the caller may make one (``sandbox_cgroup``): memory and process
+  totals for the whole sandbox; whatever is left in it is killed at the end;
 * an empty environment (``PATH``, and ``HOME``/``TMPDIR`` pointing at the working directory):
   the parent's API tokens and settings are not inherited;
 * a fresh temporary working directory, removed afterwards; stdin from /dev/null; stdout and
   stderr into an anonymous file (its size capped by ``RLIMIT_FSIZE``);
-* in the child (see its docstring): user, network and PID namespaces where the OS allows them,
-  ``RLIMIT_AS``/``CPU``/``FSIZE``/``NPROC``/``NOFILE``, Landlock write confinement, and a Python
-  audit hook as defense in depth.
+* in the child: a fresh unused uid in place of root (``sandbox_uid``); user, mount, network
+  and PID namespaces where the OS allows them (``sandbox_confine``): a tmpfs working folder,
+  empty ``/tmp`` and ``/run``, every other mount read-only; no capabilities;
+  ``RLIMIT_AS``/``CPU``/``FSIZE``/``NPROC``/``NOFILE``; Landlock; a seccomp syscall filter
+  (``sandbox_seccomp``); and a Python audit hook as defense in depth.
 
-What protects what (``Limits`` holds the numbers):
+What protects what (``Limits`` holds the numbers; the ``layers`` names in brackets):
 
-=====================  ======================================================================
-memory                 ``RLIMIT_AS`` per process (``memory_bytes``, 2 GiB): allocations fail
-CPU                    ``RLIMIT_CPU`` per process (timeout rounded up): SIGKILL past it
-processes              ``RLIMIT_NPROC`` (``nproc``), group SIGKILL, PID namespace teardown
-disk                   ``RLIMIT_FSIZE`` per file (``file_bytes``); Landlock: writes only in the
-                       working directory; the audit hook refuses them at the Python level too
-network                network namespace (no interfaces); Landlock also refuses TCP
-secrets                empty environment, ``-I`` (no ``PYTHON*`` variables, no user site)
-=====================  ======================================================================
+==============  =================================================================================
+memory          ``RLIMIT_AS`` per process (``memory_bytes``); all processes together
+                ``total_memory_bytes`` [cgroup-memory]
+CPU             ``RLIMIT_CPU`` per process (timeout rounded up): SIGKILL past it
+processes       ``RLIMIT_NPROC`` (``nproc``) [cgroup-pids], group SIGKILL, PID namespace teardown
+disk            ``RLIMIT_FSIZE`` per file (``file_bytes``); all files together ``disk_bytes``
+                [tmpfs-disk]; writes only in the working folder [landlock-fs, ro-root]
+metadata        no chmod/chown/xattr/utime outside the folder [ro-root]; no setuid bits, no
+                xattrs, no chown anywhere [seccomp]; no uid 0 owning root's files [fresh-uid]
+network         network namespace [netns]; Landlock refuses TCP [landlock-tcp]
+local sockets   no Unix-domain socket can be made [seccomp]; nothing in /tmp, /run [empty-tmp]
+secrets         empty environment, ``-I`` (no ``PYTHON*`` variables, no user site); root's
+                own files unreadable [fresh-uid]; ``/root`` hidden but for Python [fresh-uid]
+verdict         the status pipe is the supervisor's only; ``done`` carries the host's nonce
+==============  =================================================================================
 
-Nothing is claimed that was not obtained: the result lists the ``layers`` the child got, and
+Nothing is claimed that was not obtained: the result lists the ``layers`` the sandbox got, and
 ``network_isolated`` is true only when a network namespace was created. The result passes only
-on a clean run: exit status 0, the child's completion marker, and no timeout.
+on a clean run: exit status 0, the supervisor's ``done`` line with this run's nonce, and no
+timeout.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 import math
 import os
+import secrets
 import shutil
 import signal
 import stat
@@ -46,6 +58,8 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from specdec.bench import sandbox_cgroup
 
 log = logging.getLogger(__name__)
 
@@ -59,8 +73,10 @@ class Limits:
 
     memory_bytes: int = 2 << 30  # RLIMIT_AS
     file_bytes: int = 16 << 20  # RLIMIT_FSIZE: largest file, stdout+stderr included
-    nproc: int = 64  # RLIMIT_NPROC: processes and threads of the sandbox
+    nproc: int = 64  # RLIMIT_NPROC (and the cgroup's pids.max): processes and threads
     nofile: int = 256  # RLIMIT_NOFILE: open file descriptors
+    total_memory_bytes: int = 4 << 30  # the cgroup's memory cap: all processes together
+    disk_bytes: int = 64 << 20  # size of the tmpfs working folder: all files together
 
 
 @dataclass(frozen=True)
@@ -73,8 +89,9 @@ class SandboxResult:
         killed: the run ended by a signal (ours at the timeout, or the kernel's at a limit).
         reason: one line for people: ``passed``, the timeout, the signal or the last error line.
         network_isolated: the program ran in its own network namespace (no network at all).
-        layers: the isolation the child obtained (``userns``, ``netns``, ``pidns``,
-            ``landlock-fs``, ``landlock-tcp``, ``landlock-signal``).
+        layers: the isolation obtained (``cgroup-memory``, ``cgroup-pids``, ``fresh-uid``,
+            ``userns``, ``mntns``, ``netns``, ``pidns``, ``empty-tmp``, ``tmpfs-disk``, ``ro-root``,
+            ``nocaps``, ``landlock-fs``, ``landlock-tcp``, ``landlock-signal``, ``seccomp``).
         returncode: the child's exit status (negative: the signal that ended it).
         pgid: the process group that was killed at the end.
         output: the tail of stdout and stderr together.
@@ -91,9 +108,11 @@ class SandboxResult:
     output: str
 
 
-@functools.cache
-def _child_source() -> str:
-    return Path(__file__).with_name("sandbox_child.py").read_text(encoding="utf-8")
+# the child runs sandbox_child.py as a top-level module from this folder (``-I`` puts neither
+# the working directory nor PYTHONPATH on sys.path, so nothing else can stand in for it); the
+# folder leaves sys.path before the program runs, so its modules shadow nothing the program imports
+BOOTSTRAP = ("import json, sys; sys.path.insert(0, {folder!r}); import sandbox_child; "
+             "del sys.path[0]; sandbox_child.main(json.loads(sys.argv[1]))")
 
 
 def run_sandboxed(source: str, *, timeout_s: float, limits: Limits | None = None) -> SandboxResult:
@@ -109,32 +128,45 @@ def run_sandboxed(source: str, *, timeout_s: float, limits: Limits | None = None
     """
     limits = limits or Limits()
     tmp = tempfile.mkdtemp(prefix="specdec-sandbox-")
+    nonce = secrets.token_hex(16)
     status_r, status_w = os.pipe()
+    nonce_r, nonce_w = os.pipe()
+    cgroups = sandbox_cgroup.create(memory_bytes=limits.total_memory_bytes, pids=limits.nproc)
     try:
         (Path(tmp) / "program.py").write_text(source, encoding="utf-8")
-        cfg = {"program": "program.py", "status_fd": status_w,
+        cfg = {"program": "program.py", "status_fd": status_w, "nonce_fd": nonce_r,
                "cpu_s": max(1, math.ceil(timeout_s)), "memory_bytes": limits.memory_bytes,
-               "file_bytes": limits.file_bytes, "nproc": limits.nproc, "nofile": limits.nofile}
+               "file_bytes": limits.file_bytes, "nproc": limits.nproc, "nofile": limits.nofile,
+               "disk_bytes": limits.disk_bytes}
+        boot = BOOTSTRAP.format(folder=str(Path(__file__).resolve().parent))
         with tempfile.TemporaryFile() as out:
             proc = subprocess.Popen(
-                [sys.executable, "-I", "-B", "-c", _child_source(), json.dumps(cfg)],
+                [sys.executable, "-I", "-B", "-c", boot, json.dumps(cfg)],
                 cwd=tmp, env={"PATH": "/usr/bin:/bin", "HOME": tmp, "TMPDIR": tmp},
                 stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                pass_fds=(status_w,), start_new_session=True)
-            os.close(status_w)
-            status_w = -1
+                pass_fds=(status_w, nonce_r), start_new_session=True)
+            for fd in (status_w, nonce_r):
+                os.close(fd)
+            status_w = nonce_r = -1
+            sandbox_cgroup.join(cgroups, proc.pid)  # before the child may fork anything
+            try:
+                os.write(nonce_w, f"go\n{nonce}\n".encode())
+            except BrokenPipeError:  # the child died before it read: its status says how
+                pass
             timed_out = not _exited_within(proc.pid, timeout_s)
             _kill_group(proc.pid)  # the leader is not reaped yet, so its pgid is still ours
+            sandbox_cgroup.kill_and_remove(cgroups)
             proc.wait()
             output = _tail(out)
-        layers, done = _read_status(status_r)
+        layers, done = _read_status(status_r, nonce)
     finally:
-        for fd in (status_r, status_w):
+        for fd in (status_r, status_w, nonce_r, nonce_w):
             if fd >= 0:
                 os.close(fd)
+        sandbox_cgroup.kill_and_remove(cgroups)
         _remove_tree(tmp)
-    return _result(proc, timed_out=timed_out, done=done, layers=layers, output=output,
-                   timeout_s=timeout_s)
+    return _result(proc, timed_out=timed_out, done=done,
+                   layers=(*cgroups.layers, *layers), output=output, timeout_s=timeout_s)
 
 
 def _exited_within(pid: int, timeout_s: float) -> bool:
@@ -160,8 +192,8 @@ def _tail(out) -> str:
     return out.read().decode("utf-8", errors="replace")
 
 
-def _read_status(fd: int) -> tuple[tuple[str, ...], bool]:
-    """The child's layers line and whether ``done`` followed (read without blocking)."""
+def _read_status(fd: int, nonce: str) -> tuple[tuple[str, ...], bool]:
+    """The supervisor's layers line and whether ``done <nonce>`` followed (without blocking)."""
     os.set_blocking(fd, False)
     data = b""
     while True:
@@ -177,7 +209,7 @@ def _read_status(fd: int) -> tuple[tuple[str, ...], bool]:
         layers = tuple(json.loads(lines[0])["layers"]) if lines else ()
     except (ValueError, KeyError, TypeError):
         layers = ()
-    return layers, "done" in lines[1:]
+    return layers, f"done {nonce}" in lines[1:]
 
 
 def _remove_tree(path: str) -> None:

@@ -1,31 +1,33 @@
-"""The child side of ``specdec.bench.sandbox``: confine this process, then run the program.
+"""The child side of ``specdec.bench.sandbox``: confine, run the program, report the verdict.
 
-``specdec.bench.sandbox.run_sandboxed`` runs this file's source as
-``python -I -B -c <source> <config json>`` in a new session, with an empty environment, stdin
-from /dev/null and a temporary working directory. Before the untrusted program runs, in order:
+``specdec.bench.sandbox.run_sandboxed`` starts ``python -I -B`` on this module (as a top-level
+module beside ``sandbox_uid``, ``sandbox_confine`` and ``sandbox_seccomp``) in a new session,
+with an empty environment, stdin from /dev/null and a temporary working directory. Two
+processes follow:
 
-1. Namespaces (Linux): a new user namespace holding a new network namespace (only a down
-   loopback: no network at all) and a new PID namespace. The program then runs as PID 1 of that
-   namespace in a forked child that is killed when this process dies, and the kernel kills every
-   process left in the namespace when PID 1 ends, even one that left the process group. Each
-   combination is tried in turn; only what was created is reported.
-2. Resource limits, inherited by every process the program forks: ``RLIMIT_AS`` (memory),
-   ``RLIMIT_CPU``, ``RLIMIT_FSIZE``, ``RLIMIT_NOFILE``, no core files, and ``RLIMIT_NPROC``
-   (set after the user namespace exists, so it counts the sandbox's own processes and threads).
-   The kernel exempts real uid 0 from ``RLIMIT_NPROC``, so a root caller first takes nobody's
-   real uid (files are still accessed as root: Landlock, not the uid, confines writes). In a
-   user namespace the program holds no capability of the host, so it cannot raise the limits
-   or take uid 0 back; root without a user namespace keeps its capabilities and could.
-3. Landlock (Linux >= 5.13, no privilege needed): nothing may be written, created, removed,
-   renamed or linked outside the working directory (reads stay allowed); no TCP bind or connect
-   (ABI >= 4); no signals to processes outside the sandbox (ABI >= 6).
-4. A Python audit hook (``sys.addaudithook``; it cannot be removed) refusing file writes outside
-   the working directory and process launches (``os.system``, ``exec*``, ``subprocess``,
-   ``os.kill``). It is defense in depth, not a security boundary: code that calls libc through
-   ``ctypes`` goes around it. Steps 1-3 are what contain memory, CPU, processes and writes.
+* the **supervisor** (this process; never runs program code) waits for the host's ``go`` (it
+  has been put in its cgroup), leaves uid 0 for a fresh uid where it can (``sandbox_uid``),
+  enters the namespaces and the private mounts (``sandbox_confine``), then forks the
+  program's process. Only it holds the status pipe to the host: it writes the layers line
+  and, after the program's process ended, ``done <nonce>`` when that process exited 0 *and*
+  handed back the supervisor's token. The host's nonce is read
+  from its pipe only after the fork, so the program's process never had it in memory.
+* the **program's process** (PID 1 of the PID namespace where there is one; killed when the
+  supervisor dies) closes the status and nonce pipes, gives up every capability, sets the
+  resource limits, enters Landlock and the syscall filter (``sandbox_seccomp``), installs a
+  Python audit hook (defense in depth only: ``ctypes`` goes around it), reports its layers,
+  then runs the program. Only when the program ran to its end does it write the token.
 
-The layers obtained go to the status pipe as one JSON line before the program runs; ``done``
-follows when the program ran to its end without an exception (``SystemExit`` included).
+What the token does not stop: code that runs in the same interpreter as the tests can read the
+interpreter's memory (frames, ``gc``, ``ctypes``), and so can find the token -- or, more simply,
+defeat the tests themselves (a result equal to everything). The verdict is exactly as strong as
+tests that share a process with the code they test; what the program can no longer do is write
+to the host's status pipe, or pass by writing a fixed word to some inherited descriptor.
+
+Resource limits (inherited by every process the program forks): ``RLIMIT_AS`` (memory),
+``RLIMIT_CPU``, ``RLIMIT_FSIZE``, ``RLIMIT_NOFILE``, no core files, ``RLIMIT_NPROC`` (set after
+the user namespace exists, so it counts the sandbox's own processes and threads; the kernel
+exempts real uid 0, so a root caller without a fresh uid takes nobody's real uid first).
 """
 
 from __future__ import annotations
@@ -34,43 +36,22 @@ import json
 import os
 import sys
 
-CLONE_FLAGS = {"user": 0x10000000, "net": 0x40000000, "pid": 0x20000000}
-# tried in order: unprivileged (user namespace) first, then root without a user namespace
-NAMESPACE_SETS = (("user", "net", "pid"), ("user", "net"), ("net", "pid"), ("net",))
-PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS = 1, 38
-NOBODY = 65534
-LANDLOCK_SYSCALLS = (444, 445, 446)  # create_ruleset, add_rule, restrict_self (all arches)
-FS_WRITE_V1 = sum(1 << b for b in (1, *range(4, 13)))  # write, remove, make_* (ABI 1)
-FS_REFER, FS_TRUNCATE = 1 << 13, 1 << 14  # ABI 2, ABI 3
-NET_TCP = (1 << 0) | (1 << 1)  # bind, connect (ABI 4)
-SCOPE_SIGNAL_AND_UNIX = (1 << 0) | (1 << 1)  # abstract unix sockets, signals (ABI 6)
+try:  # as the sandbox runs it: a top-level module, its folder first on sys.path
+    import sandbox_confine as confine
+    import sandbox_seccomp as seccomp
+    import sandbox_uid
+except ImportError:  # imported from the package (linters, documentation)
+    from specdec.bench import sandbox_confine as confine
+    from specdec.bench import sandbox_seccomp as seccomp
+    from specdec.bench import sandbox_uid
+
+PR_SET_PDEATHSIG, PR_SET_DUMPABLE = 1, 4
 BLOCKED_EVENTS = {"os.system", "os.exec", "os.posix_spawn", "os.spawn", "subprocess.Popen",
                   "os.kill", "os.killpg", "pty.spawn"}
 PATH_EVENTS = {"os.remove": (0,), "os.rmdir": (0,), "os.mkdir": (0,), "os.chmod": (0,),
                "os.chown": (0,), "os.truncate": (0,), "os.utime": (0,), "os.rename": (0, 1),
                "os.link": (1,), "os.symlink": (1,), "shutil.rmtree": (0,), "os.setxattr": (0,),
                "os.removexattr": (0,)}
-
-
-def _libc():
-    import ctypes
-
-    return ctypes, ctypes.CDLL(None, use_errno=True)
-
-
-def enter_namespaces() -> tuple[str, ...]:
-    """Unshare the first namespace set the OS allows; returns its names (empty: none)."""
-    if not sys.platform.startswith("linux"):
-        return ()
-    _, libc = _libc()
-    if os.geteuid() == 0:
-        # root is exempt from RLIMIT_NPROC by real uid: take nobody's real uid (files are still
-        # accessed as root; in the user namespace no host capability remains to undo this)
-        os.setresuid(NOBODY, 0, 0)
-    for names in NAMESPACE_SETS:
-        if libc.unshare(sum(CLONE_FLAGS[n] for n in names)) == 0:
-            return names
-    return ()
 
 
 def set_limits(cfg: dict) -> None:
@@ -82,60 +63,6 @@ def set_limits(cfg: dict) -> None:
                         ("RLIMIT_NOFILE", cfg["nofile"]), ("RLIMIT_CORE", 0)):
         if hasattr(resource, name):
             resource.setrlimit(getattr(resource, name), (value, value))
-
-
-def landlock(root: str) -> tuple[str, ...]:
-    """Confine writes to ``root`` (and TCP, signals where the ABI has them); returns the layers."""
-    if not sys.platform.startswith("linux"):
-        return ()
-    ctypes, libc = _libc()
-    create, add_rule, restrict = LANDLOCK_SYSCALLS
-    abi = libc.syscall(create, None, ctypes.c_size_t(0), ctypes.c_uint32(1))
-    if abi < 1:
-        return ()
-    fs = FS_WRITE_V1 | (FS_REFER if abi >= 2 else 0) | (FS_TRUNCATE if abi >= 3 else 0)
-    fields = [fs, NET_TCP if abi >= 4 else 0, SCOPE_SIGNAL_AND_UNIX if abi >= 6 else 0]
-    used = 3 if abi >= 6 else 2 if abi >= 4 else 1
-    attr = (ctypes.c_uint64 * used)(*fields[:used])
-
-    class PathBeneath(ctypes.Structure):
-        _pack_ = 1
-        _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
-
-    ruleset = libc.syscall(create, ctypes.byref(attr), ctypes.c_size_t(8 * used),
-                           ctypes.c_uint32(0))
-    if ruleset < 0:
-        return ()
-    dir_fd = os.open(root, os.O_PATH | os.O_CLOEXEC)
-    rule = PathBeneath(fs, dir_fd)
-    ok = (libc.syscall(add_rule, ruleset, 1, ctypes.byref(rule), ctypes.c_uint32(0)) == 0
-          and libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0
-          and libc.syscall(restrict, ruleset, ctypes.c_uint32(0)) == 0)
-    os.close(dir_fd)
-    os.close(ruleset)
-    if not ok:
-        return ()
-    return ("landlock-fs", *(("landlock-tcp",) if abi >= 4 else ()),
-            *(("landlock-signal",) if abi >= 6 else ()))
-
-
-def run_as_pid1() -> None:
-    """Fork the namespace's PID 1, which goes on; this process relays its end and exits."""
-    pid = os.fork()
-    if pid == 0:
-        import signal
-
-        _, libc = _libc()
-        libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)  # dies with its parent
-        return
-    _, status = os.waitpid(pid, 0)
-    code = os.waitstatus_to_exitcode(status)
-    if code < 0:  # re-raise the signal that ended PID 1 so the caller sees the same end
-        import signal
-
-        signal.signal(-code, signal.SIG_DFL)
-        os.kill(os.getpid(), -code)
-    os._exit(code)
 
 
 def install_guard(root: str) -> None:
@@ -178,18 +105,54 @@ def _flush() -> None:
             pass
 
 
-def main(cfg: dict) -> None:
-    """Confine, report the layers, run the program; exit 0 only after it ran to its end."""
-    with open(cfg["program"], encoding="utf-8") as f:
-        source = f.read()
-    status = os.fdopen(cfg["status_fd"], "w", buffering=1)
-    namespaces = enter_namespaces()
+def _read_until_newline(fd: int, limit: int = 1 << 16) -> bytes:
+    """Blocking read of one line (or up to EOF / ``limit`` bytes), one byte at a time."""
+    data = b""
+    while len(data) < limit and not data.endswith(b"\n"):
+        chunk = os.read(fd, 1)
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
+def _read_rest(fd: int) -> bytes:
+    """What is left in a pipe, without blocking (a writer may outlive the program's process)."""
+    os.set_blocking(fd, False)
+    data = b""
+    while len(data) < 1 << 16:
+        try:
+            chunk = os.read(fd, 1 << 12)
+        except BlockingIOError:
+            break
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
+def run_program(cfg: dict, source: str, end_w: int, token: bytes, *, allow_inet: bool) -> None:
+    """The program's process: confine, report the layers on ``end_w``, run; never returns."""
+    import ctypes
+    import signal
+
+    ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, ctypes.c_ulong(int(signal.SIGKILL)),
+                            ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0))
+    if os.getppid() not in (cfg["supervisor"], 0):  # it died before the line above (0: PID 1)
+        os._exit(1)
+    layers = ["nocaps"] if confine.drop_capabilities() else []
     set_limits(cfg)
-    layers = (*(f"{n}ns" for n in namespaces), *landlock(os.getcwd()))
-    if "pid" in namespaces:
-        run_as_pid1()
+    layers += confine.landlock(os.getcwd())
+    if seccomp.install(allow_inet=allow_inet):
+        layers.append("seccomp")
     install_guard(os.getcwd())
-    status.write(json.dumps({"layers": layers}) + "\n")
+    os.write(end_w, (json.dumps(layers) + "\n").encode())
+
+    def finish() -> None:
+        _flush()
+        os.write(end_w, token)
+        os._exit(0)
+
     try:
         exec(compile(source, cfg["program"], "exec"), {"__name__": "__main__"})
     except BaseException:  # noqa: BLE001 - any end but the program's own is a failure
@@ -198,9 +161,64 @@ def main(cfg: dict) -> None:
         traceback.print_exc()
         _flush()
         os._exit(1)
-    _flush()
-    status.write("done\n")
-    os._exit(0)
+    finish()
+
+
+def _relay(code: int) -> None:
+    """End this process as the program's process ended (the same status, or the same signal)."""
+    if code < 0:
+        import signal
+
+        signal.signal(-code, signal.SIG_DFL)
+        os.kill(os.getpid(), -code)
+    os._exit(code)
+
+
+def main(cfg: dict) -> None:
+    """The supervisor: confine, fork the program's process, report layers and the verdict."""
+    with open(cfg["program"], encoding="utf-8") as f:
+        source = f.read()
+    status_fd, nonce_fd = cfg["status_fd"], cfg["nonce_fd"]
+    if os.read(nonce_fd, 3) != b"go\n":  # exactly 3 bytes: the nonce behind stays in the pipe
+        os._exit(1)
+    fresh = sandbox_uid.give_up_root()
+    namespaces = confine.enter_namespaces(fresh_uid=fresh is not None)
+    layers = [*(["fresh-uid"] if fresh else []), *(f"{n}ns" for n in namespaces)]
+    if "mnt" in namespaces:
+        layers += confine.private_mounts(os.getcwd(), cfg["disk_bytes"],
+                                         keep=sandbox_uid.interpreter_paths(),
+                                         clones=tuple(fresh.clones) if fresh else ())
+        with open(cfg["program"], "w", encoding="utf-8") as f:  # tracebacks quote its lines
+            f.write(source)
+    if fresh:
+        sandbox_uid.release(fresh)
+    token = os.urandom(16).hex().encode()
+    end_r, end_w = os.pipe()
+    cfg = {**cfg, "supervisor": os.getpid()}
+    pid = os.fork()
+    if pid == 0:
+        for fd in (end_r, status_fd, nonce_fd):
+            os.close(fd)
+        run_program(cfg, source, end_w, token, allow_inet="net" in namespaces)
+    os.close(end_w)
+    import ctypes  # not dumpable: no /proc/<pid>/mem or fd of this process for the program
+
+    ctypes.CDLL(None).prctl(PR_SET_DUMPABLE, ctypes.c_ulong(0), ctypes.c_ulong(0),
+                            ctypes.c_ulong(0), ctypes.c_ulong(0))
+    nonce = _read_until_newline(nonce_fd).strip().decode("ascii", errors="replace")
+    os.close(nonce_fd)
+    first = _read_until_newline(end_r)
+    try:
+        layers += json.loads(first)
+    except ValueError:  # the program's process died before it could report
+        pass
+    os.write(status_fd, (json.dumps({"layers": layers}) + "\n").encode())
+    _, wait_status = os.waitpid(pid, 0)
+    code = os.waitstatus_to_exitcode(wait_status)
+    if code == 0 and _read_rest(end_r) == token:
+        os.write(status_fd, f"done {nonce}\n".encode())
+    os.close(status_fd)
+    _relay(code)
 
 
 if __name__ == "__main__":
