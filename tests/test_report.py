@@ -139,6 +139,6 @@ def test_runs_without_a_cost_table_get_no_modeled_speedup(runs, tmp_path):
     text, rows = rp.report([runs["ar"], copy], tmp_path / "out", plots=False)
     by_method = {r.run.method: r for r in rows}
     assert by_method["sps"].modeled_speedup_vs_ar is None and by_method["sps"].speedup is not None
-    assert by_method["ar"].modeled_speedup_vs_ar == pytest.approx(1.0)  # the ar run has its own table
+    assert by_method["ar"].modeled_speedup_vs_ar == pytest.approx(1.0)  # ar has its own table
     sps_line = next(line for line in text.splitlines() if line.startswith("| sps |"))
     assert " - | " in sps_line

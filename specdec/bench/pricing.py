@@ -24,9 +24,9 @@ calibration, so a slow phase of a shared machine during either run cancels out
 forward per new token, the i-th (from 0) of a turn at context ``T - 1 + i`` after a ``T``-token
 prompt (``engine.generate`` prefills all prompt tokens but the last and keeps every committed token
 but the root cached). A run prices it with its own table to get ``ar_modeled_s`` and its
-self-contained ``self_modeled_speedup = ar_modeled_s / modeled_s`` (``specdec.bench.summary``): what AR
-would cost for the same tokens at the same contexts, over what the method cost. At temperature 0 a
-lossless method emits AR's tokens, so this equals pricing a real ``ar`` run's profile with the
+self-contained ``self_modeled_speedup = ar_modeled_s / modeled_s`` (``specdec.bench.summary``): what
+AR would cost for the same tokens at the same contexts, over what the method cost. At temperature 0
+a lossless method emits AR's tokens, so this equals pricing a real ``ar`` run's profile with the
 same table.
 """
 
