@@ -96,6 +96,17 @@ def test_without_an_ar_run_the_objective_is_the_runs_own_estimate(tmp_path, no_h
     assert str(tmp_path / "ar" / "max_new_tokens=6") in source
 
 
+def test_an_unusable_ar_summary_falls_back_and_says_why(tmp_path, no_hydra):
+    base = tmp_path / "ar" / "max_new_tokens=6"
+    base.mkdir(parents=True)
+    (base / "summary.json").write_text('{"method": "ar", "complete": true}')  # no datasets
+    cfg, out = hydra_job(tmp_path, "sps")
+    value = entry.evaluate(cfg)  # the run itself still finishes
+    summary = _summary(out)
+    assert value == summary["overall"]["self_modeled_speedup"]
+    assert "not an eval summary" in summary["sweep_objective_source"]
+
+
 def test_a_rerun_of_a_complete_run_reuses_its_calibration_and_reproduces_it(tmp_path,
                                                                            monkeypatch):
     cfg = eval_cfg(tmp_path, ["method=sps", "warmup=0", "progress=false"])

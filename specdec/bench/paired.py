@@ -27,7 +27,6 @@ Both are stable: a rerun of a complete run reuses the run's calibration
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from pathlib import Path
@@ -35,7 +34,8 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from specdec.bench.rows import build_rows
-from specdec.bench.runs import Run
+from specdec.bench.runs import Run, read_run
+from specdec.errors import InputError
 
 BASELINE = "ar"
 
@@ -70,15 +70,15 @@ def baseline_for(cfg: DictConfig) -> Path | None:
 def _read_base(base: Path) -> tuple[Run | None, str]:
     """The ``ar`` run at ``base`` when it can be paired with, else None and why not."""
     hint = f"run `python -m specdec.eval method={BASELINE}` with the same overrides first"
-    try:
-        summary = json.loads((base / "summary.json").read_text(encoding="utf-8"))
-    except FileNotFoundError:
+    if not (base / "summary.json").is_file():
         return None, f"no `{BASELINE}` run at {base}; {hint}"
-    except (OSError, ValueError) as err:
-        return None, f"the `{BASELINE}` run's summary at {base} is unreadable ({err})"
-    if not summary.get("complete"):
+    try:
+        run = read_run(base / "summary.json")
+    except InputError as err:
+        return None, str(err)
+    if not run.summary.get("complete"):
         return None, f"the `{BASELINE}` run at {base} is not complete; {hint}"
-    return Run(base, summary), ""
+    return run, ""
 
 
 def paired_speedup(summary: dict, out_dir: Path, base: Path | None) -> tuple[float | None, str]:
@@ -108,7 +108,10 @@ def pair_run(summary: dict, out_dir: Path, base: Path | None) -> None:
     ``overall``, and ``sweep_objective_source``, in place (see the module docstring)."""
     if not summary.get("cost_model"):
         return  # nothing is priced: no modeled speedup of either kind
-    paired, why = paired_speedup(summary, out_dir, base)
+    try:
+        paired, why = paired_speedup(summary, out_dir, base)
+    except (KeyError, TypeError, ValueError) as err:  # an odd `ar` folder never fails the run
+        paired, why = None, f"the `{BASELINE}` run at {base} could not be paired ({err!r})"
     overall = summary["overall"]
     if paired is not None:
         overall.update(modeled_speedup_vs_ar=paired, sweep_objective=paired)

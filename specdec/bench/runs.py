@@ -66,7 +66,7 @@ class Run:
         return "stopped before finishing " + (", ".join(left) or "its datasets")
 
 
-def _read(file: Path) -> Run:
+def read_run(file: Path) -> Run:
     """The run of one ``summary.json``; BadInput naming the file when it cannot be used."""
     try:
         summary = json.loads(file.read_text(encoding="utf-8"))
@@ -100,7 +100,7 @@ def read_runs(paths: list[str | Path]) -> tuple[list[Run], list[str]]:
                                "written by `python -m specdec.eval`")
         for file in files:
             try:
-                runs.append(_read(file))
+                runs.append(read_run(file))
             except BadInput as err:
                 unreadable.append(str(err))
     return runs, unreadable
