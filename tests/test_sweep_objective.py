@@ -76,7 +76,8 @@ def test_the_sweeps_objective_is_the_leaderboards_paired_value(tmp_path, no_hydr
     summary = _summary(sps_dir)
     assert summary["sweep_objective_source"].startswith("modeled_speedup_vs_ar")
     assert value == summary["overall"]["sweep_objective"] == _logged(sps_dir, "sweep_objective")
-    rp.report([ar_dir, sps_dir], tmp_path / "board", plots=False)
+    text, _ = rp.report([ar_dir, sps_dir], tmp_path / "board", plots=False)
+    assert f"| sps | {value:.2f}x | {value:.4f}x |" in text  # the board's mean: the objective
     with (tmp_path / "board" / "leaderboard.csv").open() as f:
         board = {r["method"]: r for r in csv.DictReader(f)}
     assert value == float(board["sps"]["modeled_speedup_vs_ar"])  # the number the board shows

@@ -1,5 +1,6 @@
-"""The leaderboard as Markdown: the main table, a speedup pivot, per-category tables, counters,
-greedy mismatches, incomplete runs, refusals and the definitions.
+"""The leaderboard as Markdown: the main table, speedup pivots (wall; modeled with its mean over
+the datasets, the number a sweep maximises), per-category tables, counters, greedy mismatches,
+unreadable inputs and copies left out, incomplete runs, refusals and the definitions.
 
 Undefined metrics (``null`` in the JSON, e.g. AR's acceptance rate) show as ``-``. A row merging
 repeats (``specdec.bench.repeats``) shows ``mean ± std`` and its number of runs in ``runs``.
@@ -110,6 +111,22 @@ def pivot(rows: list[Row]) -> list[str]:
     return _table(["method", *datasets], body, left=1)
 
 
+def modeled_pivot(rows: list[Row]) -> list[str]:
+    """Modeled speedup vs the baseline, method × dataset, and its mean over the datasets: what a
+    sweep of that method's run maximises (``sweep_objective``, ``specdec.bench.paired``)."""
+    if not any(r.modeled_speedup_vs_ar is not None for r in rows):
+        return []
+    datasets, body = sorted({r.dataset for r in rows}), []
+    for m in sorted({r.label for r in rows}):
+        values = {r.dataset: r.modeled_speedup_vs_ar for r in rows if r.label == m}
+        known = [v for v in values.values() if v is not None and not math.isnan(v)]
+        mean = sum(known) / len(known) if known and len(known) == len(values) else None
+        body.append([m, *[_fmt(values.get(d), "{:.2f}x") for d in datasets],
+                     _fmt(mean, "{:.4f}x")])
+    return ["", "## Modeled speedup vs `ar` (method × dataset; mean = the sweep objective)", "",
+            *_table(["method", *datasets, "mean"], body, left=1)]
+
+
 def category_tables(rows: list[Row]) -> list[str]:
     """A per-category table for each row whose dataset has two categories or more."""
     lines: list[str] = []
@@ -146,7 +163,7 @@ def to_markdown(rows: list[Row], *, skipped: list[str] = (), copies: list[str] =
     """The leaderboard and its companion sections (see the module docstring); ``skipped``: the
     unreadable summaries left out, ``copies``: the run folders counted once."""
     lines = ["## Leaderboard", "", *main_table(rows), "", "## Speedup vs `ar` (method × dataset)",
-             "", *pivot(rows), *category_tables(rows)]
+             "", *pivot(rows), *modeled_pivot(rows), *category_tables(rows)]
     counted = [r for r in rows if r.metrics.get("counters")]
     if counted:
         lines += ["", "## Method counters (summed over prompts)", ""]
