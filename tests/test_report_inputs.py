@@ -28,6 +28,9 @@ from specdec.bench.pricing import CostTable
 from specdec.bench.progress import running
 from specdec.data.prompts import MULTI_TURN, Prompt, first_per_category, report_category
 
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"  # beside the clone, if there
+SPEC_BENCH = SHARED / "spec_bench" / "question.jsonl"
+
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> dict[str, Path]:
@@ -146,3 +149,17 @@ def test_per_category_balances_the_reports_categories():
     assert [p.id for p in chosen] == ["mt0", "translation0", "qa0"]
     assert [report_category(p) for p in chosen] == [MULTI_TURN, "translation", "qa"]
     assert len(first_per_category([*mt, *single], 3)) == 9
+
+
+@pytest.mark.skipif(not SPEC_BENCH.is_file(), reason="no shared/data/spec_bench beside the clone")
+def test_readme_counts_of_per_category_are_what_spec_bench_runs():
+    from specdec.data.prompts import load_prompts
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    assert "per_category=3` (18 prompts" in readme and "`per_category=1`: 6 prompts" in readme
+    prompts = load_prompts(SPEC_BENCH, "specbench")
+    for n, total in ((1, 6), (3, 18)):
+        chosen = first_per_category(prompts, n)
+        counts = {c: [report_category(p) for p in chosen].count(c)
+                  for c in map(report_category, chosen)}
+        assert len(chosen) == total and set(counts.values()) == {n}, counts
