@@ -77,7 +77,7 @@ def test_a_copy_of_a_run_or_a_folder_given_twice_counts_once(runs, tmp_path):
     assert len(sps) == 1 and sps[0].members == [] and len(sps[0].runs) == 1
     assert sps[0].label == "sps"
     assert [line.split(":")[0] for line in board.copies] == [str(copy), str(runs["sps"])]
-    assert "a copy, not a repeat" in board.copies[0] and "given twice" in board.copies[1]
+    assert "not a repeat" in board.copies[0] and "given twice" in board.copies[1]
     assert "## Copies of a run (counted once)" in board.text and "| runs |" not in board.text
 
 

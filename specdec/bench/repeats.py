@@ -58,8 +58,9 @@ def drop_copies(runs: list[Run]) -> tuple[list[Run], list[str]]:
         if first is not run:
             same = first.path.resolve() == run.path.resolve()
             dropped.append(f"{run.path}: " + ("given twice" if same else
-                           f"same configuration and seed as {first.path} (a copy, not a "
-                           "repeat; repeats differ in their seed); counted once"))
+                           f"same configuration and seed as {first.path} (a copy of one "
+                           "measurement, not a repeat: repeats differ in their seed); counted "
+                           "once"))
     return list(kept.values()), dropped
 
 
