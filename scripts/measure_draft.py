@@ -71,8 +71,7 @@ def main(argv: list[str] | None = None) -> None:
     target, draft = CachedLM(pair.target), CachedLM(pair.draft, role="draft")
     cost = calibrate(target, draft, max_new=max(args.gammas) + 1) if args.cost else None
     if cost is not None:
-        print("cost table (ms):", {r: {k: round(v, 1) for k, v in t.items()}
-                                   for r, t in cost.describe().items()})
+        print("cost table (ms):", cost.describe())
     print(f"draft={pair.info['draft']} T={args.temperature} max_new={args.max_new} "
           f"threads={torch.get_num_threads()}")
     for name in args.datasets:

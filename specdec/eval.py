@@ -1,9 +1,11 @@
 """``python -m specdec.eval``: benchmark method presets on a model pair (Hydra entry point).
 
 The work is ``specdec.bench.runner.run``; this file only binds it to ``conf/eval.yaml``. ``main``
-returns the run's ``optimized_metric`` (``overall``; default ``modeled_speedup``, the run's modeled
-speedup over AR-equivalent forwards, steadier than wall-clock tokens/s), the value a Hydra sweeper
-such as Optuna (``hparams_search=...``, ``conf/hparams_search/``) maximises.
+returns the run's ``optimized_metric`` (``overall``; default ``sweep_objective``: the run's
+modeled speedup paired with the ``ar`` run of the same command, the leaderboard's
+``modeled_speedup_vs_ar``, or without that run the run's own stable estimate
+``self_modeled_speedup``; ``specdec.bench.paired``), the value a Hydra sweeper such as Optuna
+(``hparams_search=...``, ``conf/hparams_search/``) maximises.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import hydra
 from omegaconf import DictConfig
 
+from specdec.bench.paired import in_sweep
 from specdec.bench.runner import run
 from specdec.bench.summary import sweep_metric
 from specdec.config import register_resolvers
@@ -19,7 +22,7 @@ from specdec.errors import exit_on_input_error
 
 def evaluate(cfg: DictConfig) -> float | None:
     """Run one eval job; returns its ``optimized_metric`` (None: none chosen or undefined)."""
-    return sweep_metric(run(cfg), cfg.get("optimized_metric"))
+    return sweep_metric(run(cfg), cfg.get("optimized_metric"), sweeping=in_sweep())
 
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="eval")

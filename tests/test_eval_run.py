@@ -59,7 +59,7 @@ def test_records_hold_one_line_per_prompt_with_counts_and_times(sps_run):
         **summarize([GenerationStats.from_record(r) for r in recs]),
         **{k: summary["datasets"]["tiny"][k] for k in
            ("prompt_ids_hash", "prompt_file_sha256", "max_new_tokens", "chat_template",
-            "template", "modeled_s", "forward_profile", "ar_modeled_s", "modeled_speedup")}}
+            "template", "modeled_s", "forward_profile", "ar_modeled_s", "self_modeled_speedup")}}
     table = CostTable.from_dict(summary["cost_table"])  # fitted on the records' forward logs
     assert summary["datasets"]["tiny"]["modeled_s"] == pytest.approx(
         sum(table(log_rows(r["forward_log"])) for r in recs))

@@ -74,7 +74,7 @@ def test_ar_profile_is_the_ar_runs_own_profile_and_its_modeled_speedup_is_one(ru
                            for r in recs)
     summary = _summary(runs["ar"])
     assert built == summary["datasets"]["tiny"]["forward_profile"]
-    assert summary["overall"]["modeled_speedup"] == pytest.approx(1.0)
+    assert summary["overall"]["self_modeled_speedup"] == pytest.approx(1.0)
     with pytest.raises(ValueError, match="one prompt length per turn"):
         ar_profile([5, 7], [3])
 
@@ -90,7 +90,7 @@ def test_a_runs_own_modeled_speedup_prices_ars_forwards_with_the_runs_table(runs
             ar_profile(r["prompt_tokens"], [len(t) for t in r["output_ids"]]) for r in recs)
         assert own["ar_modeled_s"] == pytest.approx(table.price(ar_forwards), rel=1e-9)
         assert own["modeled_s"] == pytest.approx(sum(record_modeled_s(r, table) for r in recs))
-        assert own["modeled_speedup"] == pytest.approx(own["ar_modeled_s"] / own["modeled_s"])
+        assert own["self_modeled_speedup"] == pytest.approx(own["ar_modeled_s"] / own["modeled_s"])
 
 
 def test_per_category_table_sums_the_categorys_records(runs, tmp_path):
@@ -109,7 +109,7 @@ def test_per_category_table_sums_the_categorys_records(runs, tmp_path):
         assert cats[cat]["speedup"] == pytest.approx(
             sum(base[i]["wall_s"] for i in ids) / sum(r["wall_s"] for r in recs))
         priced = table.price(merge_profiles(base[i]["forward_profile"] for i in ids))
-        assert cats[cat]["modeled_speedup"] == pytest.approx(
+        assert cats[cat]["modeled_speedup_vs_ar"] == pytest.approx(
             priced / sum(record_modeled_s(r, table) for r in recs))
     assert "## Per category" in text and "### sps on tiny" in text
     assert f"| translation | 2 | {cats['translation']['block_efficiency']:.2f} | 1.000 |" in text
@@ -125,7 +125,7 @@ def test_one_category_gets_no_table_and_no_baseline_no_speedups(runs, tmp_path):
     assert "### ar on tiny" in text and "### sps on tiny" not in text
     _, alone = rp.report([runs["sps"]], tmp_path / "alone", plots=False)
     cats = run_categories(alone[0])
-    assert cats["qa"]["speedup"] is None and cats["qa"]["modeled_speedup"] is None
+    assert cats["qa"]["speedup"] is None and cats["qa"]["modeled_speedup_vs_ar"] is None
 
 
 def test_a_greedy_mismatch_is_flagged_listed_and_fails_strict(runs, tmp_path):
@@ -189,14 +189,15 @@ def test_leaderboard_csv_has_one_row_per_method_and_dataset(runs, tmp_path):
         lines = list(csv.DictReader(f))
     frame = pd.read_csv(tmp_path / "leaderboard.csv")
     assert len(frame) == len(rows) == 3 and list(frame.columns) == list(lines[0])
-    assert set(frame["method"]) == {"ar", "sps (sps)", "sps (sps_same)"}
-    sps = frame[frame["method"] == "sps (sps)"].iloc[0]
-    row = next(r for r in rows if r.label == "sps (sps)")
+    assert set(frame["method"]) == {"ar", "sps", "sps (sps_same)"}
+    sps = frame[frame["method"] == "sps"].iloc[0]
+    row = next(r for r in rows if r.label == "sps")
     assert sps["runs"] == 2 and sps["seeds"] == "0;1" and sps["dataset"] == "tiny"
     assert sps["speedup"] == pytest.approx(row.speedup)
     assert sps["speedup_std"] == pytest.approx(row.std["speedup"])
     assert sps["greedy_equal"] == 1.0 and sps["greedy_prompts"] == 8
-    assert sps["self_modeled_speedup"] == pytest.approx(row.metrics["modeled_speedup"])
+    assert sps["self_modeled_speedup"] == pytest.approx(row.metrics["self_modeled_speedup"])
+    assert sps["modeled_speedup_vs_ar"] == pytest.approx(row.modeled_speedup_vs_ar)
     same = frame[frame["method"] == "sps (sps_same)"].iloc[0]
     assert pd.isna(same["speedup_std"]) and same["acceptance_rate"] == 1.0
     ar = frame[frame["method"] == "ar"].iloc[0]

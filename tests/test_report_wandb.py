@@ -5,6 +5,7 @@ a fake run object where only the calls matter)."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -92,12 +93,13 @@ def test_eval_run_is_named_from_the_run_and_logs_its_summary_artifact(tmp_path, 
     tag = RunTag.from_summary(summary)
     assert tag.name == "sps-tiny-tiny-s0" and tag.group == "tiny/tiny"
     for key in (tag.name.encode(), b"tiny/tiny", b"summary-" + tag.name.encode(),
-                b"summary.json", b"eval/overall/modeled_speedup"):
+                b"summary.json", b"eval/overall/self_modeled_speedup",
+                b"eval/overall/sweep_objective"):
         assert key in data, key
     on_disk = (tmp_path / "run" / "summary.json").read_bytes()
     assert on_disk in _staged(offline)  # the artifact holds the final summary.json
-    assert json.loads(on_disk)["overall"]["modeled_speedup"] == summary["overall"][
-        "modeled_speedup"]
+    assert json.loads(on_disk)["overall"]["sweep_objective"] == summary["overall"][
+        "self_modeled_speedup"]  # outside Hydra no ar run is known: the run's own estimate
 
 
 @pytest.fixture(scope="module")
@@ -120,6 +122,17 @@ def test_report_folder_becomes_a_leaderboard_artifact(board, offline):
     staged = _staged(offline)
     for file in ("leaderboard.md", "leaderboard.csv", "speedup.png", "acceptance.png"):
         assert (out / file).read_bytes() in staged, file
+
+
+def test_the_report_run_never_takes_a_sweep_trials_run_id(board, offline, monkeypatch):
+    """Under ``wandb agent`` the trial's id is in the environment; the leaderboard callback's
+    report run in that process is another run: its own id, and the trial's id left in place."""
+    _, out = board
+    monkeypatch.setenv("WANDB_RUN_ID", "trial0000042")
+    WandbReport(project="specdec", mode="offline").log(out, group="tiny/tiny")
+    (folder,) = (offline / "wandb").glob("offline-run-*")
+    assert not folder.name.endswith("trial0000042"), folder.name
+    assert os.environ["WANDB_RUN_ID"] == "trial0000042"  # the eval run's, untouched
 
 
 class RecordingReport:

@@ -1,5 +1,6 @@
-"""Sweeps: ``specdec.eval``'s main returns the sweep metric (modeled speedup), the W&B sweeps
-optimise it, and the Optuna search config (``conf/hparams_search/``) composes.
+"""Sweeps: ``specdec.eval``'s main returns the sweep metric (``sweep_objective``: the modeled
+speedup paired with the command's ``ar`` run, else the run's own estimate), the W&B sweeps optimise
+it, and the Optuna search config (``conf/hparams_search/``) composes.
 
 hydra-optuna-sweeper is an optional extra (``[sweep]``). Where it is missing, composing the search
 must fail naming the sweeper; our own overrides are then composed against a stand-in node for
@@ -28,12 +29,14 @@ HAS_OPTUNA_SWEEPER = (importlib.util.find_spec("hydra_plugins") is not None
                       and importlib.util.find_spec(PLUGIN) is not None)
 
 
-def test_main_returns_the_runs_modeled_speedup(tmp_path):
+def test_main_returns_the_runs_own_estimate_without_an_ar_run(tmp_path):
     cfg = eval_cfg(tmp_path, ["method=sps", "limit=1"])
     value = entry.main.__wrapped__(cfg)  # the function @hydra.main wraps: what a sweeper gets
     overall = json.loads((tmp_path / "summary.json").read_text())["overall"]
     assert isinstance(value, float) and value > 0
     assert value == pytest.approx(overall["ar_modeled_s"] / overall["modeled_s"])
+    assert value == overall["sweep_objective"] == overall["self_modeled_speedup"]
+    assert "modeled_speedup_vs_ar" not in overall  # not a Hydra job: no ar folder to pair with
 
 
 def test_metric_choice_none_and_missing_metric(tmp_path):
@@ -48,15 +51,15 @@ def test_metric_choice_none_and_missing_metric(tmp_path):
     assert not (tmp_path / "c" / "summary.json").exists()  # refused before the run started
 
 
-def test_wandb_sweeps_optimise_the_modeled_speedup():
+def test_wandb_sweeps_optimise_the_sweep_objective():
     for path in sorted((ROOT / "scripts" / "sweeps").glob("*.yaml")):
         sweep = yaml.safe_load(path.read_text())
-        assert sweep["metric"] == {"name": "eval/overall/modeled_speedup", "goal": "maximize"}, path
+        assert sweep["metric"] == {"name": "eval/overall/sweep_objective", "goal": "maximize"}, path
 
 
 def test_eval_composes_without_a_search(compose):
     cfg = compose("eval", [])
-    assert cfg.optimized_metric == "modeled_speedup"
+    assert cfg.optimized_metric == "sweep_objective"
     assert cfg.hydra.runtime.choices.get("hparams_search") is None
     assert cfg.hydra.sweeper.params.method == "ar,sps,eagle3,specblock"
 
@@ -73,7 +76,7 @@ def test_search_params_parse_as_sweeps_over_existing_keys(compose):
             assert (ROOT / "conf" / key / f"{value}.yaml").exists(), f"{key}={value}"
         else:
             assert OmegaConf.select(cfg, key) is not None, f"{key} is not a key of method=sps"
-    assert search["optimized_metric"] == "modeled_speedup"
+    assert search["optimized_metric"] == "sweep_objective"
     assert search["hydra"]["sweeper"]["direction"] == "maximize"
 
 
@@ -107,4 +110,4 @@ def test_search_overrides_compose_onto_the_sweeper(compose, optuna_node):
     assert sweeper.direction == "maximize" and sweeper.n_trials == 12 and sweeper.n_jobs == 1
     assert sweeper.sampler.seed == 1234
     assert dict(sweeper.params) == {"method": "sps", "drafter.policy.gamma": "range(1, 9)"}
-    assert cfg.optimized_metric == "modeled_speedup" and str(cfg.hydra.mode) == "RunMode.MULTIRUN"
+    assert cfg.optimized_metric == "sweep_objective" and str(cfg.hydra.mode) == "RunMode.MULTIRUN"

@@ -17,8 +17,10 @@ take maxima at their own level.
 
 from __future__ import annotations
 
+import json
 import statistics
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
 
@@ -119,3 +121,22 @@ def _feed(lm: CachedLM, tokens: torch.Tensor) -> None:
     else:
         lm.forward(tokens, inputs_embeds=torch.zeros(tokens.numel(), lm.hidden_size,
                                                      dtype=lm.dtype))
+
+
+def previous_calibration(summary_path: Path, config_hash: str, machine: dict) -> CostTable | None:
+    """The calibration an earlier run of this folder stored in its ``summary.json`` under the
+    same config hash on the same machine, or None.
+
+    A run keeps one calibration: resuming it, or rerunning it once complete, reuses the table
+    instead of measuring a fresh one, so its priced numbers (``self_modeled_speedup``, the sweep
+    objective) do not move on a rerun that generates nothing (a fresh calibration moved one from
+    0.231 to 0.285: the sizes a run never made are priced by it).
+    """
+    try:
+        old = json.loads(summary_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if (not isinstance(old, dict) or old.get("config_hash") != config_hash
+            or old.get("machine") != machine or not old.get("calibration")):
+        return None
+    return CostTable.from_dict(old["calibration"])

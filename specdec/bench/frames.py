@@ -17,7 +17,8 @@ from specdec.bench.report import Row, Run
 from specdec.errors import MissingInput
 
 LEADERBOARD_COLUMNS = ["method", "dataset", "lossless", "prompts", "complete", "tokens_per_s",
-                       "speedup", "tau", "acceptance", "modeled_speedup", "refused", "run"]
+                       "speedup", "tau", "acceptance", "modeled_speedup_vs_ar", "refused",
+                       "run"]
 
 
 def newest_runs(root: str | Path) -> Path:
@@ -43,7 +44,7 @@ def newest_runs(root: str | Path) -> Path:
 def leaderboard_frame(rows: list[Row]) -> pd.DataFrame:
     """One row per (method run, dataset) of ``report.build_rows``, in its order: ``speedup`` vs
     the baseline (NaN where refused; ``refused`` says why), ``tau`` (block efficiency),
-    ``acceptance`` (accepted / drafted), ``tokens_per_s``, ``modeled_speedup``."""
+    ``acceptance`` (accepted / drafted), ``tokens_per_s``, ``modeled_speedup_vs_ar``."""
     frame = pd.DataFrame([{
         "method": r.label or r.run.method,
         "dataset": r.dataset,
@@ -54,11 +55,11 @@ def leaderboard_frame(rows: list[Row]) -> pd.DataFrame:
         "speedup": r.speedup,
         "tau": r.metrics.get("block_efficiency"),
         "acceptance": r.metrics.get("acceptance_rate"),
-        "modeled_speedup": r.modeled_speedup,
+        "modeled_speedup_vs_ar": r.modeled_speedup_vs_ar,
         "refused": r.refused,
         "run": str(r.run.path),
     } for r in rows], columns=LEADERBOARD_COLUMNS)
-    for col in ("tokens_per_s", "speedup", "tau", "acceptance", "modeled_speedup"):
+    for col in ("tokens_per_s", "speedup", "tau", "acceptance", "modeled_speedup_vs_ar"):
         frame[col] = pd.to_numeric(frame[col]).astype(float)  # None (undefined, refused): NaN
     return frame
 

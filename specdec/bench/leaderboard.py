@@ -7,7 +7,10 @@ gets a speedup column when the baseline's run directory for the same command exi
 folder named after it).
 
 The leaderboard (``leaderboard.md``, ``leaderboard.csv``) and its plots go to
-``<common parent>/leaderboard/<baseline+methods>-<hash>/`` (the hash is over the run folders). When
+``<common parent>/leaderboard/<baseline+methods>-<hash>/`` (the hash is over the run folders),
+with a copy of the sweep's own files from ``hydra.sweep.dir`` (``multirun.yaml``, and Optuna's
+``optimization_results.yaml``), which every sweep writes to that one shared folder: the next sweep
+overwrites them there, not beside this board. When
 the sweep's ``logger`` has a ``report`` node (``logger=wandb``: ``WandbReport``), that folder is
 also logged as a W&B ``leaderboard`` artifact, in the runs' group when they share one.
 Jobs are collected in ``on_job_end``, i.e. in the launcher's process: with a remote launcher the
@@ -20,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -28,25 +32,22 @@ from hydra.experimental.callback import Callback
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from specdec.bench.paired import baseline_dir
 from specdec.bench.ranks import Ranks
 from specdec.bench.wandb_artifacts import common_group
+from specdec.errors import InputError
+
+__all__ = ["PrintLeaderboard", "baseline_dir"]
 
 log = logging.getLogger(__name__)
+SWEEP_FILES = ("multirun.yaml", "optimization_results.yaml")  # written into hydra.sweep.dir
 
 
-def baseline_dir(output_dir: Path, method_name: str, task_overrides: list[str],
-                 exclude_keys: list[str], baseline: str) -> Path:
-    """Where ``method=<baseline>`` with the same overrides writes (``conf/eval.yaml``:
-    ``.../<method_name>/<override_dirname>``), leaving out the overrides of the method's own parts
-    (``drafter*``, ``verifier*``), which the baseline does not have."""
-    method_root = output_dir
-    while method_root.name != method_name and method_root != method_root.parent:
-        method_root = method_root.parent
-    kept = sorted(o for o in task_overrides
-                  if o.split("=", 1)[0].lstrip("+~") not in exclude_keys
-                  and not o.lstrip("+~").startswith(("drafter", "verifier")))
-    base = method_root.parent / baseline
-    return base / ",".join(kept) if kept else base
+def keep_sweep_files(config: DictConfig, out: Path) -> list[Path]:
+    """Copy the sweep's ``SWEEP_FILES`` from ``hydra.sweep.dir`` into ``out``; the copies."""
+    sweep_dir = OmegaConf.select(config, "hydra.sweep.dir")
+    found = [Path(str(sweep_dir)) / name for name in SWEEP_FILES] if sweep_dir else []
+    return [Path(shutil.copy2(f, out / f.name)) for f in found if f.is_file()]
 
 
 class PrintLeaderboard(Callback):
@@ -92,9 +93,10 @@ class PrintLeaderboard(Callback):
         out = Path(os.path.commonpath([str(d.parent) for d in runs])) / "leaderboard" / name
         try:
             text, rows = report(runs, out, baseline=self.baseline, plots=self.plots)
-        except ValueError as err:  # e.g. runs that cannot share a table
+        except (ValueError, InputError) as err:  # e.g. runs that cannot share a table
             print(f"leaderboard not written: {err}")
             return
+        keep_sweep_files(config, out)
         print(text)
         print(f"leaderboard and plots: {out}")
         node = OmegaConf.select(config, "logger.report")

@@ -15,7 +15,9 @@ summary files once the run is summarised (``log_summary``), and always calls ``f
   (``specdec.bench.wandb_artifacts``: group ``<pair>/<benchmark>``, job type the method) unless
   the config sets ``name`` / ``group`` / ``job_type``; it gets the resolved config, the metrics as
   ``eval/<dataset>/<metric>`` (per-position acceptance as ``eval/<dataset>/acceptance_pos<j>``;
-  ``eval/overall/modeled_speedup`` is the sweep metric), a table of records per dataset and the
+  ``eval/overall/sweep_objective`` is the sweep metric, ``eval/overall/modeled_speedup_vs_ar`` the
+  leaderboard's paired number and ``eval/<dataset>/self_modeled_speedup`` the run's own estimate,
+  ``specdec.bench.paired``), a table of records per dataset and the
   summary files as a ``summary`` artifact. ``WANDB_DIR`` is honoured; otherwise W&B files go into
   the run directory.
 """

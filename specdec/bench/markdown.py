@@ -1,5 +1,6 @@
-"""The leaderboard as Markdown: the main table, a speedup pivot, per-category tables, counters,
-greedy mismatches, incomplete runs, refusals and the definitions.
+"""The leaderboard as Markdown: the main table, speedup pivots (wall; modeled with its mean over
+the datasets, the number a sweep maximises), per-category tables, counters, greedy mismatches,
+unreadable inputs and copies left out, incomplete runs, refusals and the definitions.
 
 Undefined metrics (``null`` in the JSON, e.g. AR's acceptance rate) show as ``-``. A row merging
 repeats (``specdec.bench.repeats``) shows ``mean ± std`` and its number of runs in ``runs``.
@@ -26,7 +27,7 @@ COLUMNS = [  # (metric key, header, format)
 ]
 CATEGORY_COLUMNS = [("prompts", "prompts", "{:.0f}"), ("block_efficiency", "τ", "{:.2f}"),
                     ("acceptance_rate", "accept", "{:.3f}"), ("speedup", "speedup", "{:.2f}x"),
-                    ("modeled_speedup", "modeled speedup", "{:.2f}x")]
+                    ("modeled_speedup_vs_ar", "modeled speedup vs ar", "{:.2f}x")]
 MAX_LISTED = 10  # mismatching prompt ids listed per row
 
 
@@ -59,7 +60,7 @@ def main_table(rows: list[Row]) -> list[str]:
     """The leaderboard table, one line per row."""
     quality = sorted({k for r in rows for k in r.metrics if k.startswith("quality_")})
     modeled = any("modeled_s" in r.metrics for r in rows)
-    priced = any(r.modeled_speedup is not None for r in rows)
+    priced = any(r.modeled_speedup_vs_ar is not None for r in rows)
     repeated = any(r.members for r in rows)
     greedy = any(r.greedy is not None for r in rows)
     hits = any("hit_rate" in r.metrics for r in rows)  # methods that draft ahead
@@ -67,7 +68,7 @@ def main_table(rows: list[Row]) -> list[str]:
     header = ["method", "dataset", "lossless", *(["runs"] if repeated else []), "prompts",
               "complete", *[c[1] for c in COLUMNS], *(["hit rate"] if hits else []),
               *(["branches/step"] if branches else [])]
-    header += (["modeled speedup"] if priced else []) + (["modeled/wall"] if modeled else [])
+    header += (["modeled speedup vs ar"] if priced else []) + (["modeled/wall"] if modeled else [])
     header += (["greedy = ar"] if greedy else []) + [q.removeprefix("quality_") for q in quality]
     body = []
     for r in rows:
@@ -85,7 +86,8 @@ def main_table(rows: list[Row]) -> list[str]:
             cells.append(_fmt(r.metrics.get("branches_per_step"), "{:.2f}",
                               r.std.get("branches_per_step")))
         if priced:
-            cells.append(_fmt(r.modeled_speedup, "{:.2f}x", r.std.get("modeled_speedup")))
+            cells.append(_fmt(r.modeled_speedup_vs_ar, "{:.2f}x",
+                              r.std.get("modeled_speedup_vs_ar")))
         if modeled:
             m, w = r.metrics.get("modeled_s"), r.metrics.get("wall_s")
             cells.append(_fmt(m / w if m is not None and w else None, "{:.2f}"))
@@ -107,6 +109,22 @@ def pivot(rows: list[Row]) -> list[str]:
                                    if not r.refused else "refused" for r in found))
         body.append(cells)
     return _table(["method", *datasets], body, left=1)
+
+
+def modeled_pivot(rows: list[Row]) -> list[str]:
+    """Modeled speedup vs the baseline, method × dataset, and its mean over the datasets: what a
+    sweep of that method's run maximises (``sweep_objective``, ``specdec.bench.paired``)."""
+    if not any(r.modeled_speedup_vs_ar is not None for r in rows):
+        return []
+    datasets, body = sorted({r.dataset for r in rows}), []
+    for m in sorted({r.label for r in rows}):
+        values = {r.dataset: r.modeled_speedup_vs_ar for r in rows if r.label == m}
+        known = [v for v in values.values() if v is not None and not math.isnan(v)]
+        mean = sum(known) / len(known) if known and len(known) == len(values) else None
+        body.append([m, *[_fmt(values.get(d), "{:.2f}x") for d in datasets],
+                     _fmt(mean, "{:.4f}x")])
+    return ["", "## Modeled speedup vs `ar` (method × dataset; mean = the sweep objective)", "",
+            *_table(["method", *datasets, "mean"], body, left=1)]
 
 
 def category_tables(rows: list[Row]) -> list[str]:
@@ -141,10 +159,11 @@ def greedy_section(rows: list[Row]) -> list[str]:
     return lines
 
 
-def to_markdown(rows: list[Row]) -> str:
-    """The leaderboard and its companion sections (see the module docstring)."""
+def to_markdown(rows: list[Row], *, skipped: list[str] = (), copies: list[str] = ()) -> str:
+    """The leaderboard and its companion sections (see the module docstring); ``skipped``: the
+    unreadable summaries left out, ``copies``: the run folders counted once."""
     lines = ["## Leaderboard", "", *main_table(rows), "", "## Speedup vs `ar` (method × dataset)",
-             "", *pivot(rows), *category_tables(rows)]
+             "", *pivot(rows), *modeled_pivot(rows), *category_tables(rows)]
     counted = [r for r in rows if r.metrics.get("counters")]
     if counted:
         lines += ["", "## Method counters (summed over prompts)", ""]
@@ -155,6 +174,10 @@ def to_markdown(rows: list[Row]) -> str:
     if incomplete:
         lines += ["", "## Incomplete runs (rows show the datasets they finished)", ""]
         lines += [f"- {line}" for line in incomplete]
+    if skipped:
+        lines += ["", "## ✗ Unreadable summaries (skipped)", "", *[f"- {x}" for x in skipped]]
+    if copies:
+        lines += ["", "## Copies of a run (counted once)", "", *[f"- {x}" for x in copies]]
     refused = [r for r in rows if r.refused]
     if refused:
         lines += ["", "## Refused comparisons", ""]
@@ -169,13 +192,15 @@ def to_markdown(rows: list[Row]) -> str:
                   "blocks included; hit rate = hits / (hits + misses), the steps whose "
                   "background work was used (PEARL: its block; SSD: the cached chain of the "
                   "verdict's outcome, the cache hit rate) over the steps that looked."]
-    if any(r.modeled_speedup is not None for r in rows):
-        lines += ["Modeled speedup = the baseline's forwards / the method's forwards per new "
+    if any(r.modeled_speedup_vs_ar is not None for r in rows):
+        lines += ["Modeled speedup vs ar = the baseline's forwards / the method's forwards per new "
                   "token, both priced "
                   "by one cost table fitted on both runs' forward logs (one price list for both "
                   "sides); modeled/wall checks the run's own table against its clock (below 1 by "
                   "the time spent outside forwards; for methods that draft ahead, the modeled "
-                  "clock overlaps the two lanes as two devices would)."]
+                  "clock overlaps the two lanes as two devices would). A run's summary also "
+                  "holds self_modeled_speedup, its own estimate against AR-equivalent forwards "
+                  "without an `ar` run: another number, not shown here."]
     if any(r.members for r in rows):
         lines += ["Rows with runs > 1 merge runs that differ only in their seed: mean ± sample "
                   "standard deviation over the runs, each speedup paired with the `ar` run of "

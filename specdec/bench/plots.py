@@ -1,7 +1,8 @@
 """PNG plots of a leaderboard (``specdec.report``): speedup and block-efficiency bars per dataset,
 per-position acceptance curves. Uses matplotlib's object API (no pyplot global state); each
 function returns its ``Figure`` (``notebooks/analysis.ipynb`` shows it) and writes a PNG when given
-a path."""
+a path. A method row keeps one colour in every plot (``colours``: by its label's place among all
+the rows' labels, not among the lines one plot happens to draw)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,11 @@ def _label(row) -> str:
     return row.label or row.run.method
 
 
+def colours(rows) -> dict[str, str]:
+    """One matplotlib colour (``C0``, ``C1``, ...) per row label, the same in every plot."""
+    return {label: f"C{i % 10}" for i, label in enumerate(sorted({_label(r) for r in rows}))}
+
+
 def bars(rows, value, title: str, ylabel: str, path: Path | None = None) -> Figure:
     """Grouped bars: x = dataset, one bar per method run (missing or refused values skipped)."""
     datasets = sorted({r.dataset for r in rows})
@@ -24,7 +30,7 @@ def bars(rows, value, title: str, ylabel: str, path: Path | None = None) -> Figu
     fig = Figure(figsize=(max(6.0, 1.2 * len(datasets) * max(1, len(labels)) ** 0.5), 4.0))
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
-    width = 0.8 / max(1, len(labels))
+    width, colour = 0.8 / max(1, len(labels)), colours(rows)
     for j, label in enumerate(labels):
         xs, ys = [], []
         for i, d in enumerate(datasets):
@@ -32,7 +38,7 @@ def bars(rows, value, title: str, ylabel: str, path: Path | None = None) -> Figu
             if v is not None and not math.isnan(v):
                 xs.append(i - 0.4 + width * (j + 0.5))
                 ys.append(v)
-        ax.bar(xs, ys, width=width, label=label)
+        ax.bar(xs, ys, width=width, label=label, color=colour[label])
     ax.set_xticks(range(len(datasets)), datasets, rotation=20)
     ax.set_ylabel(ylabel)
     ax.set_title(title)
@@ -51,12 +57,14 @@ def acceptance_curves(rows, path: Path | None = None) -> Figure:
     nrows = math.ceil(len(datasets) / cols)
     fig = Figure(figsize=(4.0 * cols, 3.2 * nrows))
     FigureCanvasAgg(fig)
+    colour = colours(rows)
     for k, d in enumerate(datasets):
         ax = fig.add_subplot(nrows, cols, k + 1)
         for r in rows:
             curve = r.metrics.get("per_position_acceptance") or []
             if r.dataset == d and curve:
-                ax.plot(range(1, len(curve) + 1), curve, marker="o", label=_label(r))
+                ax.plot(range(1, len(curve) + 1), curve, marker="o", label=_label(r),
+                        color=colour[_label(r)])
         ax.set_title(d)
         ax.set_xlabel("draft position")
         ax.set_ylabel("acceptance")

@@ -18,15 +18,15 @@ without background lanes; a profile prices overlapped work serially, so the repo
 overlapping method's own ``modeled_s``. Profiles let the
 report price a baseline run with a method run's table: both sides of a speedup measured by one
 calibration, so a slow phase of a shared machine during either run cancels out
-(``modeled_speedup``).
+(``modeled_speedup_vs_ar``).
 
 ``ar_profile`` is the profile AR decoding would have for given token counts: one 1-token target
 forward per new token, the i-th (from 0) of a turn at context ``T - 1 + i`` after a ``T``-token
 prompt (``engine.generate`` prefills all prompt tokens but the last and keeps every committed token
 but the root cached). A run prices it with its own table to get ``ar_modeled_s`` and its
-self-contained ``modeled_speedup = ar_modeled_s / modeled_s`` (``specdec.bench.summary``): what AR
-would cost for the same tokens at the same contexts, over what the method cost. At temperature 0 a
-lossless method emits AR's tokens, so this equals pricing a real ``ar`` run's profile with the
+self-contained ``self_modeled_speedup = ar_modeled_s / modeled_s`` (``specdec.bench.summary``): what
+AR would cost for the same tokens at the same contexts, over what the method cost. At temperature 0
+a lossless method emits AR's tokens, so this equals pricing a real ``ar`` run's profile with the
 same table.
 """
 
@@ -159,7 +159,9 @@ class CostTable:
                    slopes={k: float(v) for k, v in data.get("slopes", {}).items()},
                    ref_context=int(data.get("ref_context", 0)))
 
-    def describe(self) -> dict[str, dict[str, float]]:
-        """``{role: {"n=1": ms, ...}}`` for logs."""
-        return {role: {f"n={n}": 1000 * t for n, t in sorted(tab.items())}
-                for role, tab in self.times.items()}
+    def describe(self) -> str:
+        """One line for logs: per role, ms per forward by new tokens to 3 significant digits
+        (``target: n=1 4.12, n=2 4.3; draft: ...``)."""
+        return "; ".join(f"{role}: " + ", ".join(f"n={n} {1000 * t:.3g}"
+                                                 for n, t in sorted(tab.items()))
+                         for role, tab in self.times.items())

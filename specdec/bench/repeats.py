@@ -46,6 +46,24 @@ def run_key(run: Run) -> str:
                       sort_keys=True, default=str)
 
 
+def drop_copies(runs: list[Run]) -> tuple[list[Run], list[str]]:
+    """The runs without copies: a folder given twice, or a run whose configuration and seed
+    (``run_key``, ``seed``) equal an earlier one's (a copied folder is the same measurement, not a
+    repeat); and, per dropped run, ``"<path>: <why>"``."""
+    kept: dict[str, Run] = {}
+    dropped: list[str] = []
+    for run in runs:
+        key = json.dumps([run_key(run), run.summary.get("seed")], default=str)
+        first = kept.setdefault(key, run)
+        if first is not run:
+            same = first.path.resolve() == run.path.resolve()
+            dropped.append(f"{run.path}: " + ("given twice" if same else
+                           f"same configuration and seed as {first.path} (a copy of one "
+                           "measurement, not a repeat: repeats differ in their seed); counted "
+                           "once"))
+    return list(kept.values()), dropped
+
+
 def repeat_key(row: Row) -> str:
     """``run_key`` plus the dataset and its prompts: rows with one key are repeats."""
     metrics = row.metrics
@@ -99,7 +117,7 @@ def merge(rows: list[Row]) -> Row:
     out = replace(rows[0], metrics=metrics, std=std, members=list(rows),
                   greedy=_merge_greedy(rows))
     refused = next((r.refused for r in rows if r.refused), None)
-    for key in ("speedup", "modeled_speedup"):
+    for key in ("speedup", "modeled_speedup_vs_ar"):
         mean, s = mean_std([getattr(r, key) for r in rows]) if refused is None else (None, None)
         setattr(out, key, mean)
         if s is not None:

@@ -11,6 +11,10 @@ Speedup = ``wall_s`` of the baseline run (``ar``) / ``wall_s`` of the method run
 computed only when both runs share the model pair, the prompts, the sampling, the machine and the
 software versions; otherwise the cell says ``refused`` and the report lists why.
 
+A ``summary.json`` that cannot be read (not JSON, no ``datasets``) is named and skipped with a
+warning (``--strict``: status 2); a folder given twice, or a copy of a run (same configuration
+and seed), counts once (``specdec.bench.repeats.drop_copies``), with a note.
+
 A run whose ``summary.json`` is not ``complete`` (stopped before its last dataset) shows ``no`` in
 the ``complete`` column and is listed with what it left unfinished; ``--strict`` exits with status
 2 for it too, and for a temperature-0 run whose outputs differ from ``ar``'s
@@ -25,34 +29,66 @@ seeds merged into mean ± std (``specdec.bench.repeats``), ``leaderboard.csv`` b
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from specdec.bench.board_csv import write_csv
 from specdec.bench.markdown import to_markdown
-from specdec.bench.rows import Row, build_rows, modeled_speedup
-from specdec.bench.runs import Run, load_runs, mismatches
+from specdec.bench.repeats import drop_copies
+from specdec.bench.rows import Row, build_rows, paired_modeled_speedup
+from specdec.bench.runs import Run, load_runs, mismatches, read_runs
+from specdec.errors import InputError
 
-__all__ = ["Row", "Run", "build_rows", "load_runs", "main", "mismatches", "modeled_speedup",
-           "report", "to_markdown"]
+__all__ = ["Board", "Row", "Run", "board", "build_rows", "load_runs", "main", "mismatches",
+           "paired_modeled_speedup", "report", "to_markdown"]
+
+log = logging.getLogger(__name__)
 
 
-def report(paths: list[str | Path], out_dir: str | Path, *, baseline: str = "ar",
-           plots: bool = True) -> tuple[str, list[Row]]:
-    """Write ``leaderboard.md``, ``leaderboard.csv`` (and PNG plots) into ``out_dir``; returns the
-    Markdown and rows."""
-    rows = build_rows(load_runs(paths), baseline=baseline)
+@dataclass
+class Board:
+    """A written leaderboard: its Markdown, rows, and the inputs it left out."""
+
+    text: str
+    rows: list[Row]
+    unreadable: list[str] = field(default_factory=list)  # "<file>: why" (skipped)
+    copies: list[str] = field(default_factory=list)  # "<folder>: why" (counted once)
+
+
+def board(paths: list[str | Path], out_dir: str | Path, *, baseline: str = "ar",
+          plots: bool = True, warn: bool = True) -> Board:
+    """Write ``leaderboard.md``, ``leaderboard.csv`` (and PNG plots) into ``out_dir``; unreadable
+    summaries and copies of a run are left out, each with a logged warning (``warn``) and a line
+    in the Markdown."""
+    runs, unreadable = read_runs(paths)
+    runs, copies = drop_copies(runs)
+    for line in unreadable if warn else []:
+        log.warning("skipped (unreadable): %s", line)
+    for line in copies if warn else []:
+        log.warning("counted once: %s", line)
+    if not runs:
+        raise InputError("no readable summary.json among the inputs: " + "; ".join(unreadable))
+    rows = build_rows(runs, baseline=baseline)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    text = to_markdown(rows)
+    text = to_markdown(rows, skipped=unreadable, copies=copies)
     (out_dir / "leaderboard.md").write_text(text)
     write_csv(rows, out_dir / "leaderboard.csv")
     if plots:
         from specdec.bench.plots import plot_all
 
         plot_all(rows, out_dir)
-    return text, rows
+    return Board(text, rows, unreadable, copies)
+
+
+def report(paths: list[str | Path], out_dir: str | Path, *, baseline: str = "ar",
+           plots: bool = True) -> tuple[str, list[Row]]:
+    """``board`` as (Markdown, rows)."""
+    written = board(paths, out_dir, baseline=baseline, plots=plots)
+    return written.text, written.rows
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -68,15 +104,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--wandb-project", default="specdec", help="W&B project (--wandb)")
     parser.add_argument("--strict", action="store_true",
                         help="exit with status 2 when any speedup was refused, any run is "
-                             "incomplete or any greedy output differs from the baseline's")
+                             "incomplete, any summary was unreadable or any greedy output "
+                             "differs from the baseline's")
     args = parser.parse_args(argv)
     try:
-        text, rows = report(args.runs, args.out, baseline=args.baseline,
-                            plots=not args.no_plots)
-    except ValueError as e:
+        written = board(args.runs, args.out, baseline=args.baseline, plots=not args.no_plots,
+                        warn=False)  # said below, on stderr
+    except (ValueError, InputError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
+    text, rows = written.text, written.rows
     print(text)
+    for line in written.unreadable:
+        print(f"skipped (unreadable): {line}", file=sys.stderr)
+    for line in written.copies:
+        print(f"counted once: {line}", file=sys.stderr)
     for r in rows:
         if r.refused:
             print(f"refused: {r.label} on {r.dataset}: {r.refused}", file=sys.stderr)
@@ -95,7 +137,8 @@ def main(argv: list[str] | None = None) -> int:
         name = WandbReport(project=args.wandb_project,
                            mode=os.environ.get("WANDB_MODE", "offline")).log(args.out, group=group)
         print(f"logged {args.out} as W&B artifact {name}", file=sys.stderr)
-    return 2 if args.strict and (incomplete or differ or any(r.refused for r in rows)) else 0
+    bad = incomplete or differ or written.unreadable or any(r.refused for r in rows)
+    return 2 if args.strict and bad else 0
 
 
 if __name__ == "__main__":

@@ -6,22 +6,28 @@ one dataset (``wall_s / new_tokens``; ARCHITECTURE §0.3), computed only when th
 token because at T > 0 the two runs' outputs (so their lengths) differ; greedy outputs are equal,
 where this is ``wall_s`` over ``wall_s``.
 
-Modeled speedup (when the method run has a cost table): the baseline's forwards / the method's
-forwards per generated token, both priced by one table fitted on both runs' forward logs
-(``modeled_speedup``; older records without logs: both profiles priced by the method run's
-table). Wall-clock speedups on a
-shared machine move with its load (±0.2 on the project's 2-core VM).
+Modeled speedup vs ar (when the method run has a cost table): the baseline's forwards / the
+method's forwards per generated token, both priced by one table fitted on both runs' forward logs
+(``modeled_speedup_vs_ar``; older records without logs: both profiles priced by the method run's
+table). It is not the summary's ``self_modeled_speedup`` (the run alone against AR-equivalent
+forwards, ``specdec.bench.summary``). Wall-clock speedups on a shared machine move with its load
+(±0.2 on the project's 2-core VM). A baseline run is paired with itself (speedup 1), never with
+another baseline run.
 
 Each row also carries its greedy equality against the baseline at temperature 0
 (``specdec.bench.greedy``). Runs that differ only in their seed are merged into one row of means
 with standard deviations (``specdec.bench.repeats``); a method with several distinct configurations
-gets one label per configuration, ``method (<first run folder>)``.
+gets one label per configuration: ``method (<folder>)``, the run folder's name, or its path below
+the runs' common folder where names repeat; the folder named after the method (the default
+command's) keeps the plain ``method``.
 """
 
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from specdec.bench.costfit import fit_cost_table, log_rows, record_modeled_s
 from specdec.bench.greedy import Greedy, find_greedy
@@ -40,7 +46,7 @@ class Row:
         greedy: equality of the outputs with the baseline's (temperature 0 only).
         members: the per-run rows a merged row averages (empty for a single run).
         std: sample standard deviation over ``members`` per metric name (and ``speedup``,
-            ``modeled_speedup``).
+            ``modeled_speedup_vs_ar``).
     """
 
     run: Run
@@ -50,7 +56,7 @@ class Row:
     speedup: float | None = None
     baseline: Run | None = None
     refused: str | None = None
-    modeled_speedup: float | None = None
+    modeled_speedup_vs_ar: float | None = None
     greedy: Greedy | None = None
     members: list[Row] = field(default_factory=list)
     std: dict[str, float] = field(default_factory=dict)
@@ -61,7 +67,7 @@ class Row:
         return [m.run for m in self.members] or [self.run]
 
 
-def modeled_speedup(run: Run, base: Run, dataset: str) -> float | None:
+def paired_modeled_speedup(run: Run, base: Run, dataset: str) -> float | None:
     """Baseline forwards / method forwards per generated token, both priced by one cost table.
 
     The table is fitted on both runs' forward logs of the dataset (``specdec.bench.costfit``,
@@ -103,6 +109,8 @@ def _row(run: Run, dataset: str, runs: list[Run], baseline: str) -> Row:
     metrics = run.summary["datasets"][dataset]
     row = Row(run, dataset, metrics, run.method)
     candidates = [b for b in runs if b.method == baseline and dataset in b.summary["datasets"]]
+    if run.method == baseline:  # a baseline run is its own baseline
+        candidates = [run]
     reasons = {b.path: mismatches(run, b, dataset, target_only=True) for b in candidates}
     match = next((b for b in candidates if not reasons[b.path]), None)
     if match is not None:
@@ -111,7 +119,7 @@ def _row(run: Run, dataset: str, runs: list[Run], baseline: str) -> Row:
         base_s = base_m["wall_s"] / max(base_m.get("new_tokens", 1), 1)  # seconds per token
         s = metrics["wall_s"] / max(metrics.get("new_tokens", 1), 1)
         row.speedup = base_s / s if s else math.nan
-        row.modeled_speedup = modeled_speedup(run, match, dataset)
+        row.modeled_speedup_vs_ar = paired_modeled_speedup(run, match, dataset)
     elif not candidates:
         row.refused = f"no `{baseline}` run of dataset {dataset} among the inputs"
     else:
@@ -134,11 +142,23 @@ def build_rows(runs: list[Run], *, baseline: str = "ar") -> list[Row]:
         if key in seen:
             shared.add(row.run.method)
         seen.add(key)
-    for row in rows:
-        if row.run.method in shared:
-            row.label = f"{row.run.method} ({row.run.path.name})"
+    for method in shared:
+        own = [r for r in rows if r.run.method == method]
+        for row, label in zip(own, folder_labels(method, [r.run.path for r in own])):
+            row.label = label
     rows.sort(key=lambda r: (r.dataset, -_num(r.speedup), r.label))
     return rows
+
+
+def folder_labels(method: str, paths: list[Path]) -> list[str]:
+    """Labels of one method's rows from their folders: the folder's name, or (where names
+    repeat) its path below the folders' common parent; the folder named after the method (the
+    default command's run) keeps the plain method name."""
+    names = [p.name for p in paths]
+    if len(set(names)) < len(set(paths)):
+        root = Path(os.path.commonpath([str(p) for p in paths]))
+        names = [str(p.relative_to(root)) if p != root else p.name for p in paths]
+    return [method if name == method else f"{method} ({name})" for name in names]
 
 
 def _num(x: float | None) -> float:

@@ -1,13 +1,15 @@
 """The benchmark runner behind ``python -m specdec.eval``: one method preset, one pair, a benchmark.
 
 Steps: load the pair once → build target ``CachedLM``, drafter, verifier from the config groups →
-(``cost_model=true``) calibrate a short fallback cost table once → for each dataset of
+(``cost_model=true``) calibrate a short fallback cost table once (a resumed or rerun folder reuses
+its own, ``previous_calibration``) → for each dataset of
 ``benchmark``: load its prompts, skip those already recorded under this config hash (resume; the
 hash covers the digests of the learned weights, ``specdec.bench.fingerprint``, and of each prompt
 file's bytes, ``specdec.data.prompts.read_prompt_file``), generate every remaining prompt with
 per-prompt coins seeded from (seed, prompt id), append one JSONL record per prompt →
 ``summary.json`` (metrics of ``specdec.metrics`` per dataset and overall; ``modeled_s`` priced by a
-cost table fitted on the run's own forward log, ``specdec.bench.costfit``) → logger.
+cost table fitted on the run's own forward log, ``specdec.bench.costfit``; paired with the
+command's ``ar`` run, ``specdec.bench.paired``) → logger.
 A record is ``GenerationStats.to_record()`` plus the prompt's identity, text and timings, its
 decode forwards (``forward_log``), and per turn the new token ids (``output_ids``: greedy equality
 in the report) and the prompt's length (``prompt_tokens``: AR-equivalent forwards,
@@ -48,7 +50,7 @@ import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from specdec.bench.calibration import calibrate
+from specdec.bench.calibration import calibrate, previous_calibration
 from specdec.bench.checks import check_placement
 from specdec.bench.costfit import log_columns
 from specdec.bench.fingerprint import (
@@ -59,7 +61,9 @@ from specdec.bench.fingerprint import (
 )
 from specdec.bench.loggers import EvalLogger
 from specdec.bench.method import Answer, Method, build_method, run_prompt
+from specdec.bench.paired import baseline_for, pair_run
 from specdec.bench.pricing import CostTable, forward_profile
+from specdec.bench.progress import progress_bar, running
 from specdec.bench.quality import check_unsafe_code_confirmed
 from specdec.bench.ranks import Ranks
 from specdec.bench.records import RecordFile, config_hash
@@ -77,10 +81,14 @@ from specdec.models import ModelPair
 log = logging.getLogger(__name__)
 
 
-def _cost_table(cfg: DictConfig, method: Method) -> CostTable | None:
-    """Calibrate the cost model once on this machine (``cost_model=true``)."""
+def _cost_table(cfg: DictConfig, method: Method, previous: CostTable | None) -> CostTable | None:
+    """Calibrate the cost model once on this machine (``cost_model=true``), unless the folder's
+    earlier run under this config left its calibration (``previous``)."""
     if not cfg.get("cost_model", False):
         return None
+    if previous is not None and cfg.resume:
+        log.info("cost table: this run's earlier calibration (%s)", previous.describe())
+        return previous
     draft = next(iter(method.drafter.models), None)
     table = calibrate(method.target, draft)
     log.info("cost table (ms per forward by new tokens): %s", table.describe())
@@ -147,21 +155,6 @@ class DatasetRun:
                                template=self.ds.get("template", "{turn}"))
 
 
-def _progress(run: DatasetRun, done: int, enabled: bool):
-    from tqdm.auto import tqdm
-
-    desc = f"{run.name} ({run.ranks.tag})" if run.ranks.world > 1 else run.name
-    return tqdm(total=len(run.mine), initial=done, desc=desc, unit="prompt",
-                disable=not enabled, dynamic_ncols=True)
-
-
-def _running(records: list[dict]) -> dict[str, str]:
-    new = sum(r["new_tokens"] for r in records)
-    secs, steps = sum(r["decode_s"] for r in records), sum(r["target_forwards"] for r in records)
-    return {"tok/s": f"{new / secs:.1f}" if secs else "-",
-            "block_eff": f"{new / steps:.2f}" if steps else "-"}
-
-
 def run_dataset(run: DatasetRun, warm: list[int]) -> list[dict]:
     """Generate this rank's unrecorded prompts of the dataset; returns the records of this
     process's file in prompt order (the whole dataset's for one process)."""
@@ -172,11 +165,13 @@ def run_dataset(run: DatasetRun, warm: list[int]) -> list[dict]:
         run.generate(prompt)
     warm[0] -= min(warm[0], len(todo))
     # the bar of rank 0 only: it stands for every rank (round robin: shares differ by one)
-    bar = _progress(run, len(run.mine) - len(todo), bool(cfg.progress) and run.ranks.main)
+    bar = progress_bar(run.name, len(run.mine), len(run.mine) - len(todo),
+                       bool(cfg.progress) and run.ranks.main,
+                       run.ranks.tag if run.ranks.world > 1 else None)
     for prompt in todo:
         # 2. Generate, 3. append + flush the record, 4. update the bar's running metrics.
         rf.append(run.record(prompt, run.generate(prompt)))
-        bar.set_postfix(_running(rf.records), refresh=False)
+        bar.set_postfix(running(rf.records), refresh=False)
         bar.update(1)
     bar.close()
     return run.ordered()
@@ -259,12 +254,13 @@ def _run(cfg: DictConfig, out_dir: Path, ranks: Ranks, device: str) -> dict:
             run_dataset(ds_run, warm)
             ranks.barrier(f"dataset {ds_run.name}", timeout)
         return ranks.broadcast(None)
-    cost = _cost_table(cfg, method)
+    machine = machine_tag(pair.devices())
+    cost = _cost_table(cfg, method, previous_calibration(out_dir / "summary.json", chash, machine))
     summary = {
         "method": cfg.method_name, "lossless": bool(method.verifier.lossless),
         "model": pair.describe(), "learned_weights": weights, "prompt_files": prompt_files,
         "sampling": resolved["sampling"], "seed": cfg.seed,
-        "machine": machine_tag(pair.devices()), "software": software_versions(),
+        "machine": machine, "software": software_versions(),
         "provenance": provenance(), "config_hash": chash,
         "complete": False, "datasets_done": [], "progress": {},
         "cost_model": cost is not None, "cost_table": cost.to_dict() if cost is not None else None,
@@ -292,6 +288,8 @@ def _run(cfg: DictConfig, out_dir: Path, ranks: Ranks, device: str) -> dict:
             write_summaries(out_dir, summary, {r.name: r.progress() for r in runs}, ds_run.name)
             logger.log_dataset(ds_run.name, metrics)
             logger.log_records(ds_run.name, records)
+        pair_run(summary, out_dir, baseline_for(cfg))  # sweep_objective (specdec.bench.paired)
+        write_summaries(out_dir, summary, {r.name: r.progress() for r in runs})
         logger.log_dataset("overall", summary["overall"])
         logger.log_summary([out_dir / "summary.json",
                             *sorted((out_dir / "summary").glob("*.json"))])

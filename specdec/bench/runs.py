@@ -10,6 +10,12 @@ Greedy equality (``specdec.bench.greedy``) needs only the pair, prompts and samp
 
 ``Run.records`` reads a dataset's per-prompt records (those of the summary's config hash), for
 the per-category table and greedy equality.
+
+``read_runs`` reads every ``summary.json`` below the given folders and names each one it cannot
+use (not JSON, unreadable, or without ``method`` and ``datasets``) instead of stopping at it; the
+report skips those with a warning (``--strict`` fails on them). ``load_runs`` refuses them.
+A summary written before the run's own estimate was renamed (``modeled_speedup`` in its
+datasets) reads as ``self_modeled_speedup``.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from specdec.bench.records import dataset_records
+from specdec.errors import BadInput, MissingInput
 
 PROMPT_KEYS = ("prompt_ids_hash", "prompt_file_sha256", "max_new_tokens", "chat_template",
                "template")
@@ -59,20 +66,56 @@ class Run:
         return "stopped before finishing " + (", ".join(left) or "its datasets")
 
 
-def load_runs(paths: list[str | Path]) -> list[Run]:
-    """Read every ``summary.json`` at or below the given folders.
+def read_run(file: Path) -> Run:
+    """The run of one ``summary.json``; BadInput naming the file when it cannot be used."""
+    try:
+        summary = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise BadInput(f"{file}: unreadable ({err}); rerun its eval command or leave the folder "
+                       "out") from err
+    if not isinstance(summary, dict) or not isinstance(summary.get("datasets"), dict) \
+            or "method" not in summary:
+        raise BadInput(f"{file}: not an eval summary (no `method` and `datasets`); rerun its "
+                       "eval command or leave the folder out")
+    for metrics in [*summary["datasets"].values(), summary.get("overall") or {}]:
+        if isinstance(metrics, dict) and "modeled_speedup" in metrics:  # the name before
+            metrics.setdefault("self_modeled_speedup", metrics.pop("modeled_speedup"))
+    return Run(file.parent, summary)
+
+
+def read_runs(paths: list[str | Path]) -> tuple[list[Run], list[str]]:
+    """Every ``summary.json`` at or below the given folders, and ``"<file>: <why>"`` for each
+    one that cannot be used (skipped).
 
     Raises:
-        ValueError: when a path holds no summary.
+        MissingInput: when a path holds no summary at all.
     """
     runs: list[Run] = []
+    unreadable: list[str] = []
     for path in map(Path, paths):
         files = [path / "summary.json"] if (path / "summary.json").exists() else sorted(
             p for p in path.rglob("summary.json") if p.parent.name != "summary")
         if not files:
-            raise ValueError(f"no summary.json at or below {path}; pass run directories written "
-                             "by `python -m specdec.eval`")
-        runs += [Run(f.parent, json.loads(f.read_text())) for f in files]
+            raise MissingInput(f"no summary.json at or below {path}; pass run directories "
+                               "written by `python -m specdec.eval`")
+        for file in files:
+            try:
+                runs.append(read_run(file))
+            except BadInput as err:
+                unreadable.append(str(err))
+    return runs, unreadable
+
+
+def load_runs(paths: list[str | Path]) -> list[Run]:
+    """Read every ``summary.json`` at or below the given folders.
+
+    Raises:
+        MissingInput: when a path holds no summary.
+        BadInput: naming the first summary that cannot be used.
+    """
+    runs, unreadable = read_runs(paths)
+    if unreadable:
+        raise BadInput(unreadable[0])
     return runs
 
 

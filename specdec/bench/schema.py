@@ -69,7 +69,7 @@ class EvalKeys:
     threads: int | None = _bound(None, ge=1)
     rank_timeout_s: float = _bound(1800.0, gt=0.0)
     truncate_prompts: Literal["left"] | None = None
-    optimized_metric: str | None = "modeled_speedup"
+    optimized_metric: str | None = "sweep_objective"
     sampling: SamplingKeys = field(default_factory=SamplingKeys)
 
 

@@ -6,9 +6,12 @@ file digest, generation length, formatting). ``price_run`` fits a cost table per
 records' forward logs (``specdec.bench.costfit``) and adds, per dataset, ``modeled_metrics``:
 ``modeled_s`` (the records' forwards priced by that table), and with records
 that carry ``prompt_tokens`` and ``output_ids``, ``ar_modeled_s`` (AR's forwards for the same
-tokens, ``specdec.bench.pricing.ar_profile``, priced by the same table) and ``modeled_speedup =
-ar_modeled_s / modeled_s`` (overall: the datasets' sums): the run's own speedup estimate,
-needing no ``ar`` run, and the metric ``python -m specdec.eval`` returns to a sweeper.
+tokens, ``specdec.bench.pricing.ar_profile``, priced by the same table) and
+``self_modeled_speedup = ar_modeled_s / modeled_s`` (overall: the datasets' sums): the run's own
+speedup estimate, needing no ``ar`` run. It is not the leaderboard's ``modeled_speedup_vs_ar``
+(the run paired with a real ``ar`` run, ``specdec.bench.rows``); ``overall`` also gets that one
+and ``sweep_objective``, what ``python -m specdec.eval`` returns to a sweeper, once the run is
+paired (``specdec.bench.paired``).
 
 Completeness: ``summary.json`` is written when the run starts (before any generation, so a
 previous run's summary never outlives a changed configuration) and again after each dataset, with
@@ -31,44 +34,53 @@ from specdec.bench.costfit import fit_cost_table, log_rows
 from specdec.bench.pricing import CostTable, ar_profile, merge_profiles
 from specdec.bench.rundir import write_json
 from specdec.data.prompts import prompt_ids_hash
+from specdec.errors import BadInput
 from specdec.metrics import GenerationStats, summarize
 
 log = logging.getLogger(__name__)
 
 Progress = dict[str, dict[str, int]]  # dataset -> {"recorded": n, "expected": m}
-MODELED_KEYS = ("modeled_s", "ar_modeled_s", "modeled_speedup")
+MODELED_KEYS = ("modeled_s", "ar_modeled_s", "self_modeled_speedup")
+PAIRED_KEYS = ("modeled_speedup_vs_ar", "sweep_objective")  # specdec.bench.paired
+RENAMED = {"modeled_speedup": "sweep_objective (what a sweep maximises), self_modeled_speedup "
+                              "(the run's own estimate) or modeled_speedup_vs_ar (paired with ar)"}
 
 
 def check_metric_name(name: str | None) -> None:
     """Fail before a run when ``optimized_metric`` names no metric a run can have.
 
     Raises:
-        ValueError: naming the bad value and the valid names.
+        BadInput: naming the bad value and the valid names (a renamed metric: its new names).
     """
-    valid = sorted({*summarize([]), *MODELED_KEYS})
+    valid = sorted({*summarize([]), *MODELED_KEYS, *PAIRED_KEYS})
+    if name in RENAMED:
+        raise BadInput(f"optimized_metric={name!r} was renamed: use {RENAMED[name]}")
     if name is not None and name not in valid and not name.startswith("quality_"):
-        raise ValueError(f"optimized_metric={name!r} is not a run metric; use one of {valid}, "
+        raise BadInput(f"optimized_metric={name!r} is not a run metric; use one of {valid}, "
                          "a quality_<check> or null")
 
 
-def sweep_metric(summary: dict, name: str | None) -> float | None:
+def sweep_metric(summary: dict, name: str | None, *, sweeping: bool = True) -> float | None:
     """The ``overall`` metric ``name`` of a run, what ``python -m specdec.eval`` returns to a
-    sweeper; None when ``name`` is None or the run has no such metric (then a warning says why)."""
+    sweeper; None when ``name`` is None or the run has no such metric (then, in an optimising
+    sweep, a warning says why; outside one nobody reads the value and nothing is said)."""
     if name is None:
         return None
     value = summary["overall"].get(name)
+    say = log.warning if sweeping else log.debug
     if value is None:
-        log.warning("optimized_metric=%s is undefined for this run (modeled_* need cost_model="
-                    "true, quality_* need quality=true); the sweeper gets None", name)
+        say("optimized_metric=%s is undefined for this run (modeled_*, *_speedup* and "
+            "sweep_objective need cost_model=true, quality_* need quality=true); the sweeper "
+            "gets None", name)
         return None
     if isinstance(value, float) and math.isnan(value):
-        log.warning("optimized_metric=%s is NaN for this run", name)
+        say("optimized_metric=%s is NaN for this run", name)
     return float(value)
 
 
 def modeled_metrics(records: list[dict], cost: CostTable) -> dict[str, float]:
     """``modeled_s`` (when every record has its forward log), and ``ar_modeled_s`` and
-    ``modeled_speedup`` (when, besides, every record has its per-turn token ids and prompt
+    ``self_modeled_speedup`` (when, besides, every record has its per-turn token ids and prompt
     lengths), all priced by ``cost``."""
     if not records or not all("forward_log" in r for r in records):
         return {}
@@ -77,8 +89,8 @@ def modeled_metrics(records: list[dict], cost: CostTable) -> dict[str, float]:
         profile = merge_profiles(ar_profile(r["prompt_tokens"], [len(t) for t in r["output_ids"]])
                                  for r in records)
         out["ar_modeled_s"] = cost.price(profile)
-        out["modeled_speedup"] = (out["ar_modeled_s"] / out["modeled_s"] if out["modeled_s"]
-                                  else float("nan"))
+        out["self_modeled_speedup"] = (out["ar_modeled_s"] / out["modeled_s"]
+                                       if out["modeled_s"] else float("nan"))
     return out
 
 
@@ -133,8 +145,8 @@ def price_run(summary: dict, records: dict[str, list[dict]], calibration: CostTa
     overall = {k: sum(m[k] for m in priced) for k in ("modeled_s", "ar_modeled_s")
                if priced and all(k in m for m in priced)}
     if len(overall) == 2:
-        overall["modeled_speedup"] = (overall["ar_modeled_s"] / overall["modeled_s"]
-                                      if overall["modeled_s"] else float("nan"))
+        overall["self_modeled_speedup"] = (overall["ar_modeled_s"] / overall["modeled_s"]
+                                           if overall["modeled_s"] else float("nan"))
     summary["overall"].update(overall)
 
 

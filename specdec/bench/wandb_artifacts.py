@@ -8,22 +8,44 @@ datasets joined by ``+`` (``alpaca+gsm8k+humaneval``).
 
 Artifacts (``log_files``): an eval run logs its ``summary.json`` and ``summary/<dataset>.json`` as
 an artifact of type ``summary`` (``specdec.bench.loggers.WandbLogger.log_summary``); a report logs
-its folder (``leaderboard.md``, ``leaderboard.csv``, the PNG plots) as an artifact of type
-``leaderboard`` from a W&B run of job type ``report`` (``WandbReport``: the ``report`` node of
-``conf/logger/wandb.yaml``, used by the sweep's leaderboard callback, and ``python -m
-specdec.report --wandb``). W&B is imported only inside these calls; ``mode`` defaults to offline.
+its folder (``leaderboard.md``, ``leaderboard.csv``, the PNG plots, a sweep's YAML files) as an
+artifact of type ``leaderboard`` from a W&B run of job type ``report`` (``WandbReport``: the
+``report`` node of ``conf/logger/wandb.yaml``, used by the sweep's leaderboard callback, and
+``python -m specdec.report --wandb``). W&B is imported only inside these calls; ``mode`` defaults to
+offline.
+
+One run id per logical run: under ``wandb agent`` the process's environment names the sweep
+trial's run (``WANDB_RUN_ID``, ``WANDB_SWEEP_ID``, ...), which the eval run is; the report run that
+the sweep's leaderboard callback starts in the same process is another run, so ``WandbReport``
+starts it with a fresh id and without those variables (``own_run_env``), and it never lands on
+(or resumes) the trial's run.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Sequence
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-REPORT_FILES = ("leaderboard.md", "leaderboard.csv", "*.png")
+REPORT_FILES = ("leaderboard.md", "leaderboard.csv", "*.png", "*.yaml")  # yaml: the sweep's
+# what `wandb agent` sets for its trial's run: a report run started in that process must not use it
+TRIAL_ENV = ("WANDB_RUN_ID", "WANDB_RESUME", "WANDB_SWEEP_ID", "WANDB_SWEEP_PARAM_PATH",
+             "WANDB_RUN_GROUP", "WANDB_JOB_TYPE", "WANDB_NAME")
+
+
+@contextmanager
+def own_run_env() -> Iterator[None]:
+    """Hide the sweep trial's run variables (``TRIAL_ENV``) while a run of its own starts."""
+    saved = {k: os.environ.pop(k) for k in TRIAL_ENV if k in os.environ}
+    try:
+        yield
+    finally:
+        os.environ.update(saved)
 
 
 @dataclass(frozen=True)
@@ -107,9 +129,11 @@ class WandbReport:
         out_dir = Path(out_dir)
         files = report_files(out_dir)
         wandb_dir = os.environ.get("WANDB_DIR") or str(out_dir)
-        run = wandb.init(project=self.project, entity=self.entity, mode=self.mode,
-                         tags=self.tags, group=group, job_type="report",
-                         name=f"report-{out_dir.name}", dir=wandb_dir, reinit="finish_previous")
+        with own_run_env():  # never the sweep trial's run (module docstring)
+            run = wandb.init(project=self.project, entity=self.entity, mode=self.mode,
+                             tags=self.tags, group=group, job_type="report",
+                             name=f"report-{out_dir.name}", dir=wandb_dir,
+                             id=uuid.uuid4().hex[:12], reinit="finish_previous")
         name = artifact_name(f"leaderboard-{out_dir.name}")
         try:
             log_files(run, wandb, name=name, kind="leaderboard", files=files,

@@ -35,6 +35,7 @@ PREPARE_HINT = (
     "SPECDEC_DATA_DIR); see the README section on preparing data"
 )
 FIX_HINT = "fix or remove the line, or re-run `python scripts/prepare_data.py`"
+MULTI_TURN = "multi-turn"  # the report's category of every prompt with more than one turn
 
 
 @dataclass(frozen=True)
@@ -129,19 +130,33 @@ def _check_lines(data: bytes, path: Path) -> int:
     return rows
 
 
+def category_for(category: str, turns: int) -> str:
+    """The category a prompt is reported under: ``multi-turn`` for more than one turn
+    (Spec-Bench's grouping of MT-bench's eight categories), else its own."""
+    return MULTI_TURN if turns > 1 else category
+
+
+def report_category(prompt: Prompt) -> str:
+    """``category_for`` of a prompt (the report's per-category tables use the same rule)."""
+    return category_for(prompt.category, len(prompt.turns))
+
+
 def first_per_category(prompts: Sequence[Prompt], n: int | None) -> list[Prompt]:
-    """The first ``n`` prompts of each category, in file order (all of them when ``n`` is None).
+    """The first ``n`` prompts of each category the report shows (``report_category``), in file
+    order (all of them when ``n`` is None).
 
     A category-balanced subset (``per_category=3`` on Spec-Bench: 18 prompts, three of each of
-    its six categories), where ``limit`` would take the file's first category only.
+    its six categories, multi-turn counted once rather than per MT-bench category), where
+    ``limit`` would take the file's first category only.
     """
     if n is None:
         return list(prompts)
     seen: dict[str, int] = {}
     out = []
     for prompt in prompts:
-        if seen.get(prompt.category, 0) < n:
-            seen[prompt.category] = seen.get(prompt.category, 0) + 1
+        cat = report_category(prompt)
+        if seen.get(cat, 0) < n:
+            seen[cat] = seen.get(cat, 0) + 1
             out.append(prompt)
     return out
 
