@@ -117,10 +117,6 @@ def log_export(logger: Logger | bool, folder: Path, cfg: DictConfig) -> None:
 
 def train(cfg: DictConfig) -> dict[str, float]:
     """Run the configured stage; returns the final metrics (empty for ``stage=data``)."""
-    import lightning as L
-
-    from specdec.learners.resumable import make_resumable
-
     out_dir = Path(cfg.paths.output_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     if cfg.stage == "data":
@@ -135,8 +131,12 @@ def train(cfg: DictConfig) -> dict[str, float]:
         raise BadInput(
             "no learner/datamodule configured: pass +experiment=<name> (see conf/experiment/)"
         )
-    check_export(cfg, out_dir)
+    check_export(cfg, out_dir)  # a refusal comes before Lightning is even imported
     ckpt_path = resume_checkpoint(cfg, out_dir)
+    import lightning as L
+
+    from specdec.learners.resumable import make_resumable
+
     L.seed_everything(cfg.seed, workers=True)
     datamodule = instantiate(cfg.datamodule)
     learner = instantiate(cfg.learner)
