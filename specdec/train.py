@@ -44,7 +44,7 @@ from omegaconf import DictConfig, OmegaConf
 from specdec.config import register_resolvers
 from specdec.errors import BadInput, exit_on_input_error
 from specdec.learners.install import export_folder
-from specdec.learners.resume import resume_checkpoint, train_hash
+from specdec.learners.resume import resume_checkpoint, save_last, train_hash
 from specdec.learners.scale import check_single_process, exportable
 
 if TYPE_CHECKING:
@@ -148,6 +148,7 @@ def train(cfg: DictConfig) -> dict[str, float]:
         # a checkpoint is a pickle: load tensors and plain values only, never code it carries
         # (Lightning would load an http ckpt_path with weights_only=False)
         trainer.fit(learner, datamodule=datamodule, ckpt_path=ckpt_path, weights_only=True)
+        save_last(trainer, out_dir)  # a rerun of this finished command trains nothing
         best = best_checkpoint(trainer)
         log.info("testing and exporting %s (monitor: %s, %s)", best or "the current weights",
                  cfg.monitor.metric, cfg.monitor.mode)

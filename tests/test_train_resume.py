@@ -79,6 +79,12 @@ def test_rerunning_a_killed_run_resumes_mid_epoch_without_lost_or_repeated_batch
     for name, tensor in _weights(whole).items():
         torch.testing.assert_close(_weights(killed)[name], tensor, rtol=0, atol=0, msg=name)
 
+    # the finished command again, installing: nothing is trained, the run's export is installed
+    asset = tmp_path / "asset"
+    _run(compose, traces, killed, "export.install=true", f"export.asset={asset}")
+    assert [r for r in _log(killed) if "rows" in r] == [r for r in log if "rows" in r]
+    assert (asset / "model.safetensors").is_file()
+
 
 def test_the_same_command_maps_to_the_same_folder_and_training_keys_to_another(compose):
     base = ["+experiment=eagle3_tiny", "trainer=debug"]

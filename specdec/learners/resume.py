@@ -10,7 +10,9 @@ reruns its command with ``export.install=true`` in the same folder) and how it s
 (``stage``, ``ckpt_path``, ``resume``). So rerunning a killed command lands in its folder, and
 ``resume_checkpoint`` hands Lightning its ``checkpoints/last.ckpt``: the weights, optimizer and
 schedulers, the loop position and (``specdec.learners.resumable``) the train loader's place in its
-epoch come back, and no step is lost or repeated beyond the last checkpoint.
+epoch come back, and no step is lost or repeated beyond the last checkpoint. ``save_last`` rewrites
+``last.ckpt`` at the end of a completed fit (the callback writes it at each validation only), so
+rerunning a finished command trains nothing and goes on to test and export.
 """
 
 from __future__ import annotations
@@ -19,8 +21,12 @@ import hashlib
 import json
 import logging
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from omegaconf import DictConfig, OmegaConf
+
+if TYPE_CHECKING:
+    import lightning as L
 
 log = logging.getLogger(__name__)
 
@@ -53,3 +59,17 @@ def resume_checkpoint(cfg: DictConfig, out_dir: str | Path) -> str | None:
         log.info("resuming from %s (resume=false starts over)", last)
         return str(last)
     return None
+
+
+def save_last(trainer: L.Trainer, out_dir: str | Path) -> None:
+    """After a fit that ran to its end: write the run folder's ``checkpoints/last.ckpt`` at the
+    final step, when a checkpoint callback keeps that file (``conf/callbacks/last_checkpoint.yaml``)
+    and the run is not a ``fast_dev_run``. Called on every rank (Lightning writes on rank 0)."""
+    from lightning.pytorch.callbacks import ModelCheckpoint
+
+    last = Path(out_dir) / LAST
+    keeps_last = any(isinstance(cb, ModelCheckpoint) and cb.dirpath is not None
+                     and Path(cb.dirpath) == last.parent and cb.filename == last.stem
+                     for cb in trainer.checkpoint_callbacks)
+    if keeps_last and not trainer.fast_dev_run and not trainer.interrupted:
+        trainer.save_checkpoint(last)
