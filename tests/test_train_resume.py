@@ -114,3 +114,40 @@ def test_resume_false_and_an_explicit_ckpt_path(compose, tmp_path):
                              tmp_path) is None
     assert resume_checkpoint(compose("train", ["+experiment=eagle3_tiny", "ckpt_path=a.ckpt"]),
                              tmp_path) == "a.ckpt"
+
+
+def test_the_loader_state_skips_the_batches_done_in_its_epoch_and_none_of_the_next():
+    from torch.utils.data import DataLoader
+
+    from specdec.learners.resumable import ResumableLoader, resumable_copy
+
+    def loader() -> ResumableLoader:
+        out = resumable_copy(DataLoader(list(range(10)), batch_size=3, shuffle=True), seed=5)
+        assert isinstance(out, ResumableLoader)
+        return out
+
+    def epoch(dl: ResumableLoader, e: int, stop: int | None = None) -> list[list[int]]:
+        dl.sampler.set_epoch(e)  # what Lightning does before each epoch
+        got = []
+        for batch in dl:
+            got.append(batch.tolist())
+            if len(got) == stop:
+                break
+        return got
+
+    ref = loader()
+    want = [epoch(ref, 0), epoch(ref, 1)]
+    assert want[0] != want[1] and sorted(sum(want[0], [])) == list(range(10))
+    killed = loader()
+    head = epoch(killed, 1, stop=2)
+    state = killed.state_dict()
+    assert state == {"epoch": 1, "batches": 2}
+    resumed = loader()
+    resumed.load_state_dict(state)
+    assert head + epoch(resumed, 1) == want[1]  # the rest of epoch 1, in its order
+    assert resumed.state_dict() == {"epoch": 1, "batches": 4}
+    ended = loader()
+    ended.load_state_dict({"epoch": 0, "batches": 4})  # written at the end of epoch 0
+    assert epoch(ended, 1) == want[1]  # the next epoch is whole
+    custom = DataLoader(list(range(4)), batch_size=2, sampler=[3, 2, 1, 0])
+    assert resumable_copy(custom, seed=0) is custom  # a custom sampler is left alone
