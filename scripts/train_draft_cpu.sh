@@ -6,8 +6,10 @@
 #    DATA=reference scores reference answers instead (prefill only, ~2x the tokens/s, off-policy);
 #    FIRST_CHUNK=N skips the prompts of chunks < N (those a warm-started draft already saw);
 # 2. fit: distil the draft for at most FIT_TIME (resumes from the last checkpoint if present),
-#    then test and export to specdec/assets/smollm2-draft/ (EXPORT_DIR to change); INIT_FROM=DIR
-#    warm-starts from a draft in the shipped format (learner.init_from); LR, WARMUP, BATCH.
+#    then test and export to $RUN/fit/export/; INSTALL=1 replaces the shipped
+#    specdec/assets/smollm2-draft/ instead (export.install=true export.force=true), EXPORT_DIR=DIR
+#    writes DIR (refused if it holds files); INIT_FROM=DIR warm-starts from a draft in the shipped
+#    format (learner.init_from); LR, WARMUP, BATCH.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -f .venv/bin/activate ] && source .venv/bin/activate
@@ -26,8 +28,11 @@ python -m specdec.train $EXP stage=data data_gen.max_minutes=${DATA_MINUTES:-15}
 RESUME=()
 [ -f "$RUN/fit/checkpoints/last.ckpt" ] && RESUME=(ckpt_path=$RUN/fit/checkpoints/last.ckpt)
 [ -n "${INIT_FROM:-}" ] && RESUME+=(learner.init_from=$INIT_FROM)
+EXPORT=()
+[ -n "${EXPORT_DIR:-}" ] && EXPORT=(export.folder=$EXPORT_DIR)
+[ "${INSTALL:-0}" = 1 ] && EXPORT=(export.install=true export.force=true)
 python -m specdec.train $EXP logger=csv hydra.run.dir=$RUN/fit \
   trainer.max_steps=${STEPS:-400} +trainer.max_time=${FIT_TIME:-00:00:45:00} \
   trainer.val_check_interval=${VAL_EVERY:-50} datamodule.batch_size=${BATCH:-8} \
   datamodule.max_len=320 learner.lr=${LR:-3e-4} learner.warmup_steps=${WARMUP:-30} \
-  distill.export_dir=${EXPORT_DIR:-specdec/assets/smollm2-draft} "${RESUME[@]}"
+  "${EXPORT[@]}" "${RESUME[@]}"

@@ -1,7 +1,7 @@
 """Config helpers shared by the entry points and the tests.
 
 * ``register_resolvers``: the OmegaConf resolvers ``${specdec_root:}``, ``${specdec_choice:}``,
-  ``${specdec_if_exists:}``,
+  ``${specdec_if_exists:}``, ``${specdec_train_hash:}`` (a training run's folder),
   and the two that fill the ``--help`` templates (``specdec.cli_help``).
 * ``target_errors``: torchtune-style static validation (``config/_validate.py``): every mapping
   with a ``_target_`` in a YAML file must name an importable callable whose signature accepts the
@@ -35,6 +35,10 @@ def register_resolvers() -> None:
         OmegaConf.register_new_resolver("specdec_choice", _choice)
     if not OmegaConf.has_resolver("specdec_if_exists"):
         OmegaConf.register_new_resolver("specdec_if_exists", if_exists)
+    if not OmegaConf.has_resolver("specdec_train_hash"):
+        from specdec.learners.resume import hash_resolver  # no Lightning import
+
+        OmegaConf.register_new_resolver("specdec_train_hash", hash_resolver)
     from specdec.cli_help import group_options, primary_keys
 
     if not OmegaConf.has_resolver("specdec_options"):

@@ -4,10 +4,19 @@ Stages (``stage=``):
 
 * ``data``: call the experiment's ``data_gen`` (writes training data, e.g. target traces);
 * ``fit``: seed → datamodule → learner → logger → callbacks → ``Trainer.fit`` (resuming from
-  ``ckpt_path`` when set) → ``Trainer.test`` on the best checkpoint → optional
-  ``export(learner, out_dir)`` (e.g. the plain ``nn.Module`` as safetensors). Checkpoints load with
-  ``weights_only=True``: tensors and plain values only, so a checkpoint from elsewhere cannot run
-  code.
+  ``ckpt_path`` when set, else from the run folder's ``checkpoints/last.ckpt``) →
+  ``Trainer.test`` on the best checkpoint → optional ``export(learner, out_dir)`` (e.g. the plain
+  ``nn.Module`` as safetensors) → with ``logger=wandb``, the exported folder as a model artifact.
+  Checkpoints load with ``weights_only=True``: tensors and plain values only, so a checkpoint
+  from elsewhere cannot run code.
+
+The run folder is ``outputs/train/<task_name>/<config hash>/`` (``learners/resume.py``):
+rerunning a killed command resumes it, mid-epoch included (``learners/resumable.py``), and the
+W&B run is named ``<task_name>-<config hash>`` in group ``<task_name>``
+(``conf/logger/wandb.yaml``).
+The export goes to ``<run dir>/export/``; ``export.install=true`` writes the shipped folder the
+method reads instead, and never over existing files without ``export.force=true``
+(``learners/install.py``), checked before the fit starts.
 
 Callbacks are config, as in lightning-hydra-template: every node of ``cfg.callbacks``
 (``conf/callbacks/``) is instantiated. ``model_checkpoint`` keeps the best checkpoint by the
@@ -34,6 +43,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from specdec.config import register_resolvers
 from specdec.errors import BadInput, exit_on_input_error
+from specdec.learners.install import export_folder
+from specdec.learners.resume import resume_checkpoint, save_last, train_hash
 from specdec.learners.scale import check_single_process, exportable
 
 if TYPE_CHECKING:
@@ -77,10 +88,35 @@ def best_checkpoint(trainer: L.Trainer) -> str | None:
     return getattr(chosen, "best_model_path", "") or None
 
 
+def check_export(cfg: DictConfig, out_dir: Path) -> Path | None:
+    """Where the export will go, refused now (``BadInput``) rather than after the fit when it
+    would overwrite files without ``export.force=true`` (``learners/install.py``)."""
+    if cfg.export is None:
+        return None
+    keys = {k: cfg.export[k] for k in ("folder", "install", "asset", "force") if k in cfg.export}
+    return export_folder(out_dir, **keys)
+
+
+def log_export(logger: Logger | bool, folder: Path, cfg: DictConfig) -> None:
+    """With ``logger=wandb``: the exported folder as a ``model`` artifact named
+    ``<task_name>-<config hash>`` (other loggers: nothing)."""
+    from lightning.pytorch.loggers import WandbLogger
+
+    if not isinstance(logger, WandbLogger):
+        return
+    import wandb
+
+    install = bool(cfg.export.get("install", False))
+    artifact = wandb.Artifact(f"{cfg.task_name}-{train_hash(cfg)}", type="model",
+                              metadata={"experiment": cfg.task_name, "installed": install,
+                                        "folder": str(folder)})
+    artifact.add_dir(str(folder))
+    logger.experiment.log_artifact(artifact, aliases=["latest", "installed"] if install
+                                   else ["latest"])
+
+
 def train(cfg: DictConfig) -> dict[str, float]:
     """Run the configured stage; returns the final metrics (empty for ``stage=data``)."""
-    import lightning as L
-
     out_dir = Path(cfg.paths.output_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     if cfg.stage == "data":
@@ -95,15 +131,24 @@ def train(cfg: DictConfig) -> dict[str, float]:
         raise BadInput(
             "no learner/datamodule configured: pass +experiment=<name> (see conf/experiment/)"
         )
+    check_export(cfg, out_dir)  # a refusal comes before Lightning is even imported
+    ckpt_path = resume_checkpoint(cfg, out_dir)
+    import lightning as L
+
+    from specdec.learners.resumable import make_resumable
+
     L.seed_everything(cfg.seed, workers=True)
     datamodule = instantiate(cfg.datamodule)
     learner = instantiate(cfg.learner)
     logger = build_logger(cfg)
     trainer = instantiate(cfg.trainer, logger=logger, callbacks=build_callbacks(cfg))
+    if trainer.world_size == 1:  # several ranks: Lightning's DistributedSampler orders each epoch
+        make_resumable(datamodule, cfg.seed)
     try:
         # a checkpoint is a pickle: load tensors and plain values only, never code it carries
         # (Lightning would load an http ckpt_path with weights_only=False)
-        trainer.fit(learner, datamodule=datamodule, ckpt_path=cfg.ckpt_path, weights_only=True)
+        trainer.fit(learner, datamodule=datamodule, ckpt_path=ckpt_path, weights_only=True)
+        save_last(trainer, out_dir)  # a rerun of this finished command trains nothing
         best = best_checkpoint(trainer)
         log.info("testing and exporting %s (monitor: %s, %s)", best or "the current weights",
                  cfg.monitor.metric, cfg.monitor.mode)
@@ -113,8 +158,12 @@ def train(cfg: DictConfig) -> dict[str, float]:
             from lightning.pytorch.strategies import FSDPStrategy
 
             sharded = isinstance(trainer.strategy, FSDPStrategy)
-            instantiate(cfg.export)(exportable(learner, best, sharded=sharded,
-                                               build=lambda: instantiate(cfg.learner)), out_dir)
+            folder = instantiate(cfg.export)(exportable(learner, best, sharded=sharded,
+                                                        build=lambda: instantiate(cfg.learner)),
+                                             out_dir)
+            log.info("exported to %s", folder)
+            if folder is not None:
+                log_export(logger, Path(folder), cfg)
     finally:
         # close a W&B run the logger opened, also after an error (lightning-hydra-template)
         wandb = sys.modules.get("wandb")

@@ -148,7 +148,7 @@ def test_fast_dev_run_of_the_tiny_experiment(compose, data_dir, tmp_path):
     from specdec.train import train
 
     cfg = compose("train", ["+experiment=specdecpp_tiny", "trainer=debug", f"data_path={data_dir}",
-                            f"export.path={tmp_path / 'head'}"])
+                            f"export.folder={tmp_path / 'head'}"])
     metrics = train(cfg)
     assert {"test/loss", "test/auroc", "test/kl", "test/bce", "test/ece"} <= set(metrics)
     assert load_head(tmp_path / "head").meta["experiment"] == "specdecpp_tiny"

@@ -148,7 +148,7 @@ def test_the_tiny_experiment_runs_from_data_to_export(compose, tmp_path):
     from specdec.train import train
 
     overrides = ["+experiment=hrad_tiny", f"data_path={tmp_path / 'data'}",
-                 f"export.path={tmp_path / 'head'}", "data_gen.synthetic.count=12",
+                 f"export.folder={tmp_path / 'head'}", "data_gen.synthetic.count=12",
                  "data_gen.max_new_tokens=12"]
     train(compose("train", [*overrides, "stage=data"]))
     metrics = train(compose("train", [*overrides, "trainer.max_epochs=2",

@@ -43,7 +43,7 @@ def data_dir(tmp_path_factory):
 
 def _cfg(compose, data_dir, tmp_path, epochs: int, *extra: str):
     return compose("train", [
-        "+experiment=specdecpp_tiny", f"data_path={data_dir}", f"export.path={tmp_path / 'head'}",
+        "+experiment=specdecpp_tiny", f"data_path={data_dir}", f"export.folder={tmp_path / 'head'}",
         f"trainer.max_epochs={epochs}", "+trainer.limit_train_batches=2",
         "+trainer.limit_val_batches=1", "+trainer.limit_test_batches=1",
         "callbacks.progress_bar.refresh_rate=0", "+trainer.enable_model_summary=false", *extra])

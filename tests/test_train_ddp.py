@@ -51,7 +51,7 @@ def _two_ranks(tmp_path, overrides: list[str], export: str) -> None:
 def test_two_cpu_processes_train_one_model_on_half_the_batches_each(compose, tmp_path):
     overrides = _data(compose, tmp_path)
     _two_ranks(tmp_path, [*overrides, "trainer.max_epochs=2", "datamodule.batch_size=8",
-                          f"export.path={tmp_path / 'head'}"],
+                          f"export.folder={tmp_path / 'head'}"],
                "specdec.learners.hrad.module.export_hrad")
     # exported once, by rank 0 only
     assert sorted(f.name for f in (tmp_path / "exports").iterdir()) == ["export_rank0"]
@@ -93,7 +93,7 @@ def test_every_tiny_learner_trains_with_two_cpu_processes(compose, tmp_path, exp
     cfg = compose("train", [f"+experiment={experiment}", f"{data}={tmp_path / 'data'}"])
     overrides = [f"+experiment={experiment}", f"{data}={tmp_path / 'data'}"]
     train(compose("train", [*overrides, "stage=data"]))
-    out = "export.path" if "path" in cfg.export else "export.folder"
+    out = "export.folder"
     _two_ranks(tmp_path, [*overrides, *extra, f"{out}={tmp_path / 'out'}"], cfg.export._target_)
     assert sorted(f.name for f in (tmp_path / "exports").iterdir()) == ["export_rank0"]
     ranks = [json.loads((tmp_path / "probe" / f"rank{r}.json").read_text()) for r in (0, 1)]
@@ -139,7 +139,7 @@ def test_train_exports_from_the_checkpoint_when_the_strategy_is_fsdp(compose, tm
     monkeypatch.setattr(train_module, "exportable", spy)
     overrides = _data(compose, tmp_path)
     train_module.train(compose("train", [*overrides, "trainer.max_epochs=1",
-                                         f"export.path={tmp_path / 'head'}",
+                                         f"export.folder={tmp_path / 'head'}",
                                          "callbacks.progress_bar.refresh_rate=0"]))
     [(sharded, same, best)] = calls
     assert sharded and not same and best

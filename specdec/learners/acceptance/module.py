@@ -25,6 +25,7 @@ from torch.utils.data import DataLoader
 
 from specdec.errors import MissingInput
 from specdec.learners.acceptance.head import AcceptanceHead, save_head
+from specdec.learners.install import export_folder
 from specdec.models import ModelPair
 
 
@@ -213,12 +214,15 @@ class AcceptanceDataModule(L.LightningDataModule):
         return self._loader("test", False)
 
 
-def export_head(learner: AcceptanceLearner, out_dir: Path, *, path: str | None = None,
+def export_head(learner: AcceptanceLearner, out_dir: Path, *, folder: str | None = None,
+                install: bool = False, asset: str | None = None, force: bool = False,
                 **meta: object) -> Path:
-    """Write the trained head for eval (``heads.load_head``) to ``path`` (default run/head)."""
+    """Write the trained head for eval (``heads.load_head``) to ``<out_dir>/export`` or where
+    ``folder`` / ``install`` say (``learners/install.py``: never over existing files without
+    ``force``)."""
     from omegaconf import DictConfig, ListConfig, OmegaConf
 
     meta = {k: OmegaConf.to_container(v, resolve=True) if isinstance(v, DictConfig | ListConfig)
             else v for k, v in meta.items()}
-    target = Path(path) if path else Path(out_dir) / "head"
+    target = export_folder(out_dir, folder=folder, install=install, asset=asset, force=force)
     return save_head(learner.head, target, **meta)

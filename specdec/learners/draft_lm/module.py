@@ -33,6 +33,7 @@ from specdec.learners.draft_lm.net import (
 )
 from specdec.learners.draft_lm.trace_dataset import TraceDataset, collate_traces
 from specdec.learners.draft_lm.traces import DATA_COMMAND
+from specdec.learners.install import export_folder
 from specdec.learners.optim import adamw_warmup_cosine
 
 
@@ -197,13 +198,16 @@ class TraceDataModule(L.LightningDataModule):
 
 
 def export_draft(learner: DistillLearner, out_dir: str, folder: str | None = None,
-                 dtype: str = "bfloat16") -> Path:
+                 dtype: str = "bfloat16", *, install: bool = False, asset: str | None = None,
+                 force: bool = False) -> Path:
     """``export``: write the shipped format (``config.json`` + ``model.safetensors``).
 
     Args:
-        folder: destination (default ``<out_dir>/draft``); e.g. ``specdec/assets/smollm2-draft``.
+        folder: destination (default ``<out_dir>/export``).
         dtype: storage dtype of the float tensors.
+        install, asset, force: ``install`` writes to ``asset`` (``specdec/assets/smollm2-draft``);
+            existing files there are replaced only with ``force`` (``learners/install.py``).
     """
-    dest = Path(folder) if folder else Path(out_dir) / "draft"
+    dest = export_folder(out_dir, folder=folder, install=install, asset=asset, force=force)
     save_draft(learner.net, dest, dtype=getattr(torch, dtype))
     return dest

@@ -38,6 +38,7 @@ from specdec.learners.eagle3.net import (
     remap_head,
     save_eagle3,
 )
+from specdec.learners.install import export_folder
 from specdec.learners.optim import adamw_warmup_cosine
 from specdec.models.cache_arg import cache_kwarg
 
@@ -272,8 +273,10 @@ class Eagle3DataModule(L.LightningDataModule):
 
 
 def export_eagle3(learner: Eagle3Learner, out_dir: str, folder: str | None = None,
-                  dtype: str = "float32") -> Path:
-    """``export``: the shipped format (default ``<out_dir>/eagle3``)."""
-    dest = Path(folder) if folder else Path(out_dir) / "eagle3"
+                  dtype: str = "float32", *, install: bool = False, asset: str | None = None,
+                  force: bool = False) -> Path:
+    """``export``: the shipped format, to ``<out_dir>/export`` or where ``folder`` / ``install``
+    say (``learners/install.py``: never over existing files without ``force``)."""
+    dest = export_folder(out_dir, folder=folder, install=install, asset=asset, force=force)
     vocab = learner._target[0].config.vocab_size
     return save_eagle3(learner.net, dest, target_vocab=vocab, dtype=getattr(torch, dtype))

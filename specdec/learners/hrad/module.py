@@ -27,6 +27,7 @@ from torch.utils.data import DataLoader, TensorDataset
 from specdec.errors import BadInput
 from specdec.learners.hrad.data import SPLITS, load_hrad_data
 from specdec.learners.hrad.head import CLASSES, HradHead, save_hrad
+from specdec.learners.install import export_folder
 from specdec.models import ModelPair
 
 
@@ -207,14 +208,17 @@ class HradDataModule(L.LightningDataModule):
         return self._loader("test", False)
 
 
-def export_hrad(learner: HradLearner, out_dir: Path, *, path: str | None = None,
+def export_hrad(learner: HradLearner, out_dir: Path, *, folder: str | None = None,
+                install: bool = False, asset: str | None = None, force: bool = False,
                 **meta: object) -> Path:
-    """Write the trained head for serving (``head.load_hrad``) to ``path`` (default run/hrad),
-    with the target it reads, K, the class weights and ``meta`` (experiment, gamma_max, ...)."""
+    """Write the trained head for serving (``head.load_hrad``) to ``<out_dir>/export`` or where
+    ``folder`` / ``install`` say (``learners/install.py``: never over existing files without
+    ``force``), with the target it reads, K, the class weights and ``meta`` (experiment,
+    gamma_max, ...)."""
     from omegaconf import DictConfig, ListConfig, OmegaConf
 
     meta = {k: OmegaConf.to_container(v, resolve=True) if isinstance(v, DictConfig | ListConfig)
             else v for k, v in meta.items()}
-    target = Path(path) if path else Path(out_dir) / "hrad"
+    target = export_folder(out_dir, folder=folder, install=install, asset=asset, force=force)
     return save_hrad(learner.head, target, **learner.target_dims, layers=learner.hparams.layers,
                      class_weights=learner.class_weights.tolist(), **meta)

@@ -39,6 +39,7 @@ from specdec.errors import BadInput
 from specdec.learners.draft_lm.net import tokenizer_sha256
 from specdec.learners.eagle3.data import frozen_target, read_token_map
 from specdec.learners.eagle3.net import load_eagle3
+from specdec.learners.install import export_folder
 from specdec.learners.optim import adamw_warmup_cosine
 from specdec.learners.specblock.losses import prefix_correct, rank_loss, slot_labels, unlock
 from specdec.learners.specblock.net import BlockOut, SpecBlockNet, new_specblock
@@ -232,8 +233,10 @@ class SpecBlockLearner(L.LightningModule):
 
 
 def export_specblock(learner: SpecBlockLearner, out_dir: str, folder: str | None = None,
-                     dtype: str = "float32", int8: Sequence[str] = ()) -> Path:
-    """``export``: the shipped format (default ``<out_dir>/specblock``; ``int8``: weights stored
-    as int8 with per-row scales, ``save_specblock``)."""
-    dest = Path(folder) if folder else Path(out_dir) / "specblock"
+                     dtype: str = "float32", int8: Sequence[str] = (), *, install: bool = False,
+                     asset: str | None = None, force: bool = False) -> Path:
+    """``export``: the shipped format (``int8``: weights stored as int8 with per-row scales,
+    ``save_specblock``), to ``<out_dir>/export`` or where ``folder`` / ``install`` say
+    (``learners/install.py``: never over existing files without ``force``)."""
+    dest = export_folder(out_dir, folder=folder, install=install, asset=asset, force=force)
     return save_specblock(learner.net, dest, dtype=getattr(torch, dtype), int8=list(int8))

@@ -1,0 +1,75 @@
+"""A training run's identity: its config hash, its stable folder and the checkpoint it resumes.
+
+``python -m specdec.train`` writes to ``outputs/train/<task_name>/<hash>/`` (``conf/train.yaml``,
+``hydra.run.dir``), where ``<hash>`` (``${specdec_train_hash:}``) covers what decides the trained
+weights: seed, learner, datamodule, data_gen, trainer and monitor, as composed (interpolations
+unresolved, so the folder does not depend on where the checkout lives). The keys in
+``UNHASHED_KEYS`` are left out: where files go (``paths``, ``hydra``), how the run is watched
+(``logger``, ``callbacks``), what happens after the fit (``export``: installing a finished run
+reruns its command with ``export.install=true`` in the same folder) and how it starts
+(``stage``, ``ckpt_path``, ``resume``). So rerunning a killed command lands in its folder, and
+``resume_checkpoint`` hands Lightning its ``checkpoints/last.ckpt``: the weights, optimizer and
+schedulers, the loop position and (``specdec.learners.resumable``) the train loader's place in its
+epoch come back, and no step is lost or repeated beyond the last checkpoint. ``save_last`` rewrites
+``last.ckpt`` at the end of a completed fit (the callback writes it at each validation only), so
+rerunning a finished command trains nothing and goes on to test and export.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from omegaconf import DictConfig, OmegaConf
+
+if TYPE_CHECKING:
+    import lightning as L
+
+log = logging.getLogger(__name__)
+
+UNHASHED_KEYS = ("hydra", "paths", "logger", "callbacks", "export", "stage", "ckpt_path",
+                 "resume", "task_name", "method_name")
+LAST = Path("checkpoints") / "last.ckpt"  # conf/callbacks/last_checkpoint.yaml
+
+
+def train_hash(cfg: DictConfig) -> str:
+    """12 hex digits of the training-relevant config (``UNHASHED_KEYS`` left out)."""
+    keep = {k: v for k, v in OmegaConf.to_container(cfg, resolve=False).items()
+            if k not in UNHASHED_KEYS}
+    blob = json.dumps(keep, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+def hash_resolver(*, _root_: DictConfig) -> str:
+    """``${specdec_train_hash:}``: ``train_hash`` of the config it appears in."""
+    return train_hash(_root_)
+
+
+def resume_checkpoint(cfg: DictConfig, out_dir: str | Path) -> str | None:
+    """The checkpoint ``fit`` starts from: ``ckpt_path`` when given, else (``resume=true``) the
+    run folder's ``checkpoints/last.ckpt`` when a killed or finished run left one; None: from
+    scratch."""
+    if cfg.get("ckpt_path"):
+        return str(cfg.ckpt_path)
+    last = Path(out_dir) / LAST
+    if cfg.get("resume", True) and last.is_file():
+        log.info("resuming from %s (resume=false starts over)", last)
+        return str(last)
+    return None
+
+
+def save_last(trainer: L.Trainer, out_dir: str | Path) -> None:
+    """After a fit that ran to its end: write the run folder's ``checkpoints/last.ckpt`` at the
+    final step, when a checkpoint callback keeps that file (``conf/callbacks/last_checkpoint.yaml``)
+    and the run is not a ``fast_dev_run``. Called on every rank (Lightning writes on rank 0)."""
+    from lightning.pytorch.callbacks import ModelCheckpoint
+
+    last = Path(out_dir) / LAST
+    keeps_last = any(isinstance(cb, ModelCheckpoint) and cb.dirpath is not None
+                     and Path(cb.dirpath) == last.parent and cb.filename == last.stem
+                     for cb in trainer.checkpoint_callbacks)
+    if keeps_last and not trainer.fast_dev_run and not trainer.interrupted:
+        trainer.save_checkpoint(last)
