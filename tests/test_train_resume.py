@@ -108,12 +108,28 @@ def test_resume_false_and_an_explicit_ckpt_path(compose, tmp_path):
     assert resume_checkpoint(cfg, tmp_path) is None  # nothing to resume: from scratch
     last = tmp_path / "checkpoints" / "last.ckpt"
     last.parent.mkdir()
-    last.write_bytes(b"")
+    torch.save({"state_dict": {}}, last)
     assert resume_checkpoint(cfg, tmp_path) == str(last)
     assert resume_checkpoint(compose("train", ["+experiment=eagle3_tiny", "resume=false"]),
                              tmp_path) is None
-    assert resume_checkpoint(compose("train", ["+experiment=eagle3_tiny", "ckpt_path=a.ckpt"]),
-                             tmp_path) == "a.ckpt"
+    good = tmp_path / "a.ckpt"
+    torch.save({"state_dict": {}}, good)
+    assert resume_checkpoint(compose("train", ["+experiment=eagle3_tiny", f"ckpt_path={good}"]),
+                             tmp_path) == str(good)
+
+
+def test_a_truncated_or_missing_checkpoint_is_refused_before_training(compose, tmp_path):
+    from specdec.errors import BadInput, MissingInput
+    from specdec.learners.resume import resume_checkpoint
+
+    last = tmp_path / "checkpoints" / "last.ckpt"
+    last.parent.mkdir()
+    last.write_bytes(b"PK\x03\x04 cut short")  # a kill while Lightning wrote it
+    with pytest.raises(BadInput, match=r"last\.ckpt is truncated.*resume=false"):
+        resume_checkpoint(compose("train", ["+experiment=eagle3_tiny"]), tmp_path)
+    with pytest.raises(MissingInput, match="nope.ckpt is missing"):
+        resume_checkpoint(compose("train", ["+experiment=eagle3_tiny",
+                                            f"ckpt_path={tmp_path / 'nope.ckpt'}"]), tmp_path)
 
 
 def test_the_loader_state_skips_the_batches_done_in_its_epoch_and_none_of_the_next():

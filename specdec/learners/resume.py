@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING
 
 from omegaconf import DictConfig, OmegaConf
 
+from specdec.learners.shipped import read_checkpoint
+
 if TYPE_CHECKING:
     import lightning as L
 
@@ -53,9 +55,12 @@ def resume_checkpoint(cfg: DictConfig, out_dir: str | Path) -> str | None:
     run folder's ``checkpoints/last.ckpt`` when a killed or finished run left one; None: from
     scratch."""
     if cfg.get("ckpt_path"):
+        # a truncated or foreign file: one error line naming it, before anything trains
+        read_checkpoint(cfg.ckpt_path, "pass ckpt_path=<a checkpoint a fit wrote> or drop it")
         return str(cfg.ckpt_path)
     last = Path(out_dir) / LAST
     if cfg.get("resume", True) and last.is_file():
+        read_checkpoint(last, "resume=false starts the run over (or delete that file)")
         log.info("resuming from %s (resume=false starts over)", last)
         return str(last)
     return None
