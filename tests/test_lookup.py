@@ -182,6 +182,26 @@ def test_lookup_is_exact_at_positive_temperature(temperature, branches, stop_ids
     assert ("fork" in seen) == (branches > 1)
 
 
+def test_lookup_with_history_is_exact_at_positive_temperature():
+    sampling, length, seen = Sampling(temperature=1.0), 5, set()
+    target = TableLM(VOCAB, 3, scale=2.5)
+    want = ar_joint(target, PROMPT, length, sampling)
+
+    def go(coins):
+        # a fresh drafter per path, whose history holds one earlier output (0 2 2 1 0 2 1)
+        drafter = PromptLookupDrafter(None, Fixed(3), sampling, min_ngram=2, history=True)
+        drafter.prefill(torch.tensor([1]))
+        drafter.propose(Context(tokens=torch.tensor([1, 0, 2, 2, 1, 0, 2, 1]), coins=coins))
+        out = generate(PROMPT, target, watch(drafter, seen), Tokenwise(), sampling=sampling,
+                       coins=coins, max_new_tokens=length)
+        seen.update({"history"} if out.stats.counters.get("lookup_history_hits") else ())
+        return tuple(out.tokens)
+
+    got = enumerate_outcomes(go)
+    assert total_variation(got, want) <= 1e-12
+    assert seen >= {"hit", "miss", "reject", "full", "history"}
+
+
 class FrequencyQLookup(PromptLookupDrafter):
     """A planted bug: the draft stays the latest match, but it records as ``q`` the frequency of
     each next token over all matches, as if the token had been drawn from it."""
