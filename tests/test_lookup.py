@@ -113,6 +113,13 @@ def test_matches_agree_with_a_brute_force_search_as_the_context_grows():
             assert chains(draft) == reference(seq[:t], 3, lo, hi, k), (case, t)
 
 
+def test_a_context_that_does_not_extend_the_last_one_is_indexed_afresh():
+    drafter = PromptLookupDrafter(None, Fixed(2), None)
+    for tokens in ([4, 5, 6, 4], [4, 5], [7, 8, 7], [7, 9, 7]):  # shorter; another last token
+        draft = drafter.propose(Context(tokens=torch.tensor(tokens), coins=None))
+        assert chains(draft) == reference(tokens, 2, 1, 3, 1), tokens
+
+
 def test_bad_settings_are_refused():
     for kw in ({"min_ngram": 0}, {"min_ngram": 3, "max_ngram": 2}, {"branches": 0}):
         with pytest.raises(BadInput):

@@ -107,6 +107,7 @@ class PromptLookupDrafter(Drafter):
             self.past.extend([*self.index.ids[self.prompt_len :], SEPARATOR])
         self.policy.reset()
         self.index = NgramIndex(self.min_ngram, self.max_ngram)
+        self.seen = torch.empty(0, dtype=torch.long)  # [T] the tokens indexed (the last context)
         self.prompt_len = 0
         self._counts = {"lookup_hits": 0, "lookup_misses": 0, "lookup_tokens": 0}
         if self.past is not None:
@@ -118,8 +119,15 @@ class PromptLookupDrafter(Drafter):
         self._catch_up(prompt)
 
     def _catch_up(self, tokens: torch.Tensor) -> None:
-        """Index the committed tokens ``[T]`` not indexed yet (they extend the indexed ones)."""
+        """Index the committed tokens ``[T]`` not indexed yet.
+
+        In decoding they extend the indexed ones (one tensor comparison checks it, a few us); a
+        context that does not (a caller that skipped ``reset``) is indexed afresh.
+        """
         have = len(self.index.ids)
+        seen, self.seen = self.seen, tokens
+        if have and (tokens.numel() < have or not torch.equal(tokens[:have], seen[:have])):
+            self.index, have = NgramIndex(self.min_ngram, self.max_ngram), 0
         if tokens.numel() > have:
             self.index.extend(tokens[have:].tolist())
 
