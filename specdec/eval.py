@@ -3,7 +3,8 @@
 The work is ``specdec.bench.runner.run``; this file only binds it to ``conf/eval.yaml``. ``main``
 returns the run's ``optimized_metric`` (``overall``; default ``modeled_speedup``, the run's modeled
 speedup over AR-equivalent forwards, steadier than wall-clock tokens/s), the value a Hydra sweeper
-such as Optuna (``hparams_search=...``, ``conf/hparams_search/``) maximises.
+such as Optuna (``hparams_search=...``, ``conf/hparams_search/``) maximises. In a multirun a
+failing job records its error and the next job runs (``specdec.bench.failures``).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import hydra
 from omegaconf import DictConfig
 
+from specdec.bench.failures import in_multirun, run_job
 from specdec.bench.runner import run
 from specdec.bench.summary import sweep_metric
 from specdec.config import register_resolvers
@@ -25,9 +27,10 @@ def evaluate(cfg: DictConfig) -> float | None:
 @hydra.main(version_base="1.3", config_path="../conf", config_name="eval")
 def main(cfg: DictConfig) -> float | None:
     """Run one eval job (a multirun calls it once per method preset); returns the sweep metric.
-    A bad input ends the run with its message and status 2, without a traceback (errors.py)."""
+    A bad input ends the run with its message and status 2, without a traceback (errors.py); in a
+    multirun a failed job is recorded and the sweep goes on (``specdec.bench.failures``)."""
     with exit_on_input_error():
-        return evaluate(cfg)
+        return run_job(evaluate, cfg) if in_multirun() else evaluate(cfg)
 
 
 if __name__ == "__main__":
