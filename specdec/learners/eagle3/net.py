@@ -42,6 +42,7 @@ from specdec.learners.draft_lm.net import (
     draft_config,
     init_from_target,
 )
+from specdec.models.exact import exact_float64
 
 DECODER_EMBED_KEY = f"decoder.{EMBED_KEY}"
 
@@ -72,6 +73,7 @@ class Eagle3Net(nn.Module):
         self.meta: dict = {"target_layers": list(self.target_layers), "target_hidden": hidden,
                            "target_vocab": int(decoder.config.vocab_size),
                            "draft_vocab_size": int(decoder.token_map.numel())}
+        exact_float64(self)  # float64 (tests) stays float64 in the norms (specdec.models.exact)
 
     @property
     def hidden_size(self) -> int:
