@@ -94,6 +94,16 @@ def test_a_corrupt_cache_is_probed_again_and_rewritten(tmp_path, monkeypatch):
     assert len(json.loads((tmp_path / kp.CACHE_FILE).read_text())) == 1
 
 
+def test_only_plain_linear_layers_are_probed_and_shared_ones_once():
+    class Quantized(nn.Linear):  # another library's layer: its own forward, never swapped
+        pass
+
+    shared = nn.Linear(4, 4)
+    found = kp.linear_layers([nn.Sequential(Quantized(4, 4), shared), None,
+                              nn.Sequential(shared, nn.Linear(4, 2))])
+    assert [(m.out_features, type(m)) for m in found] == [(4, nn.Linear), (2, nn.Linear)]
+
+
 def test_given_kernels_small_models_and_other_devices_are_not_probed(tmp_path):
     model = small_model()
     assert kp.choose_linear_kernel("stock", [model], cache_dir=tmp_path, clock=never) == \

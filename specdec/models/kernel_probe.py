@@ -37,7 +37,12 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from specdec.models.kernels import KERNELS, PackedLinear, apply_linear_kernel
+from specdec.models.kernels import (
+    KERNELS,
+    PackedLinear,
+    WeightStationaryLinear,
+    apply_linear_kernel,
+)
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +54,7 @@ MARGIN = 0.05  # packed must win by this fraction in total, and lose by no more 
 PROBE_MIN_BYTES = 16 * 2**20  # below this the weights stay in cache: nothing worth timing
 SKIPPED = "packed"  # the choice when nothing was timed (small models)
 CACHE_FILE = Path("kernels") / "linear_kernel.json"
+SWAPPABLE = (nn.Linear, WeightStationaryLinear, PackedLinear)  # what apply_linear_kernel swaps
 Timings = dict[str, dict[int, float]]  # kernel -> rows -> ms per pass
 
 
@@ -77,11 +83,11 @@ def default_cache_dir() -> Path:
 
 
 def linear_layers(models: Sequence[nn.Module | None]) -> list[nn.Linear]:
-    """Every distinct linear layer of ``models`` (shared ones once), in module order."""
+    """Every distinct plain linear layer of ``models`` (shared ones once), in module order."""
     seen: dict[int, nn.Linear] = {}
     for model in models:
         for module in model.modules() if model is not None else ():
-            if isinstance(module, nn.Linear):
+            if type(module) in SWAPPABLE:  # subclasses of other libraries keep their forward
                 seen.setdefault(id(module), module)
     return list(seen.values())
 
