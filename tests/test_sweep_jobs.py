@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 from hydra.core.utils import JobReturn, JobStatus
 from omegaconf import OmegaConf
 from test_eval_run import eval_cfg
@@ -39,7 +40,7 @@ def test_consecutive_jobs_on_one_pair_config_share_one_load(tmp_path):
     assert shared_pair(other, share=True) is not first  # another pair config loads its own
     assert shared_pair(model, share=True) is not first  # and the first was let go
     held = shared_pair(model, share=True)
-    with __import__("torch").no_grad():
+    with torch.no_grad():
         held.target.lm_head.weight.mul_(2.0)  # a job that wrote the weights
     assert shared_pair(model, share=True) is not held
     assert shared_pair(model, share=False) is not shared_pair(model, share=False)  # single runs
