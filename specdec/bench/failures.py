@@ -6,7 +6,7 @@ made the sweeper stop at the end with a traceback and no leaderboard, and an inp
 after it. Inside a multirun ``run_job`` catches the job's error instead:
 
 1. it prints the error on stderr: an input error as its one ``error: ...`` line, any other
-   exception (a bug) with its traceback;
+   exception (a bug) with its traceback (input errors too under ``HYDRA_FULL_ERROR=1``);
 2. it writes the error into the run folder's ``summary.json`` (``complete: false``, ``error``:
    the line), creating a minimal summary when the job failed before writing one, unless another
    process holds the folder (``specdec.bench.rundir.RunLock``);
@@ -19,6 +19,7 @@ jobs and ends the process with status 2 when every failure was an input error, e
 from __future__ import annotations
 
 import json
+import os
 import sys
 import traceback
 from collections.abc import Callable
@@ -103,8 +104,8 @@ def run_job(job: Callable[[DictConfig], float | None], cfg: DictConfig) -> float
         return job(cfg)
     except Exception as err:
         line = error_line(err)
-        if input_error(err) is None:
-            traceback.print_exc(file=sys.stderr)
+        if input_error(err) is None or os.environ.get("HYDRA_FULL_ERROR") == "1":
+            traceback.print_exc(file=sys.stderr)  # a bug (or full errors asked for)
         print(line, file=sys.stderr, flush=True)
         run_dir = Path(str(cfg.paths.output_dir))
         method = str(OmegaConf.select(cfg, "method_name"))  # None when not set
