@@ -5,7 +5,8 @@ returns the run's ``optimized_metric`` (``overall``; default ``sweep_objective``
 modeled speedup paired with the ``ar`` run of the same command, the leaderboard's
 ``modeled_speedup_vs_ar``, or without that run the run's own stable estimate
 ``self_modeled_speedup``; ``specdec.bench.paired``), the value a Hydra sweeper such as Optuna
-(``hparams_search=...``, ``conf/hparams_search/``) maximises.
+(``hparams_search=...``, ``conf/hparams_search/``) maximises. In a multirun a
+failing job records its error and the next job runs (``specdec.bench.failures``).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import hydra
 from omegaconf import DictConfig
 
+from specdec.bench.failures import in_multirun, run_job
 from specdec.bench.paired import in_sweep
 from specdec.bench.runner import run
 from specdec.bench.summary import sweep_metric
@@ -28,9 +30,10 @@ def evaluate(cfg: DictConfig) -> float | None:
 @hydra.main(version_base="1.3", config_path="../conf", config_name="eval")
 def main(cfg: DictConfig) -> float | None:
     """Run one eval job (a multirun calls it once per method preset); returns the sweep metric.
-    A bad input ends the run with its message and status 2, without a traceback (errors.py)."""
+    A bad input ends the run with its message and status 2, without a traceback (errors.py); in a
+    multirun a failed job is recorded and the sweep goes on (``specdec.bench.failures``)."""
     with exit_on_input_error():
-        return evaluate(cfg)
+        return run_job(evaluate, cfg) if in_multirun() else evaluate(cfg)
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ from transformers import LlamaConfig, LlamaForCausalLM
 
 from specdec.lm import CachedLM
 from specdec.models.attention import NAME, use_cpu_attention
+from specdec.models.exact import exact_float64
 from specdec.models.tiny import tiny_pair
 
 
@@ -18,7 +19,9 @@ def _gqa_model() -> LlamaForCausalLM:
     cfg = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
                       num_attention_heads=4, num_key_value_heads=2, head_dim=8,
                       attn_implementation="sdpa")
-    return LlamaForCausalLM(cfg).double().eval()
+    model = LlamaForCausalLM(cfg).double().eval()
+    exact_float64(model)  # float64 norms: compared at 1e-12 (transformers' own run in float32)
+    return model
 
 
 def _run(model: LlamaForCausalLM) -> list[torch.Tensor]:

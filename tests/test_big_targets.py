@@ -68,6 +68,9 @@ def test_bad_placements_fail_before_any_weights_load(folders, monkeypatch):
         raise AssertionError("weights were loaded before the check")
 
     monkeypatch.setattr(AutoModelForCausalLM, "from_pretrained", no_loading)
+    # the refusals of a machine without CUDA, on every machine (a GPU one included)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
     target, draft = folders
     cases = [({"draft_device": "cuda:0"}, r"model.draft_device=cuda:0 was requested but CUDA is "
                                           r"not available.*run with model.draft_device=cpu"),
@@ -82,6 +85,13 @@ def test_bad_placements_fail_before_any_weights_load(folders, monkeypatch):
               r"model.max_memory\[0\]=cuda:0 was requested but CUDA is not available")]
     for kwargs, message in cases:
         with pytest.raises(ValueError, match=message):
+            load_pair("local", target, draft, **kwargs)
+    # with one GPU, a second one is refused by its index
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    for kwargs in ({"device_map": "cuda:1"}, {"draft_device": "cuda:1"},
+                   {"device_map": "auto", "max_memory": {1: "70GiB"}}):
+        with pytest.raises(ValueError, match=r"=cuda:1: this machine has 1 CUDA device\(s\)"):
             load_pair("local", target, draft, **kwargs)
 
 

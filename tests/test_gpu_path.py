@@ -104,8 +104,13 @@ def test_software_fingerprint_has_the_gpu_versions(monkeypatch):
     versions = software_versions()
     assert {"cuda", "cuda_driver", "flash_attn"} <= set(versions)
     assert versions["cuda"] == torch.version.cuda
-    if not torch.cuda.is_available():
-        assert versions["cuda_driver"] is None
+    # the driver: None without CUDA, nvidia-smi's answer with it (both checked on any machine)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert gpu.gpu_versions()["cuda_driver"] is None
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(gpu.subprocess, "run", lambda *a, **k: SimpleNamespace(
+        returncode=0, stdout="550.54.15\n550.54.15\n"))
+    assert gpu.gpu_versions()["cuda_driver"] == "550.54.15"
     real = metadata.version
 
     def fake(name):

@@ -79,12 +79,14 @@ CASES = [  # (entry point, overrides, words the message must contain)
     ("specdec.eval", ["method=eagle3", "drafter.topk=0"], "drafter.topk"),  # inside instantiate
     ("specdec.train", ["stage=bogus"], "unknown stage 'bogus'"),
 ]
-if not torch.cuda.is_available():
-    CASES.append(("specdec.eval", ["device=cuda"], "run with device=cpu"))
+NO_CUDA = pytest.mark.skipif(torch.cuda.is_available(),
+                             reason="device=cuda is refused only where CUDA is absent")
+CASES.append(pytest.param("specdec.eval", ["device=cuda"], "run with device=cpu", marks=NO_CUDA,
+                          id="device=cuda"))
 
 
 @pytest.mark.parametrize("module, overrides, words", CASES,
-                         ids=[" ".join(c[1]) for c in CASES])
+                         ids=[getattr(c, "id", None) or " ".join(c[1]) for c in CASES])
 def test_entry_points_report_bad_input_without_a_traceback(tmp_path, module, overrides, words):
     base = (["method=ar", "model=tiny", "benchmark=tiny"] if module == "specdec.eval" else [])
     if module == "specdec.eval" and any(o.startswith("method=") for o in overrides):

@@ -8,12 +8,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from specdec.lm import CachedLM
+from specdec.models.kernel_probe import choose_linear_kernel
 from specdec.models.kernels import (
     MAX_ROWS,
     PackedLinear,
     WeightStationaryLinear,
     apply_linear_kernel,
-    resolve_kernel,
 )
 from specdec.models.tiny import tiny_pair
 
@@ -68,11 +68,13 @@ def test_cached_forwards_agree_across_kernels():
 
 
 def test_kernel_names_and_fingerprint():
-    assert resolve_kernel("auto", "cpu") == "packed"
-    assert resolve_kernel("auto", "cuda") == "stock"
     with pytest.raises(ValueError, match="unknown linear_kernel 'fast'.*auto"):
-        resolve_kernel("fast", "cpu")
-    assert tiny_pair().describe()["linear_kernel"] == "packed"
+        choose_linear_kernel("fast", [])
+    # the tiny pair's weights stay in cache: not probed, packed (the real pairs' usual path)
+    described = tiny_pair().describe()
+    assert described["linear_kernel"] == "packed"
+    assert described["linear_kernel_probe"].startswith("not probed: 0.")
+    assert "linear_kernel_probe" not in tiny_pair(linear_kernel="stock").describe()
     assert tiny_pair(linear_kernel="stock").describe()["linear_kernel"] == "stock"
 
 

@@ -28,13 +28,31 @@ from specdec.testing.table_lm import TableLM
 from specdec.trees import children, path_to
 from specdec.verifiers import Hierarchical, RecursiveRejection
 
-ATOL = 1e-10
+ATOL = 1e-10  # float64 work (the tiny pair computes in float64 throughout: models/exact.py)
 PREFIX = [11, 12, 13, 14]
 # 20 -> {21 -> {23, 24 -> 26}, 22 -> {25, 21}}, and 27 hanging off the prefix beside 20
 TOKENS = [20, 21, 22, 23, 24, 25, 26, 21, 27]
 PARENT = [-1, 0, 0, 1, 1, 2, 4, 2, -1]
 # frontiers in an order that is not node order, so pending index != node index
 FRONTIERS = [[8, 0], [2, 1], [7, 4, 3, 5], [6]]
+
+
+def test_the_float64_pair_computes_in_float64_throughout(tiny64):
+    """transformers' RMSNorm and RoPE compute in float32 whatever the model's dtype; the norm's
+    float32 reduction depends on the shape, so a tree forward and a full re-forward differed by
+    8.9e-10 in q (> ATOL) on a loaded machine. The tiny pair keeps float64 in both."""
+    gen = torch.Generator().manual_seed(0)
+    hidden = torch.randn(3, 7, 32, generator=gen, dtype=torch.float64)  # [B, S, H]
+    for norm in (tiny64.target.model.norm, tiny64.draft.model.layers[0].input_layernorm):
+        rms = (hidden.pow(2).mean(-1, keepdim=True) + norm.variance_epsilon).sqrt()  # [B, S, 1]
+        torch.testing.assert_close(norm(hidden), norm.weight * hidden / rms, atol=1e-14, rtol=0)
+    rotary = tiny64.target.model.rotary_emb
+    positions = torch.arange(0, 4000, 37)[None]  # [1, S]
+    angles = positions[..., None].double() * rotary.inv_freq.double()  # [1, S, D/2]
+    cos, sin = rotary(hidden, positions)  # [1, S, D]
+    assert cos.dtype == torch.float64
+    torch.testing.assert_close(cos, torch.cat((angles, angles), -1).cos(), atol=1e-14, rtol=0)
+    torch.testing.assert_close(sin, torch.cat((angles, angles), -1).sin(), atol=1e-14, rtol=0)
 
 
 def reference(lm, ids: list[int]) -> torch.Tensor:

@@ -95,14 +95,9 @@ def machine_tag(devices: Sequence[torch.device]) -> dict[str, str]:
     Args:
         devices: the devices the models are on (``ModelPair.devices()``), not the requested one.
     """
-    cpu = platform.processor() or platform.machine()
-    cpuinfo = Path("/proc/cpuinfo")
-    if cpuinfo.exists():
-        for line in cpuinfo.read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    tag = {"cpu": cpu, "torch_threads": str(torch.get_num_threads()),
+    from specdec.models.kernel_probe import cpu_model
+
+    tag = {"cpu": cpu_model(), "torch_threads": str(torch.get_num_threads()),
            "device": ",".join(str(d) for d in devices)}
     gpus = [torch.cuda.get_device_name(d) for d in devices if d.type == "cuda"]
     if gpus:

@@ -13,9 +13,11 @@ with a copy of the sweep's own files from ``hydra.sweep.dir`` (``multirun.yaml``
 overwrites them there, not beside this board. When
 the sweep's ``logger`` has a ``report`` node (``logger=wandb``: ``WandbReport``), that folder is
 also logged as a W&B ``leaderboard`` artifact, in the runs' group when they share one.
-Jobs are collected in ``on_job_end``, i.e. in the launcher's process: with a remote launcher the
-callback only prints the ``specdec.report`` command to run. Under ``torchrun`` (every rank runs
-the sweep, ``specdec.bench.ranks``) only rank 0 writes, prints and logs the leaderboard.
+A job that failed (``specdec.bench.failures``) is left out of the board and listed under it; the
+sweep then exits with status 2 (input errors only) or 1. Jobs are collected in ``on_job_end``,
+i.e. in the launcher's process: with a remote launcher the callback only prints the
+``specdec.report`` command to run. Under ``torchrun`` (every rank runs the sweep,
+``specdec.bench.ranks``) only rank 0 writes, prints and logs the leaderboard.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from hydra.experimental.callback import Callback
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from specdec.bench.failures import Failure, end_sweep, job_failure, summary_error
 from specdec.bench.paired import baseline_dir
 from specdec.bench.ranks import Ranks
 from specdec.bench.wandb_artifacts import common_group
@@ -62,21 +65,36 @@ class PrintLeaderboard(Callback):
         self.baseline, self.plots = baseline, plots
         self.dirs: list[Path] = []
         self.methods: list[str] = []
+        self.failed: list[Failure] = []  # jobs that failed (specdec.bench.failures)
 
     def on_job_end(self, config: DictConfig, job_return: JobReturn, **kwargs: Any) -> None:
-        if job_return.status != JobStatus.COMPLETED or job_return.hydra_cfg is None:
+        if job_return.hydra_cfg is None:
             return
         hydra_cfg = job_return.hydra_cfg.hydra
         out = Path(hydra_cfg.runtime.output_dir)
+        completed = job_return.status == JobStatus.COMPLETED
+        failure = job_failure(out, str(OmegaConf.select(config, "method_name")), completed,
+                              None if completed else job_return._return_value)
+        if failure is not None:  # listed at the end of the sweep, left out of the board
+            self.failed.append(failure)
+            return
         self.dirs.append(out)
         self.methods.append(str(config.method_name))
         base = baseline_dir(out, str(config.method_name), list(hydra_cfg.overrides.task),
                             list(hydra_cfg.job.config.override_dirname.exclude_keys),
                             self.baseline)
-        if (base / "summary.json").exists() and base not in self.dirs:
+        if (base / "summary.json").exists() and base not in self.dirs \
+                and summary_error(base) is None:
             self.dirs.append(base)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        """Print the board of the finished jobs, then name the failed ones and exit non-zero
+        (``specdec.bench.failures.end_sweep``)."""
+        self.board(config)
+        end_sweep(self.failed)
+
+    def board(self, config: DictConfig) -> None:
+        """Write, print (and log) the leaderboard of the finished jobs."""
         from specdec.bench.report import report
 
         if not Ranks.from_env().main:  # rank 0 of a torchrun eval reports for every rank
@@ -97,6 +115,11 @@ class PrintLeaderboard(Callback):
             print(f"leaderboard not written: {err}")
             return
         keep_sweep_files(config, out)
+        if self.failed:  # the board says which jobs are missing from it
+            failed = "".join(f"- {f.method} (`{f.run_dir}`): {f.line}\n" for f in self.failed)
+            text += f"\n\nFailed jobs (not in the table):\n\n{failed}"
+            with (out / "leaderboard.md").open("a", encoding="utf-8") as md:
+                md.write(f"\n## Failed jobs\n\n{failed}")
         print(text)
         print(f"leaderboard and plots: {out}")
         node = OmegaConf.select(config, "logger.report")

@@ -61,6 +61,7 @@ from specdec.bench.fingerprint import (
 )
 from specdec.bench.loggers import EvalLogger
 from specdec.bench.method import Answer, Method, build_method, run_prompt
+from specdec.bench.pair_cache import shared_pair
 from specdec.bench.paired import baseline_for, pair_run
 from specdec.bench.pricing import CostTable, forward_profile
 from specdec.bench.progress import progress_bar, running
@@ -239,7 +240,7 @@ def _run(cfg: DictConfig, out_dir: Path, ranks: Ranks, device: str) -> dict:
     cache = Path(cfg.paths.cache_dir) / "datasets"
     files = {name: read_prompt_file(ds.path, name, cache_dir=cache)  # bad data fails here
              for name, ds in cfg.benchmark.datasets.items()}
-    pair: ModelPair = instantiate(cfg.model)
+    pair: ModelPair = shared_pair(cfg.model)  # a multirun's jobs on one pair load it once
     check_placement(pair, device)  # the records and the machine tag say where it ran
     method = build_method(cfg, pair)
     # retrained weights at the same path, or edited prompts in the same file, must not resume

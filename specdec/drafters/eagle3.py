@@ -30,7 +30,7 @@ from specdec.errors import BadInput
 from specdec.learners.eagle3.net import Eagle3Net, check_target, load_eagle3
 from specdec.lm import CachedLM
 from specdec.models.attention import use_cpu_attention
-from specdec.models.kernels import apply_linear_kernel, resolve_kernel
+from specdec.models.kernel_probe import resolve_for
 from specdec.sampling import Sampling
 
 TRAIN_COMMAND = "python -m specdec.train +experiment=eagle3_<model>"
@@ -60,8 +60,7 @@ class Eagle3Drafter(FeatureDrafter):
                              f"{total_tokens}")
         self.command = f"python -m specdec.train +experiment={experiment}"
         self.net: Eagle3Net = load_eagle3(path, train_command=self.command)
-        kernel = resolve_kernel(linear_kernel, torch.device("cpu"))
-        apply_linear_kernel(self.net, kernel)
+        kernel = resolve_for(linear_kernel, [self.net]).kernel  # auto: timed on this machine
         if kernel != "stock":  # as models.pair.make_pair does for the pair
             use_cpu_attention(self.net.decoder)
         self.policy, self.topk, self.total = policy, int(topk), int(total_tokens)

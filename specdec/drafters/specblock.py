@@ -40,7 +40,7 @@ from specdec.errors import BadInput
 from specdec.learners.eagle3.net import check_target
 from specdec.learners.specblock.slots import RANK_CLASSES
 from specdec.learners.specblock.store import load_specblock
-from specdec.models.kernels import apply_linear_kernel, resolve_kernel
+from specdec.models.kernel_probe import resolve_for
 from specdec.sampling import Sampling
 
 
@@ -95,7 +95,7 @@ class SpecBlockDrafter(FeatureDrafter):
                                int(max_blocks), int(beam))
         self.command = f"python -m specdec.train +experiment={experiment}"
         self.net = load_specblock(path, train_command=self.command)
-        apply_linear_kernel(self.net, resolve_kernel(linear_kernel, torch.device("cpu")))
+        resolve_for(linear_kernel, [self.net])  # auto: timed on this machine
         self.policy = policy
         self.target_layers = tuple(self.net.target_layers)
         self.lm = BlockLM(self.net, self.net.meta["target_vocab"])

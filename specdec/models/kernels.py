@@ -10,10 +10,12 @@ once in its stored layout; a single row is duplicated to M = 2 so that it takes 
 Target forward: 67 → 34 ms for 1 token, 93 → 52 ms for 4 tokens; draft 6.0 → 3.1 ms per token
 (same weights; max logit difference ~1e-4 from a different summation order).
 
-For 3–8 rows the MKL GEMM under ``torch.mm`` is still slow, so ``packed`` (``PackedLinear``, the
-``auto`` choice on CPU) keeps the weight-stationary path for 1–2 rows and multiplies 3–``MAX_ROWS``
-rows with a oneDNN-prepacked copy of the weight: target 4-token verify 66 → 54 ms, 5 tokens
-68 → 47 ms (2 threads, best of two interleaved passes of ``bench_kernels.py``).
+For 3–8 rows the MKL GEMM under ``torch.mm`` is still slow, so ``packed`` (``PackedLinear``)
+keeps the weight-stationary path for 1–2 rows and multiplies 3–``MAX_ROWS`` rows with a
+oneDNN-prepacked copy of the weight: target 4-token verify 66 → 54 ms, 5 tokens 68 → 47 ms
+(2 threads, best of two interleaved passes of ``bench_kernels.py``). Those numbers are that CPU's
+(an AMD EPYC): on an Intel Xeon with AVX-512 stock was faster, so ``auto`` times both on the
+machine it runs on (``specdec.models.kernel_probe``).
 
 The swap changes only the class of each ``nn.Linear`` (same parameters, same ``state_dict``, ties
 kept); with autograd enabled, off the CPU or for M above ``MAX_ROWS`` (prefill) the stock
@@ -71,22 +73,13 @@ class PackedLinear(WeightStationaryLinear):
         return out.reshape(*x.shape[:-1], out.shape[-1])  # [..., O]
 
 
-def resolve_kernel(kernel: str, device: str | torch.device) -> str:
-    """``auto`` → ``packed`` on CPU, ``stock`` elsewhere; checks the name."""
-    if kernel not in KERNELS:
-        raise ValueError(f"unknown linear_kernel {kernel!r}; choose one of {list(KERNELS)}")
-    if kernel == "auto":
-        return "packed" if torch.device(device).type == "cpu" else "stock"
-    return kernel
-
-
 def apply_linear_kernel(model: nn.Module | None, kernel: str) -> int:
     """Switch every plain ``nn.Linear`` of ``model`` to ``kernel`` in place; returns how many.
 
     Args:
         model: a model (``None`` is allowed: nothing to do).
-        kernel: ``stock``, ``weight_stationary`` or ``packed`` (resolve ``auto`` with
-            ``resolve_kernel``).
+        kernel: ``stock``, ``weight_stationary`` or ``packed`` (``auto`` is resolved by
+            ``specdec.models.kernel_probe.choose_linear_kernel``).
     """
     if model is None:
         return 0

@@ -14,6 +14,7 @@ output rows may differ from the target's by padding rows only (``specdec.vocab``
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 from transformers import (
@@ -26,7 +27,7 @@ from transformers import (
 from specdec.errors import BadInput
 from specdec.models.attention import use_cpu_attention
 from specdec.models.gpu import check_attention
-from specdec.models.kernels import apply_linear_kernel, resolve_kernel
+from specdec.models.kernel_probe import resolve_for
 from specdec.models.placement import (
     DeviceMap,
     check_device,
@@ -98,6 +99,7 @@ def make_pair(
     draft_device: str | None = None,
     draft_threads: int | None = None,
     draft_tokenizer: PreTrainedTokenizerBase | None = None,
+    kernel_cache: str | Path | None = None,
 ) -> ModelPair:
     """Check the vocabularies, place the draft, set both models' CPU kernels, return the pair.
 
@@ -109,7 +111,9 @@ def make_pair(
     threads) place the draft; both are recorded in the fingerprint when set. ``draft_tokenizer``
     (the draft's own, when it has one) is compared token by token with ``tokenizer``; output rows
     that differ only in padding are recorded as ``draft_rows`` (with the target's) and reconciled
-    by the draft's ``CachedLM`` (``specdec.vocab``).
+    by the draft's ``CachedLM`` (``specdec.vocab``). ``linear_kernel: auto`` is decided by a
+    timed probe on this machine, cached under ``kernel_cache`` (``specdec.models.kernel_probe``;
+    the choice and the probe's timings go into the fingerprint).
     """
     check_vocab(target, draft, tokenizer, draft_tokenizer)
     if draft is not None and output_rows(draft) != output_rows(target):
@@ -122,9 +126,10 @@ def make_pair(
         info = {**info, "draft_device": str(draft_device)}
     if draft is not None and draft_threads is not None:
         info = {**info, "draft_threads": str(draft_threads)}
-    kernel = resolve_kernel(linear_kernel, next(target.parameters()).device)
-    apply_linear_kernel(target, kernel)
-    apply_linear_kernel(draft, kernel)
+    choice = resolve_for(linear_kernel, [target, draft], cache_dir=kernel_cache)
+    kernel = choice.kernel
+    if choice.note is not None:
+        info = {**info, "linear_kernel_probe": choice.note}
     if kernel != "stock":
         use_cpu_attention(target)
         use_cpu_attention(draft)

@@ -156,8 +156,9 @@ def smollm2_pair(
             ``<repo>/cache``).
         dtype: ``float32`` (default; the cost measurements assume it) or another torch dtype.
         device: torch device string.
-        linear_kernel: ``auto`` (``packed`` on CPU) | ``stock`` | ``weight_stationary`` | ``packed``
-            (``specdec.models.kernels``: how the linear layers compute small-M products).
+        linear_kernel: ``auto`` (on CPU the faster of ``stock`` and ``packed`` by a probe cached
+            under ``cache_dir``, ``specdec.models.kernel_probe``) | ``stock`` |
+            ``weight_stationary`` | ``packed`` (``specdec.models.kernels``).
         draft_device, draft_threads: the draft's placement (``specdec.models.pair.make_pair``;
             the shipped and truncated drafts share the target's embedding or layers, so they
             stay on the target's device).
@@ -179,4 +180,5 @@ def smollm2_pair(
         drf = truncated_draft(target, truncated_layers)
         info["draft"] = f"truncated:{truncated_layers}"
     return make_pair("smollm2", target, drf, tok, info, linear_kernel=linear_kernel,
-                     draft_device=draft_device, draft_threads=draft_threads)
+                     draft_device=draft_device, draft_threads=draft_threads,
+                     kernel_cache=cache_dir)

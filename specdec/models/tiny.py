@@ -11,6 +11,7 @@ import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
+from specdec.models.exact import exact_float64
 from specdec.models.pair import ModelPair, check_device, make_pair, resolve_dtype
 
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
@@ -52,6 +53,7 @@ def tiny_lm(vocab_size: int, *, hidden: int, layers: int, heads: int, seed: int,
         for p in model.parameters():
             if p.dim() == 2:
                 torch.nn.init.normal_(p, std=0.5 / hidden**0.5 * 4)
+    exact_float64(model)  # float64 (the exactness tests) computes in float64 throughout
     return model.to(dtype).eval()
 
 

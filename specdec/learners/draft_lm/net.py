@@ -36,6 +36,7 @@ from specdec.learners.shipped import (
     write_asset,
 )
 from specdec.models.cache_arg import cache_kwarg, output_cache_field
+from specdec.models.exact import exact_float64
 
 EMBED_KEY = "model.embed_tokens.weight"
 
@@ -56,6 +57,7 @@ class ReducedVocabDraft(LlamaPreTrainedModel, GenerationMixin):
         self.lm_head = nn.Linear(config.hidden_size, config.draft_vocab_size, bias=False)
         self.register_buffer("token_map", torch.arange(config.draft_vocab_size), persistent=True)
         self.post_init()
+        exact_float64(self)  # float64 (tests) stays float64 in the norms and RoPE
 
     def get_output_embeddings(self) -> nn.Module:
         # The *logical* output vocabulary is the full one: return the shared [V, H] embedding so

@@ -48,6 +48,7 @@ from specdec.learners.shipped import (
     read_tensors,
     write_asset,
 )
+from specdec.models.exact import exact_float64
 
 DECODER_EMBED_KEY = f"decoder.{EMBED_KEY}"
 META_KEYS = ("target_layers", "target_hidden", "target_vocab")  # what ``check_target`` reads
@@ -79,6 +80,7 @@ class Eagle3Net(nn.Module):
         self.meta: dict = {"target_layers": list(self.target_layers), "target_hidden": hidden,
                            "target_vocab": int(decoder.config.vocab_size),
                            "draft_vocab_size": int(decoder.token_map.numel())}
+        exact_float64(self)  # float64 (tests) stays float64 in the norms (specdec.models.exact)
 
     @property
     def hidden_size(self) -> int:

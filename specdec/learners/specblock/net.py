@@ -60,6 +60,7 @@ from specdec.learners.specblock.slots import (
     rank_features,
     slot_attention,
 )
+from specdec.models.exact import exact_float64
 
 
 class BlockOut(NamedTuple):
@@ -156,6 +157,7 @@ class SpecBlockNet(nn.Module):
         self.meta: dict = {"target_layers": list(self.target_layers), "target_hidden": h,
                            "target_vocab": int(config.vocab_size), "draft_vocab_size": vd,
                            "slots": self.slots, "rank_hidden": int(rank_hidden)}
+        exact_float64(self)  # float64 (tests) stays float64 in norms and RoPE (models.exact)
 
     def condition(self, features: torch.Tensor) -> torch.Tensor:
         """``[..., k, H]`` target features -> ``[..., H]`` block-1 condition (before its norm)."""
