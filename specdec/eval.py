@@ -11,6 +11,7 @@ from __future__ import annotations
 import hydra
 from omegaconf import DictConfig
 
+from specdec.bench.launcher import stop_with_launcher
 from specdec.bench.runner import run
 from specdec.bench.summary import sweep_metric
 from specdec.config import register_resolvers
@@ -27,6 +28,7 @@ def main(cfg: DictConfig) -> float | None:
     """Run one eval job (a multirun calls it once per method preset); returns the sweep metric.
     A bad input ends the run with its message and status 2, without a traceback (errors.py)."""
     with exit_on_input_error():
+        stop_with_launcher()  # a torchrun rank ends when its agent dies (specdec.bench.launcher)
         return evaluate(cfg)
 
 
