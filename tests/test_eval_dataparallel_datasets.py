@@ -17,7 +17,8 @@ from test_eval_dataparallel import InProcessRanks, read, without_times
 from test_eval_run import eval_cfg
 
 import specdec.bench.runner as ev
-from specdec.bench.shards import rank_files
+from specdec.bench.ranks import Ranks
+from specdec.bench.shards import merge, rank_files, rank_path, remove_ranks_dir
 from specdec.bench.summary import write_summaries
 
 TWO = ["benchmark=tiny2", "method=sps", "limit=3", "cost_model=false", "warmup=0"]
@@ -169,6 +170,24 @@ def test_a_summary_whose_prompt_count_disagrees_with_its_records_is_not_written(
     with pytest.raises(RuntimeError, match="overall: the summary counts 2 prompts, 3 are in"):
         write_summaries(tmp_path, summary, {"tiny": {"recorded": 3, "expected": 3}})
     assert not (tmp_path / "summary.json").exists() and not (tmp_path / "summary").exists()
+
+
+def test_merge_keeps_the_ranks_folder_and_drops_old_records_without_rank_files(tmp_path):
+    """The folder stays for the next dataset's appends; ``resume=False`` with several ranks drops
+    this config's earlier merged records even when no rank recorded anything."""
+    d = tmp_path / "records"
+    rank_path(d, "b", 1).parent.mkdir(parents=True)
+    rank_path(d, "a", 0).write_text(json.dumps({"prompt_id": "p0", "config_hash": "h"}) + "\n")
+    assert merge(d, "a", "h", ["p0"], ranks=Ranks(0, 2))
+    assert (d / "ranks").is_dir() and rank_files(d, "a") == []
+    old = [{"prompt_id": "p0", "config_hash": "h"}, {"prompt_id": "p0", "config_hash": "other"}]
+    (d / "b.jsonl").write_text("".join(json.dumps(r) + "\n" for r in old))
+    assert not merge(d, "b", "h", ["p0"], ranks=Ranks(0, 2))  # resume: nothing to do
+    assert merge(d, "b", "h", ["p0"], ranks=Ranks(0, 2), resume=False)
+    assert read(d / "b.jsonl") == old[1:]
+    remove_ranks_dir(d)
+    assert not (d / "ranks").exists()
+    remove_ranks_dir(d)  # none: nothing to do
 
 
 def test_ranks_simulated_in_turn_still_merge_each_dataset(tmp_path):

@@ -71,7 +71,7 @@ def _remove_stale_tmps(path: Path) -> None:
 
 
 def pid_running(pid: int) -> bool:
-    """Whether a process ``pid`` exists (one of another user's counts)."""
+    """Whether a process ``pid`` exists (another user's process counts too)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -70,9 +70,9 @@ def recorded_elsewhere(records_dir: Path, dataset: str, config_hash: str, *, own
 
 def merge(records_dir: Path, dataset: str, config_hash: str, order: list[str], *,
           ranks: Ranks, resume: bool = True, on_bad: str = "stop") -> bool:
-    """Merge the dataset's rank files into ``records/<dataset>.jsonl``; False when it left the file
-    as it was: no rank file (but with ``resume=False`` and several ranks the merged file's earlier
-    records of this config are dropped all the same).
+    """Merge the dataset's rank files into ``records/<dataset>.jsonl``; False when the file is left
+    as it was: no rank file, and nothing to drop (with ``resume=False`` and several ranks, the
+    merged file's earlier records of this config are dropped even without a rank file).
 
     Args:
         order: prompt ids in the prompt file's order; the merged records follow it (records of
