@@ -15,6 +15,7 @@ import hydra
 from omegaconf import DictConfig
 
 from specdec.bench.failures import in_multirun, run_job
+from specdec.bench.launcher import stop_with_launcher
 from specdec.bench.paired import in_sweep
 from specdec.bench.runner import run
 from specdec.bench.summary import sweep_metric
@@ -33,6 +34,7 @@ def main(cfg: DictConfig) -> float | None:
     A bad input ends the run with its message and status 2, without a traceback (errors.py); in a
     multirun a failed job is recorded and the sweep goes on (``specdec.bench.failures``)."""
     with exit_on_input_error():
+        stop_with_launcher()  # a torchrun rank ends when its agent dies (specdec.bench.launcher)
         return run_job(evaluate, cfg) if in_multirun() else evaluate(cfg)
 
 

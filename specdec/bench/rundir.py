@@ -6,7 +6,8 @@ which other readers (``jq``, JavaScript, pandas with a strict parser) reject. ``
 that is not JSON (``allow_nan=False``); readers treat ``null`` as "not defined", as they treated
 NaN. ``write_json`` writes a temporary file in the same folder and ``os.replace``-s it over the
 target, so a run killed while writing leaves the previous file or the new one, never a 0-byte or
-half-written file.
+half-written file. The temporary file of a writer killed mid-write (``.<name>.<pid>.tmp``) is
+removed by the next write of the same file, once its pid is no longer running.
 
 ``RunLock`` holds ``fcntl.flock`` on ``<run dir>/.lock`` for the whole run: two runs of the same
 folder would both see the same prompts as unrecorded and record each of them twice. The second
@@ -20,6 +21,7 @@ single-process run, of a folder in use fails the same way.
 from __future__ import annotations
 
 import fcntl
+import glob
 import json
 import math
 import os
@@ -47,6 +49,7 @@ def dumps(obj: object, *, indent: int | None = None) -> str:
 def write_json(path: str | Path, obj: object) -> None:
     """Write ``obj`` as indented strict JSON to ``path`` atomically (temp file, ``os.replace``)."""
     path = Path(path)
+    _remove_stale_tmps(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         with tmp.open("w", encoding="utf-8") as f:
@@ -56,6 +59,26 @@ def write_json(path: str | Path, obj: object) -> None:
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)  # only left when the write or the replace failed
+
+
+def _remove_stale_tmps(path: Path) -> None:
+    """Remove ``write_json``'s temporary files of ``path`` left by writers no longer running."""
+    stem = f".{path.name}."
+    for tmp in path.parent.glob(f"{glob.escape(stem)}*.tmp"):
+        pid = tmp.name[len(stem):-len(".tmp")]
+        if pid.isdigit() and int(pid) != os.getpid() and not pid_running(int(pid)):
+            tmp.unlink(missing_ok=True)
+
+
+def pid_running(pid: int) -> bool:
+    """Whether a process ``pid`` exists (another user's process counts too)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 class RunLock:

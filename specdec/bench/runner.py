@@ -70,7 +70,7 @@ from specdec.bench.ranks import Ranks
 from specdec.bench.records import RecordFile, config_hash
 from specdec.bench.rundir import RunLock
 from specdec.bench.schema import validate
-from specdec.bench.shards import merge, merged_path, own_path, recorded_elsewhere
+from specdec.bench.shards import merge, merged_path, own_path, recorded_elsewhere, remove_ranks_dir
 from specdec.bench.summary import check_metric_name, dataset_metrics, price_run, write_summaries
 from specdec.bench.table import format_table
 from specdec.bench.wandb_artifacts import RunTag
@@ -213,10 +213,11 @@ def _open_runs(cfg: DictConfig, out_dir: Path, ranks: Ranks, chash: str, pair: M
 
 
 def _gather(run: DatasetRun, out_dir: Path) -> list[dict]:
-    """Rank 0, every rank done: merge the rank files (if any); the records in prompt order."""
+    """Rank 0, every rank done: merge the rank files (if any); the records in prompt order, read
+    from the merged file with several ranks (a rerun with nothing new merges nothing)."""
     chash, on_bad = run.rf.config_hash, run.cfg.get("on_bad_record", "stop")
     if merge(out_dir / "records", run.name, chash, [p.id for p in run.file.prompts],
-             ranks=run.ranks, resume=bool(run.cfg.resume), on_bad=on_bad):
+             ranks=run.ranks, resume=bool(run.cfg.resume), on_bad=on_bad) or run.ranks.world > 1:
         run.rf = RecordFile.open(merged_path(out_dir / "records", run.name), chash, on_bad=on_bad)
         run.elsewhere = frozenset()
     return run.ordered()
@@ -291,6 +292,7 @@ def _run(cfg: DictConfig, out_dir: Path, ranks: Ranks, device: str) -> dict:
             logger.log_records(ds_run.name, records)
         pair_run(summary, out_dir, baseline_for(cfg))  # sweep_objective (specdec.bench.paired)
         write_summaries(out_dir, summary, {r.name: r.progress() for r in runs})
+        remove_ranks_dir(out_dir / "records")  # every rank is done appending
         logger.log_dataset("overall", summary["overall"])
         logger.log_summary([out_dir / "summary.json",
                             *sorted((out_dir / "summary").glob("*.json"))])

@@ -5,9 +5,13 @@ With ``WORLD_SIZE`` = N > 1 (``specdec.bench.ranks``) rank ``r`` appends its rec
 a record twice). When every rank has finished the dataset, rank 0 merges (``merge``): the records
 of the current config hash from ``records/<d>.jsonl`` and every rank file, one per prompt id,
 ordered as the prompt file orders them, plus every other config's lines unchanged, are written
-atomically to ``records/<d>.jsonl``; then the rank files are deleted. A finished dataset thus
-leaves the same single file a one-process run leaves, and a one-process run (``own_path`` is the
-merged file, no rank file) is untouched.
+atomically to ``records/<d>.jsonl``; then the rank files are deleted. The ``records/ranks/`` folder
+stays while the run goes on: the other ranks are already appending to the next dataset's files
+in it (removing it failed their next append, issue 32). Rank 0 removes it, if empty, when the last
+dataset is merged (``remove_ranks_dir``), so a finished run leaves the same single file per
+dataset a one-process run leaves, and a one-process run (``own_path`` is the merged file, no rank
+file) is untouched. After the merge, the dataset's records are the merged file's whatever the
+world size (a rerun with nothing new merges nothing and still summarises every record).
 
 Resume never records a prompt twice, whatever the world size of the earlier runs: a rank skips
 every prompt recorded under the config hash in the merged file or in any rank file
@@ -66,7 +70,9 @@ def recorded_elsewhere(records_dir: Path, dataset: str, config_hash: str, *, own
 
 def merge(records_dir: Path, dataset: str, config_hash: str, order: list[str], *,
           ranks: Ranks, resume: bool = True, on_bad: str = "stop") -> bool:
-    """Merge the dataset's rank files into ``records/<dataset>.jsonl``; False when there is none.
+    """Merge the dataset's rank files into ``records/<dataset>.jsonl``; False when the file is left
+    as it was: no rank file, and nothing to drop (with ``resume=False`` and several ranks, the
+    merged file's earlier records of this config are dropped even without a rank file).
 
     Args:
         order: prompt ids in the prompt file's order; the merged records follow it (records of
@@ -76,8 +82,8 @@ def merge(records_dir: Path, dataset: str, config_hash: str, order: list[str], *
     """
     merged = merged_path(records_dir, dataset)
     ranked = rank_files(records_dir, dataset)
-    if not ranked:
-        return False
+    if not ranked and (resume or ranks.world == 1):
+        return False  # nothing to merge, nothing to drop (one process: RecordFile.open dropped it)
     current = {own_path(records_dir, dataset, Ranks(r, ranks.world)) for r in range(ranks.world)}
     others: dict[str, None] = {}  # other configs' lines, first seen first, each once
     mine: dict[str, str] = {}  # this config's record lines by prompt id, first source wins
@@ -94,6 +100,11 @@ def merge(records_dir: Path, dataset: str, config_hash: str, order: list[str], *
     _rewrite(merged, [*others, *(mine[pid] for pid in ids)])
     for path in ranked:
         path.unlink()
-    if not any(ranked[0].parent.iterdir()):
-        ranked[0].parent.rmdir()
     return True
+
+
+def remove_ranks_dir(records_dir: Path) -> None:
+    """Remove ``records/ranks/`` when it is empty (rank 0, once no rank appends any more)."""
+    folder = Path(records_dir) / "ranks"
+    if folder.is_dir() and not any(folder.iterdir()):
+        folder.rmdir()

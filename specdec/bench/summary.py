@@ -21,7 +21,9 @@ previous run's summary never outlives a changed configuration) and again after e
 * ``progress``: per dataset, the prompts ``recorded`` under this config hash and ``expected``.
 
 A killed run therefore leaves ``complete: false``; the report marks such runs and ``--strict``
-refuses them. Every file is strict JSON written atomically (``specdec.bench.rundir``).
+refuses them. A summary whose prompt counts disagree with the records (a dataset's ``prompts``
+against its ``progress``, ``overall`` against the datasets) is a bug and is never written
+(``check_counts``). Every file is strict JSON written atomically (``specdec.bench.rundir``).
 """
 
 from __future__ import annotations
@@ -150,14 +152,35 @@ def price_run(summary: dict, records: dict[str, list[dict]], calibration: CostTa
     summary["overall"].update(overall)
 
 
+def check_counts(summary: dict, progress: Progress) -> None:
+    """Refuse a summary whose prompt counts disagree with the records: each summarised dataset
+    counts every prompt it expects and has recorded, and ``overall`` counts their sum.
+
+    Raises:
+        RuntimeError: naming the dataset and both counts (a bug: the summary is not written).
+    """
+    for name, metrics in summary["datasets"].items():
+        seen, recorded = metrics.get("prompts"), progress[name]["recorded"]
+        if not seen == recorded == progress[name]["expected"]:
+            raise RuntimeError(f"{name}: the summary counts {seen} prompts, {recorded} are "
+                               f"recorded of {progress[name]['expected']} expected; not written")
+    if summary["datasets"]:
+        seen = summary["overall"].get("prompts")
+        total = sum(m.get("prompts", 0) for m in summary["datasets"].values())
+        if seen != total:
+            raise RuntimeError(f"overall: the summary counts {seen} prompts, {total} are in its "
+                               "datasets; not written")
+
+
 def write_summaries(out_dir: Path, summary: dict, progress: Progress,
                     dataset: str | None = None) -> None:
     """Mark ``summary`` complete or not (in place) and write ``summary.json``; with ``dataset``,
-    also ``summary/<dataset>.json`` (that dataset alone, complete)."""
+    also ``summary/<dataset>.json`` (that dataset alone, complete). The counts are checked first
+    (``check_counts``)."""
     done = list(summary["datasets"])
+    check_counts(summary, progress)
     summary.update(complete=set(done) == set(progress), datasets_done=done, progress=progress)
     if dataset is not None:
-        assert progress[dataset]["recorded"] == progress[dataset]["expected"], progress[dataset]
         write_json(out_dir / "summary" / f"{dataset}.json",
                    {**summary, "datasets": {dataset: summary["datasets"][dataset]},
                     "complete": True, "datasets_done": [dataset],
