@@ -17,6 +17,7 @@ from test_eval_dataparallel import InProcessRanks, read, without_times
 from test_eval_run import eval_cfg
 
 import specdec.bench.runner as ev
+from specdec.bench import pair_cache
 from specdec.bench.ranks import Ranks
 from specdec.bench.shards import merge, rank_files, rank_path, remove_ranks_dir
 from specdec.bench.summary import write_summaries
@@ -65,6 +66,7 @@ def run_threads(out: Path, world: int, overrides: list[str]) -> list[object]:
             meet.abort()  # the others fail at their next meeting instead of waiting
 
     # the tiny pair draws its weights under torch's one global generator: one build at a time
+    # (the pair is built in bench.pair_cache, the drafter and verifier in the runner's modules)
     lock, build = threading.Lock(), ev.instantiate
 
     def one_at_a_time(*args, **kwargs):
@@ -72,7 +74,8 @@ def run_threads(out: Path, world: int, overrides: list[str]) -> list[object]:
             return build(*args, **kwargs)
 
     threads = [threading.Thread(target=rank_main, args=(r,)) for r in range(world)]
-    with patch.object(ev, "instantiate", one_at_a_time):
+    with patch.object(ev, "instantiate", one_at_a_time), \
+            patch.object(pair_cache, "instantiate", one_at_a_time):
         for t in threads:
             t.start()
         for t in threads:
