@@ -81,6 +81,21 @@ def test_other_machine_pair_or_software_is_refused(runs, tmp_path, key, value, r
     assert reason in next(r for r in rows if r.run.method == "sps").refused
 
 
+def test_a_rerun_kernel_probe_keeps_runs_comparable_but_another_kernel_does_not(runs, tmp_path):
+    """The probe's timings change on every probe (a deleted cache file): only its choice counts."""
+    moved = tmp_path / "moved"
+    shutil.copytree(runs["sps"], moved)
+    summary = _summary(moved)
+    summary["model"] = {**summary["model"], "linear_kernel_probe": "stock 1.0 ms, packed 2.0 ms"}
+    (moved / "summary.json").write_text(json.dumps(summary))
+    rows = rp.build_rows(rp.load_runs([runs["ar"], moved]))
+    assert next(r for r in rows if r.run.method == "sps").refused is None
+    summary["model"]["linear_kernel"] = "other_kernel"
+    (moved / "summary.json").write_text(json.dumps(summary))
+    rows = rp.build_rows(rp.load_runs([runs["ar"], moved]))
+    assert "model pair differs" in next(r for r in rows if r.run.method == "sps").refused
+
+
 def test_another_draft_of_the_same_target_is_compared_and_labelled(runs, tmp_path):
     text, rows = rp.report([runs["ar"], runs["sps"], runs["sps_same"]], tmp_path, plots=False)
     same = next(r for r in rows if r.run.path == runs["sps_same"])

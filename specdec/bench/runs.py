@@ -4,7 +4,8 @@ Two runs compare on a dataset (``mismatches`` is empty) when they share the mode
 (ids, the prompt file's digest, generation length, formatting), the sampling (settings and seed),
 the machine and the software versions. The baseline (``ar``) decodes without a draft, so against
 it only the target's part of the pair fingerprint must match (keys of ``ModelPair.describe()``
-that name the draft are ignored): one ``ar`` run serves every draft model of the same target.
+that name the draft are ignored): one ``ar`` run serves every draft model of the same target. The
+kernel probe's timings (``MEASURED``) are left out of the pair: the kernel it chose is compared.
 Greedy equality (``specdec.bench.greedy``) needs only the pair, prompts and sampling to agree
 (``mismatches(..., only=OUTPUT_CHECKS)``): outputs do not depend on the machine's speed.
 
@@ -129,7 +130,17 @@ def _diff(name: str, a, b) -> str | None:
     return f"{name} differs ({a!r} vs {b!r})"
 
 
+#: pair fingerprint keys that record a measurement, not what ran (the kernel probe's timings
+#: change on every probe; the kernel it chose, ``linear_kernel``, is compared)
+MEASURED = frozenset({"linear_kernel_probe"})
+
+
+def _identity(model: dict | None) -> dict | None:
+    return None if model is None else {k: v for k, v in model.items() if k not in MEASURED}
+
+
 def _target_only(model: dict | None) -> dict | None:
+    model = _identity(model)
     return None if model is None else {k: v for k, v in model.items() if "draft" not in k}
 
 
@@ -143,7 +154,7 @@ def mismatches(a: Run, b: Run, dataset: str, *, target_only: bool = False,
         only: the checks to make (names in ``CHECKS``; default all).
     """
     ma, mb = a.summary["datasets"][dataset], b.summary["datasets"][dataset]
-    pick = _target_only if target_only else (lambda m: m)
+    pick = _target_only if target_only else _identity
     checks = [
         ("model pair", pick(a.summary.get("model")), pick(b.summary.get("model"))),
         ("prompts", {k: ma.get(k) for k in PROMPT_KEYS}, {k: mb.get(k) for k in PROMPT_KEYS}),
