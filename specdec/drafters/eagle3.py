@@ -28,6 +28,7 @@ from specdec.drafters.features import FeatureDrafter
 from specdec.drafters.policies import Policy
 from specdec.errors import BadInput
 from specdec.learners.eagle3.net import Eagle3Net, check_target, load_eagle3
+from specdec.learners.eagle3.published import PublishedEagle3Net
 from specdec.lm import CachedLM
 from specdec.models.attention import use_cpu_attention
 from specdec.models.kernels import apply_linear_kernel, resolve_kernel
@@ -43,23 +44,27 @@ class Eagle3Drafter(FeatureDrafter):
         lm: unused (the drafter brings its own network); accepted like every drafter's.
         policy: ``policy.limit()`` caps the tree depth.
         sampling: unused (the tree ranks raw draft log-probabilities; ``q = None``).
-        path: folder of the shipped drafter (``learners.eagle3.net.save_eagle3``).
+        path: folder of the shipped drafter (``learners.eagle3.net.save_eagle3``), or of a head
+            in a published layout, or a hub id cached offline (``learners.eagle3.interop``).
         topk: children per expanded node and nodes expanded per depth.
         total_tokens: drafted nodes kept (the target verifies ``total_tokens + 1``).
         linear_kernel: the pair's CPU linear kernel (``models.kernels``), for equal footing.
         experiment: the training experiment named in errors (``eagle3_<model>``).
+        target_layers: the target layers of a published head that pins none (else unused).
     """
 
     makes_trees = True
 
     def __init__(self, lm: LM | None, policy: Policy, sampling: Sampling, path: str,
                  topk: int = 2, total_tokens: int = 4, linear_kernel: str = "auto",
-                 experiment: str = "eagle3_<model>") -> None:
+                 experiment: str = "eagle3_<model>",
+                 target_layers: list[int] | None = None) -> None:
         if topk < 1 or total_tokens < 1:
             raise BadInput(f"drafter.topk and drafter.total_tokens must be >= 1, got {topk}, "
                              f"{total_tokens}")
         self.command = f"python -m specdec.train +experiment={experiment}"
-        self.net: Eagle3Net = load_eagle3(path, train_command=self.command)
+        self.net: Eagle3Net | PublishedEagle3Net = load_eagle3(
+            path, train_command=self.command, target_layers=target_layers)
         kernel = resolve_kernel(linear_kernel, torch.device("cpu"))
         apply_linear_kernel(self.net, kernel)
         if kernel != "stock":  # as models.pair.make_pair does for the pair

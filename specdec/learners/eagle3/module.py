@@ -30,6 +30,7 @@ from specdec.errors import BadInput
 from specdec.learners.draft_lm.net import tokenizer_sha256
 from specdec.learners.draft_lm.traces import Trace
 from specdec.learners.eagle3.data import frozen_target, load_feature_traces, read_token_map
+from specdec.learners.eagle3.interop import FORMATS, save_eagle3_hf
 from specdec.learners.eagle3.net import (
     DECODER_EMBED_KEY,
     Eagle3Net,
@@ -272,8 +273,13 @@ class Eagle3DataModule(L.LightningDataModule):
 
 
 def export_eagle3(learner: Eagle3Learner, out_dir: str, folder: str | None = None,
-                  dtype: str = "float32") -> Path:
-    """``export``: the shipped format (default ``<out_dir>/eagle3``)."""
+                  dtype: str = "float32", format: str = "specdec") -> Path:
+    """``export``: the shipped format (default ``<out_dir>/eagle3``); ``format=eagle3_hf``: the
+    published ``LlamaForCausalLMEagle3`` layout (``interop.save_eagle3_hf``)."""
+    if format not in FORMATS:
+        raise BadInput(f"export.format={format!r} is unknown; use one of {list(FORMATS)}")
     dest = Path(folder) if folder else Path(out_dir) / "eagle3"
+    if format == "eagle3_hf":
+        return save_eagle3_hf(learner.net, dest, dtype=getattr(torch, dtype))
     vocab = learner._target[0].config.vocab_size
     return save_eagle3(learner.net, dest, target_vocab=vocab, dtype=getattr(torch, dtype))
