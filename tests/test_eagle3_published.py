@@ -9,7 +9,8 @@
   description with plain torch ops (RMSNorm, RoPE, causal GQA attention, SiLU MLP), gives the
   loaded module's logits and next conditions;
 * bad input (hidden size, vocabulary, layers, unknown format, missing file, broken token map,
-  uncached hub id, export format) ends in one ``InputError`` naming the mismatch and the fix.
+  uncached hub id) ends in one ``InputError`` naming the mismatch and the fix (export format:
+  ``test_eagle3_published_train.py``).
 Deterministic (fixed seeds, no sampling): no false-failure probability.
 """
 
@@ -28,77 +29,26 @@ from specdec.drafters.policies import Fixed
 from specdec.engine import generate
 from specdec.errors import BadInput, InputError, MissingInput
 from specdec.learners.eagle3.interop import default_layers, save_eagle3_hf
-from specdec.learners.eagle3.net import load_eagle3, new_eagle3
+from specdec.learners.eagle3.net import load_eagle3
 from specdec.learners.eagle3.published import PublishedEagle3Net
 from specdec.lm import CachedLM
 from specdec.sampling import Sampling, TorchCoins
+from specdec.testing.eagle3_stub import (
+    EPS,
+    HEAD_DIM,
+    HEADS,
+    KV,
+    LAYERS,
+    THETA,
+    V_D,
+    stub_tensors,
+    write_stub,
+)
 from specdec.verifiers import RecursiveRejection
 
-LAYERS = [0, 1, 2]
-HEADS, KV, HEAD_DIM, INTER, V_D, THETA, EPS = 4, 2, 8, 48, 96, 10000.0, 1e-6
 # transformers computes RoPE's cos/sin in float32 even for a float64 model (~1e-7 apart from the
 # float64 reference here); any error in the forward itself is orders of magnitude larger
 ATOL = 1e-5
-
-
-def stub_tensors(hidden: int, vocab: int, seed: int = 0) -> dict[str, torch.Tensor]:
-    """Random float64 tensors of a head in the published layout (``midlayer.*`` names)."""
-    gen = torch.Generator().manual_seed(seed)
-
-    def rnd(*shape: int, scale: float = 0.3) -> torch.Tensor:
-        return torch.randn(*shape, generator=gen, dtype=torch.float64) * scale
-
-    h, q, kv = hidden, HEADS * HEAD_DIM, KV * HEAD_DIM
-    draft = torch.sort(torch.randperm(vocab, generator=gen)[:V_D]).values  # [V_d] target ids
-    t2d = torch.zeros(vocab, dtype=torch.bool)
-    t2d[draft] = True
-    return {
-        "fc.weight": rnd(h, 3 * h), "midlayer.input_layernorm.weight": 1 + rnd(h, scale=0.1),
-        "midlayer.hidden_norm.weight": 1 + rnd(h, scale=0.1),
-        "midlayer.self_attn.q_proj.weight": rnd(q, 2 * h),
-        "midlayer.self_attn.k_proj.weight": rnd(kv, 2 * h),
-        "midlayer.self_attn.v_proj.weight": rnd(kv, 2 * h),
-        "midlayer.self_attn.o_proj.weight": rnd(h, q),
-        "midlayer.post_attention_layernorm.weight": 1 + rnd(h, scale=0.1),
-        "midlayer.mlp.gate_proj.weight": rnd(INTER, h),
-        "midlayer.mlp.up_proj.weight": rnd(INTER, h),
-        "midlayer.mlp.down_proj.weight": rnd(h, INTER), "norm.weight": 1 + rnd(h, scale=0.1),
-        "lm_head.weight": rnd(V_D, h), "d2t": draft - torch.arange(V_D), "t2d": t2d,
-        "embed_tokens.weight": rnd(vocab, h),  # some heads ship a copy: not read
-    }
-
-
-def stub_config(hidden: int, vocab: int, layers: list[int] | None) -> dict:
-    cfg = {"architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama",
-           "hidden_size": hidden, "intermediate_size": INTER, "num_attention_heads": HEADS,
-           "num_key_value_heads": KV, "head_dim": HEAD_DIM, "num_hidden_layers": 1,
-           "vocab_size": vocab, "draft_vocab_size": V_D, "rms_norm_eps": EPS,
-           "rope_theta": THETA, "max_position_embeddings": 512, "hidden_act": "silu",
-           "tie_word_embeddings": False}
-    if layers is not None:
-        cfg["eagle_config"] = {"eagle_aux_hidden_state_layer_ids": layers,
-                               "use_aux_hidden_state": True}
-    return cfg
-
-
-def write_stub(folder: Path, hidden: int = 32, vocab: int = 259, layers: list[int] | None = LAYERS,
-               fmt: str = "eagle3_hf", seed: int = 0) -> Path:
-    """A stub head for a target of ``hidden`` / ``vocab`` in ``fmt`` (``eagle3_hf`` or
-    ``speculators``: nested config, ``layers.0.*`` names)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    state, cfg = stub_tensors(hidden, vocab, seed), stub_config(hidden, vocab, layers)
-    if fmt == "speculators":
-        state = {k.replace("midlayer.", "layers.0."): v for k, v in state.items()}
-        layer_cfg = {k: v for k, v in cfg.items() if k not in ("architectures", "eagle_config",
-                                                                "draft_vocab_size")}
-        cfg = {"architectures": ["Eagle3Speculator"], "speculators_model_type": "eagle3",
-               "transformer_layer_config": layer_cfg, "draft_vocab_size": V_D,
-               "norm_before_residual": False, "target_hidden_size": None,
-               "eagle_aux_hidden_state_layer_ids": layers,
-               "speculators_config": {"algorithm": "eagle3", "verifier": {"name_or_path": "x"}}}
-    save_file(state, str(folder / "model.safetensors"))
-    (folder / "config.json").write_text(json.dumps(cfg))
-    return folder
 
 
 def drafts_and_tokens(folder: Path, pair, prompt: list[int], n: int = 12):
@@ -288,21 +238,3 @@ def test_bad_heads_fail_with_one_error_naming_the_fix(tiny64, tmp_path, case):
     with pytest.raises(error, match=message) as info:
         load_eagle3(where, tiny64.target)
     assert isinstance(info.value, InputError) and "\n" not in str(info.value)
-
-
-def test_export_format_switch(tiny64, tmp_path):
-    from types import SimpleNamespace
-
-    from specdec.learners.eagle3.module import export_eagle3
-
-    ours = new_eagle3(tiny64.target, torch.arange(259), LAYERS)
-    learner = SimpleNamespace(net=ours, _target=[tiny64.target])
-    assert (export_eagle3(learner, str(tmp_path), format="specdec") / "config.json").exists()
-    with pytest.raises(BadInput, match="use export.format=specdec"):
-        export_eagle3(learner, str(tmp_path), folder=str(tmp_path / "x"), format="eagle3_hf")
-    with pytest.raises(BadInput, match=r"export.format='onnx' is unknown; use one of"):
-        export_eagle3(learner, str(tmp_path), format="onnx")
-    learner.net = load_eagle3(write_stub(tmp_path / "head"))
-    out = export_eagle3(learner, str(tmp_path), folder=str(tmp_path / "hf"), format="eagle3_hf")
-    assert json.loads((out / "config.json").read_text())["architectures"] == [
-        "LlamaForCausalLMEagle3"]

@@ -31,7 +31,7 @@ import torch
 from transformers import LlamaConfig
 
 from specdec.errors import BadInput
-from specdec.learners.eagle3.published import PublishedDecoder, PublishedEagle3Net
+from specdec.learners.eagle3.published import ARCH, PublishedDecoder, PublishedEagle3Net
 from specdec.learners.shipped import (
     CONFIG,
     WEIGHTS,
@@ -42,7 +42,6 @@ from specdec.learners.shipped import (
 )
 
 FORMATS = ("specdec", "eagle3_hf")  # export.format values
-ARCH = "LlamaForCausalLMEagle3"
 BIN = "pytorch_model.bin"
 LOOKED_FOR = ("'eagle3' (specdec)", f"architectures: [{ARCH!r}] (SpecForge/SGLang/vLLM)",
               "'speculators_config' or speculators_model_type: 'eagle3' (vllm speculators)")
@@ -75,8 +74,9 @@ def resolve_folder(path: str | Path) -> Path:
                        f"run `hf download {text}` (or point drafter.path at a folder)") from err
 
 
-def layout(raw: dict, folder: Path) -> str:
-    """``specdec``, ``eagle3_hf`` or ``speculators`` for a head's ``config.json`` dict."""
+def layout(raw: dict, folder: Path, fix: str) -> str:
+    """``specdec``, ``eagle3_hf`` or ``speculators`` for a head's ``config.json`` dict; ``fix``
+    (in backticks) is named when it is none of them."""
     if "eagle3" in raw:
         return "specdec"
     if "speculators_config" in raw or raw.get("speculators_model_type") == "eagle3":
@@ -84,7 +84,7 @@ def layout(raw: dict, folder: Path) -> str:
     if ARCH in (raw.get("architectures") or []):
         return "eagle3_hf"
     raise BadInput(f"EAGLE-3 config {folder / CONFIG} is in an unknown format: it has none of "
-                   f"{', '.join(LOOKED_FOR)}; export the head in one of these layouts")
+                   f"{', '.join(LOOKED_FOR)}; re-create it with {fix}")
 
 
 def _tensors(folder: Path, fix: str) -> dict[str, torch.Tensor]:
@@ -205,7 +205,7 @@ def save_eagle3_hf(net: PublishedEagle3Net, folder: str | Path, *,
     t2d[token_map] = True
     state["t2d"] = t2d  # [V]
     cfg = dec.config.to_dict()
-    for key in ("tokenizer_sha256", "_name_or_path", "layer_types", "dtype", "torch_dtype"):
+    for key in ("_name_or_path", "layer_types", "dtype", "torch_dtype"):
         cfg.pop(key, None)
     cfg |= {"architectures": [ARCH], "num_hidden_layers": 1, "draft_vocab_size":
             int(token_map.numel()), "target_hidden_size": int(net.meta["target_hidden"]),

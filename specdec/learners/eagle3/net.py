@@ -52,6 +52,7 @@ from specdec.learners.shipped import (
     read_tensors,
     write_asset,
 )
+from specdec.models.cache_arg import cache_kwarg
 
 DECODER_EMBED_KEY = f"decoder.{EMBED_KEY}"
 META_KEYS = ("target_layers", "target_hidden", "target_vocab")  # what ``check_target`` reads
@@ -95,6 +96,15 @@ class Eagle3Net(nn.Module):
     def inputs(self, embeds: torch.Tensor, cond: torch.Tensor) -> torch.Tensor:
         """``z = fc([RMSNorm(e); RMSNorm(g)])``: ``[..., H]`` embeddings and conditions."""
         return self.fc(torch.cat([self.norm_embed(embeds), self.norm_cond(cond)], -1))
+
+    def draft_step(self, inputs: torch.Tensor, *, cache, **kwargs
+                   ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Training: ``[B, S, H]`` inputs ``z`` -> (``[B, S, V_d]`` logits, ``[B, S, H]`` next
+        condition = the final-norm output); ``kwargs``: ``attention_mask``, ``position_ids``."""
+        model = self.decoder.model
+        h = model(inputs_embeds=inputs, **{cache_kwarg(model): cache}, use_cache=True,
+                  **kwargs).last_hidden_state
+        return self.decoder.lm_head(h), h
 
 
 def new_eagle3(target, token_map: torch.Tensor, target_layers: Sequence[int], *,
@@ -230,12 +240,16 @@ def load_eagle3(folder: str | Path, target=None, *, tokenizer_hash: str | None =
         fix = (f"`{train_command}` (it exports to {folder}) or a released EAGLE-3 head for "
                f"this target")
         raw = read_config(folder, "EAGLE-3 drafter", fix)
-        kind = layout(raw, folder)
+        kind = layout(raw, folder, fix)
         if kind != "specdec":
             count = target.config.num_hidden_layers if target is not None else None
             layers = list(target_layers) if target_layers else None
             net = read_published(folder, raw, kind, target_layers_count=count,
                                  target_layers=layers, fix=fix)
+            saved_hash = raw.get("tokenizer_sha256", "")
+            if tokenizer_hash and saved_hash and saved_hash != tokenizer_hash:
+                raise BadInput(f"EAGLE-3 drafter in {folder} was made with another tokenizer; "
+                               f"use a head for this target or `{train_command}`")
             if target is not None:
                 tcfg = target.config
                 check_target(net.meta, hidden=tcfg.hidden_size, vocab=tcfg.vocab_size,

@@ -25,6 +25,7 @@ decoder's ``hidden_states`` are ``(g, h)``), ``.target_layers`` and ``.meta``.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
 
 import torch
@@ -39,7 +40,13 @@ from transformers.models.llama.modeling_llama import (
     LlamaRotaryEmbedding,
 )
 
-from specdec.models.cache_arg import output_cache_field
+from specdec.learners.draft_lm.net import draft_config
+from specdec.models.cache_arg import cache_kwarg, output_cache_field
+
+ARCH = "LlamaForCausalLMEagle3"  # the published heads' ``architectures`` entry
+# create_causal_mask's cache keyword (``cache`` after transformers' rename, else past_key_values)
+MASK_CACHE = ("cache" if "cache" in inspect.signature(create_causal_mask).parameters
+              else "past_key_values")
 
 
 class Midlayer(nn.Module):
@@ -60,12 +67,14 @@ class Midlayer(nn.Module):
         self.post_attention_layernorm = LlamaRMSNorm(hidden, eps=eps)
         self.norm_before_residual = bool(getattr(config, "norm_before_residual", False))
 
-    def forward(self, embeds: torch.Tensor, cond: torch.Tensor, **attn_kwargs) -> torch.Tensor:
+    def forward(self, embeds: torch.Tensor, cond: torch.Tensor, cache, **attn_kwargs
+                ) -> torch.Tensor:
         """``[B, N, H]`` embeddings and conditions -> ``[B, N, H]`` pre-norm output ``h``."""
         normed = self.hidden_norm(cond)
         residual = normed if self.norm_before_residual else cond
         x = torch.cat([self.input_layernorm(embeds), normed], -1)  # [B, N, 2H]
-        attn, _ = self.self_attn(hidden_states=x, **attn_kwargs)  # [B, N, H]
+        attn, _ = self.self_attn(hidden_states=x, **{cache_kwarg(self.self_attn): cache},
+                                 **attn_kwargs)  # [B, N, H]
         r = residual + attn
         return r + self.mlp(self.post_attention_layernorm(r))
 
@@ -90,6 +99,20 @@ class PublishedDecoder(LlamaPreTrainedModel):
         self.register_buffer("token_map", torch.arange(config.draft_vocab_size), persistent=True)
         self.post_init()
 
+    def prenorm(self, inputs_embeds: torch.Tensor, attention_mask: torch.Tensor | None,
+                position_ids: torch.Tensor | None, cache) -> torch.Tensor:
+        """``[B, N, 2H]`` inputs ``[e; g]`` -> ``[B, N, H]`` midlayer output ``h`` (pre-norm);
+        ``attention_mask``: ``None`` (causal), 2-D padding or 4-D additive, as in transformers."""
+        embeds, cond = inputs_embeds.chunk(2, dim=-1)  # [B, N, H] each
+        if position_ids is None:
+            past = cache.get_seq_length() if cache is not None else 0
+            position_ids = torch.arange(past, past + cond.shape[1], device=cond.device)[None]
+        mask = create_causal_mask(config=self.config, inputs_embeds=cond,
+                                  attention_mask=attention_mask, position_ids=position_ids,
+                                  **{MASK_CACHE: cache})
+        return self.midlayer(embeds, cond, cache, attention_mask=mask, position_ids=position_ids,
+                             position_embeddings=self.rotary_emb(cond, position_ids))
+
     def get_input_embeddings(self) -> None:
         return None  # fed ``inputs_embeds`` only (``CachedLM.takes_ids`` is false)
 
@@ -111,20 +134,11 @@ class PublishedDecoder(LlamaPreTrainedModel):
         cache = cache if cache is not None else past_key_values
         if inputs_embeds is None:
             raise ValueError("the EAGLE-3 decoder takes inputs_embeds = [e; g] ([B, N, 2H])")
-        embeds, cond = inputs_embeds.chunk(2, dim=-1)  # [B, N, H] each
-        if position_ids is None:
-            past = cache.get_seq_length() if cache is not None else 0
-            position_ids = torch.arange(past, past + cond.shape[1], device=cond.device)[None]
-        mask = create_causal_mask(config=self.config, inputs_embeds=cond,
-                                  attention_mask=attention_mask, cache=cache,
-                                  position_ids=position_ids)
-        h = self.midlayer(embeds, cond, attention_mask=mask, cache=cache,
-                          position_ids=position_ids,
-                          position_embeddings=self.rotary_emb(cond, position_ids))  # [B, N, H]
+        h = self.prenorm(inputs_embeds, attention_mask, position_ids, cache)  # [B, N, H]
         small = self.lm_head(self.norm(h))  # [B, N, V_d]
         logits = small.new_full((*small.shape[:-1], self.config.vocab_size), float("-inf"))
         logits.index_copy_(-1, self.token_map, small)  # [B, N, V]
-        hidden = (cond, h) if output_hidden_states else None
+        hidden = (inputs_embeds.chunk(2, -1)[1], h) if output_hidden_states else None
         return CausalLMOutputWithPast(logits=logits, hidden_states=hidden,
                                       **{output_cache_field(CausalLMOutputWithPast): cache})
 
@@ -161,3 +175,43 @@ class PublishedEagle3Net(nn.Module):
     def inputs(self, embeds: torch.Tensor, cond: torch.Tensor) -> torch.Tensor:
         """``[..., H]`` embeddings and conditions -> ``[..., 2H]`` decoder input ``[e; g]``."""
         return torch.cat([embeds, cond.to(embeds.dtype)], -1)
+
+    def draft_step(self, inputs: torch.Tensor, *, cache, **kwargs
+                   ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Training: ``[B, S, 2H]`` inputs -> (``[B, S, V_d]`` logits, ``[B, S, H]`` next
+        condition = the pre-norm output); ``kwargs``: ``attention_mask``, ``position_ids``."""
+        h = self.decoder.prenorm(inputs, kwargs.get("attention_mask"),
+                                 kwargs.get("position_ids"), cache)
+        return self.decoder.lm_head(self.decoder.norm(h)), h
+
+
+def new_published(target, token_map: torch.Tensor, target_layers: Sequence[int], *,
+                  tokenizer_hash: str = "", seed: int = 0) -> PublishedEagle3Net:
+    """A ``PublishedEagle3Net`` for ``target`` (its shapes; to train, ``learner.arch=eagle3``).
+
+    Initialised from the target's last layer: attention, MLP and norms (both input norms from
+    its ``input_layernorm``; q/k/v read ``(n(e) + n(g)) / 2``: the layer's weights halved on both
+    input halves), final norm and head rows; ``fc`` is seeded uniform like ``net.new_eagle3``'s.
+    """
+    cfg = draft_config(target.config, layers=1, draft_vocab_size=int(token_map.numel()),
+                       tokenizer_hash=tokenizer_hash)
+    cfg.architectures = [ARCH]
+    net = PublishedEagle3Net(PublishedDecoder(cfg), target_layers, target.config.hidden_size)
+    layer, dec = target.model.layers[-1], net.decoder
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name in ("q_proj", "k_proj", "v_proj"):
+            w = getattr(layer.self_attn, name).weight  # [out, H]
+            getattr(dec.midlayer.self_attn, name).weight.copy_(torch.cat([w, w], 1) / 2)
+        dec.midlayer.self_attn.o_proj.load_state_dict(layer.self_attn.o_proj.state_dict())
+        dec.midlayer.mlp.load_state_dict(layer.mlp.state_dict())
+        for norm in ("input_layernorm", "hidden_norm"):
+            getattr(dec.midlayer, norm).load_state_dict(layer.input_layernorm.state_dict())
+        dec.midlayer.post_attention_layernorm.load_state_dict(
+            layer.post_attention_layernorm.state_dict())
+        dec.norm.load_state_dict(target.model.norm.state_dict())
+        dec.lm_head.weight.copy_(target.lm_head.weight[token_map])
+        dec.token_map.copy_(token_map)
+        bound = net.fc.in_features ** -0.5
+        net.fc.weight.copy_(torch.rand(net.fc.weight.shape, generator=gen) * 2 * bound - bound)
+    return net.to(dtype=target.dtype)
