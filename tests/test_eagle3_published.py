@@ -117,10 +117,10 @@ def rope(x: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
 
 
 def reference(w: dict[str, torch.Tensor], e: torch.Tensor, g: torch.Tensor, keys: list | None,
-              pos: torch.Tensor):
+              pos: torch.Tensor, norm_first: bool = False):
     """The published forward of new positions: ``e, g [N, H]`` -> (``[N, V_d]`` logits, ``[N, H]``
     pre-norm output, this call's ``(k, v)``); ``keys``: earlier ``(k, v)`` seen by every row,
-    rows causal among themselves."""
+    rows causal among themselves; ``norm_first``: the residual is ``hidden_norm(g)``."""
     m = "midlayer."
     x = torch.cat([rms(e, w[m + "input_layernorm.weight"]),
                    rms(g, w[m + "hidden_norm.weight"])], -1)  # [N, 2H]
@@ -137,16 +137,19 @@ def reference(w: dict[str, torch.Tensor], e: torch.Tensor, g: torch.Tensor, keys
     allowed = torch.arange(k_all.shape[0])[None] <= past + torch.arange(n)[:, None]  # [N, S]
     att = score.masked_fill(~allowed, float("-inf")).softmax(-1)
     a = torch.einsum("hns,shd->nhd", att, v_h).reshape(n, HEADS * HEAD_DIM)
-    r = g + a @ w[m + "self_attn.o_proj.weight"].T
+    residual = rms(g, w[m + "hidden_norm.weight"]) if norm_first else g  # norm_before_residual
+    r = residual + a @ w[m + "self_attn.o_proj.weight"].T
     y = rms(r, w[m + "post_attention_layernorm.weight"])
     gate = torch.nn.functional.silu(y @ w[m + "mlp.gate_proj.weight"].T)
     h = r + (gate * (y @ w[m + "mlp.up_proj.weight"].T)) @ w[m + "mlp.down_proj.weight"].T
     return rms(h, w["norm.weight"]) @ w["lm_head.weight"].T, h, (k_all, v_all)
 
 
-def test_loaded_module_matches_an_independent_reference(tiny64, tmp_path):
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_loaded_module_matches_an_independent_reference(tiny64, tmp_path, norm_first):
     target, w = tiny64.target, stub_tensors(32, 259, seed=2)
-    net = load_eagle3(write_stub(tmp_path / "head", seed=2), target)
+    head = write_stub(tmp_path / "head", seed=2, norm_before_residual=norm_first)
+    net = load_eagle3(head, target)
     ids = torch.tensor([5, 17, 3, 44, 9, 12, 30])  # [T]
     embed = target.get_input_embeddings()
     with torch.inference_mode():
@@ -154,7 +157,7 @@ def test_loaded_module_matches_an_independent_reference(tiny64, tmp_path):
     feats = torch.stack([states[i][0] for i in LAYERS], 1)[:-1]  # [T-1, 3, H]
     e, n = embed(ids[1:]).detach(), ids.numel() - 1  # [T-1, H]
     g = feats.flatten(1) @ w["fc.weight"].T  # [T-1, H]
-    want, h, kv = reference(w, e, g, None, torch.arange(n))
+    want, h, kv = reference(w, e, g, None, torch.arange(n), norm_first)
     lm = CachedLM(net.decoder, role="draft", vocab_size=259)
     with torch.inference_mode():
         z = net.inputs(e, net.condition(feats))
@@ -167,7 +170,7 @@ def test_loaded_module_matches_an_independent_reference(tiny64, tmp_path):
     with torch.inference_mode():
         z = net.inputs(embed(tok), out.hidden[-1:, 0])
     nxt = lm.forward(tok, inputs_embeds=z, hidden_layers=(-1,))
-    want2, _, _ = reference(w, embed(tok).detach(), h[-1:], kv, torch.tensor([n]))
+    want2, _, _ = reference(w, embed(tok).detach(), h[-1:], kv, torch.tensor([n]), norm_first)
     torch.testing.assert_close(nxt.logits[:, cols], want2, atol=ATOL, rtol=0)
     assert torch.isinf(nxt.logits).sum() == 259 - V_D
 

@@ -62,11 +62,12 @@ def stub_config(hidden: int, vocab: int, layers: list[int] | None) -> dict:
 
 
 def write_stub(folder: Path, hidden: int = 32, vocab: int = 259, layers: list[int] | None = LAYERS,
-               fmt: str = "eagle3_hf", seed: int = 0) -> Path:
+               fmt: str = "eagle3_hf", seed: int = 0, **extra) -> Path:
     """A stub head for a target of ``hidden`` / ``vocab`` in ``fmt`` (``eagle3_hf`` or
-    ``speculators``: nested config, ``layers.0.*`` names)."""
+    ``speculators``: nested config, ``layers.0.*`` names); ``extra``: more config keys (e.g.
+    ``norm_before_residual=True``)."""
     folder.mkdir(parents=True, exist_ok=True)
-    state, cfg = stub_tensors(hidden, vocab, seed), stub_config(hidden, vocab, layers)
+    state, cfg = stub_tensors(hidden, vocab, seed), stub_config(hidden, vocab, layers) | extra
     if fmt == "speculators":
         state = {k.replace("midlayer.", "layers.0."): v for k, v in state.items()}
         layer_cfg = {k: v for k, v in cfg.items() if k not in ("architectures", "eagle_config",

@@ -149,6 +149,8 @@ def read_published(folder: Path, raw: dict, kind: str, *, target_layers_count: i
                        f"{target_hidden}; specdec feeds the target's embedding to the head, so "
                        f"use a head whose hidden size is the target's")
     cfg_dict.pop("eagle_config", None)
+    if cfg_dict.get("layer_types"):  # the one layer's type (a config may list the target's)
+        cfg_dict["layer_types"] = cfg_dict["layer_types"][:1]
     cfg = LlamaConfig.from_dict({**cfg_dict, "num_hidden_layers": 1})
     vocab = int(cfg.vocab_size)
     cfg.draft_vocab_size = int(cfg_dict.get("draft_vocab_size") or vocab)
