@@ -241,3 +241,15 @@ def test_bad_heads_fail_with_one_error_naming_the_fix(tiny64, tmp_path, case):
     with pytest.raises(error, match=message) as info:
         load_eagle3(where, tiny64.target)
     assert isinstance(info.value, InputError) and "\n" not in str(info.value)
+
+
+def test_the_cost_model_calibrates_a_published_head(tiny64, tmp_path):
+    from specdec.bench.calibration import calibrate
+    from specdec.core import TargetView
+
+    drafter = Eagle3Drafter(None, Fixed(3), Sampling(temperature=0.0),
+                            str(write_stub(tmp_path / "head")))
+    drafter.attach(TargetView(CachedLM(tiny64.target)))
+    table = calibrate(CachedLM(tiny64.target), drafter.lm, max_new=2, repeats=2, ref_context=8,
+                      far_context=16)
+    assert all(t > 0 for t in table.times["draft"].values())

@@ -113,11 +113,18 @@ class PublishedDecoder(LlamaPreTrainedModel):
         return self.midlayer(embeds, cond, cache, attention_mask=mask, position_ids=position_ids,
                              position_embeddings=self.rotary_emb(cond, position_ids))
 
+    @property
+    def inputs_embeds_width(self) -> int:
+        """The width of ``inputs_embeds``: ``[e; g]`` is ``2H``."""
+        return 2 * self.config.hidden_size
+
     def get_input_embeddings(self) -> None:
         return None  # fed ``inputs_embeds`` only (``CachedLM.takes_ids`` is false)
 
-    def get_output_embeddings(self) -> nn.Module:
-        return self.lm_head
+    def get_output_embeddings(self) -> None:
+        # the logical output is the target's vocabulary (``config.vocab_size``; ``lm_head`` holds
+        # only the mapped rows): a ``CachedLM`` of this decoder is given ``vocab_size``
+        return None
 
     def forward(
         self,
