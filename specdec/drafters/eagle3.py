@@ -11,6 +11,11 @@ over all depths are kept. A child's ``c`` never exceeds its parent's, so ranking
 depth)`` keeps every kept node's ancestors. The tree is a deterministic function of the context,
 so ``q = None`` and verification uses the point-mass tree rules (``rrs`` or ``hsd``).
 
+The net is ours (``learners.eagle3.net.Eagle3Net``) or a released head's published architecture
+(``learners.eagle3.published.PublishedEagle3Net``), driven through the same interface:
+``condition(features)``, ``inputs(embeds, cond)``, ``.decoder``, whose last hidden state is the
+condition of a node's children.
+
 Cache: the decoder's ``CachedLM`` holds one position per verified token (``real`` of them, each
 computed from real target features); each step first drops the previous tree and the positions of
 the previous draft (``crop(real)``), then forwards the newly verified positions with

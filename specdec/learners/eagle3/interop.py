@@ -28,6 +28,8 @@ import pickle
 from pathlib import Path
 
 import torch
+from huggingface_hub import snapshot_download
+from huggingface_hub.errors import HFValidationError, LocalEntryNotFoundError
 from transformers import LlamaConfig
 
 from specdec.errors import BadInput
@@ -64,9 +66,6 @@ def resolve_folder(path: str | Path) -> Path:
                      and all(part and not part.startswith(".") for part in text.split("/")))
     if not looks_like_id:
         return folder
-    from huggingface_hub import snapshot_download
-    from huggingface_hub.errors import HFValidationError, LocalEntryNotFoundError
-
     try:
         return Path(snapshot_download(text, local_files_only=True))
     except (LocalEntryNotFoundError, HFValidationError, OSError) as err:
