@@ -118,9 +118,9 @@ def _feed(lm: CachedLM, tokens: torch.Tensor) -> None:
     decoder) gets embeddings of the same size instead (same cost, values do not matter)."""
     if lm.takes_ids:
         lm.forward(tokens)
-    else:
-        lm.forward(tokens, inputs_embeds=torch.zeros(tokens.numel(), lm.hidden_size,
-                                                     dtype=lm.dtype))
+    else:  # a published EAGLE-3 decoder reads [e; g]: twice the hidden size
+        width = getattr(lm.model, "inputs_embeds_width", lm.hidden_size)
+        lm.forward(tokens, inputs_embeds=torch.zeros(tokens.numel(), width, dtype=lm.dtype))
 
 
 def previous_calibration(summary_path: Path, config_hash: str, machine: dict) -> CostTable | None:

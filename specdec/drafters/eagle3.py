@@ -11,6 +11,11 @@ over all depths are kept. A child's ``c`` never exceeds its parent's, so ranking
 depth)`` keeps every kept node's ancestors. The tree is a deterministic function of the context,
 so ``q = None`` and verification uses the point-mass tree rules (``rrs`` or ``hsd``).
 
+The net is ours (``learners.eagle3.net.Eagle3Net``) or a released head's published architecture
+(``learners.eagle3.published.PublishedEagle3Net``), driven through the same interface:
+``condition(features)``, ``inputs(embeds, cond)``, ``.decoder``, whose last hidden state is the
+condition of a node's children.
+
 Cache: the decoder's ``CachedLM`` holds one position per verified token (``real`` of them, each
 computed from real target features); each step first drops the previous tree and the positions of
 the previous draft (``crop(real)``), then forwards the newly verified positions with
@@ -28,6 +33,7 @@ from specdec.drafters.features import FeatureDrafter
 from specdec.drafters.policies import Policy
 from specdec.errors import BadInput
 from specdec.learners.eagle3.net import Eagle3Net, check_target, load_eagle3
+from specdec.learners.eagle3.published import PublishedEagle3Net
 from specdec.lm import CachedLM
 from specdec.models.attention import use_cpu_attention
 from specdec.models.kernel_probe import resolve_for
@@ -43,23 +49,27 @@ class Eagle3Drafter(FeatureDrafter):
         lm: unused (the drafter brings its own network); accepted like every drafter's.
         policy: ``policy.limit()`` caps the tree depth.
         sampling: unused (the tree ranks raw draft log-probabilities; ``q = None``).
-        path: folder of the shipped drafter (``learners.eagle3.net.save_eagle3``).
+        path: folder of the shipped drafter (``learners.eagle3.net.save_eagle3``), or of a head
+            in a published layout, or a hub id cached offline (``learners.eagle3.interop``).
         topk: children per expanded node and nodes expanded per depth.
         total_tokens: drafted nodes kept (the target verifies ``total_tokens + 1``).
         linear_kernel: the pair's CPU linear kernel (``models.kernels``), for equal footing.
         experiment: the training experiment named in errors (``eagle3_<model>``).
+        target_layers: the target layers of a published head that pins none (else unused).
     """
 
     makes_trees = True
 
     def __init__(self, lm: LM | None, policy: Policy, sampling: Sampling, path: str,
                  topk: int = 2, total_tokens: int = 4, linear_kernel: str = "auto",
-                 experiment: str = "eagle3_<model>") -> None:
+                 experiment: str = "eagle3_<model>",
+                 target_layers: list[int] | None = None) -> None:
         if topk < 1 or total_tokens < 1:
             raise BadInput(f"drafter.topk and drafter.total_tokens must be >= 1, got {topk}, "
                              f"{total_tokens}")
         self.command = f"python -m specdec.train +experiment={experiment}"
-        self.net: Eagle3Net = load_eagle3(path, train_command=self.command)
+        self.net: Eagle3Net | PublishedEagle3Net = load_eagle3(
+            path, train_command=self.command, target_layers=target_layers)
         kernel = resolve_for(linear_kernel, [self.net]).kernel  # auto: timed on this machine
         if kernel != "stock":  # as models.pair.make_pair does for the pair
             use_cpu_attention(self.net.decoder)

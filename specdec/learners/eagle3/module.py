@@ -30,6 +30,7 @@ from specdec.errors import BadInput
 from specdec.learners.draft_lm.net import tokenizer_sha256
 from specdec.learners.draft_lm.traces import Trace
 from specdec.learners.eagle3.data import frozen_target, load_feature_traces, read_token_map
+from specdec.learners.eagle3.interop import FORMATS, save_eagle3_hf
 from specdec.learners.eagle3.net import (
     DECODER_EMBED_KEY,
     Eagle3Net,
@@ -38,11 +39,12 @@ from specdec.learners.eagle3.net import (
     remap_head,
     save_eagle3,
 )
+from specdec.learners.eagle3.published import PublishedEagle3Net, new_published
 from specdec.learners.install import export_folder
 from specdec.learners.optim import adamw_warmup_cosine
-from specdec.models.cache_arg import cache_kwarg
 
 log = logging.getLogger(__name__)
+ARCHS = {"specdec": new_eagle3, "eagle3": new_published}  # learner.arch -> the new net's maker
 
 
 def ttt_mask(length: int, step: int, valid: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
@@ -57,8 +59,8 @@ def ttt_mask(length: int, step: int, valid: torch.Tensor, dtype: torch.dtype) ->
     return mask.masked_fill_(~allowed, torch.finfo(dtype).min)[:, None]
 
 
-def unroll(net: Eagle3Net, embed: torch.nn.Module, ids: torch.Tensor, feats: torch.Tensor,
-           length: torch.Tensor, steps: int) -> list[torch.Tensor]:
+def unroll(net: Eagle3Net | PublishedEagle3Net, embed: torch.nn.Module, ids: torch.Tensor,
+           feats: torch.Tensor, length: torch.Tensor, steps: int) -> list[torch.Tensor]:
     """``[B, S, V_d]`` logits of each unrolled step, ``S = T - 1`` draft positions.
 
     Args:
@@ -81,10 +83,9 @@ def unroll(net: Eagle3Net, embed: torch.nn.Module, ids: torch.Tensor, feats: tor
         # 1. Inputs from the condition, 2. one decoder pass over the step's keys so far,
         # 3. the next step's condition: this step's output shifted by one position.
         mask = ttt_mask(s, j, valid.cpu(), embeds.dtype).to(ids.device)
-        h = net.decoder.model(inputs_embeds=net.inputs(embeds, cond), attention_mask=mask,
-                              position_ids=positions, **{cache_kwarg(net.decoder.model): cache},
-                              use_cache=True).last_hidden_state  # [B, S, H]
-        out.append(net.decoder.lm_head(h))
+        logits, h = net.draft_step(net.inputs(embeds, cond), attention_mask=mask,
+                                   position_ids=positions, cache=cache)  # [B,S,V_d], [B,S,H]
+        out.append(logits)
         cond = torch.cat([torch.zeros_like(h[:, :1]), h[:, :-1]], 1)
     return out
 
@@ -138,22 +139,27 @@ class Eagle3Learner(L.LightningModule):
         remap_vocab: with ``init_from``, switch the warm-started head to ``traces_dir``'s token
             map (``remap_head``: shared tokens keep their trained rows); without it the shipped
             drafter's own map is kept.
+        arch: ``specdec`` (``Eagle3Net``) or ``eagle3`` (the published architecture,
+            ``published.PublishedEagle3Net``: export it with ``export.format=eagle3_hf``).
     """
 
     def __init__(self, model, traces_dir: str, target_layers: list[int], ttt_steps: int = 3,
                  step_weight: float = 0.8, soft_weight: float = 0.5, lr: float = 5e-4,
                  weight_decay: float = 0.0, warmup_steps: int = 50, total_steps: int = 2000,
-                 init_from: str | None = None, remap_vocab: bool = False) -> None:
+                 init_from: str | None = None, remap_vocab: bool = False,
+                 arch: str = "specdec") -> None:
         super().__init__()
         if ttt_steps < 1:
             raise BadInput(f"learner.ttt_steps must be >= 1, got {ttt_steps}")
+        if arch not in ARCHS:
+            raise BadInput(f"learner.arch={arch!r} is unknown; use one of {list(ARCHS)}")
         self.save_hyperparameters({  # plain types: checkpoints load with weights_only=True
             "traces_dir": str(traces_dir), "target_layers": [int(i) for i in target_layers],
             "ttt_steps": int(ttt_steps), "step_weight": float(step_weight),
             "soft_weight": float(soft_weight), "lr": float(lr),
             "weight_decay": float(weight_decay), "warmup_steps": int(warmup_steps),
             "total_steps": int(total_steps), "init_from": init_from and str(init_from),
-            "remap_vocab": bool(remap_vocab)})
+            "remap_vocab": bool(remap_vocab), "arch": str(arch)})
         target = frozen_target(model)
         # not a registered submodule: not trained, saved, all-reduced, sharded or moved to the
         # device; a step reads only its input embedding, which the net registers (shared)
@@ -165,8 +171,11 @@ class Eagle3Learner(L.LightningModule):
                 log.info("remapped the head onto %s's token map: %s", traces_dir,
                          remap_head(self.net, target, read_token_map(traces_dir)))
         else:
-            self.net = new_eagle3(target, read_token_map(traces_dir), target_layers,
-                                  tokenizer_hash=tok_hash)
+            self.net = ARCHS[arch](target, read_token_map(traces_dir), target_layers,
+                                   tokenizer_hash=tok_hash)
+        if isinstance(self.net, PublishedEagle3Net) != (arch == "eagle3"):
+            raise BadInput(f"learner.init_from={init_from} holds a head of the other "
+                           f"architecture than learner.arch={arch}; set learner.arch to match")
         if list(self.net.target_layers) != [int(i) for i in target_layers]:
             raise ValueError(f"init_from reads target layers {list(self.net.target_layers)}, the "
                              f"config asks for {list(target_layers)}")
@@ -273,10 +282,19 @@ class Eagle3DataModule(L.LightningDataModule):
 
 
 def export_eagle3(learner: Eagle3Learner, out_dir: str, folder: str | None = None,
-                  dtype: str = "float32", *, install: bool = False, asset: str | None = None,
-                  force: bool = False) -> Path:
-    """``export``: the shipped format, to ``<out_dir>/export`` or where ``folder`` / ``install``
-    say (``learners/install.py``: never over existing files without ``force``)."""
+                  dtype: str = "float32", format: str = "specdec", *, install: bool = False,
+                  asset: str | None = None, force: bool = False) -> Path:
+    """``export``: to ``<out_dir>/export`` or where ``folder`` / ``install`` say
+    (``learners/install.py``: never over existing files without ``force``); ``format=specdec``:
+    the shipped format, ``format=eagle3_hf``: the published ``LlamaForCausalLMEagle3`` layout
+    (``interop.save_eagle3_hf``)."""
+    if format not in FORMATS:
+        raise BadInput(f"export.format={format!r} is unknown; use one of {list(FORMATS)}")
+    if format == "specdec" and isinstance(learner.net, PublishedEagle3Net):
+        raise BadInput("a head of the published architecture (learner.arch=eagle3) exports "
+                       "only in its own layout; set export.format=eagle3_hf")
     dest = export_folder(out_dir, folder=folder, install=install, asset=asset, force=force)
+    if format == "eagle3_hf":
+        return save_eagle3_hf(learner.net, dest, dtype=getattr(torch, dtype))
     vocab = learner._target[0].config.vocab_size
     return save_eagle3(learner.net, dest, target_vocab=vocab, dtype=getattr(torch, dtype))

@@ -17,9 +17,11 @@ The decoder is a one-layer ``ReducedVocabDraft`` (``learners.draft_lm.net``) dri
 log. The original feeds ``[e; g]`` straight into a 2H-wide attention; projecting to H first keeps
 the stock decoder layer (no forked modeling file) and is the EAGLE-1 input path.
 
-Shipped format (``save_eagle3`` / ``load_eagle3``): ``config.json`` (the decoder's Llama config plus
-``eagle3``: target layers, draft vocabulary size, tokenizer sha256, target hidden size / vocab) and
-``model.safetensors`` (every tensor but the shared embedding, plus ``token_map``).
+Published heads (SpecForge / SGLang / vLLM layouts, ``published.py``, ``interop.py``) load
+through ``load_eagle3`` too. Shipped format (``save_eagle3`` / ``load_eagle3``): ``config.json``
+(the decoder's Llama config plus ``eagle3``: target layers, draft vocabulary size, tokenizer
+sha256, target hidden size / vocab) and ``model.safetensors`` (every tensor but the shared
+embedding, plus ``token_map``).
 """
 
 from __future__ import annotations
@@ -40,6 +42,8 @@ from specdec.learners.draft_lm.net import (
     draft_config,
     init_from_target,
 )
+from specdec.learners.eagle3.interop import layout, read_published, resolve_folder
+from specdec.learners.eagle3.published import PublishedEagle3Net
 from specdec.learners.shipped import (
     CONFIG,
     WEIGHTS,
@@ -48,6 +52,7 @@ from specdec.learners.shipped import (
     read_tensors,
     write_asset,
 )
+from specdec.models.cache_arg import cache_kwarg
 from specdec.models.exact import exact_float64
 
 DECODER_EMBED_KEY = f"decoder.{EMBED_KEY}"
@@ -93,6 +98,15 @@ class Eagle3Net(nn.Module):
     def inputs(self, embeds: torch.Tensor, cond: torch.Tensor) -> torch.Tensor:
         """``z = fc([RMSNorm(e); RMSNorm(g)])``: ``[..., H]`` embeddings and conditions."""
         return self.fc(torch.cat([self.norm_embed(embeds), self.norm_cond(cond)], -1))
+
+    def draft_step(self, inputs: torch.Tensor, *, cache, **kwargs
+                   ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Training: ``[B, S, H]`` inputs ``z`` -> (``[B, S, V_d]`` logits, ``[B, S, H]`` next
+        condition = the final-norm output); ``kwargs``: ``attention_mask``, ``position_ids``."""
+        model = self.decoder.model
+        h = model(inputs_embeds=inputs, **{cache_kwarg(model): cache}, use_cache=True,
+                  **kwargs).last_hidden_state
+        return self.decoder.lm_head(h), h
 
 
 def new_eagle3(target, token_map: torch.Tensor, target_layers: Sequence[int], *,
@@ -206,9 +220,14 @@ def load_weights(net: nn.Module, state: dict[str, torch.Tensor], path: Path, nam
 
 
 def load_eagle3(folder: str | Path, target=None, *, tokenizer_hash: str | None = None,
-                train_command: str = "python -m specdec.train +experiment=eagle3_<model>"
-                ) -> Eagle3Net:
+                train_command: str = "python -m specdec.train +experiment=eagle3_<model>",
+                target_layers: Sequence[int] | None = None) -> Eagle3Net | PublishedEagle3Net:
     """Load a shipped EAGLE-3 drafter; with ``target``, check it and attach its embedding.
+
+    ``folder`` is a folder or a hub id cached offline (``interop.resolve_folder``) holding a head
+    in our layout or a published one (``interop.layout``: ``eagle3_hf``, ``speculators``; those
+    load as a ``PublishedEagle3Net``, whose ``target_layers`` default to the pinned ones, else to
+    ``target_layers``, else to vLLM's default for ``target``).
 
     Without ``target`` the decoder has no embedding (decoding feeds it ``inputs_embeds`` built
     from the target's, ``TargetView.embed``) and ``net.meta`` keeps what ``check_target`` needs.
@@ -216,9 +235,30 @@ def load_eagle3(folder: str | Path, target=None, *, tokenizer_hash: str | None =
     Raises:
         FileNotFoundError: a missing file (names it and ``train_command``).
         ValueError: a drafter made for another target (hidden size, vocabulary, layers) or
-            tokenizer, naming both sides.
+            tokenizer, naming both sides; an unknown layout; a hub id not cached offline.
     """
-    folder = Path(folder)
+    folder = resolve_folder(folder)
+    if (folder / CONFIG).is_file():
+        fix = (f"`{train_command}` (it exports to {folder}) or a released EAGLE-3 head for "
+               f"this target")
+        raw = read_config(folder, "EAGLE-3 drafter", fix)
+        kind = layout(raw, folder, fix)
+        if kind != "specdec":
+            count = target.config.num_hidden_layers if target is not None else None
+            layers = list(target_layers) if target_layers else None
+            net = read_published(folder, raw, kind, target_layers_count=count,
+                                 target_layers=layers, fix=fix)
+            saved_hash = raw.get("tokenizer_sha256", "")
+            if tokenizer_hash and saved_hash and saved_hash != tokenizer_hash:
+                raise BadInput(f"EAGLE-3 drafter in {folder} was made with another tokenizer; "
+                               f"use a head for this target or `{train_command}`")
+            if target is not None:
+                tcfg = target.config
+                check_target(net.meta, hidden=tcfg.hidden_size, vocab=tcfg.vocab_size,
+                             layers=tcfg.num_hidden_layers, where=f"in {folder}",
+                             train_command=train_command)
+                net = net.to(dtype=target.dtype)
+            return net
     raw, meta, state = read_feature_drafter(folder, "eagle3", "EAGLE-3", target, tokenizer_hash,
                                             train_command)
     cfg = draft_config(LlamaConfig.from_dict(raw), layers=1,
