@@ -59,14 +59,14 @@ def check_reference(ref: str, key: str) -> None:
             raise BadInput(f"{key}={ref} is a folder without config.json, not a saved model; give "
                            "a folder written by save_pretrained, or a hub id")
         return
+    if ref.startswith((".", "/", "~")) or ref.count("/") > 1 or path.exists():
+        raise BadInput(f"{key}={ref}: no model folder there; give an existing folder written by "
+                       "save_pretrained, or a hub id like org/name")
     try:
         validate_repo_id(ref)
     except HFValidationError as err:
         raise BadInput(f"{key}={ref} is neither a local model folder nor a Hugging Face hub id "
                        f"({err}); give an existing folder or an id like org/name") from None
-    if ref.startswith((".", "/", "~")) or path.suffix in (".json", ".safetensors", ".bin"):
-        raise BadInput(f"{key}={ref}: no such model folder; give an existing folder written by "
-                       "save_pretrained, or a hub id like org/name")
     if hub_offline() and not isinstance(try_to_load_from_cache(ref, "config.json"), str):
         raise MissingInput(
             f"{key}={ref} is not in the local Hugging Face cache and HF_HUB_OFFLINE=1 forbids "
