@@ -61,6 +61,15 @@ def test_stream_chunks_concatenate_to_the_output(sps):
     assert len(steps) == whole.stats["target_forwards"]  # one chunk per decoding step
 
 
+def test_stream_of_a_method_with_a_background_worker():
+    """PEARL drafts on a worker thread of its own; the stream's thread drives it unchanged."""
+    pearl = specdec.load("tiny", method="pearl", sampling__temperature=0.8)
+    stream = pearl.generate(PROMPT, max_new_tokens=10, seed=2, stream=True)
+    chunks = list(stream)
+    whole = pearl.generate(PROMPT, max_new_tokens=10, seed=2)
+    assert sum((c.tokens for c in chunks), []) == stream.result.tokens == whole.tokens
+
+
 def test_stream_stops_when_the_reader_leaves(sps):
     stream = sps.generate(PROMPT, max_new_tokens=40, stream=True)
     for _ in stream:
