@@ -176,11 +176,16 @@ class Decoder:
 
     def encode(self, prompt: str | Sequence[Mapping[str, str]] | Sequence[int]) -> list[int]:
         """Prompt ids: a string is one user turn and a list of ``{"role", "content"}`` a
-        conversation, both through the chat template as the eval encodes them; ids pass as is."""
+        conversation, both through the chat template as the eval encodes them; ids (a list, or a
+        ``[T]`` / ``[1, T]`` tensor) pass as they are."""
+        import torch
+
         from specdec.data.prompts import encode_turn
 
         if isinstance(prompt, str):
             prompt = [{"role": "user", "content": prompt}]
+        elif hasattr(prompt, "tolist"):  # a tensor or array of ids: [T] or [1, T]
+            prompt = [int(t) for t in torch.as_tensor(prompt).reshape(-1).tolist()]
         items = list(prompt)
         if not items:
             raise BadInput("empty prompt: give a string, chat messages or token ids")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+import torch
 
 import specdec
 from specdec.errors import BadInput, MissingInput
@@ -45,6 +46,7 @@ def test_messages_string_and_ids_agree(sps):
     a = sps.generate(msgs, max_new_tokens=6)
     assert sps.generate(PROMPT, max_new_tokens=6).tokens == a.tokens
     assert sps.generate(ids, max_new_tokens=6).tokens == a.tokens
+    assert sps.generate(torch.tensor([ids]), max_new_tokens=6).tokens == a.tokens  # [1, T]
     # a conversation with an earlier answer is another prompt
     longer = [*msgs, {"role": "assistant", "content": "Red."}, {"role": "user", "content": "More"}]
     assert len(sps.encode(longer)) > len(ids)

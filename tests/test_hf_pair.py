@@ -31,8 +31,11 @@ FAST = ["benchmark=tiny", "limit=1", "max_new_tokens=8", "warmup=0", "progress=f
 FAMILIES = {"llama": (LlamaConfig, LlamaForCausalLM), "qwen2": (Qwen2Config, Qwen2ForCausalLM)}
 
 
-def save_stub(folder: Path, family: str, *, layers: int, seed: int, vocab: int = 259) -> str:
-    """A seeded random model of ``family`` with the byte tokenizer, saved to ``folder``."""
+def save_stub(folder: Path, family: str, *, layers: int, seed: int, vocab: int = 259,
+              like: str | None = None) -> str:
+    """A seeded random model of ``family`` with the byte tokenizer, saved to ``folder``; with
+    ``like`` (a saved stub) its weights are that model's plus noise (its first layers, its
+    embedding rows): a draft that agrees with its target often, not always."""
     config_cls, model_cls = FAMILIES[family]
     config = config_cls(vocab_size=vocab, hidden_size=32, intermediate_size=64,
                         num_hidden_layers=layers, num_attention_heads=2, num_key_value_heads=2,
@@ -43,6 +46,16 @@ def save_stub(folder: Path, family: str, *, layers: int, seed: int, vocab: int =
         for p in model.parameters():  # peakier conditionals than the default init
             if p.dim() == 2:
                 torch.nn.init.normal_(p, std=0.35)
+    if like is not None:
+        source = model_cls.from_pretrained(like).state_dict()
+        gen = torch.Generator().manual_seed(seed)
+        with torch.no_grad():
+            for name, p in model.state_dict().items():
+                if name in source:
+                    rows = min(p.shape[0], source[name].shape[0])
+                    p[:rows].copy_(source[name][:rows])  # padding rows past them stay random
+                    if p.dim() == 2:  # near the target, not equal: some drafts are rejected
+                        p.add_(torch.randn(p.shape, generator=gen) * 0.01)
     model.save_pretrained(folder)
     byte_tokenizer().save_pretrained(folder)
     return str(folder)
@@ -55,9 +68,9 @@ def stubs(tmp_path_factory):
     out = {}
     for i, family in enumerate(FAMILIES):
         draft_rows = 264 if family == "qwen2" else 259
-        out[family] = (save_stub(root / f"{family}-target", family, layers=2, seed=10 + i),
-                       save_stub(root / f"{family}-draft", family, layers=1, seed=20 + i,
-                                 vocab=draft_rows))
+        target = save_stub(root / f"{family}-target", family, layers=2, seed=10 + i)
+        out[family] = (target, save_stub(root / f"{family}-draft", family, layers=2,
+                                         seed=20 + i, vocab=draft_rows, like=target))
     return out
 
 
@@ -77,7 +90,9 @@ def test_hf_pair_sps_is_greedy_identical_to_ar(compose, stubs, tmp_path, family)
     sps_sum, sps = _run(compose, tmp_path / "sps", ["model=hf", "method=sps", *pair])
     assert len(ar) == len(sps) == 1 and len(ar[0]["output_ids"][0]) == 8
     assert sps[0]["output_ids"] == ar[0]["output_ids"]
-    assert sps[0]["drafted"] > 0 and sps_sum["model"]["name"] == f"{family}-target"
+    # both verification outcomes happened: the identity covers accepted and rejected drafts
+    assert 0 < sps[0]["accepted"] < sps[0]["drafted"], (sps[0]["accepted"], sps[0]["drafted"])
+    assert sps_sum["model"]["name"] == f"{family}-target"
     assert sps_sum["model"]["target"] == target and sps_sum["model"]["draft"] == draft
     if family == "qwen2":  # padding rows of the draft, reconciled to the target's
         assert sps_sum["model"]["draft_rows"] == "264 (target 259)"
