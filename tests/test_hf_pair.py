@@ -167,3 +167,25 @@ def test_bad_references_fail_before_loading(compose, stubs, tmp_path, no_loading
              ([], r"model=hf needs the target model: add model\.target=")]
     for overrides, words in cases:
         _fails(compose, tmp_path, ["model=hf", "method=ar", *overrides], BadInput, words)
+
+
+@pytest.mark.slow
+def test_cli_uncached_hub_id_is_one_error_line(tmp_path):
+    """The command line: one ``error:`` line naming the download, exit 2, no traceback (~6-12 s
+    for the interpreter and Hydra; the in-process tests above cover the checks themselves)."""
+    import os
+    import subprocess
+    import sys
+
+    from specdec.errors import EXIT_STATUS
+
+    cmd = [sys.executable, "-m", "specdec.eval", "model=hf", "model.target=specdec-test/uncached",
+           "method=sps", "benchmark=tiny", "hydra.mode=RUN", f"hydra.run.dir={tmp_path / 'run'}"]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(tmp_path / "hub")}
+    env.pop("HYDRA_FULL_ERROR", None)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env,
+                          cwd=Path(__file__).resolve().parents[1])
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert proc.returncode == EXIT_STATUS and len(errors) == 1, proc.stderr[-2000:]
+    assert "`hf download specdec-test/uncached`" in errors[0]
+    assert "Traceback" not in proc.stderr
