@@ -24,14 +24,15 @@ from __future__ import annotations
 
 import copy
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from omegaconf import DictConfig, open_dict
 
-from specdec.errors import BadInput
+from specdec.errors import BadInput, InputError, input_error
 from specdec.streaming import Chunk, Stream
 
 if TYPE_CHECKING:
@@ -141,9 +142,24 @@ def load(target: str = "tiny", draft: str | None = None, method: str = "sps",
         import torch
 
         torch.set_num_threads(int(cfg.threads))
-    pair = instantiate(cfg.model)
-    check_placement(pair, str(cfg.device))
-    return Decoder(cfg, pair, build_method(cfg, pair))
+    with input_errors():  # a loader's BadInput, not Hydra's InstantiationException around it
+        pair = instantiate(cfg.model)
+        check_placement(pair, str(cfg.device))
+        return Decoder(cfg, pair, build_method(cfg, pair))
+
+
+@contextmanager
+def input_errors() -> Iterator[None]:
+    """Raise the ``InputError`` that Hydra's ``instantiate`` wrapped, as itself."""
+    try:
+        yield
+    except InputError:
+        raise
+    except Exception as err:
+        cause = input_error(err)
+        if cause is None:
+            raise
+        raise cause from None
 
 
 class Decoder:
@@ -166,12 +182,16 @@ class Decoder:
         from specdec.bench.method import build_method
         from specdec.bench.schema import validate
 
+        if temperature is not None and (isinstance(temperature, bool)
+                                        or not isinstance(temperature, int | float)):
+            raise BadInput(f"temperature must be a number >= 0 or None, got {temperature!r}")
         key = float(self.cfg.sampling.temperature if temperature is None else temperature)
         if key not in self._methods:
             cfg = copy.deepcopy(self.cfg)
             cfg.sampling.temperature = key
             validate(cfg)
-            self._methods[key] = build_method(cfg, self.pair)
+            with input_errors():
+                self._methods[key] = build_method(cfg, self.pair)
         return self._methods[key]
 
     def encode(self, prompt: str | Sequence[Mapping[str, str]] | Sequence[int]) -> list[int]:

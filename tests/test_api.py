@@ -102,6 +102,7 @@ def test_sampled_answer_reproduces_the_eval_prompt(sps):
     ({"no_such_key": 1}, "no_such_key"),
     ({"limit": "abc"}, "limit"),
     ({"sampling__temperature": -1}, "temperature"),
+    ({"model__dtype": "int8"}, "unknown dtype 'int8'"),  # raised inside the pair's loader
 ])
 def test_bad_override_is_bad_input(kwargs, words):
     with pytest.raises(BadInput, match=words):
@@ -117,6 +118,10 @@ def test_bad_generate_arguments(sps):
         sps.generate([{"role": "user"}], max_new_tokens=4)
     with pytest.raises(BadInput, match="max_new_tokens"):
         sps.generate(PROMPT, max_new_tokens=0)
+    with pytest.raises(BadInput, match="temperature"):
+        sps.generate(PROMPT, max_new_tokens=4, temperature=-0.5)
+    with pytest.raises(BadInput, match="temperature"):
+        sps.generate(PROMPT, max_new_tokens=4, temperature="hot")
 
 
 def test_missing_asset_fails_before_loading(monkeypatch, tmp_path):
