@@ -12,7 +12,7 @@ except the root.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -58,6 +58,7 @@ def generate(
     coins: Coins,
     max_new_tokens: int,
     stop_ids: Sequence[int] = (),
+    on_step: Callable[[list[int]], None] | None = None,
 ) -> Generation:
     """Generate up to ``max_new_tokens`` tokens after ``prompt_ids``.
 
@@ -70,6 +71,8 @@ def generate(
         coins: all randomness of this generation (drafting and verification).
         max_new_tokens: upper bound on new tokens (0 returns nothing).
         stop_ids: token ids that end the generation (kept in the output and counted).
+        on_step: called after each decoding step with the tokens it committed (streaming,
+            ``specdec.api``); an exception it raises ends the generation.
 
     Returns:
         ``Generation(tokens, stats)`` with the new tokens only.
@@ -146,7 +149,10 @@ def generate(
             for log, mark in zip(logs, marks):
                 stamp_step(log, mark, step)
             marks, step = [len(log) for log in logs], step + 1
-            # 2.7 Stop on a stop id.
+            # 2.7 Hand the committed tokens to the caller's hook (streaming).
+            if on_step is not None:
+                on_step(list(emitted))
+            # 2.8 Stop on a stop id.
             if stop_at is not None:
                 break
     except NonFiniteLogits as err:  # the model knows its forward, the loop knows the step

@@ -63,6 +63,7 @@ from specdec.bench.loggers import EvalLogger
 from specdec.bench.method import Answer, Method, build_method, run_prompt
 from specdec.bench.pair_cache import shared_pair
 from specdec.bench.paired import baseline_for, pair_run
+from specdec.bench.preflight import preflight
 from specdec.bench.pricing import CostTable, forward_profile
 from specdec.bench.progress import progress_bar, running
 from specdec.bench.quality import check_unsafe_code_confirmed
@@ -187,6 +188,7 @@ def run(cfg: DictConfig, ranks: Ranks | None = None) -> dict:
         raise BadInput("the benchmark has no datasets; pick one with benchmark=<name> "
                          "(conf/benchmark/)")
     check_unsafe_code_confirmed(cfg)  # before any model loads: HumanEval runs model code
+    preflight(cfg)  # a pair that cannot load, a missing draft model or trained asset
     ranks = ranks if ranks is not None else Ranks.from_env()
     device = ranks.device(str(cfg.device))  # cuda:<LOCAL_RANK> per rank for device=cuda
     ranks.start(device, float(cfg.rank_timeout_s))

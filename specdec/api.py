@@ -1,0 +1,271 @@
+"""The one-call Python API: ``specdec.load(target, draft=None, method="sps", **overrides)``.
+
+``load`` composes the same Hydra config as ``python -m specdec.eval`` (``conf/eval.yaml`` with
+``method=<preset>``, ``model=<preset>`` or ``model=hf model.target=<id|folder>``, and the
+overrides as ``key=value``), runs the eval's checks before anything loads (the config schema,
+``specdec.bench.preflight``), loads the pair and builds the method with
+``specdec.bench.method.build_method``. ``Decoder.generate`` answers a prompt through the one
+decoding loop (``specdec.engine.generate``) with the eval's coins (``prompt_seed(seed, prompt_id)``,
+turn 0), stop token, chat template and context check, so a prompt given the id of a benchmark
+prompt reproduces that prompt's eval answer, sampled ones included::
+
+    import specdec
+    dec = specdec.load("tiny", method="sps", **{"drafter.policy.gamma": 3})
+    out = dec.generate("Hello", max_new_tokens=32)
+    out.text, out.tokens, out.stats["tau"]
+    for chunk in dec.generate([{"role": "user", "content": "Hi"}], stream=True):
+        print(chunk.text, end="")
+
+Bad input (an unknown method, a key the config lacks, a value out of range, a model that cannot
+load) raises ``specdec.errors.BadInput`` / ``MissingInput`` naming the input and the fix.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from omegaconf import DictConfig, open_dict
+
+from specdec.errors import BadInput, InputError, input_error
+from specdec.streaming import Chunk, Stream
+
+if TYPE_CHECKING:
+    from specdec.bench.method import Method
+    from specdec.models import ModelPair
+
+CONF = Path(__file__).resolve().parents[1] / "conf"
+__all__ = ["Chunk", "Decoder", "Output", "load", "overrides_for"]
+
+
+@dataclass(frozen=True)
+class Output:
+    """A generation: its text, its new token ids and its stats (``specdec.metrics.summarize`` of
+    the one generation, plus ``tau``: tokens per target forward, the block efficiency)."""
+
+    text: str
+    tokens: list[int]
+    stats: dict
+
+
+def _value(value: object) -> str:
+    """A Python value as a Hydra override value."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, Mapping):
+        return "{" + ",".join(f"{k}:{_value(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list | tuple):
+        return "[" + ",".join(_value(v) for v in value) + "]"
+    text = str(value)
+    if re.fullmatch(r"[\w./:@+~-]+", text):
+        return text
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def overrides_for(target: str, draft: str | None, method: str,
+                  overrides: Mapping[str, object]) -> list[str]:
+    """The eval command's overrides for ``load``'s arguments: ``target`` names a pair preset
+    (``conf/model/<target>.yaml``: ``tiny``, ``smollm2``) or a hub id / folder (``model=hf``);
+    ``draft`` sets ``model.draft``; ``foo__bar=1`` is ``foo.bar=1``."""
+    preset = re.fullmatch(r"[\w-]+", target) and (CONF / "model" / f"{target}.yaml").is_file()
+    out = [f"method={method}"]
+    if preset:
+        out.append(f"model={target}")
+    else:
+        out += ["model=hf", f"model.target={_value(target)}"]
+    if draft is not None:
+        out.append(f"model.draft={_value(draft)}")
+    out += [f"{key.replace('__', '.')}={_value(value)}" for key, value in overrides.items()]
+    return out
+
+
+def compose_eval(overrides: Sequence[str]) -> DictConfig:
+    """``conf/eval.yaml`` composed with ``overrides`` as the CLI would (the ``hydra`` node kept:
+    it records the group choices that asset paths name); a composition error is ``BadInput``."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.errors import HydraException
+
+    from specdec.config import register_resolvers
+
+    register_resolvers()
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(str(CONF), version_base="1.3"):
+            cfg = compose("eval", overrides=list(overrides), return_hydra_config=True)
+    except HydraException as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise BadInput(f"cannot compose the eval config from {list(overrides)}: {first}; see "
+                       "`python -m specdec.eval --help` for the groups and keys") from None
+    finally:
+        GlobalHydra.instance().clear()
+    with open_dict(cfg):
+        cfg.paths.output_dir = None  # nothing is written: no run folder
+    return cfg
+
+
+def load(target: str = "tiny", draft: str | None = None, method: str = "sps",
+         **overrides: object) -> Decoder:
+    """Load a pair and build a method preset on it, as ``python -m specdec.eval`` would.
+
+    Args:
+        target: ``tiny`` / ``smollm2`` (a ``conf/model`` preset) or a hub id / local folder.
+        draft: the draft's hub id / folder (``None``: the preset's own, none for ``model=hf``;
+            ``"none"``: no draft).
+        method: a ``conf/method`` preset (``ar``, ``sps``, ``eagle3``, ...).
+        overrides: any eval config key, e.g. ``device="cuda"``, ``**{"drafter.policy.gamma":
+            3}`` or ``drafter__policy__gamma=3``, ``sampling__temperature=0.7``.
+
+    Raises:
+        BadInput, MissingInput: before any weights load, naming the input and the fix.
+    """
+    from hydra.utils import instantiate
+
+    from specdec.bench.checks import check_placement
+    from specdec.bench.method import build_method
+    from specdec.bench.preflight import preflight
+    from specdec.bench.schema import validate
+
+    cfg = compose_eval(overrides_for(str(target), draft, method, overrides))
+    validate(cfg)  # the eval's checks, before anything loads
+    preflight(cfg)
+    if cfg.get("threads"):
+        import torch
+
+        torch.set_num_threads(int(cfg.threads))
+    with input_errors():  # a loader's BadInput, not Hydra's InstantiationException around it
+        pair = instantiate(cfg.model)
+        check_placement(pair, str(cfg.device))
+        return Decoder(cfg, pair, build_method(cfg, pair))
+
+
+@contextmanager
+def input_errors() -> Iterator[None]:
+    """Raise the ``InputError`` that Hydra's ``instantiate`` wrapped, as itself."""
+    try:
+        yield
+    except InputError:
+        raise
+    except Exception as err:
+        cause = input_error(err)
+        if cause is None:
+            raise
+        raise cause from None
+
+
+class Decoder:
+    """A loaded pair with a method built on it; ``generate`` answers prompts."""
+
+    def __init__(self, cfg: DictConfig, pair: ModelPair, method: Method) -> None:
+        """``cfg``: the composed eval config; ``pair``: its ``ModelPair``; ``method``: the
+        ``Method`` built from ``cfg`` on ``pair``."""
+        self.cfg, self.pair, self.tokenizer = cfg, pair, pair.tokenizer
+        self._methods = {float(cfg.sampling.temperature): method}
+
+    @property
+    def method(self) -> Method:
+        """The method at the config's temperature."""
+        return self._methods[float(self.cfg.sampling.temperature)]
+
+    def _method_at(self, temperature: float | None) -> Method:
+        """The method built for ``temperature`` (drafters hold their sampling: a new one is
+        built, from the same config with ``sampling.temperature`` changed, and kept)."""
+        from specdec.bench.method import build_method
+        from specdec.bench.schema import validate
+
+        if temperature is not None and (isinstance(temperature, bool)
+                                        or not isinstance(temperature, int | float)):
+            raise BadInput(f"temperature must be a number >= 0 or None, got {temperature!r}")
+        key = float(self.cfg.sampling.temperature if temperature is None else temperature)
+        if key not in self._methods:
+            cfg = copy.deepcopy(self.cfg)
+            cfg.sampling.temperature = key
+            validate(cfg)
+            with input_errors():
+                self._methods[key] = build_method(cfg, self.pair)
+        return self._methods[key]
+
+    def encode(self, prompt: str | Sequence[Mapping[str, str]] | Sequence[int]) -> list[int]:
+        """Prompt ids: a string is one user turn and a list of ``{"role", "content"}`` a
+        conversation, both through the chat template as the eval encodes them; ids (a list, or a
+        ``[T]`` / ``[1, T]`` tensor) pass as they are."""
+        import torch
+
+        from specdec.data.prompts import encode_turn
+
+        if isinstance(prompt, str):
+            prompt = [{"role": "user", "content": prompt}]
+        elif hasattr(prompt, "tolist"):  # a tensor or array of ids: [T] or [1, T]
+            prompt = [int(t) for t in torch.as_tensor(prompt).reshape(-1).tolist()]
+        items = list(prompt)
+        if not items:
+            raise BadInput("empty prompt: give a string, chat messages or token ids")
+        if all(isinstance(t, int) and not isinstance(t, bool) for t in items):
+            vocab = self.method.target.vocab_size
+            bad = [t for t in items if not 0 <= t < vocab]
+            if bad:
+                raise BadInput(f"prompt token ids {bad[:5]} are outside the vocabulary "
+                               f"[0, {vocab}); encode the text with Decoder.tokenizer")
+            return [int(t) for t in items]
+        for m in items:
+            if not (isinstance(m, Mapping) and isinstance(m.get("role"), str)
+                    and isinstance(m.get("content"), str)):
+                raise BadInput(f"chat message {m!r} is not {{'role': str, 'content': str}}; "
+                               "give a string, a list of such messages or token ids")
+        return encode_turn(self.tokenizer, [dict(m) for m in items], chat_template=True)
+
+    def generate(self, prompt: str | Sequence[Mapping[str, str]] | Sequence[int], *,
+                 max_new_tokens: int = 128, temperature: float | None = None, seed: int = 0,
+                 stream: bool = False, prompt_id: str = "api") -> Output | Stream[Output]:
+        """Answer ``prompt``; with ``stream=True`` a ``Stream`` of per-step ``Chunk``s whose
+        ``result`` is the ``Output`` once iterated.
+
+        Args:
+            prompt: a string, chat messages (``[{"role": ..., "content": ...}]``) or token ids.
+            max_new_tokens: at most this many new tokens (the tokenizer's EOS stops earlier).
+            temperature: ``None``: the config's ``sampling.temperature``; else this one.
+            seed, prompt_id: the coins are ``TorchCoins(prompt_seed(seed, prompt_id))``, turn 0,
+                as the eval seeds the first turn of prompt ``prompt_id`` under ``seed=``.
+        """
+        from specdec.bench.checks import context_limits, fit_context
+        from specdec.drafters.ahead import BackgroundError
+        from specdec.engine import generate
+        from specdec.metrics import summarize
+        from specdec.sampling import TorchCoins, prompt_seed, turn_coins
+
+        if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) \
+                or max_new_tokens < 1:
+            raise BadInput(f"max_new_tokens must be an integer >= 1, got {max_new_tokens!r}")
+        method = self._method_at(temperature)
+        where = f"the prompt {prompt_id!r} given to Decoder.generate"
+        ids, _ = fit_context(self.encode(prompt), max_new_tokens=max_new_tokens,
+                             limits=context_limits(self.pair),
+                             truncate=self.cfg.get("truncate_prompts"), where=where)
+        eos = self.tokenizer.eos_token_id
+        coins = turn_coins(TorchCoins(prompt_seed(seed, prompt_id)), 0)
+
+        def run(on_step: Callable[[list[int]], None] | None = None) -> Output:
+            try:
+                out = generate(ids, method.target, method.drafter, method.verifier,
+                               sampling=method.sampling, coins=coins,
+                               max_new_tokens=max_new_tokens,
+                               stop_ids=[eos] if eos is not None else [], on_step=on_step)
+            except BackgroundError as err:  # a drafter's worker failed: say on which prompt
+                raise err.at(where) from err.__cause__
+            stats = summarize([out.stats])
+            stats["tau"] = stats["block_efficiency"]
+            return Output(self._decode(out.tokens), [int(t) for t in out.tokens], stats)
+
+        return Stream(run, self._decode) if stream else run()
+
+    def _decode(self, tokens: list[int]) -> str:
+        return self.tokenizer.decode(tokens, skip_special_tokens=True)

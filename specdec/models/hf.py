@@ -1,0 +1,109 @@
+"""Any Hugging Face pair (``model=hf``): a target and an optional draft by hub id or local folder.
+
+``hf_pair`` is ``load_pair`` with the two conveniences a command line needs: ``draft=none`` (the
+string Hydra passes for ``model.draft=none``) means no draft, and the pair's name defaults to the
+target's reference (a hub id as written, a local folder's name). ``check_reference`` tells,
+before any weights load, whether a reference can load at all: a local folder needs a
+``config.json``; a hub id must be a valid repository name, and when the hub is offline
+(``HF_HUB_OFFLINE=1``) its ``config.json`` must be in the local Hugging Face cache.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from specdec.errors import BadInput, MissingInput
+from specdec.models.pair import ModelPair, load_pair
+from specdec.models.placement import DeviceMap
+
+NO_DRAFT = ("", "none", "null")  # model.draft values meaning "no draft" (case-insensitive)
+
+
+def no_draft(draft: object) -> bool:
+    """Whether a ``model.draft`` value asks for no draft model (``null``, ``none``)."""
+    return draft is None or (isinstance(draft, str) and draft.strip().lower() in NO_DRAFT)
+
+
+def pair_name(target: str) -> str:
+    """The default name of a pair: a hub id as written, a local folder's own name."""
+    path = Path(target).expanduser()
+    return path.resolve().name if path.exists() else str(target)
+
+
+def hub_offline() -> bool:
+    """Whether downloads are switched off (``HF_HUB_OFFLINE`` / ``TRANSFORMERS_OFFLINE``), read
+    now rather than when ``huggingface_hub`` was imported."""
+    flags = (os.environ.get("HF_HUB_OFFLINE", ""), os.environ.get("TRANSFORMERS_OFFLINE", ""))
+    return any(f.strip().upper() in ("1", "ON", "YES", "TRUE") for f in flags)
+
+
+def check_reference(ref: str, key: str) -> None:
+    """Refuse a model reference that cannot load, naming ``key`` and the fix; no weights load.
+
+    Args:
+        ref: a local folder or a hub id (``org/name``).
+        key: the config key that gave it (``model.target``).
+
+    Raises:
+        BadInput: a local folder without ``config.json``, or neither a folder nor a hub id.
+        MissingInput: a hub id that is not cached while the hub is offline.
+    """
+    from huggingface_hub import try_to_load_from_cache
+    from huggingface_hub.errors import HFValidationError
+    from huggingface_hub.utils import validate_repo_id
+
+    path = Path(ref).expanduser()
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise BadInput(f"{key}={ref} is a folder without config.json, not a saved model; give "
+                           "a folder written by save_pretrained, or a hub id")
+        return
+    if ref.startswith((".", "/", "~")) or ref.count("/") > 1 or path.exists():
+        raise BadInput(f"{key}={ref}: no model folder there; give an existing folder written by "
+                       "save_pretrained, or a hub id like org/name")
+    try:
+        validate_repo_id(ref)
+    except HFValidationError as err:
+        raise BadInput(f"{key}={ref} is neither a local model folder nor a Hugging Face hub id "
+                       f"({err}); give an existing folder or an id like org/name") from None
+    if hub_offline() and not isinstance(try_to_load_from_cache(ref, "config.json"), str):
+        raise MissingInput(
+            f"{key}={ref} is not in the local Hugging Face cache and HF_HUB_OFFLINE=1 forbids "
+            f"downloading it; fetch it once with `hf download {ref}` (network needed), or give a "
+            f"local folder: {key}=<path>")
+
+
+def hf_pair(
+    target: str,
+    draft: str | None = None,
+    *,
+    name: str | None = None,
+    dtype: str = "float32",
+    device: str = "cpu",
+    trust_remote_code: bool = False,
+    attn_implementation: str | None = None,
+    linear_kernel: str = "auto",
+    draft_device: str | None = None,
+    draft_threads: int | None = None,
+    device_map: DeviceMap = None,
+    max_memory: dict | None = None,
+) -> ModelPair:
+    """Load a target and an optional draft by hub id or local folder (``conf/model/hf.yaml``).
+
+    Args:
+        target: hub id or local folder of the target.
+        draft: hub id or local folder of the draft; ``None`` / ``"none"``: no draft (AR and the
+            draft-free methods only).
+        name: the pair's name in summaries (default: ``pair_name(target)``).
+        The other arguments are ``specdec.models.pair.load_pair``'s.
+    """
+    check_reference(str(target), "model.target")
+    draft = None if no_draft(draft) else str(draft)
+    if draft is not None:
+        check_reference(draft, "model.draft")
+    return load_pair(name or pair_name(str(target)), str(target), draft, dtype=dtype,
+                     device=device, trust_remote_code=trust_remote_code,
+                     attn_implementation=attn_implementation, linear_kernel=linear_kernel,
+                     draft_device=draft_device, draft_threads=draft_threads,
+                     device_map=device_map, max_memory=max_memory)
