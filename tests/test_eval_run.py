@@ -10,6 +10,7 @@ import torch
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 
+import specdec.bench.calibration as calibration
 import specdec.bench.runner as ev
 from specdec.bench.costfit import log_rows
 from specdec.bench.pricing import CostTable
@@ -132,7 +133,7 @@ def test_cost_model_is_fitted_on_the_runs_own_forwards_not_a_bad_calibration(tmp
         slow = {1: 0.5, 2: 0.5, 64: 0.5}
         return CostTable(times={"target": slow, "draft": slow}, ref_context=8)
 
-    monkeypatch.setattr(ev, "calibrate", calibrate)
+    monkeypatch.setattr(calibration, "calibrate", calibrate)
     summary = ev.run(eval_cfg(tmp_path, ["method=sps", "cost_model=true", "max_new_tokens=32"]))
     assert len(calls) == 1
     target, draft = calls[0]
@@ -173,8 +174,8 @@ def test_default_run_is_priced_by_a_real_calibration(sps_run):
 
 
 def test_cost_model_false_skips_the_calibration(tmp_path, monkeypatch):
-    monkeypatch.setattr(
-        ev, "calibrate", lambda *a, **k: pytest.fail("calibrated although cost_model=false"))
+    monkeypatch.setattr(calibration, "calibrate",
+                        lambda *a, **k: pytest.fail("calibrated although cost_model=false"))
     summary = ev.run(eval_cfg(tmp_path, ["method=sps", "cost_model=false", "limit=1"]))
     assert summary["cost_model"] is False and "modeled_s" not in summary["datasets"]["tiny"]
     assert summary["cost_table"] is None and "cost_fit" not in summary

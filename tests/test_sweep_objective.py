@@ -21,7 +21,7 @@ from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
 from test_eval_run import eval_cfg
 
-import specdec.bench.runner as runner
+import specdec.bench.calibration as calibration
 import specdec.eval as entry
 from specdec.bench import report as rp
 from specdec.config import register_resolvers
@@ -116,7 +116,7 @@ def test_a_rerun_of_a_complete_run_reuses_its_calibration_and_reproduces_it(tmp_
     def no_calibration(*args, **kwargs):
         raise AssertionError("a complete run was calibrated again")
 
-    monkeypatch.setattr(runner, "calibrate", no_calibration)
+    monkeypatch.setattr(calibration, "calibrate", no_calibration)
     assert entry.evaluate(cfg) == first  # nothing generated, nothing measured: the same number
     assert _summary(tmp_path)["overall"]["self_modeled_speedup"] == first
 

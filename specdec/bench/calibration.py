@@ -18,6 +18,7 @@ take maxima at their own level.
 from __future__ import annotations
 
 import json
+import logging
 import statistics
 from collections.abc import Callable
 from pathlib import Path
@@ -26,6 +27,8 @@ import torch
 
 from specdec.bench.pricing import CostTable
 from specdec.lm import CachedLM
+
+log = logging.getLogger(__name__)
 
 PREFILL_SIZES = (16, 32, 64, 128, 256)
 
@@ -140,3 +143,17 @@ def previous_calibration(summary_path: Path, config_hash: str, machine: dict) ->
             or old.get("machine") != machine or not old.get("calibration")):
         return None
     return CostTable.from_dict(old["calibration"])
+
+
+def run_cost_table(enabled: bool, resume: bool, target: CachedLM, draft: CachedLM | None,
+                   previous: CostTable | None) -> CostTable | None:
+    """A run's fallback cost table (``cost_model=true``): calibrated once on this machine, unless
+    the folder's earlier run under this config left its calibration (``previous``, resumed)."""
+    if not enabled:
+        return None
+    if previous is not None and resume:
+        log.info("cost table: this run's earlier calibration (%s)", previous.describe())
+        return previous
+    table = calibrate(target, draft)
+    log.info("cost table (ms per forward by new tokens): %s", table.describe())
+    return table

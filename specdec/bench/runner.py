@@ -1,19 +1,18 @@
 """The benchmark runner behind ``python -m specdec.eval``: one method preset, one pair, a benchmark.
 
 Steps: load the pair once → build target ``CachedLM``, drafter, verifier from the config groups →
-(``cost_model=true``) calibrate a short fallback cost table once (a resumed or rerun folder reuses
-its own, ``previous_calibration``) → for each dataset of
-``benchmark``: load its prompts, skip those already recorded under this config hash (resume; the
-hash covers the digests of the learned weights, ``specdec.bench.fingerprint``, and of each prompt
-file's bytes, ``specdec.data.prompts.read_prompt_file``), generate every remaining prompt with
-per-prompt coins seeded from (seed, prompt id), append one JSONL record per prompt →
-``summary.json`` (metrics of ``specdec.metrics`` per dataset and overall; ``modeled_s`` priced by a
-cost table fitted on the run's own forward log, ``specdec.bench.costfit``; paired with the
-command's ``ar`` run, ``specdec.bench.paired``) → logger.
-A record is ``GenerationStats.to_record()`` plus the prompt's identity, text and timings, its
-decode forwards (``forward_log``), and per turn the new token ids (``output_ids``: greedy equality
-in the report) and the prompt's length (``prompt_tokens``: AR-equivalent forwards,
-``specdec.bench.pricing.ar_profile``).
+(``cost_model=true``) calibrate a short fallback cost table once (``calibration.run_cost_table``: a
+resumed or rerun folder reuses its own) → for each dataset of ``benchmark``: load its prompts, skip
+those already recorded under this config hash (resume; the hash covers the digests of the learned
+weights, ``specdec.bench.fingerprint``, and of each prompt file's bytes,
+``specdec.data.prompts.read_prompt_file``), generate every remaining prompt with per-prompt coins
+seeded from (seed, prompt id), append one JSONL record per prompt → ``summary.json`` (metrics of
+``specdec.metrics`` per dataset and overall; ``modeled_s`` priced by a cost table fitted on the
+run's own forward log, ``specdec.bench.costfit``; paired with the command's ``ar`` run,
+``specdec.bench.paired``) → logger. A record is ``GenerationStats.to_record()`` plus the prompt's
+identity, text and timings, its decode forwards (``forward_log``), and per turn the new token ids
+(``output_ids``: greedy equality in the report) and the prompt's length (``prompt_tokens``:
+AR-equivalent forwards, ``specdec.bench.pricing.ar_profile``).
 
 Timing rules (the same for every method, AR included):
 
@@ -50,7 +49,7 @@ import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from specdec.bench.calibration import calibrate, previous_calibration
+from specdec.bench.calibration import previous_calibration, run_cost_table
 from specdec.bench.checks import check_placement
 from specdec.bench.costfit import log_columns
 from specdec.bench.fingerprint import (
@@ -64,7 +63,7 @@ from specdec.bench.method import Answer, Method, build_method, run_prompt
 from specdec.bench.pair_cache import shared_pair
 from specdec.bench.paired import baseline_for, pair_run
 from specdec.bench.preflight import preflight
-from specdec.bench.pricing import CostTable, forward_profile
+from specdec.bench.pricing import forward_profile
 from specdec.bench.progress import progress_bar, running
 from specdec.bench.quality import check_unsafe_code_confirmed
 from specdec.bench.ranks import Ranks
@@ -81,20 +80,6 @@ from specdec.metrics import GenerationStats, summarize
 from specdec.models import ModelPair
 
 log = logging.getLogger(__name__)
-
-
-def _cost_table(cfg: DictConfig, method: Method, previous: CostTable | None) -> CostTable | None:
-    """Calibrate the cost model once on this machine (``cost_model=true``), unless the folder's
-    earlier run under this config left its calibration (``previous``)."""
-    if not cfg.get("cost_model", False):
-        return None
-    if previous is not None and cfg.resume:
-        log.info("cost table: this run's earlier calibration (%s)", previous.describe())
-        return previous
-    draft = next(iter(method.drafter.models), None)
-    table = calibrate(method.target, draft)
-    log.info("cost table (ms per forward by new tokens): %s", table.describe())
-    return table
 
 
 class DatasetRun:
@@ -259,7 +244,9 @@ def _run(cfg: DictConfig, out_dir: Path, ranks: Ranks, device: str) -> dict:
             ranks.barrier(f"dataset {ds_run.name}", timeout)
         return ranks.broadcast(None)
     machine = machine_tag(pair.devices())
-    cost = _cost_table(cfg, method, previous_calibration(out_dir / "summary.json", chash, machine))
+    cost = run_cost_table(bool(cfg.get("cost_model", False)), bool(cfg.resume), method.target,
+                          next(iter(method.drafter.models), None),
+                          previous_calibration(out_dir / "summary.json", chash, machine))
     summary = {
         "method": cfg.method_name, "lossless": bool(method.verifier.lossless),
         "model": pair.describe(), "learned_weights": weights, "prompt_files": prompt_files,
