@@ -8,11 +8,14 @@ such as Optuna (``hparams_search=...``, ``conf/hparams_search/``) maximises.
 
 from __future__ import annotations
 
+import sys
+
 import hydra
 from omegaconf import DictConfig
 
 from specdec.bench.runner import run
 from specdec.bench.summary import sweep_metric
+from specdec.cli_check import check_command_line
 from specdec.config import register_resolvers
 from specdec.errors import exit_on_input_error
 
@@ -32,4 +35,6 @@ def main(cfg: DictConfig) -> float | None:
 
 if __name__ == "__main__":
     register_resolvers()
+    with exit_on_input_error():  # Hydra's own errors come before main: cli_check.py
+        check_command_line(sys.argv[1:], "eval")
     main()

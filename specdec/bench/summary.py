@@ -31,6 +31,7 @@ from specdec.bench.costfit import fit_cost_table, log_rows
 from specdec.bench.pricing import CostTable, ar_profile, merge_profiles
 from specdec.bench.rundir import write_json
 from specdec.data.prompts import prompt_ids_hash
+from specdec.errors import BadInput
 from specdec.metrics import GenerationStats, summarize
 
 log = logging.getLogger(__name__)
@@ -47,8 +48,8 @@ def check_metric_name(name: str | None) -> None:
     """
     valid = sorted({*summarize([]), *MODELED_KEYS})
     if name is not None and name not in valid and not name.startswith("quality_"):
-        raise ValueError(f"optimized_metric={name!r} is not a run metric; use one of {valid}, "
-                         "a quality_<check> or null")
+        raise BadInput(f"optimized_metric={name!r} is not a run metric; use one of {valid}, "
+                       "a quality_<check> or null")
 
 
 def sweep_metric(summary: dict, name: str | None) -> float | None:
