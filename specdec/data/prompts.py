@@ -100,7 +100,8 @@ def load_prompts(
 
 
 def _check_lines(data: bytes, path: Path) -> int:
-    """Raise ``ValueError`` naming ``path:line`` for the first malformed row; returns the rows."""
+    """Raise ``ValueError`` naming ``path:line`` for the first malformed row, or the file when it
+    has no rows; returns the rows."""
     rows = 0
     for number, raw in enumerate(data.split(b"\n"), 1):
         if not raw.strip():
@@ -113,20 +114,49 @@ def _check_lines(data: bytes, path: Path) -> int:
         except json.JSONDecodeError as err:
             raise BadInput(f"{where}: not valid JSON ({err.msg} at column {err.colno}); "
                              + FIX_HINT) from None
-        if not isinstance(row, dict):
-            raise BadInput(f"{where}: a row must be a JSON object, got {type(row).__name__}; "
-                             + FIX_HINT)
-        if row.get("id", row.get("question_id")) is None:
-            raise BadInput(f"{where}: the row has no 'id' (or 'question_id'); {FIX_HINT}")
-        turns = row.get("turns")
-        if turns is None:
-            raise BadInput(f"{where}: the row has no 'turns' (the user turns); {FIX_HINT}")
-        if not isinstance(turns, str) and not (
-                isinstance(turns, list) and turns and all(isinstance(t, str) for t in turns)):
-            raise BadInput(f"{where}: 'turns' must be a string or a non-empty list of strings, "
-                             f"got {json.dumps(turns)[:80]}; {FIX_HINT}")
+        _check_row(row, where)
         rows += 1
+    if rows == 0:
+        raise BadInput(f"prompt file {path} has no prompts (it is empty or only blank lines); "
+                       f"{PREPARE_HINT}, or point the dataset's path at a filled file")
     return rows
+
+
+def _check_row(row: object, where: str) -> None:
+    """The fields ``datasets`` and ``_to_prompt`` rely on (a bad one would fail inside pyarrow,
+    or be changed silently: pyarrow drops a lone surrogate from a string)."""
+    if not isinstance(row, dict):
+        raise BadInput(f"{where}: a row must be a JSON object, got {type(row).__name__}; "
+                         + FIX_HINT)
+    try:
+        json.dumps(row, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError as err:
+        bad = err.object[err.start:err.end].encode("unicode_escape").decode()
+        raise BadInput(f"{where}: holds a lone UTF-16 surrogate ({bad}), which is no text; "
+                       + FIX_HINT) from None
+    pid = row.get("id", row.get("question_id"))
+    if pid is None:
+        raise BadInput(f"{where}: the row has no 'id' (or 'question_id'); {FIX_HINT}")
+    if not isinstance(pid, str | int) or isinstance(pid, bool):
+        raise BadInput(f"{where}: the id must be a string or an integer, got "
+                       f"{json.dumps(pid)[:80]}; {FIX_HINT}")
+    turns = row.get("turns")
+    if turns is None:
+        raise BadInput(f"{where}: the row has no 'turns' (the user turns); {FIX_HINT}")
+    if not isinstance(turns, str) and not (
+            isinstance(turns, list) and turns and all(isinstance(t, str) for t in turns)):
+        raise BadInput(f"{where}: 'turns' must be a string or a non-empty list of strings, "
+                         f"got {json.dumps(turns)[:80]}; {FIX_HINT}")
+    if any(not t.strip() for t in ([turns] if isinstance(turns, str) else turns)):
+        raise BadInput(f"{where}: a turn is empty (no text to answer); {FIX_HINT}")
+    kinds = {"meta": (dict,), "category": (str,), "reference": (str, list)}
+    for key, types in kinds.items():
+        value = row.get(key)
+        if value is not None and not isinstance(value, types):
+            want = {"meta": "an object", "category": "a string",
+                    "reference": "a string or a list of strings"}[key]
+            raise BadInput(f"{where}: '{key}' must be {want} or null, got "
+                           f"{json.dumps(value)[:80]}; {FIX_HINT}")
 
 
 def first_per_category(prompts: Sequence[Prompt], n: int | None) -> list[Prompt]:
