@@ -102,9 +102,13 @@ def load_prompts(
 def _check_lines(data: bytes, path: Path) -> int:
     """Raise ``ValueError`` naming ``path:line`` for the first malformed row, or the file when it
     has no rows; returns the rows."""
-    rows = 0
-    for number, raw in enumerate(data.split(b"\n"), 1):
+    rows, blank, kinds, mixed = 0, None, {}, None  # kinds: field -> (list|string, first line)
+    lines = data.split(b"\n")
+    if not lines[-1]:
+        lines.pop()  # the newline that ends the last line starts no line
+    for number, raw in enumerate(lines, 1):
         if not raw.strip():
+            blank = blank or number
             continue
         where = f"prompt file {path}, line {number}"
         try:
@@ -115,11 +119,30 @@ def _check_lines(data: bytes, path: Path) -> int:
             raise BadInput(f"{where}: not valid JSON ({err.msg} at column {err.colno}); "
                              + FIX_HINT) from None
         _check_row(row, where)
+        mixed = mixed or _mixed_kind(row, number, kinds)
         rows += 1
     if rows == 0:
         raise BadInput(f"prompt file {path} has no prompts (it is empty or only blank lines); "
                        f"{PREPARE_HINT}, or point the dataset's path at a filled file")
+    if mixed and blank:
+        # a field whose type changes sends datasets to its line-by-line reader, which fails on
+        # a blank line ("Expected object or value")
+        raise BadInput(f"prompt file {path}, line {blank}: a blank line in a file whose {mixed}; "
+                       "datasets cannot read that mix: remove the blank lines, or give the "
+                       "field one type on every line")
     return rows
+
+
+def _mixed_kind(row: dict, number: int, kinds: dict) -> str | None:
+    """How a list-or-string field changes type at this line (None: it does not)."""
+    for key in ("turns", "reference"):
+        if row.get(key) is None:
+            continue
+        kind = "list" if isinstance(row[key], list) else "string"
+        first = kinds.setdefault(key, (kind, number))
+        if first[0] != kind:
+            return f"'{key}' is a {first[0]} on line {first[1]} but a {kind} on line {number}"
+    return None
 
 
 def _check_row(row: object, where: str) -> None:
@@ -182,7 +205,7 @@ def load_jsonl_prompts(path: str | Path, dataset: str, limit: int | None = None)
 
 
 def _to_prompt(row: dict, dataset: str) -> Prompt:
-    pid = row.get("id", row.get("question_id"))
+    pid = row["id"] if row.get("id") is not None else row.get("question_id")  # absent: None
     turns = row["turns"] if isinstance(row["turns"], list) else [row["turns"]]
     ref = row.get("reference")
     if isinstance(ref, list):
