@@ -18,8 +18,8 @@ from test_eval_run import eval_cfg
 
 import specdec.bench.method as method_module
 import specdec.bench.runner as ev
-from specdec.bench.components import usable_cores
 from specdec.cli_check import check_command_line
+from specdec.drafters.ahead import machine_cores
 from specdec.drafters.limits import ENV, MAX_TREE_NODES, max_tree_nodes
 from specdec.errors import EXIT_STATUS, BadInput, input_error
 
@@ -70,7 +70,7 @@ BEFORE_LOADING = [  # (overrides, words) -- checked by schema.validate from the 
     (["model.draft_device=meta"], "model.draft_device=meta holds no weights"),
     (["model.draft_device=gpu"], "model.draft_device='gpu' is not a torch device"),
     (["model.linear_kernel=bogus"], "model.linear_kernel='bogus' is not a kernel; use one of"),
-    ([f"model.draft_threads={usable_cores() + 1}"], "CPU cores this process may use"),
+    ([f"model.draft_threads={machine_cores() + 1}"], "CPU cores this process may use"),
     (["model.dtype=float8"], "model.dtype='float8' is not known"),
     (["method=sps", "drafter.policy.gamma=abc"],
      "drafter.policy.gamma='abc' is not valid: expected an integer"),

@@ -9,9 +9,10 @@ or, for the pair, after the models loaded. ``check_components`` checks from the 
   its value fits the argument's annotation (``values.check_value``: int, float, bool, str, None,
   ``Literal``, lists of these);
 * the pair's placement and kernel keys, shared by every pair loader: ``model.draft_device`` is a
-  device this machine has and holds weights (``meta`` holds none), ``model.draft_threads`` is
-  within the CPU cores this process may use, ``model.linear_kernel`` and ``model.dtype`` are
-  known names;
+  device this machine has that holds weights (``meta`` holds none; ``device=meta`` is left to
+  ``checks.check_placement``, which its tests use as a device a loader may ignore),
+  ``model.draft_threads`` is within the CPU cores this process may use, ``model.linear_kernel``
+  and ``model.dtype`` are known names;
 * a drafter class that makes trees is paired with a verifier class that takes them (class
   attributes ``makes_trees`` / ``supports_trees``; the engine checks the built objects again).
 
@@ -23,24 +24,16 @@ the drafter's constructor too (``specdec.drafters.limits``), still before anythi
 from __future__ import annotations
 
 import inspect
-import os
 import typing
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from specdec.bench.values import check_value, checkable
 from specdec.config import HYDRA_KEYS, ROOT, binding_error
+from specdec.drafters import ahead
 from specdec.errors import BadInput
 
 GROUPS = ("model", "drafter", "drafter.policy", "verifier")
-
-
-def usable_cores() -> int:
-    """CPU cores this process may run on (its affinity mask where the OS has one)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # macOS, Windows
-        return os.cpu_count() or 1
 
 
 def _target(key: str, node: DictConfig) -> object:
@@ -93,19 +86,22 @@ def check_arguments(key: str, node: DictConfig) -> None:
             check_value(f"{key}.{name}", value, hints[name])
 
 
+def check_placement_key(key: str, device: object) -> None:
+    """A device this machine has and that holds data (``meta`` does not)."""
+    from specdec.models.placement import check_device
+
+    if device is not None and check_device(str(device), key=key).type == "meta":
+        raise BadInput(f"{key}=meta holds no weights (a meta tensor has no data), so the model "
+                       "could not run; use cpu, cuda[:i] or mps")
+
+
 def check_model_keys(model: DictConfig) -> None:
     """The placement and kernel keys every pair loader takes."""
     from specdec.models.kernels import KERNELS
     from specdec.models.pair import DTYPES
-    from specdec.models.placement import check_device
 
-    device = model.get("draft_device")
-    if device is not None:
-        if check_device(str(device), key="model.draft_device").type == "meta":
-            raise BadInput("model.draft_device=meta holds no weights (a meta tensor has no data),"
-                           " so the draft could not run; use cpu, cuda[:i] or mps, or null for "
-                           "the target's device")
-    threads, cores = model.get("draft_threads"), usable_cores()
+    check_placement_key("model.draft_device", model.get("draft_device"))
+    threads, cores = model.get("draft_threads"), ahead.machine_cores()
     if isinstance(threads, int) and threads > cores:
         raise BadInput(f"model.draft_threads={threads} exceeds the {cores} CPU cores this process "
                        f"may use; set at most {cores} (or null: the process's torch threads)")
