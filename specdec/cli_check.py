@@ -178,7 +178,7 @@ def check_command_line(argv: list[str], config_name: str) -> None:
     job = ""
     if any(o.is_sweep_override() for o in parsed):  # compose the sweep's first job
         first = [_first_job(o, t) for o, t in zip(parsed, text, strict=True)]
-        if None in first:  # glob(...), range(...): Hydra expands them
+        if None in first:  # glob(...): only Hydra's config loader expands it
             return
         job = " (in the sweep's job " + " ".join(
             f for f, o in zip(first, parsed, strict=True) if o.is_sweep_override()) + ")"
@@ -188,8 +188,13 @@ def check_command_line(argv: list[str], config_name: str) -> None:
             cfg = _compose(config_name, text)
         except HydraException as err:
             _unknown_key(config_name, parsed, text)
-            lines = [line for line in str(err).splitlines() if line.strip()]
-            raise BadInput(f"the overrides do not compose: {'; '.join(lines[:2])}") from None
+            lines = [line.strip() for line in str(err).splitlines() if line.strip()] or [""]
+            hint = ("; the Optuna search needs its sweeper plugin: pip install -e '.[sweep]' "
+                    "(hydra-optuna-sweeper)") if "hydra/sweeper/optuna" in str(err) else (
+                        f"; `python -m specdec.{config_name} --cfg job` shows the keys and values")
+            raise BadInput(f"the overrides do not compose: {lines[0]}{hint}") from None
+        except Exception:  # not a composition error: @hydra.main reports it as before
+            return
         _empty_merges(cfg, parsed)
     except BadInput as err:
         raise BadInput(f"{err}{job}") from None

@@ -38,6 +38,7 @@ COMMAND_LINE = [  # (config, argv, words of the message) -- Hydra rejected these
     ("eval", ["method=eagle3", "drafter.topks=3"], "did you mean 'topk'"),
     ("eval", ["-m", "method=ar,eagle3", "drafter.topk=3"], "(in the sweep's job method=ar)"),
     ("eval", ["limit=[1"], "cannot parse the override 'limit=[1'"),
+    ("eval", ["hparams_search=sps_optna"], "did you mean 'sps_optuna'"),
     ("eval", ["method=specblock_bandit", "drafter.arms={}"], "merges an empty mapping"),
     ("train", ["+experiment=eagle3_tny"], "did you mean 'eagle3_tiny'"),
     ("train", ["lerner=x"], "did you mean 'learner'"),
