@@ -6,11 +6,13 @@ loading. ``validate`` checks the top-level keys (``EvalKeys``), ``sampling`` (``
 and each dataset's ``limit`` / ``max_new_tokens`` / ``chat_template`` / ``template``
 (``DatasetKeys``) against their types and ranges before anything loads, and raises ``ValueError``
 naming the key, the bad value and what is expected; ``device`` must be one this machine has
-(``specdec.models.pair.check_device``: ``device=cuda`` on a CPU-only machine fails here).
+(``specdec.models.pair.check_device``: ``device=cuda`` on a CPU-only machine fails here); then
+the component groups' keys (``model``, ``drafter``, ``drafter.policy``, ``verifier``) are checked
+against their constructors (``specdec.bench.components``).
 
-Types: ``int`` (a bool is not an int here), ``float`` (an int is accepted), ``bool``, ``str``,
-``X | None`` and ``Literal[...]``; ranges come from each field's ``metadata`` (``ge``, ``gt``,
-``le``).
+Types (``specdec.bench.values``): ``int`` (a bool is not an int here), ``float`` (an int is
+accepted), ``bool``, ``str``, ``X | None`` and ``Literal[...]``; ranges come from each field's
+``metadata`` (``ge``, ``gt``, ``le``).
 """
 
 from __future__ import annotations
