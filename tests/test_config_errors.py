@@ -114,6 +114,7 @@ WHEN_BUILT = [  # (overrides, words) -- ranges and sizes the constructors check 
     (["method=eagle3", "drafter.total_tokens=5000", *EAGLE3], "makes up to 5001 draft nodes"),
     (["method=specbranch", "drafter.hrad=null", "drafter.k_max=1000"], "makes up to 7001"),
     (["method=specbranch", "drafter.hrad=null", "drafter.k_max=200"], "makes up to 1401"),
+    (["method=ssd", "drafter.budget=100000"], "makes up to 500001 draft nodes"),
     (["method=specblock", "drafter.total_tokens=5000", *SPECBLOCK], "makes up to 5001"),
     (["method=specblock", "drafter.widths=[1,2,1000,0]", *SPECBLOCK],
      "drafter.widths=1000 exceeds the draft vocabulary"),
