@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import torch
 
 from specdec.core import LM, Coins, Context, Drafter, TargetView, Verifier
+from specdec.errors import BadInput
 from specdec.forwards import NonFiniteLogits, stamp_step
 from specdec.metrics import GenerationStats
 from specdec.sampling import Sampling, warp
@@ -35,9 +36,9 @@ class Generation:
 def check_compatible(target: LM, drafter: Drafter, verifier: Verifier) -> None:
     """Raise ``ValueError`` when a drafter and verifier (or the models) cannot work together."""
     if drafter.makes_trees and not verifier.supports_trees:
-        raise ValueError(f"verifier {type(verifier).__name__} does not support tree drafts from "
-                         f"{type(drafter).__name__}; use a tree-capable verifier or a chain "
-                         "drafter")
+        raise BadInput(f"verifier {type(verifier).__name__} does not support tree drafts from "
+                       f"{type(drafter).__name__}; use a tree-capable verifier or a chain "
+                       "drafter")
     for lm in drafter.models:
         if lm.vocab_size != target.vocab_size:
             raise ValueError(f"target vocabulary size {target.vocab_size} != draft vocabulary size "

@@ -11,6 +11,8 @@ failing job records its error and the next job runs (``specdec.bench.failures``)
 
 from __future__ import annotations
 
+import sys
+
 import hydra
 from omegaconf import DictConfig
 
@@ -19,6 +21,7 @@ from specdec.bench.launcher import stop_with_launcher
 from specdec.bench.paired import in_sweep
 from specdec.bench.runner import run
 from specdec.bench.summary import sweep_metric
+from specdec.cli_check import check_command_line
 from specdec.config import register_resolvers
 from specdec.errors import exit_on_input_error
 
@@ -40,4 +43,6 @@ def main(cfg: DictConfig) -> float | None:
 
 if __name__ == "__main__":
     register_resolvers()
+    with exit_on_input_error():  # Hydra's own errors come before main: cli_check.py
+        check_command_line(sys.argv[1:], "eval")
     main()

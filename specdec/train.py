@@ -41,6 +41,7 @@ import hydra
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from specdec.cli_check import check_command_line
 from specdec.config import register_resolvers
 from specdec.errors import BadInput, exit_on_input_error
 from specdec.learners.install import export_folder
@@ -181,4 +182,6 @@ def main(cfg: DictConfig) -> None:
 
 if __name__ == "__main__":
     register_resolvers()
+    with exit_on_input_error():  # Hydra's own errors come before main: cli_check.py
+        check_command_line(sys.argv[1:], "train")
     main()

@@ -6,24 +6,25 @@ loading. ``validate`` checks the top-level keys (``EvalKeys``), ``sampling`` (``
 and each dataset's ``limit`` / ``max_new_tokens`` / ``chat_template`` / ``template``
 (``DatasetKeys``) against their types and ranges before anything loads, and raises ``ValueError``
 naming the key, the bad value and what is expected; ``device`` must be one this machine has
-(``specdec.models.pair.check_device``: ``device=cuda`` on a CPU-only machine fails here).
+(``specdec.models.pair.check_device``: ``device=cuda`` on a CPU-only machine fails here); then
+the component groups' keys (``model``, ``drafter``, ``drafter.policy``, ``verifier``) are checked
+against their constructors (``specdec.bench.components``).
 
-Types: ``int`` (a bool is not an int here), ``float`` (an int is accepted), ``bool``, ``str``,
-``X | None`` and ``Literal[...]``; ranges come from each field's ``metadata`` (``ge``, ``gt``,
-``le``).
+Types (``specdec.bench.values``): ``int`` (a bool is not an int here), ``float`` (an int is
+accepted), ``bool``, ``str``, ``X | None`` and ``Literal[...]``; ranges come from each field's
+``metadata`` (``ge``, ``gt``, ``le``).
 """
 
 from __future__ import annotations
 
-import math
-import types
 import typing
 from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Literal
 
 from omegaconf import DictConfig, OmegaConf
 
-from specdec.errors import BadInput
+from specdec.bench.components import check_components
+from specdec.bench.values import check_value
 from specdec.models.pair import check_device
 
 
@@ -73,56 +74,12 @@ class EvalKeys:
     sampling: SamplingKeys = field(default_factory=SamplingKeys)
 
 
-def _options(hint: object) -> list[object]:
-    """The alternatives of a union (``int | None``) or the hint itself."""
-    if typing.get_origin(hint) in (typing.Union, types.UnionType):
-        return list(typing.get_args(hint))
-    return [hint]
-
-
-def _matches(value: object, hint: object) -> bool:
-    if hint is type(None):
-        return value is None
-    if typing.get_origin(hint) is Literal:
-        return value in typing.get_args(hint)
-    if hint is float:
-        return isinstance(value, int | float) and not isinstance(value, bool)
-    if hint is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    return isinstance(value, hint)  # bool, str
-
-
-def _describe(hint: object, limits: dict) -> str:
-    words = []
-    for option in _options(hint):
-        if option is type(None):
-            words.append("null")
-        elif typing.get_origin(option) is Literal:
-            words.append(" or ".join(repr(v) for v in typing.get_args(option)))
-        else:
-            name = {int: "an integer", float: "a number", bool: "true or false",
-                    str: "a string"}[option]
-            ops = {"ge": ">=", "gt": ">", "le": "<="}
-            bounds = " and ".join(f"{ops[k]} {v}" for k, v in limits.items())
-            words.append(f"{name} {bounds}" if bounds else name)
-    return " or ".join(words)
-
-
-def _check(key: str, value: object, hint: object, limits: dict) -> None:
-    ok = any(_matches(value, option) for option in _options(hint))
-    if ok and isinstance(value, int | float) and not isinstance(value, bool):
-        ok = (math.isfinite(value) and value >= limits.get("ge", -math.inf)
-              and value > limits.get("gt", -math.inf) and value <= limits.get("le", math.inf))
-    if not ok:
-        raise BadInput(f"{key}={value!r} is not valid: expected {_describe(hint, limits)}")
-
-
 def _checked(cls: type, node: DictConfig, prefix: str) -> dict:
     hints = typing.get_type_hints(cls)
     out = {}
     for f in fields(cls):
         if f.name in node and not is_dataclass(hints[f.name]):
-            _check(prefix + f.name, node[f.name], hints[f.name], dict(f.metadata))
+            check_value(prefix + f.name, node[f.name], hints[f.name], dict(f.metadata))
             out[f.name] = node[f.name]
     return out
 
@@ -138,4 +95,5 @@ def validate(cfg: DictConfig) -> EvalKeys:
     for name, ds in (cfg.get("benchmark", {}).get("datasets") or {}).items():
         _checked(DatasetKeys, ds, f"benchmark.datasets.{name}.")
     check_device(top.get("device", "cpu"))  # this machine must have it: fail before loading
+    check_components(cfg)  # model.*, drafter, drafter.policy, verifier: components.py
     return EvalKeys(**top, sampling=SamplingKeys(**sampling))

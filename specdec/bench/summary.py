@@ -59,7 +59,7 @@ def check_metric_name(name: str | None) -> None:
         raise BadInput(f"optimized_metric={name!r} was renamed: use {RENAMED[name]}")
     if name is not None and name not in valid and not name.startswith("quality_"):
         raise BadInput(f"optimized_metric={name!r} is not a run metric; use one of {valid}, "
-                         "a quality_<check> or null")
+                       "a quality_<check> or null")
 
 
 def sweep_metric(summary: dict, name: str | None, *, sweeping: bool = True) -> float | None:

@@ -101,10 +101,15 @@ def load_prompts(
 
 
 def _check_lines(data: bytes, path: Path) -> int:
-    """Raise ``ValueError`` naming ``path:line`` for the first malformed row; returns the rows."""
-    rows = 0
-    for number, raw in enumerate(data.split(b"\n"), 1):
+    """Raise ``ValueError`` naming ``path:line`` for the first malformed row, or the file when it
+    has no rows; returns the rows."""
+    rows, blank, kinds, mixed = 0, None, {}, None  # kinds: field -> (list|string, first line)
+    lines = data.split(b"\n")
+    if not lines[-1]:
+        lines.pop()  # the newline that ends the last line starts no line
+    for number, raw in enumerate(lines, 1):
         if not raw.strip():
+            blank = blank or number
             continue
         where = f"prompt file {path}, line {number}"
         try:
@@ -114,19 +119,18 @@ def _check_lines(data: bytes, path: Path) -> int:
         except json.JSONDecodeError as err:
             raise BadInput(f"{where}: not valid JSON ({err.msg} at column {err.colno}); "
                              + FIX_HINT) from None
-        if not isinstance(row, dict):
-            raise BadInput(f"{where}: a row must be a JSON object, got {type(row).__name__}; "
-                             + FIX_HINT)
-        if row.get("id", row.get("question_id")) is None:
-            raise BadInput(f"{where}: the row has no 'id' (or 'question_id'); {FIX_HINT}")
-        turns = row.get("turns")
-        if turns is None:
-            raise BadInput(f"{where}: the row has no 'turns' (the user turns); {FIX_HINT}")
-        if not isinstance(turns, str) and not (
-                isinstance(turns, list) and turns and all(isinstance(t, str) for t in turns)):
-            raise BadInput(f"{where}: 'turns' must be a string or a non-empty list of strings, "
-                             f"got {json.dumps(turns)[:80]}; {FIX_HINT}")
+        _check_row(row, where)
+        mixed = mixed or _mixed_kind(row, number, kinds)
         rows += 1
+    if rows == 0:
+        raise BadInput(f"prompt file {path} has no prompts (it is empty or only blank lines); "
+                       f"{PREPARE_HINT}, or point the dataset's path at a filled file")
+    if mixed and blank:
+        # a field whose type changes sends datasets to its line-by-line reader, which fails on
+        # a blank line ("Expected object or value")
+        raise BadInput(f"prompt file {path}, line {blank}: a blank line in a file whose {mixed}; "
+                       "datasets cannot read that mix: remove the blank lines, or give the "
+                       "field one type on every line")
     return rows
 
 
@@ -139,6 +143,55 @@ def category_for(category: str, turns: int) -> str:
 def report_category(prompt: Prompt) -> str:
     """``category_for`` of a prompt (the report's per-category tables use the same rule)."""
     return category_for(prompt.category, len(prompt.turns))
+
+
+def _mixed_kind(row: dict, number: int, kinds: dict) -> str | None:
+    """How a list-or-string field changes type at this line (None: it does not)."""
+    for key in ("turns", "reference"):
+        if row.get(key) is None:
+            continue
+        kind = "list" if isinstance(row[key], list) else "string"
+        first = kinds.setdefault(key, (kind, number))
+        if first[0] != kind:
+            return f"'{key}' is a {first[0]} on line {first[1]} but a {kind} on line {number}"
+    return None
+
+
+def _check_row(row: object, where: str) -> None:
+    """The fields ``datasets`` and ``_to_prompt`` rely on (a bad one would fail inside pyarrow,
+    or be changed silently: pyarrow drops a lone surrogate from a string)."""
+    if not isinstance(row, dict):
+        raise BadInput(f"{where}: a row must be a JSON object, got {type(row).__name__}; "
+                         + FIX_HINT)
+    try:
+        json.dumps(row, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError as err:
+        bad = err.object[err.start:err.end].encode("unicode_escape").decode()
+        raise BadInput(f"{where}: holds a lone UTF-16 surrogate ({bad}), which is no text; "
+                       + FIX_HINT) from None
+    pid = row.get("id", row.get("question_id"))
+    if pid is None:
+        raise BadInput(f"{where}: the row has no 'id' (or 'question_id'); {FIX_HINT}")
+    if not isinstance(pid, str | int) or isinstance(pid, bool):
+        raise BadInput(f"{where}: the id must be a string or an integer, got "
+                       f"{json.dumps(pid)[:80]}; {FIX_HINT}")
+    turns = row.get("turns")
+    if turns is None:
+        raise BadInput(f"{where}: the row has no 'turns' (the user turns); {FIX_HINT}")
+    if not isinstance(turns, str) and not (
+            isinstance(turns, list) and turns and all(isinstance(t, str) for t in turns)):
+        raise BadInput(f"{where}: 'turns' must be a string or a non-empty list of strings, "
+                         f"got {json.dumps(turns)[:80]}; {FIX_HINT}")
+    if any(not t.strip() for t in ([turns] if isinstance(turns, str) else turns)):
+        raise BadInput(f"{where}: a turn is empty (no text to answer); {FIX_HINT}")
+    kinds = {"meta": (dict,), "category": (str,), "reference": (str, list)}
+    for key, types in kinds.items():
+        value = row.get(key)
+        if value is not None and not isinstance(value, types):
+            want = {"meta": "an object", "category": "a string",
+                    "reference": "a string or a list of strings"}[key]
+            raise BadInput(f"{where}: '{key}' must be {want} or null, got "
+                           f"{json.dumps(value)[:80]}; {FIX_HINT}")
 
 
 def first_per_category(prompts: Sequence[Prompt], n: int | None) -> list[Prompt]:
@@ -167,7 +220,7 @@ def load_jsonl_prompts(path: str | Path, dataset: str, limit: int | None = None)
 
 
 def _to_prompt(row: dict, dataset: str) -> Prompt:
-    pid = row.get("id", row.get("question_id"))
+    pid = row["id"] if row.get("id") is not None else row.get("question_id")  # absent: None
     turns = row["turns"] if isinstance(row["turns"], list) else [row["turns"]]
     ref = row.get("reference")
     if isinstance(ref, list):

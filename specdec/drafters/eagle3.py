@@ -30,6 +30,7 @@ import torch
 
 from specdec.core import LM, Context, Draft, TargetView, Verdict
 from specdec.drafters.features import FeatureDrafter
+from specdec.drafters.limits import check_nodes, check_width
 from specdec.drafters.policies import Policy
 from specdec.errors import BadInput
 from specdec.learners.eagle3.net import Eagle3Net, check_target, load_eagle3
@@ -70,6 +71,11 @@ class Eagle3Drafter(FeatureDrafter):
         self.command = f"python -m specdec.train +experiment={experiment}"
         self.net: Eagle3Net | PublishedEagle3Net = load_eagle3(
             path, train_command=self.command, target_layers=target_layers)
+        check_width("drafter.topk", int(topk), int(self.net.decoder.token_map.numel()))
+        depth = policy.longest()  # topk expanded nodes per depth; topk² candidates each
+        check_nodes(max(1 + int(topk) * depth, int(topk) ** 2, 1 + int(total_tokens)),
+                    what=f"drafter.topk={topk} (depth {depth}), drafter.total_tokens="
+                    f"{total_tokens}", fix="drafter.topk or drafter.total_tokens")
         kernel = resolve_for(linear_kernel, [self.net]).kernel  # auto: timed on this machine
         if kernel != "stock":  # as models.pair.make_pair does for the pair
             use_cpu_attention(self.net.decoder)

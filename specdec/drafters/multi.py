@@ -26,6 +26,7 @@ from __future__ import annotations
 import torch
 
 from specdec.core import LM, Context, Draft, Drafter, Verdict
+from specdec.drafters.limits import check_nodes
 from specdec.drafters.policies import Policy
 from specdec.drafters.tree import TreeGrower
 from specdec.errors import BadInput
@@ -51,6 +52,10 @@ class MultiDraftDrafter(Drafter):
             raise BadInput(f"drafter.num_drafts must be >= 1, got {num_drafts}")
         self.lm, self.policy, self.sampling = lm, policy, sampling
         self.num_drafts = int(num_drafts)
+        gamma = policy.longest()
+        check_nodes(1 + self.num_drafts * gamma,
+                    what=f"drafter.num_drafts={self.num_drafts} chains of length {gamma}",
+                    fix="drafter.num_drafts or the policy's draft length")
         self.models = [lm]
 
     def reset(self) -> None:

@@ -60,6 +60,9 @@ class Policy:
     def limit(self) -> int:
         raise NotImplementedError
 
+    def longest(self) -> int:  # the largest limit() ever returned (tree size cap: limits.py)
+        return self.limit()
+
     def should_draft(self, state: DraftState) -> bool:
         return True
 
@@ -114,6 +117,9 @@ class Heuristic(Policy):
     def reset(self) -> None:
         self.current = self.initial
 
+    def longest(self) -> int:  # limit() grows up to max_len
+        return self.max_len
+
     def limit(self) -> int:
         return self.current
 
@@ -159,6 +165,9 @@ class AdaEDL(Policy):
     def __init__(self, threshold: float = 0.5, entropy_scale: float = 0.2, *, min_len: int = 1,
                  max_len: int = 8, ema: float = 0.9) -> None:
         check_bounds("min_len", min_len, max_len)
+        if not 0.0 <= threshold <= 1.0:
+            raise BadInput(f"drafter.policy.threshold={threshold} is not valid: expected a "
+                           "number in [0, 1] (a level of the acceptance bound)")
         if entropy_scale <= 0 or not 0 <= ema < 1:
             raise BadInput("drafter.policy.entropy_scale must be > 0 and ema in [0, 1)")
         self.threshold, self.entropy_scale = float(threshold), float(entropy_scale)
@@ -257,6 +266,9 @@ class SpecDecPP(Policy):
 
     def reset(self) -> None:
         self.cap, self.survive = self.max_len, 1.0
+
+    def longest(self) -> int:
+        return self.max_len
 
     def limit(self) -> int:
         return self.cap

@@ -34,6 +34,7 @@ import torch
 from specdec.core import LM, Context, Draft, TargetView, Verdict
 from specdec.drafters.block_lm import BlockLM
 from specdec.drafters.features import FeatureDrafter
+from specdec.drafters.limits import check_nodes, check_width
 from specdec.drafters.policies import Policy
 from specdec.drafters.rank_tree import Candidates, Leaf, grow_block, keep_best
 from specdec.errors import BadInput
@@ -66,6 +67,14 @@ class TreeShape:
         if self.max_blocks not in (1, 2):
             raise BadInput(f"drafter.max_blocks must be 1 or 2 (a third block would need block "
                              f"2's keys in the valid prefix), got {self.max_blocks}")
+        check_nodes(1 + self.total_tokens, what=f"drafter.total_tokens={self.total_tokens}",
+                    fix="drafter.total_tokens")
+
+    def check_vocab(self, vocab: int) -> None:
+        """Refuse a slot width above the draft vocabulary (``drafters.limits``)."""
+        for width in (*self.widths, self.root_width or 0):
+            check_width("drafter.widths" if width in self.widths else "drafter.root_width",
+                        width, vocab)
 
 
 class SpecBlockDrafter(FeatureDrafter):
@@ -95,6 +104,7 @@ class SpecBlockDrafter(FeatureDrafter):
                                int(max_blocks), int(beam))
         self.command = f"python -m specdec.train +experiment={experiment}"
         self.net = load_specblock(path, train_command=self.command)
+        self.shape.check_vocab(int(self.net.token_map.numel()))
         resolve_for(linear_kernel, [self.net])  # auto: timed on this machine
         self.policy = policy
         self.target_layers = tuple(self.net.target_layers)

@@ -137,6 +137,9 @@ class SpecBlockBanditDrafter(SpecBlockDrafter):
                          total_tokens=total_tokens, max_blocks=max_blocks, beam=beam,
                          linear_kernel=linear_kernel, experiment=experiment)
         self.shapes = [arm_shape(self.shape, name, spec) for name, spec in arms.items()]
+        for shape in self.shapes:
+            if shape is not None:
+                shape.check_vocab(int(self.net.token_map.numel()))
 
     def reset(self) -> None:
         super().reset()

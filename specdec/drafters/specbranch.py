@@ -63,6 +63,7 @@ import torch
 from specdec.core import Context, Draft, Drafter, TargetView, Verdict
 from specdec.drafters.ahead import Ahead
 from specdec.drafters.branch_tree import BranchGrower, BranchRule, leaves, subtree
+from specdec.drafters.limits import check_nodes
 from specdec.drafters.policies import Policy
 from specdec.drafters.tree import TreeGrower
 from specdec.errors import BadInput
@@ -107,6 +108,10 @@ class SpecBranchDrafter(Drafter):
             raise BadInput(f"drafter.branching={branching!r}; use one of {list(BRANCHINGS)}")
         self.lm, self.policy, self.sampling = lm, policy, sampling
         self.threshold, self.k_max = float(threshold), int(k_max)
+        # no vocabulary bound: i.i.d. forks (branching=sample) may repeat a token
+        gamma = policy.longest()  # k_max branches, each as long as the chain at most
+        check_nodes(1 + self.k_max * gamma, what=f"drafter.k_max={k_max} branches of length "
+                    f"{gamma}", fix="drafter.k_max or the policy's draft length")
         self.topk = branching == "topk" or (branching == "auto" and sampling.temperature == 0)
         self.models = [lm]
         self.head: HradHead | None = None

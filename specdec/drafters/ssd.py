@@ -64,6 +64,7 @@ from functools import partial
 
 from specdec.core import Context, Draft, Drafter, Verdict
 from specdec.drafters.ahead import Ahead
+from specdec.drafters.limits import check_nodes
 from specdec.drafters.policies import Policy
 from specdec.drafters.saguaro import check_saguaro
 from specdec.drafters.ssd_cache import Key, Plan, jit_chain, speculate
@@ -111,6 +112,9 @@ class SsdDrafter(Drafter):
         self.lm, self.policy, self.sampling, self.models = lm, policy, sampling, [lm]
         self.fan = FanOut(budget, r, prior_accept=prior_accept, prior_miss=prior_miss,
                           prior_weight=prior_weight)
+        gamma = policy.longest()  # each candidate pre-drafts a chain of up to gamma tokens
+        check_nodes(1 + budget * (1 + gamma), what=f"drafter.budget={budget} candidates with "
+                    f"chains of {gamma}", fix="drafter.budget or the policy's draft length")
         self.top, self.c, self.backup, self.cost_ratio = saguaro_top, saguaro_c, backup, cost_ratio
         self.ahead: Ahead[dict[Key, Draft]] = Ahead(lane, device=lm.device, threads=lm.threads,
                                                     mode=mode)

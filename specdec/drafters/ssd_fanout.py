@@ -91,9 +91,9 @@ class FanOut:
         if r < 0:
             raise BadInput(f"drafter.r must be >= 0 (miss(F) ∝ F^-r), got {r}")
         if not 0.0 < prior_accept < 1.0 or not 0.0 <= prior_miss <= 1.0 or prior_weight <= 0:
-            raise ValueError(f"the fan-out priors need 0 < prior_accept < 1, 0 <= prior_miss <= 1,"
-                             f" prior_weight > 0; got {prior_accept}, {prior_miss}, "
-                             f"{prior_weight}")
+            raise BadInput(f"the fan-out priors need 0 < drafter.prior_accept < 1, 0 <= "
+                           f"drafter.prior_miss <= 1 and drafter.prior_weight > 0; got "
+                           f"{prior_accept}, {prior_miss}, {prior_weight}")
         self.budget, self.r = budget, r
         self.prior_accept, self.prior_miss, self.prior_weight = prior_accept, prior_miss, \
             prior_weight

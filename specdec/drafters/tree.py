@@ -18,6 +18,7 @@ from __future__ import annotations
 import torch
 
 from specdec.core import LM, Context, Draft, Drafter, Verdict
+from specdec.drafters.limits import check_nodes, check_width, tree_nodes
 from specdec.drafters.policies import Policy
 from specdec.errors import BadInput
 from specdec.sampling import Sampling
@@ -86,6 +87,12 @@ class TopKTreeDrafter(Drafter):
             raise BadInput(f"drafter.branching must be a list of ints >= 1, got {branching}")
         self.lm, self.policy, self.sampling = lm, policy, sampling
         self.branching = [int(b) for b in branching]
+        for b in self.branching:
+            check_width("drafter.branching", b, lm.vocab_size)
+        depth = policy.longest()
+        check_nodes(tree_nodes(self.branching, depth, lm.vocab_size),
+                    what=f"drafter.branching={self.branching} at depth {depth}",
+                    fix="drafter.branching or the policy's draft length")
         self.models = [lm]
 
     def reset(self) -> None:

@@ -24,7 +24,7 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
-from specdec.errors import BadInput
+from specdec.errors import BadInput, MissingInput
 from specdec.models.attention import use_cpu_attention
 from specdec.models.gpu import check_attention
 from specdec.models.kernel_probe import resolve_for
@@ -157,6 +157,23 @@ def place_draft(target: PreTrainedModel, draft: PreTrainedModel, device: str) ->
     return draft.to(dev)
 
 
+def from_hub(auto: type, name: str, key: str, **kwargs: object) -> object:
+    """``auto.from_pretrained(name, **kwargs)``; a model that is neither a local folder nor in the
+    hub cache (offline, gated, misspelt) raises ``MissingInput`` naming the download command."""
+    try:
+        return auto.from_pretrained(name, **kwargs)
+    except OSError as err:  # transformers re-raises hub and file errors as OSError
+        if Path(name).exists():
+            raise  # a local folder that does not load is not a download problem
+        reason = str(err).strip().splitlines()[0][:200] if str(err).strip() else type(err).__name__
+        raise MissingInput(
+            f"{key}={name!r} is not a local folder and could not be loaded from the hub cache "
+            f"({reason}); download it once with `hf download {name}` (older clients: "
+            f"`huggingface-cli download {name}`; a gated model needs `hf auth login` and its "
+            f"license accepted on huggingface.co), or unset HF_HUB_OFFLINE to let transformers "
+            f"fetch it; a local folder: check the path") from err
+
+
 def load_pair(
     name: str,
     target: str,
@@ -203,24 +220,26 @@ def load_pair(
     if attn_implementation:
         kwargs["attn_implementation"] = attn_implementation
     # 2. The tokenizers (the draft's is compared token by token with the target's).
-    tok = AutoTokenizer.from_pretrained(target, trust_remote_code=trust_remote_code)
+    tok = from_hub(AutoTokenizer, target, "model.target", trust_remote_code=trust_remote_code)
     draft_tok = None
     if draft is not None:
-        draft_tok = AutoTokenizer.from_pretrained(draft, trust_remote_code=trust_remote_code)
+        draft_tok = from_hub(AutoTokenizer, draft, "model.draft",
+                             trust_remote_code=trust_remote_code)
     # 3. The target: on `device`, or placed by `device_map` within `max_memory`.
     info = {"target": target, "draft": str(draft)}
     if device_map is None:
-        tgt = AutoModelForCausalLM.from_pretrained(target, **kwargs).to(device).eval()
+        tgt = from_hub(AutoModelForCausalLM, target, "model.target", **kwargs).to(device).eval()
     else:
         placed = {"device_map": _plain(device_map), "max_memory": _plain(max_memory)}
-        tgt = AutoModelForCausalLM.from_pretrained(
-            target, **kwargs, **{k: v for k, v in placed.items() if v is not None}).eval()
+        tgt = from_hub(AutoModelForCausalLM, target, "model.target", **kwargs,
+                       **{k: v for k, v in placed.items() if v is not None}).eval()
         check_loaded(tgt)
         info["device_map"] = str(placed["device_map"])
     # 4. The draft, straight onto its device.
     drf = None
     if draft is not None:
-        drf = AutoModelForCausalLM.from_pretrained(draft, **kwargs).to(draft_device or device)
+        drf = from_hub(AutoModelForCausalLM, draft, "model.draft", **kwargs)
+        drf = drf.to(draft_device or device)
         drf = drf.eval()
     return make_pair(name, tgt, drf, tok, info, linear_kernel=linear_kernel,
                      draft_device=draft_device, draft_threads=draft_threads,

@@ -32,6 +32,7 @@ from functools import partial
 import torch
 
 from specdec.core import Coins, Draft, Verdict
+from specdec.errors import BadInput
 from specdec.verifiers.blockwise import block_terms
 from specdec.verifiers.walk import walk
 
@@ -75,7 +76,7 @@ class Hierarchical:
 
     def __init__(self, final_accept: str = "capped") -> None:
         if final_accept not in LOSSLESS:
-            raise ValueError(
+            raise BadInput(
                 f"verifier.final_accept must be one of {sorted(LOSSLESS)}, got {final_accept!r}"
             )
         self.final_accept = final_accept
