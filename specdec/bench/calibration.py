@@ -122,7 +122,7 @@ def _feed(lm: CachedLM, tokens: torch.Tensor) -> None:
     if lm.takes_ids:
         lm.forward(tokens)
     else:  # a published EAGLE-3 decoder reads [e; g]: twice the hidden size
-        width = getattr(lm.model, "inputs_embeds_width", lm.hidden_size)
+        width = getattr(getattr(lm, "model", None), "inputs_embeds_width", lm.hidden_size)
         lm.forward(tokens, inputs_embeds=torch.zeros(tokens.numel(), width, dtype=lm.dtype))
 
 
