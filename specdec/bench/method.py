@@ -14,7 +14,7 @@ decoding step) is re-raised naming the prompt; the runner then writes no record 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 from hydra.utils import instantiate
@@ -29,6 +29,7 @@ from specdec.lm import CachedLM
 from specdec.metrics import GenerationStats
 from specdec.models import ModelPair
 from specdec.models.gpu import TREE_FALLBACK, fit_attention
+from specdec.placement import Held, check_placement
 from specdec.sampling import Sampling, TorchCoins, prompt_seed, turn_coins
 
 
@@ -41,9 +42,15 @@ class Method:
     verifier: Verifier
     sampling: Sampling
 
+    def modules(self) -> dict[str, Held]:
+        """Every module the method holds, by name, with its placement role."""
+        return {"target": Held("target", self.target.model), **self.drafter.modules()}
+
 
 def build_method(cfg: DictConfig, pair: ModelPair) -> Method:
-    """Instantiate the target cache, drafter and verifier that the method preset chose."""
+    """Instantiate the target cache, drafter and verifier that the method preset chose, hand the
+    pair's ``Placement`` to the drafter and its policy, and check that every tensor they hold sits
+    where it says (``specdec.placement.check_placement``), before any decoding."""
     sampling = Sampling(**OmegaConf.to_container(cfg.sampling, resolve=True))
     # the cost model is fitted on per-forward times, which on CUDA need a sync per forward
     sync = bool(cfg.get("cost_model", False))
@@ -55,17 +62,28 @@ def build_method(cfg: DictConfig, pair: ModelPair) -> Method:
                          vocab_size=target.vocab_size)
     # _convert_=object: the drafter gets the Sampling dataclass itself, not a DictConfig copy
     # (whose attribute reads cost ~30 us each inside the decoding loop)
-    drafter = instantiate(cfg.drafter, lm=draft, sampling=sampling, _convert_="object")
+    # the placement (a dataclass of torch types) reaches the constructors as itself, through
+    # partials: Hydra would turn a dataclass keyword into a config
+    placed, policy = {"placement": pair.placement}, {}
+    if cfg.drafter.get("policy") is not None:
+        placed["policy"] = instantiate(cfg.drafter.policy, _partial_=True,
+                                       _convert_="object")(placement=pair.placement)
+        policy = {"policy": None}  # instantiated above, with the placement
+    drafter = instantiate(cfg.drafter, lm=draft, sampling=sampling, **policy, _partial_=True,
+                          _convert_="object")(**placed)
     verifier = instantiate(cfg.verifier)
     check_compatible(target, drafter, verifier)
     # flash-attention cannot take tree masks: such models run sdpa, recorded in the fingerprint
     switched = fit_attention([("target", pair.target), ("draft", pair.draft)],
                              makes_trees=drafter.makes_trees)
     if "target" in switched:
-        pair.info.update(attention=TREE_FALLBACK, attention_requested=switched["target"])
+        pair.placement = replace(pair.placement, attention=TREE_FALLBACK)
+        pair.info.update(attention_requested=switched["target"])
     if "draft" in switched:
         pair.info.update(draft_attention=TREE_FALLBACK)
-    return Method(target, drafter, verifier, sampling)
+    method = Method(target, drafter, verifier, sampling)
+    check_placement(method.modules(), pair.placement)
+    return method
 
 
 @dataclass(frozen=True)

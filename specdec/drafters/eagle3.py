@@ -29,8 +29,7 @@ from specdec.drafters.policies import Policy
 from specdec.errors import BadInput
 from specdec.learners.eagle3.net import Eagle3Net, check_target, load_eagle3
 from specdec.lm import CachedLM
-from specdec.models.attention import use_cpu_attention
-from specdec.models.kernels import apply_linear_kernel, resolve_kernel
+from specdec.placement import Placement
 from specdec.sampling import Sampling
 
 TRAIN_COMMAND = "python -m specdec.train +experiment=eagle3_<model>"
@@ -46,27 +45,25 @@ class Eagle3Drafter(FeatureDrafter):
         path: folder of the shipped drafter (``learners.eagle3.net.save_eagle3``).
         topk: children per expanded node and nodes expanded per depth.
         total_tokens: drafted nodes kept (the target verifies ``total_tokens + 1``).
-        linear_kernel: the pair's CPU linear kernel (``models.kernels``), for equal footing.
         experiment: the training experiment named in errors (``eagle3_<model>``).
+        placement: the pair's (``specdec.placement``): the net goes to the target's device and
+            dtype with the pair's CPU kernels (None: the CPU, the asset's dtype).
     """
 
     makes_trees = True
 
     def __init__(self, lm: LM | None, policy: Policy, sampling: Sampling, path: str,
-                 topk: int = 2, total_tokens: int = 4, linear_kernel: str = "auto",
-                 experiment: str = "eagle3_<model>") -> None:
+                 topk: int = 2, total_tokens: int = 4, experiment: str = "eagle3_<model>",
+                 placement: Placement | None = None) -> None:
         if topk < 1 or total_tokens < 1:
             raise BadInput(f"drafter.topk and drafter.total_tokens must be >= 1, got {topk}, "
                              f"{total_tokens}")
         self.command = f"python -m specdec.train +experiment={experiment}"
-        self.net: Eagle3Net = load_eagle3(path, train_command=self.command)
-        kernel = resolve_kernel(linear_kernel, torch.device("cpu"))
-        apply_linear_kernel(self.net, kernel)
-        if kernel != "stock":  # as models.pair.make_pair does for the pair
-            use_cpu_attention(self.net.decoder)
+        self.net: Eagle3Net = self.place(load_eagle3(path, train_command=self.command), placement)
         self.policy, self.topk, self.total = policy, int(topk), int(total_tokens)
         self.target_layers = tuple(self.net.target_layers)
         self.lm = CachedLM(self.net.decoder, role="draft", vocab_size=self.net.meta["target_vocab"])
+        self.vocab = self.net.decoder.token_map  # [V_d]
         self.models = [self.lm]
         self.view: TargetView | None = None
         self.reset()
@@ -81,8 +78,7 @@ class Eagle3Drafter(FeatureDrafter):
             check_target(self.net.meta, hidden=target.hidden_size, vocab=target.vocab_size,
                          layers=target.num_layers, where="(drafter.path)",
                          train_command=self.command)
-            self.net.to(device=target.device, dtype=target.dtype)
-            self.vocab = self.net.decoder.token_map.to(target.device)  # [V_d]
+            self.check_view(target)
         self.view = target
 
     # --- verified positions -------------------------------------------------------------------

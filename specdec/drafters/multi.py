@@ -29,6 +29,7 @@ from specdec.core import LM, Context, Draft, Drafter, Verdict
 from specdec.drafters.policies import Policy
 from specdec.drafters.tree import TreeGrower
 from specdec.errors import BadInput
+from specdec.placement import Placement
 from specdec.sampling import Sampling, warp
 
 
@@ -44,7 +45,8 @@ class MultiDraftDrafter(Drafter):
 
     makes_trees = True
 
-    def __init__(self, lm: LM, policy: Policy, sampling: Sampling, num_drafts: int = 2) -> None:
+    def __init__(self, lm: LM, policy: Policy, sampling: Sampling, num_drafts: int = 2,
+                 placement: Placement | None = None) -> None:
         if lm is None:
             raise BadInput("a multi-draft drafter needs a draft model: set model=<pair>")
         if num_drafts < 1:
