@@ -103,7 +103,8 @@ def test_a_draft_device_for_a_feature_drafter_is_refused_before_loading(compose,
     monkeypatch.setattr(tiny, "tiny_pair", no_loading)
     cfg = compose("eval", [f"method={preset}", "model.device=meta", "model.draft_device=cpu"])
     with pytest.raises(BadInput, match=r"model\.draft_device=cpu.*drafts from the target's "
-                                       r"features.*leave model\.draft_device null or set it to meta"):
+                                       r"features.*leave model\.draft_device null or set it to "
+                                       r"meta"):
         check_drafter_device(cfg)
     check_drafter_device(compose("eval", ["method=sps", "model.draft_device=meta"]))  # allowed
 
