@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass, field, replace
 
 import torch
+from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
@@ -29,7 +30,7 @@ from specdec.lm import CachedLM
 from specdec.metrics import GenerationStats
 from specdec.models import ModelPair
 from specdec.models.gpu import TREE_FALLBACK, fit_attention
-from specdec.placement import Held, check_placement
+from specdec.placement import Held, Placement, check_placement
 from specdec.sampling import Sampling, TorchCoins, prompt_seed, turn_coins
 
 
@@ -60,17 +61,12 @@ def build_method(cfg: DictConfig, pair: ModelPair) -> Method:
         # the target's rows: a draft with other (padding) rows is fitted to them (specdec.vocab)
         draft = CachedLM(pair.draft, role="draft", threads=pair.draft_threads, synchronize=sync,
                          vocab_size=target.vocab_size)
-    # _convert_=object: the drafter gets the Sampling dataclass itself, not a DictConfig copy
-    # (whose attribute reads cost ~30 us each inside the decoding loop)
-    # the placement (a dataclass of torch types) reaches the constructors as itself, through
-    # partials: Hydra would turn a dataclass keyword into a config
-    placed, policy = {"placement": pair.placement}, {}
-    if cfg.drafter.get("policy") is not None:
-        placed["policy"] = instantiate(cfg.drafter.policy, _partial_=True,
-                                       _convert_="object")(placement=pair.placement)
-        policy = {"policy": None}  # instantiated above, with the placement
-    drafter = instantiate(cfg.drafter, lm=draft, sampling=sampling, **policy, _partial_=True,
-                          _convert_="object")(**placed)
+    # the drafter gets the Sampling dataclass itself, not a DictConfig copy (whose attribute
+    # reads cost ~30 us each inside the decoding loop)
+    given: dict[str, object] = {"lm": draft, "sampling": sampling}
+    if cfg.drafter.get("policy") is not None:  # the policy gets the placement too
+        given["policy"] = _construct(cfg.drafter.policy, {}, pair.placement)
+    drafter = _construct(cfg.drafter, given, pair.placement)
     verifier = instantiate(cfg.verifier)
     check_compatible(target, drafter, verifier)
     # flash-attention cannot take tree masks: such models run sdpa, recorded in the fingerprint
@@ -84,6 +80,21 @@ def build_method(cfg: DictConfig, pair: ModelPair) -> Method:
     method = Method(target, drafter, verifier, sampling)
     check_placement(method.modules(), pair.placement)
     return method
+
+
+def _construct(node: DictConfig, given: dict[str, object], placement: Placement) -> object:
+    """``instantiate(node, **given, placement=placement)``, the objects handed over as themselves.
+
+    Hydra would turn a dataclass keyword (``Sampling``, ``Placement``) into a config, so they are
+    passed to the partial; a constructor's error is wrapped as Hydra wraps it (the entry points
+    unwrap it).
+    """
+    factory = instantiate(node, **{k: None for k in given}, _partial_=True, _convert_="object")
+    try:
+        return factory(**given, placement=placement)
+    except Exception as err:
+        raise InstantiationException(
+            f"Error in call to target '{node._target_}':\n{err!r}") from err
 
 
 @dataclass(frozen=True)
