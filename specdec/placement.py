@@ -130,6 +130,12 @@ def matches(got: torch.device, want: torch.device) -> bool:
     return got.type == want.type and (want.index is None or got.index == want.index)
 
 
+def same_device(a: str | torch.device, b: str | torch.device) -> bool:
+    """Whether two device names can mean the same device (``cuda`` is any CUDA index)."""
+    a, b = torch.device(a), torch.device(b)
+    return a.type == b.type and (a.index is None or b.index is None or a.index == b.index)
+
+
 def check_placement(modules: Mapping[str, Held], placement: Placement) -> None:
     """Refuse any parameter or buffer of ``modules`` that is not on its role's device.
 
@@ -171,8 +177,7 @@ def check_drafter_device(cfg: DictConfig) -> None:
     target = (cfg.get("drafter") or {}).get("_target_")
     if target is None or not getattr(get_class(target), "reads_target", False):
         return
-    have = torch.device(device)
-    if want.type != have.type or None not in (want.index, have.index) and want.index != have.index:
+    if not same_device(want, device):
         raise BadInput(
             f"model.draft_device={draft_device}, but drafter {target.rsplit('.', 1)[-1]} drafts "
             f"from the target's features with a net on the target's device ({device}); leave "

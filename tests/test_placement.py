@@ -123,3 +123,13 @@ def test_the_eval_refuses_the_feature_drafters_draft_device_without_loading(comp
     cfg = compose("eval", ["method=eagle3", "model.draft_device=meta"])
     with pytest.raises(BadInput, match="model.draft_device=meta"):
         runner.run(cfg)
+
+
+@pytest.mark.parametrize("draft", ["trained", "truncated"])
+def test_a_draft_sharing_the_targets_weights_is_not_moved_and_nothing_loads(draft, monkeypatch):
+    import specdec.models.smollm2 as smollm2
+
+    monkeypatch.setattr(smollm2, "load_target", lambda *_: pytest.fail("the target was loaded"))
+    with pytest.raises(BadInput, match=rf"model\.draft_device=meta: the {draft} SmolLM2 draft "
+                                       r"shares the target's weights.*leave model\.draft_device"):
+        smollm2.smollm2_pair(draft=draft, draft_device="meta")
