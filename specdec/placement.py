@@ -66,7 +66,7 @@ class Placement:
     dtype: torch.dtype
     linear_kernel: str = "stock"
     attention: str | None = None
-    device_map: str | Mapping | None = None
+    device_map: str | int | Mapping | None = None
     threads: int | None = None
     draft_threads: int | None = None
 
