@@ -133,3 +133,21 @@ def test_a_draft_sharing_the_targets_weights_is_not_moved_and_nothing_loads(draf
     with pytest.raises(BadInput, match=rf"model\.draft_device=meta: the {draft} SmolLM2 draft "
                                        r"shares the target's weights.*leave model\.draft_device"):
         smollm2.smollm2_pair(draft=draft, draft_device="meta")
+
+
+def test_a_feature_drafter_refuses_a_target_elsewhere_than_its_placement(tiny64):
+    from specdec.core import TargetView
+    from specdec.drafters.eagle3 import Eagle3Drafter
+    from specdec.drafters.policies import Fixed
+    from specdec.lm import CachedLM
+    from specdec.sampling import Sampling
+
+    asset = str(Path(__file__).parents[1] / "specdec" / "assets" / "eagle3" / "tiny")
+    drafter = Eagle3Drafter(None, Fixed(2), Sampling(), asset, placement=Placement.cpu())
+    with pytest.raises(BadInput, match=r"placed on cpu in torch.float32, but the target runs on "
+                                       r"cpu in torch.float64.*placement=pair.placement"):
+        drafter.attach(TargetView(CachedLM(tiny64.target)))  # before: moved itself, silently
+    placed = Eagle3Drafter(None, Fixed(2), Sampling(), asset,
+                           placement=Placement.cpu(torch.float64))
+    placed.attach(TargetView(CachedLM(tiny64.target)))
+    assert next(placed.net.parameters()).dtype == placed.lm.model.dtype == torch.float64
