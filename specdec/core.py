@@ -27,6 +27,7 @@ from specdec.trees import is_chain
 
 if TYPE_CHECKING:
     from specdec.forwards import ForwardRecord
+    from specdec.placement import Held
 
 
 @dataclass(frozen=True)
@@ -160,23 +161,16 @@ class LM(Protocol):
         ...
 
     def reset(self) -> None: ...
-
     def forward(self, tokens: torch.Tensor, parent: torch.Tensor | None = None, *,
                 hidden_layers: Sequence[int] = (),
                 inputs_embeds: torch.Tensor | None = None) -> LMOut: ...
-
     def extend(self, tokens: torch.Tensor, parent: torch.Tensor, *,
                hidden_layers: Sequence[int] = (),
                inputs_embeds: torch.Tensor | None = None) -> LMOut: ...
-
     def reconcile(self, ids: list[int], *, hidden_layers: Sequence[int] = ()) -> LMOut: ...
-
     def keep(self, nodes: list[int]) -> None: ...
-
     def crop(self, length: int) -> None: ...
-
     def embed(self, tokens: torch.Tensor) -> torch.Tensor: ...
-
     def head(self, hidden: torch.Tensor) -> torch.Tensor: ...
 
 
@@ -254,6 +248,13 @@ class Drafter:
     #: target layers whose hidden states the drafter reads (feature drafters, e.g. EAGLE-3's
     #: low/middle/high): they reach ``prefill`` and ``Context.target_features``.
     target_layers: tuple[int, ...] = ()
+    #: whether its own net reads the target's features, on the target's device (no draft_device)
+    reads_target: bool = False
+
+    def modules(self) -> dict[str, Held]:
+        """Every module held, with its role (``specdec.placement.drafter_modules``)."""
+        from specdec.placement import drafter_modules
+        return drafter_modules(self)
 
     def reset(self) -> None:
         """Forget everything about the previous generation."""

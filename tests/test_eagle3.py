@@ -23,10 +23,13 @@ from specdec.learners.eagle3.module import ttt_mask, unroll
 from specdec.learners.eagle3.net import load_eagle3, new_eagle3, remap_head, save_eagle3
 from specdec.lm import CachedLM
 from specdec.models.tiny import tiny_lm
+from specdec.placement import Placement
 from specdec.sampling import Sampling, TorchCoins
 from specdec.testing.enumeration import enumerate_outcomes, max_abs_error
 from specdec.testing.table_lm import TableLM, ar_joint
 from specdec.verifiers import Hierarchical, RecursiveRejection
+
+F64 = Placement.cpu(torch.float64)  # the drafters' nets next to the float64 targets
 
 LAYERS = (0, 1, 2)
 ATOL = 1e-10
@@ -205,7 +208,8 @@ def test_cost_model_calibrates_a_decoder_fed_by_embeddings(tiny64, tmp_path):
     from specdec.bench.calibration import calibrate
 
     save_eagle3(_net(tiny64), tmp_path / "e3", target_vocab=tiny64.target.config.vocab_size)
-    drafter = Eagle3Drafter(None, Fixed(3), Sampling(temperature=0.0), str(tmp_path / "e3"))
+    drafter = Eagle3Drafter(None, Fixed(3), Sampling(temperature=0.0), str(tmp_path / "e3"),
+                            placement=F64)
     drafter.attach(TargetView(CachedLM(tiny64.target)))
     assert not drafter.lm.takes_ids
     table = calibrate(CachedLM(tiny64.target), drafter.lm, max_new=2, repeats=2, ref_context=8,

@@ -34,10 +34,13 @@ from specdec.forwards import ForwardRecord
 from specdec.learners.specblock.net import SpecBlockNet
 from specdec.learners.specblock.store import save_specblock
 from specdec.lm import CachedLM
+from specdec.placement import Placement
 from specdec.sampling import Sampling, TorchCoins
 from specdec.testing.enumeration import enumerate_outcomes, max_abs_error
 from specdec.testing.table_lm import TableLM, ar_joint
 from specdec.verifiers import Hierarchical, RecursiveRejection
+
+F64 = Placement.cpu(torch.float64)  # the drafters' nets next to the float64 targets
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY_ASSET = str(ROOT / "specdec" / "assets" / "specblock" / "tiny")
@@ -152,7 +155,7 @@ def _table_bandit(tmp_path, vocab: int, **kwargs) -> SpecBlockBanditDrafter:
     save_specblock(net, tmp_path / "sb", dtype=torch.float64)
     return SpecBlockBanditDrafter(None, Fixed(4), Sampling(), str(tmp_path / "sb"),
                                   widths=(1, 2, 2, 0), root_width=2, total_tokens=9,
-                                  max_blocks=2, beam=2, linear_kernel="stock", **kwargs)
+                                  max_blocks=2, beam=2, placement=F64, **kwargs)
 
 
 @pytest.mark.parametrize("verifier", [RecursiveRejection(), Hierarchical()])
@@ -186,7 +189,7 @@ def test_bandit_is_exact_at_t_above_0_through_the_engine(tmp_path, verifier, tem
 def tiny_run(tiny64):
     greedy, prompt = Sampling(temperature=0.0), tiny64.tokenizer.encode("The quick brown fox")
     drafter = SpecBlockBanditDrafter(None, Fixed(8), greedy, TINY_ASSET, explore=0.3,
-                                     context_edges=[1], costs=LINEAR, linear_kernel="stock")
+                                     context_edges=[1], costs=LINEAR, placement=F64)
     gens = []
     for i, n in enumerate((40, 30)):  # two prompts: the statistics persist, the counters restart
         gens.append(generate(prompt, CachedLM(tiny64.target), drafter, RecursiveRejection(),
@@ -236,7 +239,7 @@ def test_a_run_with_measured_costs_says_it_is_not_a_function_of_the_seed(tiny_ru
     assert all(g.stats.counters["bandit_timed_steps"] == 0 for g in gens)
     greedy, prompt = Sampling(temperature=0.0), tiny64.tokenizer.encode("The quick brown fox")
     drafter = SpecBlockBanditDrafter(None, Fixed(8), greedy, TINY_ASSET, costs=None,
-                                     linear_kernel="stock")
+                                     placement=F64)
     gen = generate(prompt, CachedLM(tiny64.target), drafter, RecursiveRejection(),
                    sampling=greedy, coins=TorchCoins(5), max_new_tokens=12)
     c = gen.stats.counters
@@ -247,7 +250,7 @@ def test_a_run_with_measured_costs_says_it_is_not_a_function_of_the_seed(tiny_ru
 def test_skip_steps_run_no_draft_forward_and_the_next_catch_up_takes_them_all(tiny64):
     greedy, prompt = Sampling(temperature=0.0), tiny64.tokenizer.encode("hello there")
     drafter = SpecBlockBanditDrafter(None, Fixed(8), greedy, TINY_ASSET, costs=LINEAR,
-                                     linear_kernel="stock")
+                                     placement=F64)
     script = iter([0, 0, 0, 2, 0, 1] + [2] * 20)  # skip, skip, skip, full, skip, head, full...
     drafter.rule.choose = lambda context=0, coins=None: next(script)
     gen = generate(prompt, CachedLM(tiny64.target), drafter, RecursiveRejection(),

@@ -24,10 +24,13 @@ from specdec.learners.specblock.net import SpecBlockNet, new_specblock
 from specdec.learners.specblock.store import save_specblock
 from specdec.lm import CachedLM
 from specdec.models.tiny import tiny_lm
+from specdec.placement import Placement
 from specdec.sampling import Sampling
 from specdec.testing.enumeration import enumerate_outcomes, max_abs_error
 from specdec.testing.table_lm import TableLM, ar_joint
 from specdec.verifiers import Hierarchical, RecursiveRejection
+
+F64 = Placement.cpu(torch.float64)  # the drafters' nets next to the float64 targets
 
 WIDTHS = (1, 2, 3, 0)
 
@@ -95,7 +98,7 @@ def _table_drafter(tmp_path, vocab: int, *, max_blocks: int) -> SpecBlockDrafter
     save_specblock(net, tmp_path / "sb", dtype=torch.float64)
     return SpecBlockDrafter(None, Fixed(4), Sampling(), str(tmp_path / "sb"),
                             widths=(1, 2, 2, 0), root_width=2, total_tokens=9,
-                            max_blocks=max_blocks, beam=2, linear_kernel="stock")
+                            max_blocks=max_blocks, beam=2, placement=F64)
 
 
 @pytest.mark.parametrize("verifier", [RecursiveRejection(), Hierarchical()])
@@ -153,7 +156,8 @@ def test_cost_model_calibrates_the_block_cache(tiny64, tmp_path):
     vocab = tiny64.target.config.vocab_size
     save_specblock(new_specblock(tiny64.target, torch.arange(vocab), (0, 1, 2), rank_hidden=8),
                    tmp_path / "sb")
-    drafter = SpecBlockDrafter(None, Fixed(3), Sampling(temperature=0.0), str(tmp_path / "sb"))
+    drafter = SpecBlockDrafter(None, Fixed(3), Sampling(temperature=0.0), str(tmp_path / "sb"),
+                               placement=F64)
     drafter.attach(TargetView(CachedLM(tiny64.target)))
     table = calibrate(CachedLM(tiny64.target), drafter.lm, max_new=2, repeats=2, ref_context=8,
                       far_context=16)

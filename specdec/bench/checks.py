@@ -30,18 +30,17 @@ def check_placement(pair: ModelPair, device: str) -> None:
 
     Args:
         pair: the loaded pair.
-        device: the eval's ``device``; the draft's is ``model.draft_device`` when set (recorded
-            in ``pair.info``), else the same.
+        device: the eval's ``device``; the draft's is ``pair.placement.draft_device``
+            (``model.draft_device`` when set, else the same).
     """
-    wants = {"target": (pair.target, device),
-             "draft": (pair.draft, pair.info.get("draft_device", device))}
+    wants = {"target": (pair.target, device), "draft": (pair.draft, pair.placement.draft_device)}
     for role, (model, want) in wants.items():
         if model is None:
             continue
         got = next(model.parameters()).device
-        if not _matches(got, torch.device(want)) and role == "target" and "device_map" in pair.info:
+        if not _matches(got, torch.device(want)) and role == "target" and pair.placement.device_map:
             raise BadInput(
-                f"model.device_map={pair.info['device_map']} put the target's first layers on "
+                f"model.device_map={pair.placement.device_map} put the target's first layers on "
                 f"{got} but device={want}: set device={got.type} so the records and the machine "
                 "tag say where it ran")
         if not _matches(got, torch.device(want)):

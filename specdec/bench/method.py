@@ -14,9 +14,10 @@ decoding step) is re-raised naming the prompt; the runner then writes no record 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
+from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
@@ -29,6 +30,7 @@ from specdec.lm import CachedLM
 from specdec.metrics import GenerationStats
 from specdec.models import ModelPair
 from specdec.models.gpu import TREE_FALLBACK, fit_attention
+from specdec.placement import Held, Placement, check_placement
 from specdec.sampling import Sampling, TorchCoins, prompt_seed, turn_coins
 
 
@@ -41,9 +43,15 @@ class Method:
     verifier: Verifier
     sampling: Sampling
 
+    def modules(self) -> dict[str, Held]:
+        """Every module the method holds, by name, with its placement role."""
+        return {"target": Held("target", self.target.model), **self.drafter.modules()}
+
 
 def build_method(cfg: DictConfig, pair: ModelPair) -> Method:
-    """Instantiate the target cache, drafter and verifier that the method preset chose."""
+    """Instantiate the target cache, drafter and verifier that the method preset chose, hand the
+    pair's ``Placement`` to the drafter and its policy, and check that every tensor they hold sits
+    where it says (``specdec.placement.check_placement``), before any decoding."""
     sampling = Sampling(**OmegaConf.to_container(cfg.sampling, resolve=True))
     # the cost model is fitted on per-forward times, which on CUDA need a sync per forward
     sync = bool(cfg.get("cost_model", False))
@@ -53,19 +61,40 @@ def build_method(cfg: DictConfig, pair: ModelPair) -> Method:
         # the target's rows: a draft with other (padding) rows is fitted to them (specdec.vocab)
         draft = CachedLM(pair.draft, role="draft", threads=pair.draft_threads, synchronize=sync,
                          vocab_size=target.vocab_size)
-    # _convert_=object: the drafter gets the Sampling dataclass itself, not a DictConfig copy
-    # (whose attribute reads cost ~30 us each inside the decoding loop)
-    drafter = instantiate(cfg.drafter, lm=draft, sampling=sampling, _convert_="object")
+    # the drafter gets the Sampling dataclass itself, not a DictConfig copy (whose attribute
+    # reads cost ~30 us each inside the decoding loop)
+    given: dict[str, object] = {"lm": draft, "sampling": sampling}
+    if cfg.drafter.get("policy") is not None:  # the policy gets the placement too
+        given["policy"] = _construct(cfg.drafter.policy, {}, pair.placement)
+    drafter = _construct(cfg.drafter, given, pair.placement)
     verifier = instantiate(cfg.verifier)
     check_compatible(target, drafter, verifier)
     # flash-attention cannot take tree masks: such models run sdpa, recorded in the fingerprint
     switched = fit_attention([("target", pair.target), ("draft", pair.draft)],
                              makes_trees=drafter.makes_trees)
     if "target" in switched:
-        pair.info.update(attention=TREE_FALLBACK, attention_requested=switched["target"])
+        pair.placement = replace(pair.placement, attention=TREE_FALLBACK)
+        pair.info.update(attention_requested=switched["target"])
     if "draft" in switched:
         pair.info.update(draft_attention=TREE_FALLBACK)
-    return Method(target, drafter, verifier, sampling)
+    method = Method(target, drafter, verifier, sampling)
+    check_placement(method.modules(), pair.placement)
+    return method
+
+
+def _construct(node: DictConfig, given: dict[str, object], placement: Placement) -> object:
+    """``instantiate(node, **given, placement=placement)``, the objects handed over as themselves.
+
+    Hydra would turn a dataclass keyword (``Sampling``, ``Placement``) into a config, so they are
+    passed to the partial; a constructor's error is wrapped as Hydra wraps it (the entry points
+    unwrap it).
+    """
+    factory = instantiate(node, **{k: None for k in given}, _partial_=True, _convert_="object")
+    try:
+        return factory(**given, placement=placement)
+    except Exception as err:
+        raise InstantiationException(
+            f"Error in call to target '{node._target_}':\n{err!r}") from err
 
 
 @dataclass(frozen=True)

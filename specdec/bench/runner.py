@@ -78,6 +78,7 @@ from specdec.data.prompts import Prompt, PromptFile, first_per_category, read_pr
 from specdec.errors import BadInput
 from specdec.metrics import GenerationStats, summarize
 from specdec.models import ModelPair
+from specdec.placement import check_drafter_device
 
 log = logging.getLogger(__name__)
 
@@ -228,6 +229,7 @@ def _run(cfg: DictConfig, out_dir: Path, ranks: Ranks, device: str) -> dict:
     cache = Path(cfg.paths.cache_dir) / "datasets"
     files = {name: read_prompt_file(ds.path, name, cache_dir=cache)  # bad data fails here
              for name, ds in cfg.benchmark.datasets.items()}
+    check_drafter_device(cfg)  # a device that cannot hold, before any weights load
     pair: ModelPair = shared_pair(cfg.model)  # a multirun's jobs on one pair load it once
     check_placement(pair, device)  # the records and the machine tag say where it ran
     method = build_method(cfg, pair)

@@ -36,8 +36,7 @@ from specdec.errors import BadInput
 from specdec.learners.eagle3.net import Eagle3Net, check_target, load_eagle3
 from specdec.learners.eagle3.published import PublishedEagle3Net
 from specdec.lm import CachedLM
-from specdec.models.attention import use_cpu_attention
-from specdec.models.kernel_probe import resolve_for
+from specdec.placement import Placement
 from specdec.sampling import Sampling
 
 TRAIN_COMMAND = "python -m specdec.train +experiment=eagle3_<model>"
@@ -54,34 +53,33 @@ class Eagle3Drafter(FeatureDrafter):
             in a published layout, or a hub id cached offline (``learners.eagle3.interop``).
         topk: children per expanded node and nodes expanded per depth.
         total_tokens: drafted nodes kept (the target verifies ``total_tokens + 1``).
-        linear_kernel: the pair's CPU linear kernel (``models.kernels``), for equal footing.
         experiment: the training experiment named in errors (``eagle3_<model>``).
         target_layers: the target layers of a published head that pins none (else unused).
+        placement: the pair's (``specdec.placement``): the net goes to the target's device and
+            dtype with the pair's CPU kernels (None: the CPU, the asset's dtype).
     """
 
     makes_trees = True
 
     def __init__(self, lm: LM | None, policy: Policy, sampling: Sampling, path: str,
-                 topk: int = 2, total_tokens: int = 4, linear_kernel: str = "auto",
-                 experiment: str = "eagle3_<model>",
-                 target_layers: list[int] | None = None) -> None:
+                 topk: int = 2, total_tokens: int = 4, experiment: str = "eagle3_<model>",
+                 target_layers: list[int] | None = None,
+                 placement: Placement | None = None) -> None:
         if topk < 1 or total_tokens < 1:
             raise BadInput(f"drafter.topk and drafter.total_tokens must be >= 1, got {topk}, "
                              f"{total_tokens}")
         self.command = f"python -m specdec.train +experiment={experiment}"
-        self.net: Eagle3Net | PublishedEagle3Net = load_eagle3(
-            path, train_command=self.command, target_layers=target_layers)
+        self.net: Eagle3Net | PublishedEagle3Net = self.place(load_eagle3(
+            path, train_command=self.command, target_layers=target_layers), placement)
         check_width("drafter.topk", int(topk), int(self.net.decoder.token_map.numel()))
         depth = policy.longest()  # topk expanded nodes per depth; topk² candidates each
         check_nodes(max(1 + int(topk) * depth, int(topk) ** 2, 1 + int(total_tokens)),
                     what=f"drafter.topk={topk} (depth {depth}), drafter.total_tokens="
                     f"{total_tokens}", fix="drafter.topk or drafter.total_tokens")
-        kernel = resolve_for(linear_kernel, [self.net]).kernel  # auto: timed on this machine
-        if kernel != "stock":  # as models.pair.make_pair does for the pair
-            use_cpu_attention(self.net.decoder)
         self.policy, self.topk, self.total = policy, int(topk), int(total_tokens)
         self.target_layers = tuple(self.net.target_layers)
         self.lm = CachedLM(self.net.decoder, role="draft", vocab_size=self.net.meta["target_vocab"])
+        self.vocab = self.net.decoder.token_map  # [V_d]
         self.models = [self.lm]
         self.view: TargetView | None = None
         self.reset()
@@ -96,8 +94,7 @@ class Eagle3Drafter(FeatureDrafter):
             check_target(self.net.meta, hidden=target.hidden_size, vocab=target.vocab_size,
                          layers=target.num_layers, where="(drafter.path)",
                          train_command=self.command)
-            self.net.to(device=target.device, dtype=target.dtype)
-            self.vocab = self.net.decoder.token_map.to(target.device)  # [V_d]
+            self.check_view(target)
         self.view = target
 
     # --- verified positions -------------------------------------------------------------------

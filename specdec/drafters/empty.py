@@ -7,6 +7,7 @@ runs through the same loop and accounting as every speculative method.
 from __future__ import annotations
 
 from specdec.core import LM, Context, Draft, Drafter
+from specdec.placement import Placement
 from specdec.sampling import Sampling
 
 
@@ -18,7 +19,8 @@ class EmptyDrafter(Drafter):
         sampling: ignored, for the same reason.
     """
 
-    def __init__(self, lm: LM | None = None, sampling: Sampling | None = None) -> None:
+    def __init__(self, lm: LM | None = None, sampling: Sampling | None = None,
+                 placement: Placement | None = None) -> None:
         self.models: list[LM] = []
 
     def propose(self, ctx: Context) -> Draft:

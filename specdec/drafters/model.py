@@ -16,6 +16,7 @@ import torch
 from specdec.core import LM, Context, Draft, Drafter, Verdict
 from specdec.drafters.policies import DraftState, Policy
 from specdec.errors import BadInput
+from specdec.placement import Placement
 from specdec.rowops import argmax_rows
 from specdec.sampling import Sampling, warp
 
@@ -29,7 +30,8 @@ class ModelDrafter(Drafter):
         sampling: the same warp settings as the target (``q`` must be what tokens are drawn from).
     """
 
-    def __init__(self, lm: LM, policy: Policy, sampling: Sampling) -> None:
+    def __init__(self, lm: LM, policy: Policy, sampling: Sampling,
+                 placement: Placement | None = None) -> None:
         if lm is None:
             raise BadInput("a chain drafter needs a draft model: set model=<pair> with a draft")
         self.lm, self.policy, self.sampling = lm, policy, sampling

@@ -30,6 +30,7 @@ from specdec.drafters.limits import check_nodes
 from specdec.drafters.policies import Policy
 from specdec.drafters.tree import TreeGrower
 from specdec.errors import BadInput
+from specdec.placement import Placement
 from specdec.sampling import Sampling, warp
 
 
@@ -45,7 +46,8 @@ class MultiDraftDrafter(Drafter):
 
     makes_trees = True
 
-    def __init__(self, lm: LM, policy: Policy, sampling: Sampling, num_drafts: int = 2) -> None:
+    def __init__(self, lm: LM, policy: Policy, sampling: Sampling, num_drafts: int = 2,
+                 placement: Placement | None = None) -> None:
         if lm is None:
             raise BadInput("a multi-draft drafter needs a draft model: set model=<pair>")
         if num_drafts < 1:

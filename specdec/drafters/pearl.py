@@ -66,6 +66,7 @@ from specdec.drafters.policies import Fixed, Policy
 from specdec.errors import BadInput
 from specdec.lm import CachedLM
 from specdec.metrics import DRAFT_TOKENS, HITS, MISSES, ROLLED_BACK
+from specdec.placement import Placement
 from specdec.sampling import Sampling
 
 #: the fewest tokens a block must be allowed so that a hit saves a draft (e_1 and e_2)
@@ -87,7 +88,8 @@ class PearlDrafter(Drafter):
     """
 
     def __init__(self, lm: CachedLM, policy: Policy, sampling: Sampling, *, pre_draft: int = 0,
-                 mode: str = "auto", lane: str = "pearl") -> None:
+                 mode: str = "auto", lane: str = "pearl",
+                 placement: Placement | None = None) -> None:
         if pre_draft < 0:
             raise BadInput(f"drafter.pre_draft must be >= 0 (0: PEARL's one-token PRE step), "
                              f"got {pre_draft}")

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import torch
 
 from specdec.errors import BadInput
+from specdec.placement import Held, Placement
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +70,10 @@ class Policy:
     def observe(self, drafted: int, accepted: int) -> None:
         """Called after each verification with the step's drafted and accepted counts."""
 
+    def modules(self) -> dict[str, Held]:
+        """The modules the policy holds, with their placement roles (``specdec.placement``)."""
+        return {}
+
 
 def check_bounds(name: str, low: int, max_len: int) -> None:
     """Raise ``ValueError`` unless ``1 <= low <= max_len``."""
@@ -83,7 +88,7 @@ class Fixed(Policy):
         gamma: draft length γ ≥ 1.
     """
 
-    def __init__(self, gamma: int = 4) -> None:
+    def __init__(self, gamma: int = 4, placement: Placement | None = None) -> None:
         if gamma < 1:
             raise BadInput(f"drafter.policy.gamma must be >= 1, got {gamma}; use method=ar")
         self.gamma = int(gamma)
@@ -107,7 +112,8 @@ class Heuristic(Policy):
         max_len: upper bound on the draft length.
     """
 
-    def __init__(self, initial: int = 5, max_len: int = 20) -> None:
+    def __init__(self, initial: int = 5, max_len: int = 20,
+                 placement: Placement | None = None) -> None:
         check_bounds("initial", initial, max_len)
         self.initial, self.max_len = int(initial), int(max_len)
         self.current = self.initial
@@ -163,7 +169,7 @@ class AdaEDL(Policy):
     """
 
     def __init__(self, threshold: float = 0.5, entropy_scale: float = 0.2, *, min_len: int = 1,
-                 max_len: int = 8, ema: float = 0.9) -> None:
+                 max_len: int = 8, ema: float = 0.9, placement: Placement | None = None) -> None:
         check_bounds("min_len", min_len, max_len)
         if not 0.0 <= threshold <= 1.0:
             raise BadInput(f"drafter.policy.threshold={threshold} is not valid: expected a "
@@ -244,18 +250,21 @@ class SpecDecPP(Policy):
         experiment: the training experiment, named in errors about a missing or mismatched head.
         sampling: the run's sampling settings; a warning is logged when the head's labels were
             computed with other ones (its probabilities then describe another acceptance law).
+        placement: where the head goes (the draft's device; ``specdec.placement``).
     """
 
     wants_hidden = True
 
     def __init__(self, head: str, threshold: float = 0.3, *, min_len: int = 2, max_len: int = 20,
-                 experiment: str = "specdecpp_<model>", sampling: dict | None = None) -> None:
+                 experiment: str = "specdecpp_<model>", sampling: dict | None = None,
+                 placement: Placement | None = None) -> None:
         from specdec.learners.acceptance.head import load_head
 
         check_bounds("min_len", min_len, max_len)
         if not 0.0 <= threshold <= 1.0:
             raise BadInput(f"drafter.policy.threshold must be in [0, 1], got {threshold}")
-        self.head = load_head(head, experiment=experiment)
+        self.head = (placement or Placement.cpu()).place(
+            load_head(head, experiment=experiment), "draft", cast=False)
         self.experiment = experiment
         trained = self.head.meta.get("sampling")
         if sampling is not None and trained is not None and dict(sampling) != dict(trained):
@@ -297,3 +306,6 @@ class SpecDecPP(Policy):
 
     def observe(self, drafted: int, accepted: int) -> None:
         self.cap = self.max_len
+
+    def modules(self) -> dict[str, Held]:
+        return {"drafter.policy.head": Held("draft", self.head)}

@@ -41,7 +41,7 @@ from specdec.errors import BadInput
 from specdec.learners.eagle3.net import check_target
 from specdec.learners.specblock.slots import RANK_CLASSES
 from specdec.learners.specblock.store import load_specblock
-from specdec.models.kernel_probe import resolve_for
+from specdec.placement import Placement
 from specdec.sampling import Sampling
 
 
@@ -90,8 +90,9 @@ class SpecBlockDrafter(FeatureDrafter):
         total_tokens: drafted nodes kept (the target verifies ``total_tokens + 1``).
         max_blocks: 1 (block 1 only) or 2 (extend pending leaves once).
         beam: pending leaves block 2 extends at most.
-        linear_kernel: the pair's CPU linear kernel (``models.kernels``), for equal footing.
         experiment: the training experiment named in errors (``specblock_<model>``).
+        placement: the pair's (``specdec.placement``): the net goes to the target's device and
+            dtype with the pair's CPU kernels (None: the CPU, the asset's dtype).
     """
 
     makes_trees = True
@@ -99,13 +100,13 @@ class SpecBlockDrafter(FeatureDrafter):
     def __init__(self, lm: LM | None, policy: Policy, sampling: Sampling, path: str,
                  widths: Sequence[int] = (1, 2, 3, 0), root_width: int | None = 3,
                  total_tokens: int = 8, max_blocks: int = 1, beam: int = 2,
-                 linear_kernel: str = "auto", experiment: str = "specblock_<model>") -> None:
+                 experiment: str = "specblock_<model>",
+                 placement: Placement | None = None) -> None:
         self.shape = TreeShape(tuple(int(w) for w in widths), root_width, int(total_tokens),
                                int(max_blocks), int(beam))
         self.command = f"python -m specdec.train +experiment={experiment}"
-        self.net = load_specblock(path, train_command=self.command)
+        self.net = self.place(load_specblock(path, train_command=self.command), placement)
         self.shape.check_vocab(int(self.net.token_map.numel()))
-        resolve_for(linear_kernel, [self.net])  # auto: timed on this machine
         self.policy = policy
         self.target_layers = tuple(self.net.target_layers)
         self.lm = BlockLM(self.net, self.net.meta["target_vocab"])
@@ -124,7 +125,7 @@ class SpecBlockDrafter(FeatureDrafter):
             check_target(self.net.meta, hidden=target.hidden_size, vocab=target.vocab_size,
                          layers=target.num_layers, where="(drafter.path)",
                          train_command=self.command, name="SpecBlock")
-            self.net.to(device=target.device, dtype=target.dtype)
+            self.check_view(target)
         self.view = target
 
     def _advance(self, tokens: list[int], features: torch.Tensor) -> None:

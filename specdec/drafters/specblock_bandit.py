@@ -69,6 +69,7 @@ from specdec.drafters.bandit import DiscountedUCB, StepClock
 from specdec.drafters.policies import Policy
 from specdec.drafters.specblock import SpecBlockDrafter, TreeShape
 from specdec.errors import BadInput
+from specdec.placement import Placement
 from specdec.sampling import Sampling
 
 DEFAULT_ARMS: dict[str, dict | None] = {
@@ -123,8 +124,8 @@ class SpecBlockBanditDrafter(SpecBlockDrafter):
                  context_edges: Sequence[int] = (), costs: Mapping | None = None,
                  persist: bool = True, widths: Sequence[int] = (1, 2, 3, 0),
                  root_width: int | None = 3, total_tokens: int = 8, max_blocks: int = 1,
-                 beam: int = 2, linear_kernel: str = "auto",
-                 experiment: str = "specblock_<model>") -> None:
+                 beam: int = 2, experiment: str = "specblock_<model>",
+                 placement: Placement | None = None) -> None:
         arms = DEFAULT_ARMS if arms is None else arms
         if len(arms) < 1:
             raise BadInput("drafter.arms is empty; give at least one arm (e.g. full: {})")
@@ -135,7 +136,7 @@ class SpecBlockBanditDrafter(SpecBlockDrafter):
         self.clock, self.persist = StepClock(costs), bool(persist)
         super().__init__(lm, policy, sampling, path, widths=widths, root_width=root_width,
                          total_tokens=total_tokens, max_blocks=max_blocks, beam=beam,
-                         linear_kernel=linear_kernel, experiment=experiment)
+                         experiment=experiment, placement=placement)
         self.shapes = [arm_shape(self.shape, name, spec) for name, spec in arms.items()]
         for shape in self.shapes:
             if shape is not None:

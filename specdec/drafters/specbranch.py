@@ -71,6 +71,7 @@ from specdec.learners.hrad.features import StepFeatures
 from specdec.learners.hrad.head import HradHead, check_target, load_hrad
 from specdec.lm import CachedLM
 from specdec.metrics import BRANCHES, DRAFT_TOKENS, HITS, MISSES, ROLLED_BACK
+from specdec.placement import Held, Placement, drafter_modules
 from specdec.sampling import Sampling
 from specdec.trees import depths
 
@@ -92,13 +93,16 @@ class SpecBranchDrafter(Drafter):
         hrad: path of an H-RAD head (``learners.hrad``), or ``None`` for the soft stop alone.
         mode: the worker's mode (``drafters.ahead``: ``auto``, ``thread`` or ``inline``).
         lane: the worker's lane in the forward log.
+        placement: the pair's (``specdec.placement``): the H-RAD head reads the target's
+            features, so it goes to the target's device (in its own dtype).
     """
 
     makes_trees = True
 
     def __init__(self, lm: CachedLM, policy: Policy, sampling: Sampling, *,
                  threshold: float = 0.5, k_max: int = 3, branching: str = "auto",
-                 hrad: str | None = None, mode: str = "auto", lane: str = "specbranch") -> None:
+                 hrad: str | None = None, mode: str = "auto", lane: str = "specbranch",
+                 placement: Placement | None = None) -> None:
         if lm is None:
             raise BadInput("specbranch needs a draft model: set model=<pair> with a draft")
         if not 0.0 <= threshold <= 1.0 or k_max < 1:
@@ -117,7 +121,8 @@ class SpecBranchDrafter(Drafter):
         self.head: HradHead | None = None
         if hrad is not None:
             # the asset folder is named after the model: specdec/assets/hrad/<model>
-            self.head = load_hrad(Path(hrad), experiment=f"hrad_{Path(hrad).name}")
+            self.head = (placement or Placement.cpu()).place(
+                load_hrad(Path(hrad), experiment=f"hrad_{Path(hrad).name}"), "features", cast=False)
             self.target_layers = tuple(range(-int(self.head.meta["layers"]), 0))
             trained = self.head.meta.get("gamma_max")
             if trained is not None and int(trained) != policy.limit():
@@ -160,6 +165,10 @@ class SpecBranchDrafter(Drafter):
 
     def counters(self) -> dict[str, int]:
         return dict(self._counts)
+
+    def modules(self) -> dict[str, Held]:
+        head = {} if self.head is None else {"drafter.hrad": Held("features", self.head)}
+        return {**drafter_modules(self), **head}
 
     # --- the hybrid rule ----------------------------------------------------------------------
     def hrad_class(self, ctx: Context) -> int | None:

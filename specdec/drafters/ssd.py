@@ -72,6 +72,7 @@ from specdec.drafters.ssd_fanout import FanOut
 from specdec.errors import BadInput
 from specdec.lm import CachedLM
 from specdec.metrics import DRAFT_TOKENS, HITS, MISSES, ROLLED_BACK
+from specdec.placement import Placement
 from specdec.sampling import Sampling
 
 BACKUPS = ("auto", "jit", "none")
@@ -99,7 +100,7 @@ class SsdDrafter(Drafter):
                  r: float = 0.5, saguaro_c: float = 1.0, saguaro_top: int = 1,
                  backup: str = "auto", cost_ratio: float = 0.1, prior_accept: float = 0.7,
                  prior_miss: float = 0.3, prior_weight: float = 8.0, mode: str = "auto",
-                 lane: str = "ssd") -> None:
+                 lane: str = "ssd", placement: Placement | None = None) -> None:
         if lm is None:
             raise BadInput("ssd needs a draft model: set model=<pair> with a draft")
         if backup not in BACKUPS:

@@ -21,6 +21,7 @@ from specdec.core import LM, Context, Draft, Drafter, Verdict
 from specdec.drafters.limits import check_nodes, check_width, tree_nodes
 from specdec.drafters.policies import Policy
 from specdec.errors import BadInput
+from specdec.placement import Placement
 from specdec.sampling import Sampling
 
 
@@ -79,7 +80,8 @@ class TopKTreeDrafter(Drafter):
     makes_trees = True
 
     def __init__(
-        self, lm: LM, policy: Policy, sampling: Sampling, branching: list[int] = (2, 2, 1)
+        self, lm: LM, policy: Policy, sampling: Sampling, branching: list[int] = (2, 2, 1),
+        placement: Placement | None = None,
     ) -> None:
         if lm is None:
             raise BadInput("a tree drafter needs a draft model: set model=<pair> with a draft")

@@ -35,6 +35,7 @@ from specdec.models.placement import (
     check_loaded,
     check_max_memory,
 )
+from specdec.placement import Placement
 from specdec.vocab import check_rows
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16,
@@ -50,7 +51,12 @@ class ModelPair:
     draft: PreTrainedModel | None
     tokenizer: PreTrainedTokenizerBase
     info: dict[str, str] = field(default_factory=dict)
-    draft_threads: int | None = None  # torch threads for the draft's forwards (None: shared)
+    placement: Placement = field(default_factory=Placement.cpu)  # built once, by make_pair
+
+    @property
+    def draft_threads(self) -> int | None:
+        """Torch threads for the draft's forwards (None: the process's)."""
+        return self.placement.draft_threads
 
     def devices(self) -> list[torch.device]:
         """Every device holding weights of the pair (timing synchronises each of them)."""
@@ -59,12 +65,13 @@ class ModelPair:
         return sorted(found, key=str)
 
     def describe(self) -> dict[str, str]:
-        """Fingerprint of the pair: name, parameter counts, dtype (for run comparability)."""
-        out = {"name": self.name, "dtype": str(self.target.dtype).replace("torch.", ""),
+        """Fingerprint of the pair: name, parameter counts, the placement (``Placement.describe``:
+        device, dtype, kernel, attention, ...), and the loader's info (for run comparability)."""
+        out = {"name": self.name,
                "target_params": str(sum(p.numel() for p in self.target.parameters()))}
         if self.draft is not None:
             out["draft_params"] = str(sum(p.numel() for p in self.draft.parameters()))
-        return {**out, **self.info}
+        return {**out, **self.placement.describe(), **self.info}
 
 
 def resolve_dtype(name: str) -> torch.dtype:
@@ -100,15 +107,17 @@ def make_pair(
     draft_threads: int | None = None,
     draft_tokenizer: PreTrainedTokenizerBase | None = None,
     kernel_cache: str | Path | None = None,
+    device_map: DeviceMap = None,
 ) -> ModelPair:
-    """Check the vocabularies, place the draft, set both models' CPU kernels, return the pair.
+    """Check the vocabularies, place the draft, set both models' CPU kernels, return the pair
+    with its ``Placement`` (``specdec.placement``: built here once, for every loader).
 
     Every loader ends here, so the kernels are the same for target and draft, for ``ar`` and every
     method, and are recorded in the pair's fingerprint. The CPU kernels (``weight_stationary``,
     ``packed``) also switch ``sdpa`` attention to ``specdec_sdpa`` (``specdec.models.attention``:
     grouped queries without copied key/value heads); ``stock`` leaves both models as loaded.
     ``draft_device`` (default: the target's) and ``draft_threads`` (default: the process's torch
-    threads) place the draft; both are recorded in the fingerprint when set. ``draft_tokenizer``
+    threads) place the draft; the placement is recorded in the fingerprint. ``draft_tokenizer``
     (the draft's own, when it has one) is compared token by token with ``tokenizer``; output rows
     that differ only in padding are recorded as ``draft_rows`` (with the target's) and reconciled
     by the draft's ``CachedLM`` (``specdec.vocab``). ``linear_kernel: auto`` is decided by a
@@ -123,9 +132,7 @@ def make_pair(
         raise BadInput(f"model.draft_threads must be >= 1 or null, got {draft_threads}")
     if draft is not None and draft_device is not None:
         draft = place_draft(target, draft, draft_device)
-        info = {**info, "draft_device": str(draft_device)}
-    if draft is not None and draft_threads is not None:
-        info = {**info, "draft_threads": str(draft_threads)}
+    device = target.get_input_embeddings().weight.device  # where the target's inputs go
     choice = resolve_for(linear_kernel, [target, draft], cache_dir=kernel_cache)
     kernel = choice.kernel
     if choice.note is not None:
@@ -133,10 +140,13 @@ def make_pair(
     if kernel != "stock":
         use_cpu_attention(target)
         use_cpu_attention(draft)
-    attention = getattr(target.config, "_attn_implementation", None) or "default"
-    return ModelPair(name=name, target=target, draft=draft, tokenizer=tokenizer,
-                     info={**info, "linear_kernel": kernel, "attention": attention},
-                     draft_threads=draft_threads)
+    placement = Placement(
+        device=device, draft_device=device if draft_device is None else torch.device(draft_device),
+        dtype=target.dtype, linear_kernel=kernel,
+        attention=getattr(target.config, "_attn_implementation", None), device_map=device_map,
+        threads=torch.get_num_threads(), draft_threads=draft_threads)
+    return ModelPair(name=name, target=target, draft=draft, tokenizer=tokenizer, info=info,
+                     placement=placement)
 
 
 def place_draft(target: PreTrainedModel, draft: PreTrainedModel, device: str) -> PreTrainedModel:
@@ -234,7 +244,6 @@ def load_pair(
         tgt = from_hub(AutoModelForCausalLM, target, "model.target", **kwargs,
                        **{k: v for k, v in placed.items() if v is not None}).eval()
         check_loaded(tgt)
-        info["device_map"] = str(placed["device_map"])
     # 4. The draft, straight onto its device.
     drf = None
     if draft is not None:
@@ -243,7 +252,7 @@ def load_pair(
         drf = drf.eval()
     return make_pair(name, tgt, drf, tok, info, linear_kernel=linear_kernel,
                      draft_device=draft_device, draft_threads=draft_threads,
-                     draft_tokenizer=draft_tok)
+                     draft_tokenizer=draft_tok, device_map=_plain(device_map))
 
 
 def _plain(value: object) -> object:

@@ -27,6 +27,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 
 from specdec.errors import BadInput, MissingInput
 from specdec.models.pair import ModelPair, check_device, make_pair, resolve_dtype
+from specdec.placement import same_device
 
 log = logging.getLogger(__name__)
 
@@ -168,6 +169,12 @@ def smollm2_pair(
     if draft not in DRAFTS:
         raise BadInput(f"unknown draft {draft!r}; choose one of {list(DRAFTS)}")
     check_device(device)  # before any loading
+    if draft != "none" and draft_device is not None and not same_device(
+            check_device(draft_device, key="model.draft_device"), device):
+        raise BadInput(
+            f"model.draft_device={draft_device}: the {draft} SmolLM2 draft shares the target's "
+            f"weights, so it runs on the target's device ({device}); leave model.draft_device "
+            "null, or give the draft weights of its own")
     target, tok = load_target(cache_dir, dtype, device)
     info = {"target": CACHE_NAME, "draft": draft}
     drf = None

@@ -18,13 +18,15 @@ from specdec.core import LM, Coins, Context, Draft, Verdict
 from specdec.drafters.model import ModelDrafter
 from specdec.drafters.policies import Policy
 from specdec.forwards import lane
+from specdec.placement import Placement
 from specdec.sampling import Sampling, warp
 
 
 class CountingDrafter(ModelDrafter):
     """A chain drafter counting its proposals and its fully accepted drafts."""
 
-    def __init__(self, lm: LM, policy: Policy, sampling: Sampling) -> None:
+    def __init__(self, lm: LM, policy: Policy, sampling: Sampling,
+                 placement: Placement | None = None) -> None:
         super().__init__(lm, policy, sampling)
         self._counts: Counter[str] = Counter()
 
