@@ -126,6 +126,9 @@ def test_bad_settings_are_refused():
             PromptLookupDrafter(None, Fixed(2), None, **kw)
     with pytest.raises(BadInput):
         PromptLookupDrafter(None, None, None)
+    # a tree knob bounded before any drafting: 1 + 300 branches x depth 8 nodes > the 1024 cap
+    with pytest.raises(BadInput, match="drafter.branches=300"):
+        PromptLookupDrafter(None, Fixed(8), None, branches=300)
 
 
 def test_history_drafts_from_an_earlier_generation():

@@ -5,6 +5,7 @@ naming it."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -28,12 +29,15 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_consecutive_jobs_on_one_pair_config_share_one_load(tmp_path):
     model = eval_cfg(tmp_path, ["method=sps"]).model
     first = shared_pair(model, share=True)
-    # a tree method on flash-attention switches the pair's attention and notes it in info
-    first.info["attention"] = "sdpa"
+    # a tree method on flash-attention switches the pair's attention and notes it in its
+    # placement (and the requested one in info)
+    first.placement = dataclasses.replace(first.placement, attention="sdpa")
+    first.info["attention_requested"] = "flash_attention_2"
     first.target.set_attn_implementation("eager")
     again = shared_pair(model, share=True)
     assert again is first  # not loaded again ...
-    assert again.info["attention"] == "specdec_sdpa"  # ... but handed over as loaded
+    assert again.placement.attention == "specdec_sdpa"  # ... but handed over as loaded
+    assert "attention_requested" not in again.info
     assert again.target.config._attn_implementation == "specdec_sdpa"
     other = model.copy()
     other.seed = 5

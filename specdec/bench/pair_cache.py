@@ -26,6 +26,7 @@ from torch import nn
 
 from specdec.bench.failures import in_multirun
 from specdec.models import ModelPair
+from specdec.placement import Placement
 
 log = logging.getLogger(__name__)
 
@@ -46,13 +47,14 @@ class _Held:
     key: str
     pair: ModelPair
     info: dict[str, str]
+    placement: Placement  # frozen: a tree method's attention fallback replaces it on the pair
     attention: list[str | None]  # per model of ``_models``: config._attn_implementation
     versions: int
 
     @classmethod
     def of(cls, key: str, pair: ModelPair) -> _Held:
-        return cls(key, pair, dict(pair.info), [_attention(m) for m in _models(pair)],
-                   _versions(pair))
+        return cls(key, pair, dict(pair.info), pair.placement,
+                   [_attention(m) for m in _models(pair)], _versions(pair))
 
     def restored(self) -> ModelPair | None:
         """The pair as loaded, or None when its weights were written since."""
@@ -61,7 +63,7 @@ class _Held:
         for model, attention in zip(_models(self.pair), self.attention, strict=True):
             if attention is not None and _attention(model) != attention:
                 model.set_attn_implementation(attention)
-        self.pair.info = dict(self.info)
+        self.pair.info, self.pair.placement = dict(self.info), self.placement
         return self.pair
 
 

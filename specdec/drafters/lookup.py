@@ -35,8 +35,10 @@ from collections.abc import Iterator
 import torch
 
 from specdec.core import LM, Context, Draft, Drafter, Verdict
+from specdec.drafters.limits import check_nodes
 from specdec.drafters.policies import Policy
 from specdec.errors import BadInput
+from specdec.placement import Placement
 from specdec.sampling import Sampling
 
 #: separates generations in the history index (no real token id; n-grams across it never match)
@@ -82,11 +84,14 @@ class PromptLookupDrafter(Drafter):
         branches: root children of the draft (1: a chain; k > 1: a tree of up to k matches with
             distinct next tokens, verified by ``rrs``).
         history: also search the outputs of earlier generations (kept across ``reset``).
+        placement: unused (no network: the draft comes from the context); accepted like every
+            drafter's.
     """
 
     def __init__(self, lm: LM | None = None, policy: Policy | None = None,
                  sampling: Sampling | None = None, *, max_ngram: int = 3, min_ngram: int = 1,
-                 branches: int = 1, history: bool = False) -> None:
+                 branches: int = 1, history: bool = False,
+                 placement: Placement | None = None) -> None:
         if policy is None:
             raise BadInput("the lookup drafter needs a policy: set drafter/policy=fixed")
         if not 1 <= min_ngram <= max_ngram:
@@ -94,6 +99,9 @@ class PromptLookupDrafter(Drafter):
                            f"and {max_ngram}")
         if branches < 1:
             raise BadInput(f"drafter.branches must be >= 1, got {branches}")
+        depth = policy.longest()  # each branch follows its own match to the draft length
+        check_nodes(1 + int(branches) * depth, what=f"drafter.branches={branches} x depth {depth}",
+                    fix="drafter.branches or drafter.policy.gamma")
         self.policy, self.max_ngram, self.min_ngram = policy, int(max_ngram), int(min_ngram)
         self.branches, self.makes_trees = int(branches), branches > 1
         self.models: tuple[LM, ...] = ()
