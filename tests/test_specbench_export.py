@@ -25,6 +25,7 @@ from specdec.bench import specbench as sb
 from specdec.bench.categories import category_of
 from specdec.bench.runs import read_run
 from specdec.bench.specbench_answers import OLD_RECORD_NOTE
+from specdec.errors import BadInput
 
 DATASETS = ("tiny", "tiny_sb")
 CHOICE_KEYS = {"index", "turns", "decoding_steps", "new_tokens", "wall_time", "accept_lengths"}
@@ -169,6 +170,19 @@ def test_an_old_record_becomes_one_turn_with_its_totals(runs, exported, tmp_path
     assert any("note" in r for r in rows)  # the two-turn item
 
 
+def test_records_without_output_ids_trim_the_surplus_and_bad_steps_are_named():
+    old = {"prompt_id": "p", "dataset": "d", "turns": 1, "text": "x", "new_tokens": 6,
+           "accepted_per_step": [3, 3], "wall_s": 0.5, "prefill_s": 0.1}
+    choice, note = sb.choice_of(old)
+    assert note is None and choice["accept_lengths"] == [4, 2]
+    assert choice["new_tokens"] == [6] and math.isclose(choice["wall_time"][0], 0.6)
+    bad = {**old, "output_ids": [[1] * 6], "turn_s": [0.6], "turn_steps": [3]}
+    with pytest.raises(BadInput, match="record 'p' of dataset d: turn_steps sum to 3"):
+        sb.choice_of(bad)
+    with pytest.raises(BadInput, match="cannot have made 9 tokens"):
+        sb.choice_of({**bad, "output_ids": [[1] * 9], "turn_steps": [2]})
+
+
 def test_cli_writes_specbench_skips_an_unreadable_run_and_keeps_the_default(runs, tmp_path,
                                                                             capsys):
     broken = tmp_path / "broken"
@@ -182,6 +196,10 @@ def test_cli_writes_specbench_skips_an_unreadable_run_and_keeps_the_default(runs
     assert sorted(p.name for p in (tmp_path / "sb").iterdir()) == [
         "ar-tiny.jsonl", "speed.csv", "speed.md", "sps-tiny.jsonl"]
     assert rp.main([*args, "--format", "specbench", "--strict"]) == 2
+    capsys.readouterr()
+    assert rp.main([str(broken), "--format", "specbench", "--out", str(tmp_path / "x")]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith("error: no readable summary.json")
     # a method run with no baseline among the inputs: answers and τ, no speedup, a note
     alone = tmp_path / "alone"
     assert rp.main([str(runs["sps"]), "--format", "specbench", "--out", str(alone)]) == 0

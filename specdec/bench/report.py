@@ -111,7 +111,8 @@ def main(argv: list[str] | None = None) -> int:
                              "differs from the baseline's")
     parser.add_argument("--format", choices=("leaderboard", "specbench"), default="leaderboard",
                         help="leaderboard (default) or specbench: Spec-Bench answer files "
-                             "(<model_id>.jsonl) and its speed table (speed.md, speed.csv)")
+                             "(<model_id>.jsonl) and its speed table (speed.md, speed.csv); "
+                             "--no-plots and --wandb apply to the leaderboard only")
     args = parser.parse_args(argv)
     if args.format == "specbench":
         return _specbench(args)

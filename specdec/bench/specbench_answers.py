@@ -75,9 +75,10 @@ def _step_tokens(accepted: list[int], turn_tokens: list[int], turn_steps: list[i
     for tokens, steps in zip(turn_tokens, turn_steps):
         own = [a + 1 for a in accepted[start:start + steps]]
         start += steps
+        most = own[-1] if own else 0  # a step adds at most its accepted tokens + 1
         if own:
             own[-1] = tokens - sum(own[:-1])
-        if sum(own) != tokens or any(n < 1 for n in own):
+        if sum(own) != tokens or any(n < 1 for n in own) or (own and own[-1] > most):
             raise BadInput(f"{where}: its steps cannot have made {tokens} tokens "
                            f"(accepted {accepted}); rerun its eval command")
         out += own
