@@ -21,7 +21,7 @@ from specdec.bench.ranks import Ranks
 from specdec.bench.records import RecordFile
 from specdec.bench.shards import merge, rank_files, rank_path, recorded_elsewhere
 
-TIME_KEYS = ("prefill_s", "decode_s", "draft_s", "wall_s", "total_s", "tokens_per_s")
+TIME_KEYS = ("prefill_s", "decode_s", "draft_s", "wall_s", "total_s", "turn_s", "tokens_per_s")
 
 
 def without_times(rec: dict) -> dict:

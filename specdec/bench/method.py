@@ -101,7 +101,9 @@ def _construct(node: DictConfig, given: dict[str, object], placement: Placement)
 class Answer:
     """A prompt's answers (one per turn), summed stats, prefill+decode seconds between syncs, the
     prompt tokens ``truncate_prompts=left`` dropped (0: none), and per turn the new token ids and
-    the length of the prompt they followed (the conversation so far, as encoded)."""
+    the length of the prompt they followed (the conversation so far, as encoded), its seconds
+    (prefill + decode between syncs) and its decoding steps (Spec-Bench's per-turn fields,
+    ``specdec.bench.specbench``)."""
 
     answers: list[str]
     stats: GenerationStats
@@ -109,6 +111,8 @@ class Answer:
     truncated_tokens: int = 0
     output_ids: list[list[int]] = field(default_factory=list)
     prompt_tokens: list[int] = field(default_factory=list)
+    turn_seconds: list[float] = field(default_factory=list)
+    turn_steps: list[int] = field(default_factory=list)
 
 
 def _sync(devices: list[torch.device]) -> None:
@@ -141,6 +145,8 @@ def run_prompt(
     total, answers, seconds, dropped = GenerationStats(), [], 0.0, 0
     output_ids: list[list[int]] = []
     prompt_tokens: list[int] = []
+    turn_seconds: list[float] = []
+    turn_steps: list[int] = []
     for i, turn in enumerate(prompt.turns):
         messages.append({"role": "user", "content": format_turn(turn, template)})
         ids = encode_turn(pair.tokenizer, messages, chat_template=chat_template)
@@ -158,11 +164,14 @@ def run_prompt(
         except BackgroundError as err:  # a drafter's worker failed: say which prompt it was on
             raise err.at(where) from err.__cause__
         _sync(devices)
-        seconds += time.perf_counter() - start
+        turn_seconds.append(time.perf_counter() - start)
+        seconds += turn_seconds[-1]
+        turn_steps.append(out.stats.target_forwards)
         answer = pair.tokenizer.decode(out.tokens, skip_special_tokens=True)
         messages.append({"role": "assistant", "content": answer})
         answers.append(answer)
         output_ids.append([int(t) for t in out.tokens])
         prompt_tokens.append(len(ids))
         total.merge(out.stats)
-    return Answer(answers, total, seconds, dropped, output_ids, prompt_tokens)
+    return Answer(answers, total, seconds, dropped, output_ids, prompt_tokens, turn_seconds,
+                  turn_steps)

@@ -24,6 +24,9 @@ Also: per-category tables for datasets with categories (``specdec.bench.categori
 seeds merged into mean ± std (``specdec.bench.repeats``), ``leaderboard.csv`` beside the Markdown
 (``specdec.bench.board_csv``), and with ``--wandb`` the output folder as a W&B artifact
 (``specdec.bench.wandb_artifacts``).
+
+``--format specbench`` writes Spec-Bench's answer files and speed table instead
+(``specdec.bench.specbench``); the default format is the leaderboard above.
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ from specdec.bench.markdown import to_markdown
 from specdec.bench.repeats import drop_copies
 from specdec.bench.rows import Row, build_rows, paired_modeled_speedup
 from specdec.bench.runs import Run, load_runs, mismatches, read_runs
-from specdec.errors import InputError
+from specdec.errors import EXIT_STATUS, InputError
 
 __all__ = ["Board", "Row", "Run", "board", "build_rows", "load_runs", "main", "mismatches",
            "paired_modeled_speedup", "report", "to_markdown"]
@@ -106,7 +109,13 @@ def main(argv: list[str] | None = None) -> int:
                         help="exit with status 2 when any speedup was refused, any run is "
                              "incomplete, any summary was unreadable or any greedy output "
                              "differs from the baseline's")
+    parser.add_argument("--format", choices=("leaderboard", "specbench"), default="leaderboard",
+                        help="leaderboard (default) or specbench: Spec-Bench answer files "
+                             "(<model_id>.jsonl) and its speed table (speed.md, speed.csv); "
+                             "--no-plots and --wandb apply to the leaderboard only")
     args = parser.parse_args(argv)
+    if args.format == "specbench":
+        return _specbench(args)
     try:
         written = board(args.runs, args.out, baseline=args.baseline, plots=not args.no_plots,
                         warn=False)  # said below, on stderr
@@ -139,6 +148,27 @@ def main(argv: list[str] | None = None) -> int:
         print(f"logged {args.out} as W&B artifact {name}", file=sys.stderr)
     bad = incomplete or differ or written.unreadable or any(r.refused for r in rows)
     return 2 if args.strict and bad else 0
+
+
+def _specbench(args: argparse.Namespace) -> int:
+    """``--format specbench``: answer files and speed table; warnings and refusals on stderr."""
+    from specdec.bench.specbench import export
+
+    try:
+        done = export(args.runs, args.out, baseline=args.baseline, warn=False)  # said below
+    except InputError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_STATUS
+    print(done.text)
+    for line in done.unreadable:
+        print(f"skipped (unreadable): {line}", file=sys.stderr)
+    for line in done.copies:
+        print(f"counted once: {line}", file=sys.stderr)
+    for mid, why in done.refused.items():
+        print(f"no speedup: {mid}: {why}", file=sys.stderr)
+    print(f"wrote {len(done.files)} answer files, speed.md and speed.csv in {args.out}",
+          file=sys.stderr)
+    return 2 if args.strict and (done.unreadable or done.refused) else 0
 
 
 if __name__ == "__main__":

@@ -12,7 +12,8 @@ run's own forward log, ``specdec.bench.costfit``; paired with the command's ``ar
 ``specdec.bench.paired``) → logger. A record is ``GenerationStats.to_record()`` plus the prompt's
 identity, text and timings, its decode forwards (``forward_log``), and per turn the new token ids
 (``output_ids``: greedy equality in the report) and the prompt's length (``prompt_tokens``:
-AR-equivalent forwards, ``specdec.bench.pricing.ar_profile``).
+AR-equivalent forwards, ``specdec.bench.pricing.ar_profile``), seconds and decoding steps
+(``turn_s``, ``turn_steps``: Spec-Bench's per-turn fields, ``specdec.bench.specbench``).
 
 Timing rules (the same for every method, AR included):
 
@@ -116,7 +117,8 @@ class DatasetRun:
                "method": self.cfg.method_name, "seed": self.cfg.seed, "turns": len(prompt.turns),
                **s.to_record(), "wall_s": s.decode_s, "total_s": answer.seconds,
                "truncated_tokens": answer.truncated_tokens, "text": "\n\n".join(answers),
-               "prompt_tokens": answer.prompt_tokens, "output_ids": answer.output_ids}
+               "prompt_tokens": answer.prompt_tokens, "output_ids": answer.output_ids,
+               "turn_s": answer.turn_seconds, "turn_steps": answer.turn_steps}
         if len(answers) > 1:
             rec["answers"] = answers
         rec["forward_profile"] = forward_profile(s.forwards)  # lets a report reprice the run
