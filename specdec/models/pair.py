@@ -13,7 +13,7 @@ output rows may differ from the target's by padding rows only (``specdec.vocab``
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import torch
@@ -35,6 +35,7 @@ from specdec.models.placement import (
     check_loaded,
     check_max_memory,
 )
+from specdec.static_cache import StaticSpec, static_spec
 from specdec.vocab import check_rows
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16,
@@ -51,6 +52,7 @@ class ModelPair:
     tokenizer: PreTrainedTokenizerBase
     info: dict[str, str] = field(default_factory=dict)
     draft_threads: int | None = None  # torch threads for the draft's forwards (None: shared)
+    static_cache: StaticSpec | None = None  # CachedLM's static KV cache (None: dynamic)
 
     def devices(self) -> list[torch.device]:
         """Every device holding weights of the pair (timing synchronises each of them)."""
@@ -171,6 +173,8 @@ def load_pair(
     draft_threads: int | None = None,
     device_map: DeviceMap = None,
     max_memory: dict | None = None,
+    static_cache: bool = False,
+    max_cache_len: int | None = None,
 ) -> ModelPair:
     """Load a pair by hub id or local path with ``AutoModelForCausalLM``.
 
@@ -190,8 +194,10 @@ def load_pair(
             → device) and ``max_memory`` its per-device budget, both passed to
             ``from_pretrained`` (``specdec.models.placement``); None: the whole target on
             ``device``.
+        static_cache, max_cache_len: the decoding caches' kind (``specdec.static_cache``).
     """
     # 1. Refuse what cannot run before minutes of loading.
+    spec = static_spec(static_cache, max_cache_len)
     check_device(device)
     if draft is not None:
         check_device(draft_device or device, key="model.draft_device" if draft_device else "device")
@@ -222,9 +228,10 @@ def load_pair(
     if draft is not None:
         drf = AutoModelForCausalLM.from_pretrained(draft, **kwargs).to(draft_device or device)
         drf = drf.eval()
-    return make_pair(name, tgt, drf, tok, info, linear_kernel=linear_kernel,
+    pair = make_pair(name, tgt, drf, tok, info, linear_kernel=linear_kernel,
                      draft_device=draft_device, draft_threads=draft_threads,
                      draft_tokenizer=draft_tok)
+    return replace(pair, static_cache=spec)
 
 
 def _plain(value: object) -> object:
