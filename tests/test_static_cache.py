@@ -131,11 +131,13 @@ def test_the_config_keys_reach_both_caches(compose):
     cfg = compose("eval", ["method=sps", "model.static_cache=true", "model.max_cache_len=64"])
     pair = instantiate(cfg.model)
     assert pair.static_cache == StaticSpec(max_cache_len=64)
+    assert pair.describe()["static_cache"] == "64"  # timings differ: part of the fingerprint
     m = build_method(cfg, pair)
     assert m.target._static.max_len == m.drafter.lm._static.max_len == 64
     default = compose("eval", ["method=ar"])
     assert default.model.static_cache is False  # off by default (CPU)
-    assert instantiate(default.model).static_cache is None
+    dynamic = instantiate(default.model)
+    assert dynamic.static_cache is None and "static_cache" not in dynamic.describe()
 
 
 @pytest.mark.parametrize("bad", ["model.max_cache_len=0", "model.static_cache=3"])

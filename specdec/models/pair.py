@@ -13,7 +13,7 @@ output rows may differ from the target's by padding rows only (``specdec.vocab``
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -35,7 +35,7 @@ from specdec.models.placement import (
     check_loaded,
     check_max_memory,
 )
-from specdec.static_cache import StaticSpec, static_spec
+from specdec.static_cache import StaticSpec, static_spec, with_static
 from specdec.vocab import check_rows
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16,
@@ -231,7 +231,7 @@ def load_pair(
     pair = make_pair(name, tgt, drf, tok, info, linear_kernel=linear_kernel,
                      draft_device=draft_device, draft_threads=draft_threads,
                      draft_tokenizer=draft_tok)
-    return replace(pair, static_cache=spec)
+    return with_static(pair, spec)
 
 
 def _plain(value: object) -> object:

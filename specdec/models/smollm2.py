@@ -19,7 +19,6 @@ import logging
 import os
 import shutil
 import tempfile
-from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -28,7 +27,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 
 from specdec.errors import BadInput, MissingInput
 from specdec.models.pair import ModelPair, check_device, make_pair, resolve_dtype
-from specdec.static_cache import static_spec
+from specdec.static_cache import static_spec, with_static
 
 log = logging.getLogger(__name__)
 
@@ -189,4 +188,4 @@ def smollm2_pair(
     pair = make_pair("smollm2", target, drf, tok, info, linear_kernel=linear_kernel,
                      draft_device=draft_device, draft_threads=draft_threads,
                      kernel_cache=cache_dir)
-    return replace(pair, static_cache=spec)
+    return with_static(pair, spec)

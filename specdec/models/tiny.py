@@ -7,15 +7,13 @@ Random weights are drawn under a forked RNG seeded by ``seed`` (the global RNG i
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
 from specdec.models.exact import exact_float64
 from specdec.models.pair import ModelPair, check_device, make_pair, resolve_dtype
-from specdec.static_cache import static_spec
+from specdec.static_cache import static_spec, with_static
 
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 CHATML = (
@@ -106,4 +104,4 @@ def tiny_pair(
     pair = make_pair("tiny", target, draft, tok, {"seed": str(seed), "draft_seed": str(draft_seed)},
                      linear_kernel=linear_kernel, draft_device=draft_device,
                      draft_threads=draft_threads)
-    return replace(pair, static_cache=spec)
+    return with_static(pair, spec)
