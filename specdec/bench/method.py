@@ -49,7 +49,7 @@ def build_method(cfg: DictConfig, pair: ModelPair) -> Method:
     sync = bool(cfg.get("cost_model", False))
     # model.static_cache: preallocated caches, bucketed forwards (specdec.static_cache)
     spec = pair.static_cache
-    static = {"static": spec is not None, "max_cache_len": spec and spec.max_cache_len}
+    static = {"static": spec is not None, "max_cache_len": spec.max_cache_len if spec else None}
     target = CachedLM(pair.target, role="target", synchronize=sync, **static)
     draft = None
     if pair.draft is not None:
