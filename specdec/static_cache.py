@@ -17,7 +17,8 @@ match the dynamic path's to rounding (``tests/test_static_cache.py``), and greed
 token-identical for every method preset.
 
 ``max_cache_len`` (``model.max_cache_len``) defaults to the model's positions
-(``max_position_embeddings``); a forward that would pass it raises ``BadInput`` naming the key.
+(``max_position_embeddings``) plus ``BUCKET_CAP`` slots for drafted nodes; a forward that would
+pass it raises ``BadInput`` naming the key (the eval's context check knows positions only).
 Only ``CachedLM`` uses this module (it alone touches KV-cache internals, ARCHITECTURE B6).
 """
 
@@ -82,12 +83,15 @@ def bucket(n: int, cap: int = BUCKET_CAP) -> int:
 
 
 def cache_length(model: PreTrainedModel, max_cache_len: int | None) -> int:
-    """The static cache's slots: ``max_cache_len``, or the model's positions when ``None``."""
+    """The static cache's slots: ``max_cache_len``, or when ``None`` the model's positions plus
+    ``BUCKET_CAP`` (the eval fits prompt + new tokens in the positions; drafted nodes pending
+    past the last committed token take up to a bucket more)."""
     if max_cache_len is None:
-        max_cache_len = getattr(model.config, "max_position_embeddings", None)
-        if max_cache_len is None:
+        positions = getattr(model.config, "max_position_embeddings", None)
+        if positions is None:
             raise BadInput("model.static_cache=true needs model.max_cache_len: this model's "
                            "config has no max_position_embeddings to default to")
+        return int(positions) + BUCKET_CAP
     static_spec(True, int(max_cache_len))  # refuses a length < 1
     return int(max_cache_len)
 

@@ -134,6 +134,8 @@ def test_the_config_keys_reach_both_caches(compose):
     assert pair.describe()["static_cache"] == "64"  # timings differ: part of the fingerprint
     m = build_method(cfg, pair)
     assert m.target._static.max_len == m.drafter.lm._static.max_len == 64
+    positions = pair.target.config.max_position_embeddings
+    assert CachedLM(pair.target, static=True)._static.max_len == positions + BUCKET_CAP
     default = compose("eval", ["method=ar"])
     assert default.model.static_cache is False  # off by default (CPU)
     dynamic = instantiate(default.model)
