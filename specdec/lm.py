@@ -23,7 +23,9 @@ tokens, context, seconds, start/end, lane, step) so that the cost model can turn
 modelled time (ARCHITECTURE §0.2); ``synchronize`` syncs every CUDA device holding weights.
 A draft with other output rows than the target (``specdec.vocab``) is fitted to them here.
 ``threads`` gives the model its own torch thread budget (the
-draft's ``draft_threads``): set around each forward, restored after.
+draft's ``draft_threads``): set around each forward, restored after. ``static=True``
+(``model.static_cache``) keeps the cache in preallocated fixed-shape tensors and pads each forward
+to a bucket size (``specdec.static_cache``: the base for CUDA-graph capture), same tokens.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from specdec.forwards import ForwardRecord, current_lane, nonfinite_error
 from specdec.models.cache_arg import cache_kwarg
 from specdec.models.placement import cuda_devices
 from specdec.reconcile import reconcile_cache
+from specdec.static_cache import StaticKV
 from specdec.threads import forward_budget
 from specdec.trees import ancestor_mask, depths, is_chain
 from specdec.vocab import fit_ids, fit_rows
@@ -61,10 +64,13 @@ class CachedLM:
             the budget a surrounding ``threads.loop_threads`` saved).
         vocab_size: the output vocabulary (default: the rows of the model's output embedding);
             logits are fitted to it (``specdec.vocab.fit_rows``: a draft gets the target's).
+        static: a static cache of ``max_cache_len`` slots (None: the model's positions) and
+            bucketed forwards (``specdec.static_cache``) instead of ``DynamicCache``.
     """
 
     def __init__(self, model: PreTrainedModel, role: str = "target", *, synchronize: bool = False,
-                 threads: int | None = None, vocab_size: int | None = None):
+                 threads: int | None = None, vocab_size: int | None = None,
+                 static: bool = False, max_cache_len: int | None = None):
         if threads is not None and threads < 1:
             raise BadInput(f"threads must be >= 1 or null, got {threads}")
         self.model = model.eval()
@@ -85,7 +91,8 @@ class CachedLM:
         self._pending: list[int] = []  # ids appended since the last commit, not yet kept
         self._pending_parent: list[int] = []  # parent of each pending node (-1: the prefix)
         self._pending_chain = True
-        self._cache = DynamicCache(config=model.config)
+        self._static = StaticKV(model, max_cache_len) if static else None
+        self._cache = self._static.cache if static else DynamicCache(config=model.config)
         self._cache_kw = cache_kwarg(model)  # `cache` (transformers >= 5.2x) or `past_key_values`
 
     # --- state ----------------------------------------------------------------------------------
@@ -100,8 +107,11 @@ class CachedLM:
 
     def reset(self) -> None:
         """Empty the cache."""
+        if self._static is not None:  # in place: the tensors keep their addresses
+            self._static.reset(len(self._ids) + len(self._pending))
+        else:
+            self._cache = DynamicCache(config=self.model.config)
         self._ids, self._pending, self._pending_parent, self._pending_chain = [], [], [], True
-        self._cache = DynamicCache(config=self.model.config)
 
     def crop(self, length: int) -> None:
         """Keep only the first ``length`` tokens (pending chain nodes count as committed, pending
@@ -217,7 +227,9 @@ class CachedLM:
                 kwargs = self._inputs(tokens, parents, inputs_embeds, prefix, before)
                 out = self.model(**{self._cache_kw: self._cache}, use_cache=True,
                                  output_hidden_states=bool(hidden_layers), **kwargs)
-                logits = fit_rows(out.logits[0], self.vocab_size)  # [N, V]
+                if self._static is not None:
+                    self._static.trim()  # the bucket's padding rows leave the cache
+                logits = fit_rows(out.logits[0, :n], self.vocab_size)  # [N, V]
                 bad = nonfinite_error(logits, role=self.role, context=prefix + before)
         finally:
             end = self._clock()
@@ -226,12 +238,12 @@ class CachedLM:
                                               start, end, where, step))
         self._pending = self._pending + [int(t) for t in tokens.tolist()]
         self._pending_parent = parents
-        self._pending_chain = "attention_mask" not in kwargs
+        self._pending_chain = is_chain(parents)
         if bad is not None:
             raise bad
         hidden = None
         if hidden_layers:
-            hidden = torch.stack([out.hidden_states[i][0] for i in hidden_layers], 1)  # [N, k, H]
+            hidden = torch.stack([out.hidden_states[i][0, :n] for i in hidden_layers], 1)  # [N,k,H]
         return LMOut(logits=logits, hidden=hidden)
 
     @torch.inference_mode()  # the tree gather writes into cache tensors made in inference mode
@@ -282,6 +294,8 @@ class CachedLM:
         ids = fit_ids(tokens.to(self.device), self.input_rows)  # [N]
         kwargs: dict = ({"input_ids": ids.view(1, n)} if embeds is None  # [1, N]
                         else {"inputs_embeds": embeds.to(self.device)[None]})  # [1, N, H]
+        if self._static is not None:  # padded to a bucket, with an explicit mask
+            return self._static.inputs(kwargs, parents, prefix, before)
         if not is_chain(parents):
             return kwargs | self._tree_inputs(parents, prefix, before)
         return kwargs | {"position_ids": torch.arange(first, first + n, device=self.device)[None]}

@@ -55,12 +55,15 @@ def build_method(cfg: DictConfig, pair: ModelPair) -> Method:
     sampling = Sampling(**OmegaConf.to_container(cfg.sampling, resolve=True))
     # the cost model is fitted on per-forward times, which on CUDA need a sync per forward
     sync = bool(cfg.get("cost_model", False))
-    target = CachedLM(pair.target, role="target", synchronize=sync)
+    # model.static_cache: preallocated caches, bucketed forwards (specdec.static_cache)
+    spec = pair.static_cache
+    static = {"static": spec is not None, "max_cache_len": spec.max_cache_len if spec else None}
+    target = CachedLM(pair.target, role="target", synchronize=sync, **static)
     draft = None
     if pair.draft is not None:
         # the target's rows: a draft with other (padding) rows is fitted to them (specdec.vocab)
         draft = CachedLM(pair.draft, role="draft", threads=pair.draft_threads, synchronize=sync,
-                         vocab_size=target.vocab_size)
+                         vocab_size=target.vocab_size, **static)
     # the drafter gets the Sampling dataclass itself, not a DictConfig copy (whose attribute
     # reads cost ~30 us each inside the decoding loop)
     given: dict[str, object] = {"lm": draft, "sampling": sampling}

@@ -88,6 +88,8 @@ def hf_pair(
     draft_threads: int | None = None,
     device_map: DeviceMap = None,
     max_memory: dict | None = None,
+    static_cache: bool = False,
+    max_cache_len: int | None = None,
 ) -> ModelPair:
     """Load a target and an optional draft by hub id or local folder (``conf/model/hf.yaml``).
 
@@ -106,4 +108,5 @@ def hf_pair(
                      device=device, trust_remote_code=trust_remote_code,
                      attn_implementation=attn_implementation, linear_kernel=linear_kernel,
                      draft_device=draft_device, draft_threads=draft_threads,
-                     device_map=device_map, max_memory=max_memory)
+                     device_map=device_map, max_memory=max_memory,
+                     static_cache=static_cache, max_cache_len=max_cache_len)

@@ -36,6 +36,7 @@ from specdec.models.placement import (
     check_max_memory,
 )
 from specdec.placement import Placement
+from specdec.static_cache import StaticSpec, static_spec, with_static
 from specdec.vocab import check_rows
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16,
@@ -52,6 +53,7 @@ class ModelPair:
     tokenizer: PreTrainedTokenizerBase
     info: dict[str, str] = field(default_factory=dict)
     placement: Placement = field(default_factory=Placement.cpu)  # built once, by make_pair
+    static_cache: StaticSpec | None = None  # CachedLM's static KV cache (None: dynamic)
 
     @property
     def draft_threads(self) -> int | None:
@@ -198,6 +200,8 @@ def load_pair(
     draft_threads: int | None = None,
     device_map: DeviceMap = None,
     max_memory: dict | None = None,
+    static_cache: bool = False,
+    max_cache_len: int | None = None,
 ) -> ModelPair:
     """Load a pair by hub id or local path with ``AutoModelForCausalLM``.
 
@@ -217,8 +221,10 @@ def load_pair(
             → device) and ``max_memory`` its per-device budget, both passed to
             ``from_pretrained`` (``specdec.models.placement``); None: the whole target on
             ``device``.
+        static_cache, max_cache_len: the decoding caches' kind (``specdec.static_cache``).
     """
     # 1. Refuse what cannot run before minutes of loading.
+    spec = static_spec(static_cache, max_cache_len)
     check_device(device)
     if draft is not None:
         check_device(draft_device or device, key="model.draft_device" if draft_device else "device")
@@ -250,9 +256,10 @@ def load_pair(
         drf = from_hub(AutoModelForCausalLM, draft, "model.draft", **kwargs)
         drf = drf.to(draft_device or device)
         drf = drf.eval()
-    return make_pair(name, tgt, drf, tok, info, linear_kernel=linear_kernel,
+    pair = make_pair(name, tgt, drf, tok, info, linear_kernel=linear_kernel,
                      draft_device=draft_device, draft_threads=draft_threads,
                      draft_tokenizer=draft_tok, device_map=_plain(device_map))
+    return with_static(pair, spec)
 
 
 def _plain(value: object) -> object:

@@ -28,6 +28,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 from specdec.errors import BadInput, MissingInput
 from specdec.models.pair import ModelPair, check_device, make_pair, resolve_dtype
 from specdec.placement import same_device
+from specdec.static_cache import static_spec, with_static
 
 log = logging.getLogger(__name__)
 
@@ -146,6 +147,8 @@ def smollm2_pair(
     linear_kernel: str = "auto",
     draft_device: str | None = None,
     draft_threads: int | None = None,
+    static_cache: bool = False,
+    max_cache_len: int | None = None,
 ) -> ModelPair:
     """Build the SmolLM2 pair.
 
@@ -163,8 +166,11 @@ def smollm2_pair(
         draft_device, draft_threads: the draft's placement (``specdec.models.pair.make_pair``;
             the shipped and truncated drafts share the target's embedding or layers, so they
             stay on the target's device).
+        static_cache, max_cache_len: the decoding caches' kind (``specdec.static_cache``).
     """
     from specdec.learners.draft_lm.net import load_draft
+
+    spec = static_spec(static_cache, max_cache_len)
 
     if draft not in DRAFTS:
         raise BadInput(f"unknown draft {draft!r}; choose one of {list(DRAFTS)}")
@@ -186,6 +192,7 @@ def smollm2_pair(
     elif draft == "truncated":
         drf = truncated_draft(target, truncated_layers)
         info["draft"] = f"truncated:{truncated_layers}"
-    return make_pair("smollm2", target, drf, tok, info, linear_kernel=linear_kernel,
+    pair = make_pair("smollm2", target, drf, tok, info, linear_kernel=linear_kernel,
                      draft_device=draft_device, draft_threads=draft_threads,
                      kernel_cache=cache_dir)
+    return with_static(pair, spec)

@@ -13,6 +13,7 @@ from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
 from specdec.models.exact import exact_float64
 from specdec.models.pair import ModelPair, check_device, make_pair, resolve_dtype
+from specdec.static_cache import static_spec, with_static
 
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 CHATML = (
@@ -73,6 +74,8 @@ def tiny_pair(
     device: str = "cpu",
     draft_device: str | None = None,
     draft_threads: int | None = None,
+    static_cache: bool = False,
+    max_cache_len: int | None = None,
 ) -> ModelPair:
     """Build the tiny random target/draft pair.
 
@@ -87,7 +90,9 @@ def tiny_pair(
             (``specdec.models.kernels``).
         device: where both models go (``check_device``: refused when this machine lacks it).
         draft_device, draft_threads: the draft's placement (``specdec.models.pair.make_pair``).
+        static_cache, max_cache_len: the decoding caches' kind (``specdec.static_cache``).
     """
+    spec = static_spec(static_cache, max_cache_len)
     dev = check_device(device)
     tok = byte_tokenizer()
     dt = resolve_dtype(dtype)
@@ -96,6 +101,7 @@ def tiny_pair(
     draft = tiny_lm(draft_vocab_size or len(tok), hidden=draft_hidden, layers=draft_layers,
                     heads=heads, seed=draft_seed, dtype=dt)
     target, draft = target.to(dev), draft.to(dev)
-    return make_pair("tiny", target, draft, tok, {"seed": str(seed), "draft_seed": str(draft_seed)},
+    pair = make_pair("tiny", target, draft, tok, {"seed": str(seed), "draft_seed": str(draft_seed)},
                      linear_kernel=linear_kernel, draft_device=draft_device,
                      draft_threads=draft_threads)
+    return with_static(pair, spec)

@@ -1,0 +1,167 @@
+"""A static (preallocated, fixed-shape) KV cache behind ``lm.CachedLM``, with bucketed forwards.
+
+``model.static_cache: true`` makes ``CachedLM`` keep its keys and values in transformers'
+``StaticCache``: every layer holds ``[1, heads, max_cache_len, head_dim]`` tensors allocated once
+and written in place, and a forward of ``N`` new nodes is padded to the next *bucket*
+(``1, 2, 4, ..., BUCKET_CAP``) so that each bucket always calls the model with the same shapes:
+ids ``[1, B]``, positions ``[1, B]``, an explicit additive attention mask ``[1, 1, B, L]`` over
+every cache slot (``L = max_cache_len``). Those fixed shapes and fixed cache addresses are what a
+CUDA-graph capture of the decode step needs (issue 27, deliverable 5: the capture itself builds
+on this path and is not implemented yet). A forward of more than ``BUCKET_CAP`` nodes (a
+prompt's prefill) runs unpadded, the eager fallback.
+
+Exactness: padding rows sit after the real ones and no real row sees them (nor any stale slot
+past the cache's length), so each real row's attention is the dynamic path's plus exactly-zero
+weights; the padding's cache slots are cropped off after the forward. In float64 the logits
+match the dynamic path's to rounding (``tests/test_static_cache.py``), and greedy decoding is
+token-identical for every method preset.
+
+``max_cache_len`` (``model.max_cache_len``) defaults to the model's positions
+(``max_position_embeddings``) plus ``BUCKET_CAP`` slots for drafted nodes; a forward that would
+pass it raises ``BadInput`` naming the key (the eval's context check knows positions only).
+Only ``CachedLM`` uses this module (it alone touches KV-cache internals, ARCHITECTURE B6).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+import torch
+from transformers import PreTrainedModel, StaticCache
+from transformers.cache_utils import StaticLayer
+
+from specdec.errors import BadInput
+from specdec.trees import ancestor_mask, depths, is_chain
+
+if TYPE_CHECKING:
+    from specdec.models.pair import ModelPair
+
+BUCKET_CAP = 64  # the largest padded forward (a tree of up to 64 nodes); above it: unpadded
+
+
+@dataclass(frozen=True)
+class StaticSpec:
+    """A pair's choice of the static cache (``ModelPair.static_cache``; ``None`` there: dynamic).
+
+    ``max_cache_len``: the slots of each model's cache (``None``: each model's positions).
+    """
+
+    max_cache_len: int | None = None
+
+
+def static_spec(static_cache: bool, max_cache_len: int | None) -> StaticSpec | None:
+    """The config keys ``model.static_cache`` / ``model.max_cache_len`` as a ``StaticSpec``
+    (``None`` for the dynamic cache), checked before any weights load."""
+    if not isinstance(static_cache, bool):
+        raise BadInput(f"model.static_cache must be true or false, got {static_cache!r}")
+    if max_cache_len is not None and (isinstance(max_cache_len, bool)
+                                      or not isinstance(max_cache_len, int) or max_cache_len < 1):
+        raise BadInput(f"model.max_cache_len must be a whole number >= 1 or null, "
+                       f"got {max_cache_len!r}")
+    return StaticSpec(max_cache_len) if static_cache else None
+
+
+def with_static(pair: ModelPair, spec: StaticSpec | None) -> ModelPair:
+    """``pair`` with its caches' kind; a static one is recorded in the fingerprint
+    (``static_cache``: the slots, or ``positions``), as it changes the timings."""
+    if spec is None:
+        return replace(pair, static_cache=None)
+    info = {**pair.info, "static_cache": str(spec.max_cache_len or "positions")}
+    return replace(pair, static_cache=spec, info=info)
+
+
+def bucket(n: int, cap: int = BUCKET_CAP) -> int:
+    """The padded size of a forward of ``n`` nodes: the next power of two up to ``cap``, else
+    ``n`` itself (the eager fallback)."""
+    if n > cap:
+        return n
+    size = 1
+    while size < n:
+        size *= 2
+    return size
+
+
+def cache_length(model: PreTrainedModel, max_cache_len: int | None) -> int:
+    """The static cache's slots: ``max_cache_len``, or when ``None`` the model's positions plus
+    ``BUCKET_CAP`` (the eval fits prompt + new tokens in the positions; drafted nodes pending
+    past the last committed token take up to a bucket more)."""
+    if max_cache_len is None:
+        positions = getattr(model.config, "max_position_embeddings", None)
+        if positions is None:
+            raise BadInput("model.static_cache=true needs model.max_cache_len: this model's "
+                           "config has no max_position_embeddings to default to")
+        return int(positions) + BUCKET_CAP
+    static_spec(True, int(max_cache_len))  # refuses a length < 1
+    return int(max_cache_len)
+
+
+class StaticKV:
+    """The static cache of one ``CachedLM`` and the padded, fixed-shape inputs of its forwards.
+
+    ``CachedLM`` still crops and gathers through the cache's layers (``crop(-k)`` moves a layer's
+    write position back; kept rows are copied into place), exactly as with ``DynamicCache``.
+    """
+
+    def __init__(self, model: PreTrainedModel, max_cache_len: int | None = None,
+                 cap: int = BUCKET_CAP):
+        self.max_len = cache_length(model, max_cache_len)
+        self.cap = cap
+        self.dtype = model.dtype
+        self.cache = StaticCache(config=model.config, max_cache_len=self.max_len)
+        kinds = {type(layer).__name__ for layer in self.cache.layers}
+        if kinds != {StaticLayer.__name__}:
+            raise BadInput(f"model.static_cache=true supports full-attention layers only; this "
+                           f"model's cache has {sorted(kinds)}: set model.static_cache=false")
+        self.padding = 0  # padding nodes of the forward in flight, cropped by `trim`
+
+    def reset(self, length: int) -> None:
+        """Empty the cache in place (its tensors keep their addresses for a graph capture)."""
+        if length:
+            self.cache.crop(-length)
+
+    def inputs(self, kwargs: dict, parents: list[int], prefix: int, before: int) -> dict:
+        """The padded model inputs of ``N`` new nodes after ``prefix`` cached and ``before``
+        pending ones; ``parents`` run over every pending node, old and new; ``kwargs`` holds the
+        unpadded ``input_ids [1, N]`` or ``inputs_embeds [1, N, H]``."""
+        first = prefix + before
+        n = len(parents) - before
+        if first + n > self.max_len:
+            raise BadInput(f"the static KV cache holds {self.max_len} tokens but this forward "
+                           f"needs {first + n}: raise model.max_cache_len (or set it to null)")
+        size = bucket(n, self.cap)
+        if first + size > self.max_len:
+            size = n  # no room for the padding at the end of the cache: run unpadded
+        self.padding = pad = size - n
+        device = next(iter(kwargs.values())).device
+        out = {}
+        if "input_ids" in kwargs:
+            ids = kwargs["input_ids"]  # [1, N]
+            out["input_ids"] = torch.cat([ids, ids.new_zeros(1, pad)], 1)  # [1, B]
+        else:
+            embeds = kwargs["inputs_embeds"]  # [1, N, H]
+            out["inputs_embeds"] = torch.cat([embeds, embeds.new_zeros(1, pad, embeds.shape[2])],
+                                             1)  # [1, B, H]
+        # 1. Real rows see the prefix and their pending ancestors; padding rows see themselves.
+        chain = before == 0 and is_chain(parents)
+        allowed = torch.zeros(size, before + size, dtype=torch.bool)  # [B, before + B]
+        if chain:  # causal, without ancestor_mask's O(N^2) Python loop (a long prefill)
+            allowed[:n, :n] = torch.ones(n, n, dtype=torch.bool).tril()
+        else:
+            allowed[:n, : before + n] = ancestor_mask(parents)[before:]
+        allowed[range(n, size), range(before + n, before + size)] = True
+        mask = torch.full((1, 1, size, self.max_len), torch.finfo(self.dtype).min,
+                          dtype=self.dtype)  # [1, 1, B, L]
+        mask[0, 0, :, :prefix] = 0
+        mask[0, 0, :, prefix : first + size].masked_fill_(allowed, 0)
+        # 2. Positions: prefix + depth (a chain: first, first + 1, ...); padding: ``first``.
+        real = (torch.arange(first, first + n) if chain
+                else torch.tensor(depths(parents)[before:], dtype=torch.long) + prefix)  # [N]
+        positions = torch.cat([real, torch.full((pad,), first)])[None]  # [1, B]
+        return out | {"attention_mask": mask.to(device), "position_ids": positions.to(device)}
+
+    def trim(self) -> None:
+        """Crop the padding of the last forward off the cache (its slots stay, masked)."""
+        if self.padding:
+            self.cache.crop(-self.padding)
+            self.padding = 0
