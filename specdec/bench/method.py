@@ -1,4 +1,5 @@
-"""What a method preset builds on a pair (``Method``), and answering one prompt with it.
+"""What a method preset builds on a pair (``Method``, composed by ``specdec.compose``), and
+answering one prompt with it.
 
 ``run_prompt`` answers every turn of a prompt in order (later turns see the model's own earlier
 answers), each turn through ``engine.generate`` with its own stream of the prompt's coins
@@ -21,51 +22,30 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from specdec.bench.checks import context_limits, fit_context
-from specdec.core import Drafter, Verifier
+from specdec.compose import Method, compose_method
 from specdec.data.prompts import Prompt, encode_turn, format_turn
 from specdec.drafters.ahead import BackgroundError
-from specdec.engine import check_compatible, generate
+from specdec.engine import generate
 from specdec.lm import CachedLM
 from specdec.metrics import GenerationStats
 from specdec.models import ModelPair
-from specdec.models.gpu import TREE_FALLBACK, fit_attention
 from specdec.sampling import Sampling, TorchCoins, prompt_seed, turn_coins
 
-
-@dataclass(frozen=True)
-class Method:
-    """What a method preset builds: the target with its cache, a drafter, a verifier, sampling."""
-
-    target: CachedLM
-    drafter: Drafter
-    verifier: Verifier
-    sampling: Sampling
+# Method (specdec.compose) and CachedLM stay importable from here
+__all__ = ["Answer", "CachedLM", "Method", "build_method", "run_prompt"]
 
 
 def build_method(cfg: DictConfig, pair: ModelPair) -> Method:
     """Instantiate the target cache, drafter and verifier that the method preset chose."""
     sampling = Sampling(**OmegaConf.to_container(cfg.sampling, resolve=True))
-    # the cost model is fitted on per-forward times, which on CUDA need a sync per forward
-    sync = bool(cfg.get("cost_model", False))
-    target = CachedLM(pair.target, role="target", synchronize=sync)
-    draft = None
-    if pair.draft is not None:
-        # the target's rows: a draft with other (padding) rows is fitted to them (specdec.vocab)
-        draft = CachedLM(pair.draft, role="draft", threads=pair.draft_threads, synchronize=sync,
-                         vocab_size=target.vocab_size)
     # _convert_=object: the drafter gets the Sampling dataclass itself, not a DictConfig copy
     # (whose attribute reads cost ~30 us each inside the decoding loop)
-    drafter = instantiate(cfg.drafter, lm=draft, sampling=sampling, _convert_="object")
-    verifier = instantiate(cfg.verifier)
-    check_compatible(target, drafter, verifier)
-    # flash-attention cannot take tree masks: such models run sdpa, recorded in the fingerprint
-    switched = fit_attention([("target", pair.target), ("draft", pair.draft)],
-                             makes_trees=drafter.makes_trees)
-    if "target" in switched:
-        pair.info.update(attention=TREE_FALLBACK, attention_requested=switched["target"])
-    if "draft" in switched:
-        pair.info.update(draft_attention=TREE_FALLBACK)
-    return Method(target, drafter, verifier, sampling)
+    return compose_method(
+        pair, sampling,
+        lambda lm, smp: instantiate(cfg.drafter, lm=lm, sampling=smp, _convert_="object"),
+        lambda: instantiate(cfg.verifier),
+        # the cost model is fitted on per-forward times, which on CUDA need a sync per forward
+        synchronize=bool(cfg.get("cost_model", False)))
 
 
 @dataclass(frozen=True)
