@@ -20,7 +20,7 @@ import os
 import torch
 
 from specdec.data.prompts import encode_turn, load_jsonl_prompts
-from specdec.learners.draft_lm.net import load_draft
+from specdec.models.reduced_draft import load_draft
 from specdec.models.smollm2 import smollm2_pair
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

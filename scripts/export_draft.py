@@ -11,7 +11,7 @@ import argparse
 import torch
 
 from specdec.errors import exit_on_input_error
-from specdec.learners.draft_lm.net import draft_from_checkpoint, save_draft
+from specdec.models.reduced_draft import draft_from_checkpoint, save_draft
 from specdec.models.smollm2 import load_target
 
 

@@ -1,4 +1,5 @@
-"""What a method preset builds on a pair (``Method``), and answering one prompt with it.
+"""What a method preset builds on a pair (``Method``, composed by ``specdec.compose``), and
+answering one prompt with it.
 
 ``run_prompt`` answers every turn of a prompt in order (later turns see the model's own earlier
 answers), each turn through ``engine.generate`` with its own stream of the prompt's coins
@@ -14,7 +15,7 @@ decoding step) is re-raised naming the prompt; the runner then writes no record 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import torch
 from hydra.errors import InstantiationException
@@ -22,30 +23,19 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from specdec.bench.checks import context_limits, fit_context
-from specdec.core import Drafter, Verifier
+from specdec.compose import Method, compose_method
+from specdec.core import Drafter
 from specdec.data.prompts import Prompt, encode_turn, format_turn
 from specdec.drafters.ahead import BackgroundError
-from specdec.engine import check_compatible, generate
+from specdec.engine import generate
 from specdec.lm import CachedLM
 from specdec.metrics import GenerationStats
 from specdec.models import ModelPair
-from specdec.models.gpu import TREE_FALLBACK, fit_attention
-from specdec.placement import Held, Placement, check_placement
+from specdec.placement import Placement
 from specdec.sampling import Sampling, TorchCoins, prompt_seed, turn_coins
 
-
-@dataclass(frozen=True)
-class Method:
-    """What a method preset builds: the target with its cache, a drafter, a verifier, sampling."""
-
-    target: CachedLM
-    drafter: Drafter
-    verifier: Verifier
-    sampling: Sampling
-
-    def modules(self) -> dict[str, Held]:
-        """Every module the method holds, by name, with its placement role."""
-        return {"target": Held("target", self.target.model), **self.drafter.modules()}
+# Method (specdec.compose) and CachedLM stay importable from here
+__all__ = ["Answer", "CachedLM", "Method", "build_method", "run_prompt"]
 
 
 def build_method(cfg: DictConfig, pair: ModelPair) -> Method:
@@ -53,36 +43,18 @@ def build_method(cfg: DictConfig, pair: ModelPair) -> Method:
     pair's ``Placement`` to the drafter and its policy, and check that every tensor they hold sits
     where it says (``specdec.placement.check_placement``), before any decoding."""
     sampling = Sampling(**OmegaConf.to_container(cfg.sampling, resolve=True))
-    # the cost model is fitted on per-forward times, which on CUDA need a sync per forward
-    sync = bool(cfg.get("cost_model", False))
-    # model.static_cache: preallocated caches, bucketed forwards (specdec.static_cache)
-    spec = pair.static_cache
-    static = {"static": spec is not None, "max_cache_len": spec.max_cache_len if spec else None}
-    target = CachedLM(pair.target, role="target", synchronize=sync, **static)
-    draft = None
-    if pair.draft is not None:
-        # the target's rows: a draft with other (padding) rows is fitted to them (specdec.vocab)
-        draft = CachedLM(pair.draft, role="draft", threads=pair.draft_threads, synchronize=sync,
-                         vocab_size=target.vocab_size, **static)
     # the drafter gets the Sampling dataclass itself, not a DictConfig copy (whose attribute
-    # reads cost ~30 us each inside the decoding loop)
-    given: dict[str, object] = {"lm": draft, "sampling": sampling}
-    if cfg.drafter.get("policy") is not None:  # the policy gets the placement too
-        given["policy"] = _construct(cfg.drafter.policy, {}, pair.placement)
-    drafter = _construct(cfg.drafter, given, pair.placement)
-    verifier = instantiate(cfg.verifier)
-    check_compatible(target, drafter, verifier)
-    # flash-attention cannot take tree masks: such models run sdpa, recorded in the fingerprint
-    switched = fit_attention([("target", pair.target), ("draft", pair.draft)],
-                             makes_trees=drafter.makes_trees)
-    if "target" in switched:
-        pair.placement = replace(pair.placement, attention=TREE_FALLBACK)
-        pair.info.update(attention_requested=switched["target"])
-    if "draft" in switched:
-        pair.info.update(draft_attention=TREE_FALLBACK)
-    method = Method(target, drafter, verifier, sampling)
-    check_placement(method.modules(), pair.placement)
-    return method
+    # reads cost ~30 us each inside the decoding loop); the policy gets the placement too
+    def make_drafter(lm: CachedLM | None, smp: Sampling) -> Drafter:
+        given: dict[str, object] = {"lm": lm, "sampling": smp}
+        if cfg.drafter.get("policy") is not None:
+            given["policy"] = _construct(cfg.drafter.policy, {}, pair.placement)
+        return _construct(cfg.drafter, given, pair.placement)
+
+    return compose_method(
+        pair, sampling, make_drafter, lambda: instantiate(cfg.verifier),
+        # the cost model is fitted on per-forward times, which on CUDA need a sync per forward
+        synchronize=bool(cfg.get("cost_model", False)))
 
 
 def _construct(node: DictConfig, given: dict[str, object], placement: Placement) -> object:

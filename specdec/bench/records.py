@@ -32,16 +32,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+# the keys that do not change what a prompt's record contains: each key's ``hashed`` flag in
+# eval_keys (still importable from here)
+from specdec.bench.eval_keys import UNHASHED_DATASET_KEYS, UNHASHED_KEYS
 from specdec.bench.rundir import dumps
 from specdec.errors import BadInput
 
 log = logging.getLogger(__name__)
-
-# keys of the eval config that do not change what a prompt's record contains
-UNHASHED_KEYS = ("hydra", "paths", "logger", "limit", "per_category", "warmup", "resume",
-                 "progress", "on_bad_record", "confirm_run_unsafe_code", "optimized_metric",
-                 "hparams_search", "rank_timeout_s")
-UNHASHED_DATASET_KEYS = ("limit",)
 
 
 def config_hash(cfg: dict) -> str:

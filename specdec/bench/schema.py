@@ -12,66 +12,23 @@ against their constructors (``specdec.bench.components``).
 
 Types (``specdec.bench.values``): ``int`` (a bool is not an int here), ``float`` (an int is
 accepted), ``bool``, ``str``, ``X | None`` and ``Literal[...]``; ranges come from each field's
-``metadata`` (``ge``, ``gt``, ``le``).
+``metadata`` (``ge``, ``gt``, ``le``). The keys themselves are declared once, in
+``specdec.bench.eval_keys`` (re-exported here).
 """
 
 from __future__ import annotations
 
 import typing
-from dataclasses import dataclass, field, fields, is_dataclass
-from typing import Literal
+from dataclasses import fields, is_dataclass
 
 from omegaconf import DictConfig, OmegaConf
 
 from specdec.bench.components import check_components
+from specdec.bench.eval_keys import DatasetKeys, EvalKeys, SamplingKeys, bounds
 from specdec.bench.values import check_value
 from specdec.models.pair import check_device
 
-
-def _bound(default: object = None, **limits: float) -> typing.Any:
-    return field(default=default, metadata=limits)
-
-
-@dataclass(frozen=True)
-class SamplingKeys:
-    """``sampling``: applied to target and draft alike (``specdec.sampling.Sampling``)."""
-
-    temperature: float = _bound(0.0, ge=0.0)
-    top_k: int = _bound(0, ge=0)
-    top_p: float = _bound(1.0, gt=0.0, le=1.0)
-
-
-@dataclass(frozen=True)
-class DatasetKeys:
-    """``benchmark.datasets.<name>``: the scalar keys that shape generation."""
-
-    max_new_tokens: int = _bound(1, ge=1)
-    limit: int | None = _bound(None, ge=1)
-    chat_template: bool = True
-    template: str = "{turn}"
-
-
-@dataclass(frozen=True)
-class EvalKeys:
-    """The top-level scalar keys of ``conf/eval.yaml``."""
-
-    seed: int = 0
-    max_new_tokens: int | None = _bound(None, ge=1)
-    limit: int | None = _bound(None, ge=1)
-    per_category: int | None = _bound(None, ge=1)
-    warmup: int = _bound(1, ge=0)
-    resume: bool = True
-    on_bad_record: Literal["stop", "skip"] = "stop"
-    quality: bool = False
-    quality_timeout_s: float = _bound(10.0, gt=0.0)
-    cost_model: bool = True
-    progress: bool = True
-    device: str = "cpu"
-    threads: int | None = _bound(None, ge=1)
-    rank_timeout_s: float = _bound(1800.0, gt=0.0)
-    truncate_prompts: Literal["left"] | None = None
-    optimized_metric: str | None = "sweep_objective"
-    sampling: SamplingKeys = field(default_factory=SamplingKeys)
+__all__ = ["DatasetKeys", "EvalKeys", "SamplingKeys", "validate"]
 
 
 def _checked(cls: type, node: DictConfig, prefix: str) -> dict:
@@ -79,7 +36,7 @@ def _checked(cls: type, node: DictConfig, prefix: str) -> dict:
     out = {}
     for f in fields(cls):
         if f.name in node and not is_dataclass(hints[f.name]):
-            check_value(prefix + f.name, node[f.name], hints[f.name], dict(f.metadata))
+            check_value(prefix + f.name, node[f.name], hints[f.name], bounds(f))
             out[f.name] = node[f.name]
     return out
 

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 from omegaconf import DictConfig, OmegaConf
 
-from specdec.learners.shipped import read_checkpoint
+from specdec.models.shipped import read_checkpoint
 
 if TYPE_CHECKING:
     import lightning as L

@@ -105,7 +105,7 @@ def exportable(learner, best: str | None, *, sharded: bool, build):
             f"the FSDP export reads the best checkpoint as one file, but got {best!r}: train "
             "with a checkpoint (not fast_dev_run) and trainer.strategy.state_dict_type=full "
             "(one file), or pass export=null")
-    from specdec.learners.shipped import read_checkpoint
+    from specdec.models.shipped import read_checkpoint
 
     fresh = build()
     state = read_checkpoint(best, "re-run the training that writes it")["state_dict"]

@@ -7,7 +7,7 @@ fp32 weights and the tokenizer once as a safetensors folder under ``paths.cache_
 ``SPECDEC_CACHE_DIR``), so later loads take a fraction of a second.
 
 Drafts (``draft=``): ``trained`` (the shipped reduced-vocabulary draft, ``specdec/assets/``;
-see ``learners/draft_lm/net.py``), ``truncated`` (the target's first ``truncated_layers`` layers
+see ``models/reduced_draft.py``), ``truncated`` (the target's first ``truncated_layers`` layers
 sharing its embeddings, norm and head: runs before any training, accepts little), ``none`` (AR
 only).
 """
@@ -168,7 +168,7 @@ def smollm2_pair(
             stay on the target's device).
         static_cache, max_cache_len: the decoding caches' kind (``specdec.static_cache``).
     """
-    from specdec.learners.draft_lm.net import load_draft
+    from specdec.models.reduced_draft import load_draft
 
     spec = static_spec(static_cache, max_cache_len)
 

@@ -125,9 +125,9 @@ def generate_acceptance_data(
     """
     from datasets import Dataset, DatasetDict
 
+    from specdec.compose import compose_method
     from specdec.drafters import EmptyDrafter
     from specdec.engine import generate
-    from specdec.lm import CachedLM
     from specdec.verifiers import Tokenwise
 
     if model.draft is None:
@@ -136,7 +136,9 @@ def generate_acceptance_data(
     prompts = [p for s in sources for p in load_source(dict(s), Path(data_dir))]
     if len({pid for pid, _ in prompts}) != len(prompts):
         raise BadInput("duplicate prompt ids across sources")
-    target, tok = CachedLM(model.target, role="target"), model.tokenizer
+    # the eval's composition (specdec.compose) of the ar method: the target answers alone
+    ar = compose_method(model, smp, lambda lm, s: EmptyDrafter(), Tokenwise)
+    tok = model.tokenizer
     stop_ids = [tok.eos_token_id] if tok.eos_token_id is not None else []
     encoded = [(pid, encode_turn(tok, [{"role": "user", "content": text}], chat_template=True))
                for pid, text in prompts]
@@ -164,7 +166,7 @@ def generate_acceptance_data(
             response = greedy[pid]
         else:
             coins = TorchCoins(prompt_seed(seed, pid))
-            response = generate(prompt_ids, target, EmptyDrafter(), Tokenwise(), sampling=smp,
+            response = generate(prompt_ids, ar.target, ar.drafter, ar.verifier, sampling=smp,
                                 coins=coins, max_new_tokens=max_new_tokens,
                                 stop_ids=stop_ids).tokens
         if not response:

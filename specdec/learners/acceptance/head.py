@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from specdec.errors import BadInput, MissingInput
-from specdec.learners.shipped import (
+from specdec.models.shipped import (
     CONFIG,
     WEIGHTS,
     load_state,

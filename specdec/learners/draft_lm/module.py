@@ -24,17 +24,17 @@ from safetensors.torch import load_file
 from torch.utils.data import DataLoader
 
 from specdec.errors import MissingInput
-from specdec.learners.draft_lm.net import (
+from specdec.learners.draft_lm.trace_dataset import TraceDataset, collate_traces
+from specdec.learners.draft_lm.traces import DATA_COMMAND
+from specdec.learners.install import export_folder
+from specdec.learners.optim import adamw_warmup_cosine
+from specdec.models.reduced_draft import (
     EMBED_KEY,
     init_from_target,
     load_draft,
     save_draft,
     tokenizer_sha256,
 )
-from specdec.learners.draft_lm.trace_dataset import TraceDataset, collate_traces
-from specdec.learners.draft_lm.traces import DATA_COMMAND
-from specdec.learners.install import export_folder
-from specdec.learners.optim import adamw_warmup_cosine
 
 
 class DistillLearner(L.LightningModule):

@@ -34,7 +34,7 @@ from transformers import LlamaConfig
 
 from specdec.errors import BadInput
 from specdec.learners.eagle3.published import ARCH, PublishedDecoder, PublishedEagle3Net
-from specdec.learners.shipped import (
+from specdec.models.shipped import (
     CONFIG,
     WEIGHTS,
     check_finite,

@@ -27,7 +27,6 @@ from torch.utils.data import DataLoader, Dataset
 from transformers import DynamicCache
 
 from specdec.errors import BadInput
-from specdec.learners.draft_lm.net import tokenizer_sha256
 from specdec.learners.draft_lm.traces import Trace
 from specdec.learners.eagle3.data import frozen_target, load_feature_traces, read_token_map
 from specdec.learners.eagle3.interop import FORMATS, save_eagle3_hf
@@ -42,6 +41,7 @@ from specdec.learners.eagle3.net import (
 from specdec.learners.eagle3.published import PublishedEagle3Net, new_published
 from specdec.learners.install import export_folder
 from specdec.learners.optim import adamw_warmup_cosine
+from specdec.models.reduced_draft import tokenizer_sha256
 
 log = logging.getLogger(__name__)
 ARCHS = {"specdec": new_eagle3, "eagle3": new_published}  # learner.arch -> the new net's maker

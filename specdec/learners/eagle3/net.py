@@ -12,7 +12,7 @@ e(x_{t+1}))`` and predicts ``x_{t+2}``:
     h_t = Decoder(z_{≤t})                                 (one Llama decoder layer + final norm)
     logits_t = head(h_t)                                  (over the V_d mapped tokens)
 
-The decoder is a one-layer ``ReducedVocabDraft`` (``learners.draft_lm.net``) driven through
+The decoder is a one-layer ``ReducedVocabDraft`` (``models.reduced_draft``) driven through
 ``inputs_embeds``, so at decoding time a ``CachedLM`` owns its KV cache, tree masks and forward
 log. The original feeds ``[e; g]`` straight into a 2H-wide attention; projecting to H first keeps
 the stock decoder layer (no forked modeling file) and is the EAGLE-1 input path.
@@ -35,16 +35,18 @@ from transformers import LlamaConfig
 from transformers.models.llama.modeling_llama import LlamaRMSNorm
 
 from specdec.errors import BadInput, MissingInput
-from specdec.learners.draft_lm.net import (
+from specdec.learners.eagle3.interop import layout, read_published, resolve_folder
+from specdec.learners.eagle3.published import PublishedEagle3Net
+from specdec.models.cache_arg import cache_kwarg
+from specdec.models.exact import exact_float64
+from specdec.models.reduced_draft import (
     EMBED_KEY,
     ReducedVocabDraft,
     attach_embeddings,
     draft_config,
     init_from_target,
 )
-from specdec.learners.eagle3.interop import layout, read_published, resolve_folder
-from specdec.learners.eagle3.published import PublishedEagle3Net
-from specdec.learners.shipped import (
+from specdec.models.shipped import (
     CONFIG,
     WEIGHTS,
     load_state,
@@ -52,8 +54,6 @@ from specdec.learners.shipped import (
     read_tensors,
     write_asset,
 )
-from specdec.models.cache_arg import cache_kwarg
-from specdec.models.exact import exact_float64
 
 DECODER_EMBED_KEY = f"decoder.{EMBED_KEY}"
 META_KEYS = ("target_layers", "target_hidden", "target_vocab")  # what ``check_target`` reads

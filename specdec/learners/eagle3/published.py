@@ -40,8 +40,8 @@ from transformers.models.llama.modeling_llama import (
     LlamaRotaryEmbedding,
 )
 
-from specdec.learners.draft_lm.net import draft_config
 from specdec.models.cache_arg import cache_kwarg, output_cache_field
+from specdec.models.reduced_draft import draft_config
 
 ARCH = "LlamaForCausalLMEagle3"  # the published heads' ``architectures`` entry
 # create_causal_mask's cache keyword (``cache`` after transformers' rename, else past_key_values)

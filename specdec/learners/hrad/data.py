@@ -170,12 +170,12 @@ def generate_hrad_data(model, out_dir: str, *, source_dir: str | None = None,
     Returns:
         ``out_dir``.
     """
+    from specdec.compose import compose_method
     from specdec.data.prompts import encode_turn
     from specdec.drafters import ModelDrafter
     from specdec.drafters.policies import Fixed
     from specdec.engine import generate
     from specdec.learners.hrad.features import hrad_layers
-    from specdec.lm import CachedLM
     from specdec.sampling import Sampling, TorchCoins, prompt_seed
     from specdec.verifiers import Tokenwise
 
@@ -196,16 +196,16 @@ def generate_hrad_data(model, out_dir: str, *, source_dir: str | None = None,
                      "prompts": len(texts), "val_fraction": val_fraction,
                      "test_fraction": test_fraction})
     tok, width = model.tokenizer, (layers + 1) * int(cfg.hidden_size)
-    target = CachedLM(model.target, role="target")
-    draft = CachedLM(model.draft, role="draft", vocab_size=target.vocab_size)  # specdec.vocab
+    # the eval's composition (specdec.compose): a γ_max chain drafter and the tokenwise verifier
+    method = compose_method(model, smp, lambda lm, s: ModelDrafter(lm, Fixed(gamma_max), s),
+                            Tokenwise)
     stop_ids = [tok.eos_token_id] if tok.eos_token_id is not None else []
 
     def decode(text: str) -> tuple[list[int], list[int], HradRecorder]:
         """The prompt's ids, its answer and the recorder that watched the decoding."""
         ids = encode_turn(tok, [{"role": "user", "content": text}], chat_template=True)
-        recorder = HradRecorder(ModelDrafter(draft, Fixed(gamma_max), smp), target_layers,
-                                gamma_max)
-        gen = generate(ids, target, recorder, Tokenwise(), sampling=smp,
+        recorder = HradRecorder(method.drafter, target_layers, gamma_max)
+        gen = generate(ids, method.target, recorder, method.verifier, sampling=smp,
                        coins=TorchCoins(prompt_seed(seed, text)), max_new_tokens=max_new_tokens,
                        stop_ids=stop_ids)
         return ids, gen.tokens, recorder

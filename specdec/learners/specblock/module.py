@@ -36,7 +36,6 @@ import lightning as L
 import torch
 
 from specdec.errors import BadInput
-from specdec.learners.draft_lm.net import tokenizer_sha256
 from specdec.learners.eagle3.data import frozen_target, read_token_map
 from specdec.learners.eagle3.net import load_eagle3
 from specdec.learners.install import export_folder
@@ -52,6 +51,7 @@ from specdec.learners.specblock.slots import (
 )
 from specdec.learners.specblock.store import load_specblock, save_specblock
 from specdec.learners.specblock.warm import warm_from_eagle3
+from specdec.models.reduced_draft import tokenizer_sha256
 
 
 def unroll(net: SpecBlockNet, embed: torch.nn.Module, ids: torch.Tensor, feats: torch.Tensor,

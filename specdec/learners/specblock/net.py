@@ -48,7 +48,6 @@ from transformers.models.llama.modeling_llama import (
 )
 
 from specdec.errors import BadInput
-from specdec.learners.draft_lm.net import draft_config
 from specdec.learners.specblock.slots import (
     KV,
     NUM_RANK_FEATURES,
@@ -61,6 +60,7 @@ from specdec.learners.specblock.slots import (
     slot_attention,
 )
 from specdec.models.exact import exact_float64
+from specdec.models.reduced_draft import draft_config
 
 
 class BlockOut(NamedTuple):

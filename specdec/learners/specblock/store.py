@@ -17,8 +17,8 @@ from transformers import LlamaConfig
 
 from specdec.errors import BadInput
 from specdec.learners.eagle3.net import load_weights, read_feature_drafter
-from specdec.learners.shipped import WEIGHTS, write_asset
 from specdec.learners.specblock.net import SpecBlockNet
+from specdec.models.shipped import WEIGHTS, write_asset
 
 TRAIN_COMMAND = "python -m specdec.train +experiment=specblock_<model>"
 
