@@ -19,8 +19,9 @@ PACKAGE = Path(__file__).resolve().parents[1] / "specdec"
 LAYERS: list[tuple[str, ...]] = [
     ("errors",),
     ("rowops", "trees", "vocab", "threads", "forwards", "streaming", "cli_help", "data"),
-    ("core", "sampling", "metrics"),
-    ("reconcile", "models"),
+    # loading and placing models: the pair, its typed placement, its caches' kind
+    ("models", "placement", "static_cache"),
+    ("core", "sampling", "metrics", "reconcile"),
     ("lm",),
     ("learners",),  # learned networks and heads, their training: drafters are built on them
     ("verifiers", "drafters"),
