@@ -102,3 +102,21 @@ def test_data_fit_export_then_eval_on_a_users_pair(compose, targets, tmp_path, f
                                                  f"drafter.path={tmp_path / 'head'}"])
     assert len(ar) == 1 and len(ar[0][0]) == 8
     assert drafted == ar
+
+
+def test_an_unknown_experiment_is_one_error_line_naming_the_generic_form(capsys):
+    from specdec.errors import BadInput, exit_on_input_error
+    from specdec.train import check_experiment
+
+    check_experiment(["+experiment=eagle3_tiny", "model=hf", "stage=data"])  # known: no error
+    with pytest.raises(SystemExit) as stop, exit_on_input_error():
+        check_experiment(["+experiment=eagle3_mypair", "stage=data"])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: +experiment=eagle3_mypair: ")
+    assert ("python -m specdec.train +experiment=eagle3 model=hf model.target=<hub id|folder>"
+            in err)
+    with pytest.raises(BadInput, match=r"draft_lm model=hf model.target="):
+        check_experiment(["experiment=draft_lm_mine"])
+    with pytest.raises(BadInput, match=r"pick one of: .*distill_draft_smollm2, draft_lm, eagle3,"):
+        check_experiment(["+experiment=eagle"])
