@@ -120,3 +120,27 @@ def test_an_unknown_experiment_is_one_error_line_naming_the_generic_form(capsys)
         check_experiment(["experiment=draft_lm_mine"])
     with pytest.raises(BadInput, match=r"pick one of: .*distill_draft_smollm2, draft_lm, eagle3,"):
         check_experiment(["+experiment=eagle"])
+
+
+@pytest.fixture(scope="module")
+def llama_pair(targets, tmp_path_factory) -> list[str]:
+    """The Llama stub with a draft near it (``save_stub(like=...)``): some drafts accepted."""
+    target = targets["llama"]
+    draft = save_stub(tmp_path_factory.mktemp("draft") / "my-draft", "llama", layers=2, seed=40,
+                      like=target)
+    return [*_pair(target), f"model.draft={draft}"]
+
+
+def test_specdecpp_head_trains_and_serves_on_a_users_pair(compose, llama_pair, tmp_path):
+    small = ["+experiment=specdecpp", *llama_pair, f"paths.cache_dir={tmp_path / 'cache'}",
+             "data_gen.sources=[{name: synthetic, limit: 8}]", "data_gen.max_new_tokens=8",
+             "data_gen.val_fraction=0.25", "data_gen.test_fraction=0.25",
+             "datamodule.batch_size=4"]
+    train(compose("train", [*small, "stage=data"]))
+    train(compose("train", [*small, "trainer=debug", f"export.folder={tmp_path / 'head'}"]))
+    meta = json.loads((tmp_path / "head" / "config.json").read_text())
+    assert meta["experiment"].startswith("specdecpp model=hf model.target=")
+    ar = _decode(compose, tmp_path / "ar", ["method=ar", *llama_pair])
+    served = _decode(compose, tmp_path / "pp", ["method=specdecpp", *llama_pair,
+                                                f"drafter.policy.head={tmp_path / 'head'}"])
+    assert served == ar and len(ar[0][0]) == 8
