@@ -32,8 +32,11 @@ def resolved(compose, experiment: str) -> dict:
     """The compared keys of ``+experiment=<experiment>``, resolved, paths as in the snapshot."""
     cfg = compose("train", [f"+experiment={experiment}", "paths.cache_dir=/CACHE"])
     HydraConfig.instance().set_config(cfg)  # trainer.default_root_dir reads ${hydra:...}
-    out = {k: OmegaConf.to_container(cfg[k], resolve=True) if OmegaConf.is_config(cfg[k])
-           else cfg[k] for k in KEYS if k in cfg}
+    try:
+        out = {k: OmegaConf.to_container(cfg[k], resolve=True) if OmegaConf.is_config(cfg[k])
+               else cfg[k] for k in KEYS if k in cfg}
+    finally:  # a set HydraConfig would answer ${specdec_choice:} for later tests' configs
+        HydraConfig.instance().cfg = None
     out["trainer"].pop("default_root_dir")  # the test's tmp folder (None in the snapshot)
     return yaml.safe_load(yaml.safe_dump(out).replace(str(ROOT), "<root>"))
 
