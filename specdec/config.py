@@ -1,8 +1,10 @@
 """Config helpers shared by the entry points and the tests.
 
 * ``register_resolvers``: the OmegaConf resolvers ``${specdec_root:}``, ``${specdec_choice:}``,
-  ``${specdec_if_exists:}``, ``${specdec_train_hash:}`` (a training run's folder),
-  and the two that fill the ``--help`` templates (``specdec.cli_help``).
+  ``${specdec_if_exists:}``, ``${specdec_train_hash:}`` (a training run's folder), the three that
+  read the model pair for any-pair experiments and drafters -- ``${specdec_pair_name:}``,
+  ``${specdec_target_layers:}``, ``${specdec_experiment:<kind>}`` -- and the two that fill the
+  ``--help`` templates (``specdec.cli_help``).
 * ``target_errors``: torchtune-style static validation (``config/_validate.py``): every mapping
   with a ``_target_`` in a YAML file must name an importable callable whose signature accepts the
   mapping's other keys (``inspect.Signature.bind_partial``: objects may get more arguments at
@@ -18,7 +20,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import yaml
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
+
+from specdec.errors import BadInput, MissingInput
 
 ROOT = Path(__file__).resolve().parents[1]
 # Hydra's instantiate keywords: not arguments of the target
@@ -39,6 +43,11 @@ def register_resolvers() -> None:
         from specdec.learners.resume import hash_resolver  # no Lightning import
 
         OmegaConf.register_new_resolver("specdec_train_hash", hash_resolver)
+    for name, resolver in (("specdec_pair_name", pair_label),
+                           ("specdec_target_layers", target_layers),
+                           ("specdec_experiment", experiment_for)):
+        if not OmegaConf.has_resolver(name):
+            OmegaConf.register_new_resolver(name, resolver)
     from specdec.cli_help import group_options, primary_keys
 
     if not OmegaConf.has_resolver("specdec_options"):
@@ -65,6 +74,82 @@ def _choice(group: str, *, _root_) -> str:
         raise ValueError(f"no choice recorded for config group {group!r}; compose the config "
                          "through Hydra (return_hydra_config=True) or set the value explicitly")
     return str(choices[group])
+
+
+def pair_label(*, _root_) -> str:
+    """``${specdec_pair_name:}``: the pair's one name in asset folders, trace folders and run
+    names -- ``model.name`` when set, else the target's (``models.hf.pair_name``; a hub id's ``/``
+    as ``--``), else the ``model`` choice (``tiny``, ``smollm2``)."""
+    model = OmegaConf.select(_root_, "model")
+    name = model.get("name") if model is not None else None
+    if name:
+        return str(name)
+    target = model.get("target") if model is not None else None
+    if target:
+        from specdec.models.hf import pair_name
+
+        return pair_name(str(target)).replace("/", "--")
+    return _choice("model", _root_=_root_)
+
+
+def feature_layers(layers: int) -> list[int]:
+    """Low / middle / high ``hidden_states`` indices (0: the embeddings) a feature drafter reads
+    from a target of ``layers`` layers: EAGLE-3's ``[2, L // 2, L - 3]`` (SmolLM2's 30 layers:
+    ``[2, 15, 27]``), shrunk to ``[0, 1, 2]`` on a 2-layer target."""
+    if layers < 1:
+        raise BadInput(f"a target of {layers} layers has no features to draft from")
+    low, middle = min(2, layers // 4), layers // 2
+    high = layers - 3 if layers - 3 > middle else layers
+    return [low, middle, high]
+
+
+def target_depth(model: DictConfig) -> int | None:
+    """The target's layer count from its pair config without loading weights: the tiny pair's
+    ``layers``; a ``target`` folder's or cached hub id's ``config.json``; None when unknown."""
+    if "layers" in model and str(model.get("_target_", "")).endswith("tiny_pair"):
+        return int(model.layers)
+    target = model.get("target") if "target" in model else None
+    if not target:
+        return None
+    from transformers import AutoConfig
+
+    try:
+        config = AutoConfig.from_pretrained(str(target), trust_remote_code=False)
+    except (OSError, ValueError) as e:
+        raise MissingInput(f"model.target={target}: cannot read its config.json ({e}); give a "
+                           "folder written by save_pretrained or a cached hub id") from None
+    return int(config.get_text_config().num_hidden_layers)
+
+
+def target_layers(*, _root_) -> list[int]:
+    """``${specdec_target_layers:}``: ``feature_layers`` of the target's depth (``target_depth``);
+    a preset whose depth is not in its config (SmolLM2's GGUF) sets the list itself."""
+    depth = target_depth(OmegaConf.select(_root_, "model"))
+    if depth is None:
+        raise BadInput("cannot tell the target's layer count from this model config; set the "
+                       "experiment's target_layers=[low,middle,high] (hidden_states indices)")
+    return feature_layers(depth)
+
+
+def experiment_for(kind: str, *, _root_) -> str:
+    """``${specdec_experiment:<kind>}``: what follows ``+experiment=`` to train ``<kind>``'s part
+    for this pair -- the preset file ``<kind>_<pair name>`` when one exists, else the generic
+    experiment with the pair's own overrides (``eagle3 model=hf model.target=<id|folder>``)."""
+    name = pair_label(_root_=_root_)
+    if (ROOT / "conf" / "experiment" / f"{kind}_{name}.yaml").is_file():
+        return f"{kind}_{name}"
+    try:
+        choice = _choice("model", _root_=_root_)
+    except (ValueError, KeyError):
+        choice = "hf"
+    words = [kind, f"model={choice}"]
+    model = OmegaConf.select(_root_, "model")
+    if choice == "hf" and model is not None:
+        from specdec.models.hf import no_draft
+
+        words += [f"model.{key}={model[key]}" for key in ("target", "draft")
+                  if key in model and not no_draft(model[key])]
+    return " ".join(words)
 
 
 def target_nodes(node: object, where: str = "") -> Iterator[tuple[str, dict]]:

@@ -173,6 +173,29 @@ def train(cfg: DictConfig) -> dict[str, float]:
     return {k: float(v) for k, v in trainer.callback_metrics.items()}
 
 
+EXPERIMENTS = Path(__file__).resolve().parents[1] / "conf" / "experiment"
+
+
+def check_experiment(argv: list[str]) -> None:
+    """Refuse ``+experiment=<name>`` naming no ``conf/experiment/<name>.yaml`` before Hydra
+    composes anything (``BadInput``), suggesting the generic any-pair experiment its name starts
+    with (``eagle3_mypair``: ``+experiment=eagle3 model=hf model.target=...``)."""
+    names = sorted(p.stem for p in EXPERIMENTS.glob("*.yaml"))
+    presets = [p.stem for p in (EXPERIMENTS.parent / "model").glob("*.yaml")]
+    generic = [n for n in names if not any(n.endswith(f"_{m}") for m in presets)]
+    for arg in argv:
+        key, sep, value = arg.partition("=")
+        if not sep or key.lstrip("+~") != "experiment" or value in names:
+            continue
+        match = [g for g in generic if value.startswith(f"{g}_")]
+        fix = (f"for your own pair use the generic one: python -m specdec.train "
+               f"+experiment={match[0]} model=hf model.target=<hub id|folder> "
+               "[model.draft=<hub id|folder>]" if match else
+               f"pick one of: {', '.join(names)}")
+        raise BadInput(f"+experiment={value}: no such experiment "
+                       f"(conf/experiment/{value}.yaml); {fix}")
+
+
 @hydra.main(version_base="1.3", config_path="../conf", config_name="train")
 def main(cfg: DictConfig) -> None:
     """Train (or generate data); a bad input ends with its message and status 2 (errors.py)."""
@@ -183,5 +206,6 @@ def main(cfg: DictConfig) -> None:
 if __name__ == "__main__":
     register_resolvers()
     with exit_on_input_error():  # Hydra's own errors come before main: cli_check.py
+        check_experiment(sys.argv[1:])  # an unknown experiment names the generic one
         check_command_line(sys.argv[1:], "train")
     main()

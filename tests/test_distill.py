@@ -79,10 +79,8 @@ def test_experiment_debug_fit_writes_checkpoint_and_exact_export(tmp_path, compo
 
     src = _source(tmp_path)
     overrides = [
-        "+experiment=distill_draft_smollm2", "trainer=debug",
-        "distill.model._target_=specdec.models.tiny.tiny_pair", "~distill.model.draft",
-        "~distill.model.cache_dir", "~distill.model.device", f"distill.source_dir={src}",
-        f"distill.traces_dir={tmp_path / 'traces'}", f"export.folder={tmp_path / 'draft'}",
+        "+experiment=draft_lm", "model=tiny", "trainer=debug", f"train_data_dir={src}",
+        f"draft_lm.traces_dir={tmp_path / 'traces'}", f"export.folder={tmp_path / 'draft'}",
         "data_gen.max_len=40", "data_gen.batch_size=4", "data_gen.vocab_map_size=40",
         "learner.layers=[1]", "datamodule.batch_size=4", "export.dtype=float32",
     ]
@@ -132,10 +130,8 @@ def test_checkpoint_from_fit_is_written(tmp_path, compose):
     from specdec.train import train
 
     src = _source(tmp_path)
-    base = ["+experiment=distill_draft_smollm2", "distill.model._target_=specdec.models.tiny."
-            "tiny_pair", "~distill.model.draft", "~distill.model.cache_dir",
-            "~distill.model.device", f"distill.source_dir={src}",
-            f"distill.traces_dir={tmp_path / 'traces'}", f"export.folder={tmp_path / 'd'}",
+    base = ["+experiment=draft_lm", "model=tiny", f"train_data_dir={src}",
+            f"draft_lm.traces_dir={tmp_path / 'traces'}", f"export.folder={tmp_path / 'd'}",
             "data_gen.max_len=30", "data_gen.batch_size=8", "learner.layers=[0]",
             "datamodule.batch_size=4", "trainer.max_steps=2", "trainer.val_check_interval=1",
             "+trainer.limit_val_batches=1", "callbacks.progress_bar.refresh_rate=0"]

@@ -9,56 +9,18 @@ tokenizer (as the real Qwen2.5 pairs do), which the pair machinery reconciles. E
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
-import torch
-from transformers import (
-    AutoModelForCausalLM,
-    AutoTokenizer,
-    LlamaConfig,
-    LlamaForCausalLM,
-    Qwen2Config,
-    Qwen2ForCausalLM,
-)
+from transformers import AutoModelForCausalLM, AutoTokenizer
 
 import specdec.bench.runner as ev
 from specdec.errors import BadInput, MissingInput
-from specdec.models.tiny import byte_tokenizer
+from specdec.testing.hf_stubs import FAMILIES, save_stub
 
 FAST = ["benchmark=tiny", "limit=1", "max_new_tokens=8", "warmup=0", "progress=false",
         "cost_model=false"]
-FAMILIES = {"llama": (LlamaConfig, LlamaForCausalLM), "qwen2": (Qwen2Config, Qwen2ForCausalLM)}
-
-
-def save_stub(folder: Path, family: str, *, layers: int, seed: int, vocab: int = 259,
-              like: str | None = None) -> str:
-    """A seeded random model of ``family`` with the byte tokenizer, saved to ``folder``; with
-    ``like`` (a saved stub) its weights are that model's plus noise (its first layers, its
-    embedding rows): a draft that agrees with its target often, not always."""
-    config_cls, model_cls = FAMILIES[family]
-    config = config_cls(vocab_size=vocab, hidden_size=32, intermediate_size=64,
-                        num_hidden_layers=layers, num_attention_heads=2, num_key_value_heads=2,
-                        max_position_embeddings=512, tie_word_embeddings=True)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        model = model_cls(config)
-        for p in model.parameters():  # peakier conditionals than the default init
-            if p.dim() == 2:
-                torch.nn.init.normal_(p, std=0.35)
-    if like is not None:
-        source = model_cls.from_pretrained(like).state_dict()
-        gen = torch.Generator().manual_seed(seed)
-        with torch.no_grad():
-            for name, p in model.state_dict().items():
-                if name in source:
-                    rows = min(p.shape[0], source[name].shape[0])
-                    p[:rows].copy_(source[name][:rows])  # padding rows past them stay random
-                    if p.dim() == 2:  # near the target, not equal: some drafts are rejected
-                        p.add_(torch.randn(p.shape, generator=gen) * 0.01)
-    model.save_pretrained(folder)
-    byte_tokenizer().save_pretrained(folder)
-    return str(folder)
 
 
 @pytest.fixture(scope="module")
@@ -141,10 +103,10 @@ def test_missing_draft_fails_before_loading(compose, stubs, tmp_path, no_loading
 def test_missing_asset_names_the_experiment_before_loading(compose, stubs, tmp_path, no_loading):
     target, draft = stubs["llama"]
     pair = ["model=hf", f"model.target={target}", f"model.draft={draft}"]
-    for method, experiment in (("eagle3", "eagle3_hf"), ("specblock", "specblock_hf"),
-                               ("specdecpp", "specdecpp_hf")):
+    for method in ("eagle3", "specblock", "specdecpp"):  # the generic experiment, this pair
+        experiment = f"{method} model=hf model.target={target} model.draft={draft}"
         msg = _fails(compose, tmp_path, [*pair, f"method={method}"], MissingInput,
-                     f"python -m specdec.train \\+experiment={experiment}")
+                     re.escape(f"`python -m specdec.train +experiment={experiment}`"))
         assert "no experiment trains it yet" in msg and "_tiny.yaml" in msg
 
 

@@ -107,9 +107,12 @@ def tokenizer_sha256(tokenizer) -> str:
 
 
 def draft_config(target_config: LlamaConfig, *, layers: int, draft_vocab_size: int,
-                 tokenizer_hash: str = "") -> LlamaConfig:
-    """The draft's config: the target's shapes with ``layers`` layers and a reduced head."""
+                 tokenizer_hash: str = "", attention_bias: bool = False) -> LlamaConfig:
+    """The draft's config: the target's shapes with ``layers`` layers and a reduced head;
+    ``attention_bias``: Llama layers with projection biases (a Qwen2 target's q/k/v carry one
+    its config does not name: ``qkv_bias``)."""
     cfg = LlamaConfig.from_dict(target_config.to_dict())
+    cfg.attention_bias = bool(attention_bias or getattr(cfg, "attention_bias", False))
     cfg.num_hidden_layers = layers
     if getattr(cfg, "layer_types", None):
         cfg.layer_types = cfg.layer_types[:layers]
@@ -123,6 +126,23 @@ def draft_config(target_config: LlamaConfig, *, layers: int, draft_vocab_size: i
     return cfg
 
 
+def qkv_bias(target) -> bool:
+    """Whether the target's attention projections carry a bias (Qwen2's q/k/v do)."""
+    return target.model.layers[0].self_attn.q_proj.bias is not None
+
+
+def copy_layer(dst: nn.Module, src: nn.Module) -> None:
+    """Load a target decoder layer into a Llama draft layer. A Qwen2 layer has no ``o_proj``
+    bias where a Llama layer with ``attention_bias`` has one: it starts at zero (the same map)."""
+    missing, unexpected = dst.load_state_dict(src.state_dict(), strict=False)
+    extra = [k for k in missing if not k.endswith("o_proj.bias")]
+    if extra or unexpected:
+        raise RuntimeError(f"cannot copy a {type(src).__name__} into a {type(dst).__name__}: "
+                           f"missing {extra}, unexpected {unexpected}")
+    for key in missing:
+        dst.get_parameter(key).data.zero_()
+
+
 def init_from_target(target, token_map: torch.Tensor, *, layers: list[int],
                      tokenizer_hash: str = "") -> ReducedVocabDraft:
     """A draft initialised from the target: copies of ``layers``, its norm, its head rows.
@@ -134,11 +154,11 @@ def init_from_target(target, token_map: torch.Tensor, *, layers: list[int],
     """
     assert token_map.dim() == 1 and token_map.unique().numel() == token_map.numel()
     cfg = draft_config(target.config, layers=len(layers), draft_vocab_size=token_map.numel(),
-                       tokenizer_hash=tokenizer_hash)
+                       tokenizer_hash=tokenizer_hash, attention_bias=qkv_bias(target))
     draft = ReducedVocabDraft(cfg).to(target.dtype)
     with torch.no_grad():
         for i, j in enumerate(layers):
-            draft.model.layers[i].load_state_dict(target.model.layers[j].state_dict())
+            copy_layer(draft.model.layers[i], target.model.layers[j])
         draft.model.norm.load_state_dict(target.model.norm.state_dict())
         draft.lm_head.weight.copy_(target.lm_head.weight[token_map])
         draft.token_map.copy_(token_map)

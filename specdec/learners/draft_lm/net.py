@@ -11,14 +11,16 @@ from specdec.models.reduced_draft import (
     EMBED_KEY,
     ReducedVocabDraft,
     attach_embeddings,
+    copy_layer,
     draft_config,
     draft_from_checkpoint,
     init_from_target,
     load_draft,
+    qkv_bias,
     save_draft,
     tokenizer_sha256,
 )
 
-__all__ = ["EMBED_KEY", "ReducedVocabDraft", "attach_embeddings", "draft_config",
-           "draft_from_checkpoint", "init_from_target", "load_draft", "save_draft",
+__all__ = ["EMBED_KEY", "ReducedVocabDraft", "attach_embeddings", "copy_layer", "draft_config",
+           "draft_from_checkpoint", "init_from_target", "load_draft", "qkv_bias", "save_draft",
            "tokenizer_sha256"]

@@ -31,7 +31,7 @@ def training_pairs(source_dir: str | Path, datasets: Sequence[str] = ("gsm8k", "
     """``(prompt, reference answer)`` of the training splits, eval prompts excluded, hash order."""
     src = Path(source_dir)
     if not (src / "gsm8k" / "train.jsonl").exists():
-        raise MissingInput(f"training prompts not found under {src}; set distill.source_dir "
+        raise MissingInput(f"training prompts not found under {src}; set train_data_dir "
                                 "(env SPECDEC_SHARED_DATA) to a folder laid out like shared/data")
     banned, seen, out = eval_texts(src), set(), []
     rows: list[tuple[str, str, str]] = []

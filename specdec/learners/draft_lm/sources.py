@@ -54,7 +54,7 @@ def training_prompts(source_dir: str | Path, datasets: Sequence[str] = ("gsm8k",
     """
     src = Path(source_dir)
     if not (src / "gsm8k" / "train.jsonl").exists():
-        raise MissingInput(f"training prompts not found under {src}; set distill.source_dir "
+        raise MissingInput(f"training prompts not found under {src}; set train_data_dir "
                                 "(env SPECDEC_SHARED_DATA) to a folder laid out like shared/data")
     banned = eval_texts(src)
     prompts: list[str] = []

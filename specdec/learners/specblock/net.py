@@ -60,7 +60,7 @@ from specdec.learners.specblock.slots import (
     slot_attention,
 )
 from specdec.models.exact import exact_float64
-from specdec.models.reduced_draft import draft_config
+from specdec.models.reduced_draft import copy_layer, draft_config, qkv_bias
 
 
 class BlockOut(NamedTuple):
@@ -208,12 +208,12 @@ def new_specblock(target, token_map: torch.Tensor, target_layers: Sequence[int],
     if not 1 <= layers <= n:
         raise BadInput(f"learner.layers must be in 1..{n} (copied from the target), got {layers}")
     cfg = draft_config(target.config, layers=layers, draft_vocab_size=token_map.numel(),
-                       tokenizer_hash=tokenizer_hash)
+                       tokenizer_hash=tokenizer_hash, attention_bias=qkv_bias(target))
     net = SpecBlockNet(cfg, target_layers, slots, rank_hidden)
     gen = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for i, j in enumerate(range(n - layers, n)):
-            net.layers[i].load_state_dict(target.model.layers[j].state_dict())
+            copy_layer(net.layers[i], target.model.layers[j])
         net.norm.load_state_dict(target.model.norm.state_dict())
         net.head.weight.copy_(target.lm_head.weight[token_map])
         net.token_map.copy_(token_map)
