@@ -129,9 +129,11 @@ def check_assets(cfg: DictConfig) -> None:
         command = f"`python -m specdec.train +experiment={experiment}`"
         example = CONF / "experiment" / f"{folder.parent.name}_tiny.yaml"
         after = f" after conf/experiment/{example.name}" if example.is_file() else ""
+        # a generic experiment comes with its pair's overrides: "eagle3 model=hf model.target=..."
+        name = experiment.split()[0]
         how = (f"train it with {command}"
-               if (CONF / "experiment" / f"{experiment}.yaml").is_file() else
-               f"no experiment trains it yet (conf/experiment/{experiment}.yaml does not exist: "
+               if (CONF / "experiment" / f"{name}.yaml").is_file() else
+               f"no experiment trains it yet (conf/experiment/{name}.yaml does not exist: "
                f"write one{after}, then run {command})")
         raise MissingInput(
             f"{key}={folder}: the trained asset is missing; {how}, or point {key}=<folder> at "
