@@ -13,6 +13,7 @@ import pickle
 import pytest
 import torch
 
+from specdec.errors import BadInput
 from specdec.learners.acceptance import data as acceptance_data
 
 RAN: list[str] = []
@@ -65,6 +66,9 @@ def test_ckpt_path_resumes_the_tiny_experiment_with_weights_only(compose, data_d
     ckpt["payload"] = Payload()
     torch.save(ckpt, tampered)
     monkeypatch.setenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")  # torch's default is unsafe now
-    with pytest.raises(pickle.UnpicklingError, match="Weights only load failed"):
+    # refused before the fit by the weights-only read of the checkpoint (one error line)
+    with pytest.raises(BadInput, match="not a weights-only pickle") as err:
         train(_cfg(compose, data_dir, tmp_path, 3, f"ckpt_path={tampered}"))
+    assert isinstance(err.value.__cause__, pickle.UnpicklingError)
+    assert "Weights only load failed" in str(err.value.__cause__)
     assert RAN == []  # the checkpoint's code never ran
