@@ -19,6 +19,7 @@ noise of the machine; above 0 they also sample other outputs.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import statistics
 from dataclasses import replace
@@ -26,11 +27,15 @@ from typing import TYPE_CHECKING
 
 from specdec.bench.greedy import Greedy
 from specdec.bench.records import config_hash
-from specdec.bench.runs import PROMPT_KEYS, Run
+from specdec.bench.runs import PROMPT_KEYS, Run, read_runs
+from specdec.errors import InputError
 
 if TYPE_CHECKING:  # rows.py builds rows with aggregate()
+    from pathlib import Path
+
     from specdec.bench.rows import Row
 
+log = logging.getLogger(__name__)
 
 def run_key(run: Run) -> str:
     """What a run's repeats share: everything that changes a record, but the seed (a summary
@@ -132,3 +137,22 @@ def aggregate(rows: list[Row]) -> list[Row]:
     for row in rows:
         groups.setdefault(repeat_key(row), []).append(row)
     return [merge(group) for group in groups.values()]
+
+
+def usable_runs(paths: list[str | Path], *, warn: bool = True
+                ) -> tuple[list[Run], list[str], list[str]]:
+    """The runs below ``paths`` a report can use, the unreadable summaries and the copies left
+    out (each logged as a warning with ``warn``).
+
+    Raises:
+        InputError: no readable summary among the inputs.
+    """
+    runs, unreadable = read_runs(paths)
+    runs, copies = drop_copies(runs)
+    for line in unreadable if warn else []:
+        log.warning("skipped (unreadable): %s", line)
+    for line in copies if warn else []:
+        log.warning("counted once: %s", line)
+    if not runs:
+        raise InputError("no readable summary.json among the inputs: " + "; ".join(unreadable))
+    return runs, unreadable, copies

@@ -40,9 +40,9 @@ from pathlib import Path
 
 from specdec.bench.board_csv import write_csv
 from specdec.bench.markdown import to_markdown
-from specdec.bench.repeats import drop_copies
+from specdec.bench.repeats import usable_runs
 from specdec.bench.rows import Row, build_rows, paired_modeled_speedup
-from specdec.bench.runs import Run, load_runs, mismatches, read_runs
+from specdec.bench.runs import Run, load_runs, mismatches
 from specdec.errors import EXIT_STATUS, InputError
 
 __all__ = ["Board", "Row", "Run", "board", "build_rows", "load_runs", "main", "mismatches",
@@ -66,14 +66,7 @@ def board(paths: list[str | Path], out_dir: str | Path, *, baseline: str = "ar",
     """Write ``leaderboard.md``, ``leaderboard.csv`` (and PNG plots) into ``out_dir``; unreadable
     summaries and copies of a run are left out, each with a logged warning (``warn``) and a line
     in the Markdown."""
-    runs, unreadable = read_runs(paths)
-    runs, copies = drop_copies(runs)
-    for line in unreadable if warn else []:
-        log.warning("skipped (unreadable): %s", line)
-    for line in copies if warn else []:
-        log.warning("counted once: %s", line)
-    if not runs:
-        raise InputError("no readable summary.json among the inputs: " + "; ".join(unreadable))
+    runs, unreadable, copies = usable_runs(paths, warn=warn)
     rows = build_rows(runs, baseline=baseline)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

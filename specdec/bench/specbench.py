@@ -26,11 +26,10 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from specdec.bench.repeats import drop_copies
-from specdec.bench.runs import Run, mismatches, read_runs
+from specdec.bench.repeats import usable_runs
+from specdec.bench.runs import Run, mismatches
 from specdec.bench.specbench_answers import OVERALL, Entry, choice_of, entries, model_id
 from specdec.bench.specbench_answers import write_answers as write_answers
-from specdec.errors import InputError
 
 __all__ = ["Export", "SpeedRow", "choice_of", "export", "model_ids", "speed_table",
            "write_answers"]
@@ -190,14 +189,7 @@ def write_csv(rows: list[SpeedRow], path: Path) -> None:
 def export(paths: list[str | Path], out_dir: str | Path, *, baseline: str = "ar",
            warn: bool = True) -> Export:
     """Write every run's answer file, ``speed.md`` and ``speed.csv`` into ``out_dir``."""
-    runs, unreadable = read_runs(paths)
-    runs, copies = drop_copies(runs)
-    for line in unreadable if warn else []:
-        log.warning("skipped (unreadable): %s", line)
-    for line in copies if warn else []:
-        log.warning("counted once: %s", line)
-    if not runs:
-        raise InputError("no readable summary.json among the inputs: " + "; ".join(unreadable))
+    runs, unreadable, copies = usable_runs(paths, warn=warn)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     files = [write_answers(run, out_dir, mid) for run, mid in zip(runs, model_ids(runs))]
