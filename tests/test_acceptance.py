@@ -167,7 +167,8 @@ def test_missing_head_names_the_experiment_that_trains_it(compose, tiny32, tmp_p
 
 
 def test_head_for_another_draft_names_the_experiment(tmp_path):
-    from specdec.drafters.policies import DraftState, SpecDecPP
+    from specdec.drafters.policies import DraftState
+    from specdec.drafters.specdecpp import SpecDecPP
 
     policy = SpecDecPP(str(save_head(AcceptanceHead(16, 1), tmp_path / "h")),
                        experiment="specdecpp_smollm2")

@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from specdec.drafters import ModelDrafter
-from specdec.drafters.policies import AdaEDL, Heuristic, SpecDecPP
+from specdec.drafters.policies import AdaEDL, Heuristic
+from specdec.drafters.specdecpp import SpecDecPP
 from specdec.engine import generate
 from specdec.learners.acceptance.head import AcceptanceHead, save_head
 from specdec.sampling import Sampling
