@@ -3,6 +3,8 @@
 A pair takes seconds to minutes to load; these mistakes are visible in the config alone, so they
 fail first, each as one ``InputError`` naming the key and the fix (``specdec.errors``):
 
+0. **Devices** (``specdec.placement.check_drafter_device``): the devices named exist, and a
+   ``model.draft_device`` is one the drafter can honour.
 1. **Model references** (a hub-loaded pair: ``_target_`` one of ``HUB_LOADERS``): ``model.target``
    is set, and it and ``model.draft`` name a model folder or a hub id that can load
    (``specdec.models.hf.check_reference``: offline, an uncached id names ``hf download <id>``).
@@ -27,6 +29,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from specdec.errors import BadInput, MissingInput
+from specdec.placement import check_drafter_device
 
 ASSET_KEYS = ("path", "head", "hrad")  # drafter/policy keys holding a trained asset folder
 HUB_LOADERS = ("specdec.models.hf.hf_pair", "specdec.models.load_pair",
@@ -36,7 +39,9 @@ CONF = Path(__file__).resolve().parents[2] / "conf"
 
 def preflight(cfg: DictConfig) -> None:
     """Refuse, before any weights load, a pair that cannot load, a drafter without the draft model
-    it needs, or a trained asset that is not there (see the module docstring)."""
+    it needs, a device that cannot hold, or a trained asset that is not there (see the module
+    docstring)."""
+    check_drafter_device(cfg)  # specdec.placement: devices that exist, a draft device that holds
     check_references(cfg)
     check_draft_model(cfg)
     check_assets(cfg)

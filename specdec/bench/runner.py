@@ -79,7 +79,6 @@ from specdec.data.prompts import Prompt, PromptFile, first_per_category, read_pr
 from specdec.errors import BadInput
 from specdec.metrics import GenerationStats, summarize
 from specdec.models import ModelPair
-from specdec.placement import check_drafter_device
 
 log = logging.getLogger(__name__)
 
@@ -176,7 +175,7 @@ def run(cfg: DictConfig, ranks: Ranks | None = None) -> dict:
         raise BadInput("the benchmark has no datasets; pick one with benchmark=<name> "
                          "(conf/benchmark/)")
     check_unsafe_code_confirmed(cfg)  # before any model loads: HumanEval runs model code
-    preflight(cfg)  # a pair that cannot load, a missing draft model or trained asset
+    preflight(cfg)  # a pair that cannot load, a device that cannot hold, a missing draft or asset
     ranks = ranks if ranks is not None else Ranks.from_env()
     device = ranks.device(str(cfg.device))  # cuda:<LOCAL_RANK> per rank for device=cuda
     ranks.start(device, float(cfg.rank_timeout_s))
@@ -231,7 +230,6 @@ def _run(cfg: DictConfig, out_dir: Path, ranks: Ranks, device: str) -> dict:
     cache = Path(cfg.paths.cache_dir) / "datasets"
     files = {name: read_prompt_file(ds.path, name, cache_dir=cache)  # bad data fails here
              for name, ds in cfg.benchmark.datasets.items()}
-    check_drafter_device(cfg)  # a device that cannot hold, before any weights load
     pair: ModelPair = shared_pair(cfg.model)  # a multirun's jobs on one pair load it once
     check_placement(pair, device)  # the records and the machine tag say where it ran
     method = build_method(cfg, pair)
