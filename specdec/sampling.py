@@ -133,7 +133,7 @@ class TorchCoins:
                 f"same numbers. Make the key unique per use (e.g. add the step, or fork each turn "
                 f"of a conversation from its own stream with turn_coins)")
         self._forked.add(canon)
-        return TorchCoins(fork_seed(self.seed, key))
+        return TorchCoins(_seed_of(self.seed, canon))
 
 
 def turn_coins(coins: Coins, turn: int) -> Coins:
@@ -177,7 +177,12 @@ def canonical_key(key: Hashable) -> str:
 
 def fork_seed(seed: int, key: Hashable) -> int:
     """The seed of the child stream ``key`` of the stream seeded ``seed`` (63-bit, stable)."""
-    text = f"specdec.fork:{int(seed)}:{canonical_key(key)}"
+    return _seed_of(seed, canonical_key(key))
+
+
+def _seed_of(seed: int, canon: str) -> int:
+    """``fork_seed`` of a key already encoded by ``canonical_key``."""
+    text = f"specdec.fork:{int(seed)}:{canon}"
     digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
     return int.from_bytes(digest[:8], "little") & ((1 << 63) - 1)
 
