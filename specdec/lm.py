@@ -7,10 +7,8 @@ pending nodes by a frontier (one forward of the new nodes only), ``keep(nodes)``
 pending nodes (in order) and drops the rest, ``crop(length)`` truncates the cached prefix, and
 ``reconcile(ids)`` brings the cache to a list of committed ids (what drafters call each step).
 
-Cache layout: committed prefix, then the pending nodes in the order they were appended. Trees use
-an explicit 4-D additive attention mask (prefix fully visible, plus the ancestor matrix of the
-pending tree, ``trees.ancestor_mask``) and position ids ``prefix_len + depth``; chains use the
-model's causal path.
+Cache layout: committed prefix, then the pending nodes in the order they were appended; their
+positions and a tree's attention mask come from ``specdec.lm_inputs``.
 
 Feature drafters: ``forward(..., hidden_layers=(i, j, ...))`` also returns the hidden states of
 those layers (``hidden [N, k, H]``; index ``i`` into transformers' ``hidden_states``: 0 = the
@@ -39,13 +37,14 @@ from transformers import DynamicCache, PreTrainedModel
 from specdec.core import LMOut
 from specdec.errors import BadInput
 from specdec.forwards import ForwardRecord, current_lane, nonfinite_error
+from specdec.lm_inputs import node_inputs, position_inputs
 from specdec.models.cache_arg import cache_kwarg
 from specdec.models.placement import cuda_devices
 from specdec.reconcile import reconcile_cache
 from specdec.static_cache import StaticKV
 from specdec.threads import forward_budget
-from specdec.trees import ancestor_mask, depths, is_chain
-from specdec.vocab import fit_ids, fit_rows
+from specdec.trees import is_chain
+from specdec.vocab import fit_rows
 
 Layers = Sequence[int]  # indices into transformers' hidden_states (0 = embeddings, -1 = last)
 Embeds = torch.Tensor | Callable[[], torch.Tensor]  # [N, H], or made inside the timed forward
@@ -286,29 +285,13 @@ class CachedLM:
 
     def _inputs(self, tokens: torch.Tensor, parents: list[int], inputs_embeds: Embeds | None,
                 prefix: int, before: int) -> dict:
-        """The model's keyword inputs for new nodes (ids or embeddings, positions, tree mask);
-        ``parents`` run over every pending node, old and new."""
-        n, first = int(tokens.shape[0]), prefix + before
+        """The model's keyword inputs for new nodes (``specdec.lm_inputs``); ``parents`` run over
+        every pending node, old and new."""
         embeds = inputs_embeds() if callable(inputs_embeds) else inputs_embeds
-        assert embeds is None or embeds.shape[0] == n, (embeds.shape, n)
-        ids = fit_ids(tokens.to(self.device), self.input_rows)  # [N]
-        kwargs: dict = ({"input_ids": ids.view(1, n)} if embeds is None  # [1, N]
-                        else {"inputs_embeds": embeds.to(self.device)[None]})  # [1, N, H]
+        kwargs = node_inputs(tokens, embeds, self.device, self.input_rows)
         if self._static is not None:  # padded to a bucket, with an explicit mask
             return self._static.inputs(kwargs, parents, prefix, before)
-        if not is_chain(parents):
-            return kwargs | self._tree_inputs(parents, prefix, before)
-        return kwargs | {"position_ids": torch.arange(first, first + n, device=self.device)[None]}
-
-    def _tree_inputs(self, parents: list[int], prefix: int, before: int) -> dict:
-        # Rows: the new nodes (pending index >= before); columns: prefix + every pending node.
-        allowed = ancestor_mask(parents)[before:]  # [N, before + N]
-        n, dtype = int(allowed.shape[0]), self.model.dtype
-        mask = torch.zeros(1, 1, n, prefix + len(parents), dtype=dtype, device=self.device)
-        blocked = ~allowed.to(self.device)  # [N, before + N]
-        mask[0, 0, :, prefix:].masked_fill_(blocked, torch.finfo(dtype).min)  # prefix stays 0
-        positions = torch.tensor(depths(parents)[before:], device=self.device)[None] + prefix
-        return {"attention_mask": mask, "position_ids": positions}  # positions: [1, N]
+        return kwargs | position_inputs(parents, prefix, before, self.device, self.model.dtype)
 
     def _clock(self) -> float:
         if self.synchronize:

@@ -22,7 +22,7 @@ LAYERS: list[tuple[str, ...]] = [
     # loading and placing models: the pair, its typed placement, its caches' kind
     ("models", "placement", "static_cache"),
     ("core", "sampling", "metrics", "reconcile"),
-    ("lm",),
+    ("lm", "lm_inputs"),
     ("learners",),  # learned networks and heads, their training: drafters are built on them
     ("verifiers", "drafters"),
     ("engine",),

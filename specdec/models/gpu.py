@@ -6,7 +6,7 @@ extra: ``pip install -e .[gpu]``), a CUDA device and a half-precision dtype (``b
 the missing piece and the fix.
 
 Tree drafts (SpecInfer, Miao et al. 2024; EAGLE-2, Li et al. 2024; Sequoia) are verified in one
-forward under an explicit 4-D ancestor mask (``specdec.lm.CachedLM._tree_inputs``), which
+forward under an explicit 4-D ancestor mask (``specdec.lm_inputs.position_inputs``), which
 flash-attention's varlen kernels cannot take (they support only causal / sliding-window masks).
 ``fit_attention`` therefore switches a flash model to ``sdpa`` when the method makes trees, logs
 the switch, and records it in the pair's fingerprint (``attention``: the implementation that ran,
