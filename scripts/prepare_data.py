@@ -15,6 +15,7 @@ import os
 from pathlib import Path
 
 from specdec.data.prepare import prepare, recipes
+from specdec.errors import exit_on_input_error
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -39,4 +40,5 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with exit_on_input_error():  # a bad registry entry or source: one `error:` line, status 2
+        main()

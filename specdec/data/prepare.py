@@ -129,7 +129,7 @@ def _source_file(name: str, recipe: dict, source: str | Path | None) -> Path:
     if packaged is not None:
         return packaged
     raise MissingInput(f"{file} missing: {name} needs {rel} in the source folder "
-                       f"(conf/dataset/{name}.yaml source.prepare.file)")
+                       f"({registry.conf_dir() / name}.yaml: source.prepare.file)")
 
 
 def prepare(
@@ -162,7 +162,7 @@ def prepare(
     for name in names:
         recipe = table[name]
         norm = registry.instantiate_node(recipe["normaliser"],
-                                         f"conf/dataset/{name}.yaml: source normaliser")
+                                         f"{registry.conf_dir() / name}.yaml: source normaliser")
         if hub:
             from datasets import load_dataset
 
