@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from specdec.data import registry
 from specdec.errors import BadInput, MissingInput
 
 TOPICS = ("rivers", "prime numbers", "bread", "the moon", "chess", "volcanoes", "music")
@@ -100,8 +101,6 @@ class TopicPrompts:
 def training_rows(name: str, source_dir: str | Path, conf: str | Path | None = None
                   ) -> list[TrainRow]:
     """The training split of a registered dataset (its ``source.train`` reader)."""
-    from specdec.data import registry
-
     ds = registry.lookup(name, conf)
     if ds.train is None:
         raise BadInput(f"dataset {name!r} has no training split: {ds.file} lacks source.train; "
