@@ -120,6 +120,11 @@ def test_a_new_dataset_prepares_and_a_new_training_source_is_one_yaml_node(share
                                            {"q": LEAK_GSM, "a": "7"}])
     assert training_prompts(shared, ["mine"]) == ["Why is the sky blue?"]
     assert load_source({"name": "mine"}, shared) == [("mine/extra_1/0", "Why is the sky blue?")]
+    # a learner's own prompt source is a reader node too, excluded alike
+    reader = {"_target_": "specdec.data.sources.QuestionFile", "path": "mine/questions.jsonl"}
+    assert load_source({"name": "q", "reader": reader}, shared) == []
+    topics = {"_target_": "specdec.data.sources.TopicPrompts", "count": 2}
+    assert [i for i, _ in load_source({"name": "t", "reader": topics}, shared)] == ["t/0", "t/1"]
 
 
 def test_the_registry_covers_the_learners_old_exclusion_lists():
@@ -170,6 +175,8 @@ def test_bad_registry_input_names_the_file_and_the_fix(shared, conf, tmp_path):
         training_prompts(shared, ["nope"])
     with pytest.raises(BadInput, match=r"'humaneval' has no training split.*source\.train"):
         training_prompts(shared, ["humaneval"])
+    with pytest.raises(BadInput, match=r"source 'x' reader.*specdec\.data\.sources\.Nope"):
+        load_source({"name": "x", "reader": {"_target_": "specdec.data.sources.Nope"}}, shared)
     (shared / "mine/questions.jsonl").unlink()
     with pytest.raises(MissingInput, match=r"mine needs mine/questions\.jsonl.*mine\.yaml"):
         prepare(tmp_path / "d", source=shared, names=["mine"])

@@ -38,7 +38,7 @@ FIX = "see README 'Adding a dataset'"
 
 
 @dataclass(frozen=True)
-class Dataset:
+class Entry:
     """One registered dataset: its YAML file and the nodes of its ``source`` (plain containers)."""
 
     name: str
@@ -54,7 +54,7 @@ def conf_dir(override: str | Path | None = None) -> Path:
     return Path(override or os.environ.get(ENV) or DEFAULT_DIR)
 
 
-def _entry(path: Path) -> Dataset:
+def _entry(path: Path) -> Entry:
     try:
         node = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
     except Exception as e:  # OmegaConf/YAML parse errors have no common base
@@ -73,11 +73,11 @@ def _entry(path: Path) -> Dataset:
     if train is not None and "_target_" not in train:
         raise BadInput(f"{path}: source.train needs a '_target_' reader "
                        "(specdec.data.sources); " + FIX)
-    return Dataset(path.stem, path, source.get("prepare"), source.get("hub"),
+    return Entry(path.stem, path, source.get("prepare"), source.get("hub"),
                    tuple(source.get("eval_files") or ()), train)
 
 
-def datasets(conf: str | Path | None = None) -> dict[str, Dataset]:
+def datasets(conf: str | Path | None = None) -> dict[str, Entry]:
     """Every registered dataset by name (file-name order)."""
     folder = conf_dir(conf)
     if not folder.is_dir():
@@ -86,7 +86,7 @@ def datasets(conf: str | Path | None = None) -> dict[str, Dataset]:
     return {p.stem: _entry(p) for p in sorted(folder.glob("*.yaml"))}
 
 
-def lookup(name: str, conf: str | Path | None = None) -> Dataset:
+def lookup(name: str, conf: str | Path | None = None) -> Entry:
     """One registered dataset; an unknown name names the registry and the registered names."""
     table = datasets(conf)
     if name not in table:
