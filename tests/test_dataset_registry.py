@@ -193,3 +193,25 @@ def test_bad_registry_input_names_the_file_and_the_fix(shared, conf, tmp_path):
     (conf / "mine.yaml").write_text(NEW_DATASET.replace("  eval_files", "  evals"))
     with pytest.raises(BadInput, match=r"mine\.yaml: source has unknown keys \['evals'\]"):
         registry.datasets()
+
+
+def _lists(node: object, key: str) -> list[list]:
+    """Every list under ``key`` in a loaded YAML document."""
+    if isinstance(node, dict):
+        return [v for k, v in node.items() if k == key and isinstance(v, list)] + \
+            [x for v in node.values() for x in _lists(v, key)]
+    return [x for v in node for x in _lists(v, key)] if isinstance(node, list) else []
+
+
+def test_every_learner_config_reads_registered_training_splits():
+    from specdec.learners.acceptance.data import NAMED_READERS
+
+    trains = {name for name, ds in registry.datasets().items() if ds.train is not None}
+    for group in ("experiment", "data_gen"):
+        for path in sorted((ROOT / "conf" / group).glob("*.yaml")):
+            doc = yaml.safe_load(path.read_text())
+            for names in _lists(doc, "datasets"):
+                assert set(names) <= trains, (path.name, names)
+            for sources in _lists(doc, "sources"):
+                for s in sources:
+                    assert "reader" in s or s["name"] in trains | set(NAMED_READERS), path.name
