@@ -14,7 +14,8 @@ import logging
 import os
 from pathlib import Path
 
-from specdec.data.prepare import HUB, LOCAL, prepare
+from specdec.data.prepare import prepare, recipes
+from specdec.errors import exit_on_input_error
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -28,8 +29,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", type=Path,
                         default=Path(os.environ.get("SPECDEC_DATA_DIR", ROOT / "data")),
                         help="data directory (default $SPECDEC_DATA_DIR or <repo>/data)")
-    parser.add_argument("--datasets", nargs="+", choices=sorted(set(LOCAL) | set(HUB)),
-                        help="datasets to prepare (default: all)")
+    names = sorted(set(recipes()) | set(recipes(hub=True)))
+    parser.add_argument("--datasets", nargs="+", choices=names,
+                        help="datasets to prepare (default: every one conf/dataset/ can prepare)")
     parser.add_argument("--hub", action="store_true", help="fetch from the HF hub instead")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
@@ -38,4 +40,5 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with exit_on_input_error():  # a bad registry entry or source: one `error:` line, status 2
+        main()

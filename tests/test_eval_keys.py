@@ -58,7 +58,7 @@ def test_hydra_exclude_keys_are_the_schema_run_dir_keys(compose):
 
 def test_unhashed_keys_derive_from_the_schema():
     assert set(UNHASHED_KEYS) == OLD_UNHASHED and len(UNHASHED_KEYS) == len(OLD_UNHASHED)
-    assert UNHASHED_DATASET_KEYS == ("limit",)
+    assert UNHASHED_DATASET_KEYS == ("limit", "source")  # source: the registry node (specdec.data)
     unhashed = {f.name for f in fields(EvalKeys) if not f.metadata["hashed"]}
     assert unhashed | {g for g, spec in GROUPS.items() if not spec.hashed} == set(UNHASHED_KEYS)
 

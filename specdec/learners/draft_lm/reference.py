@@ -10,7 +10,6 @@ Output: the same ``traces_*.safetensors`` format as ``traces.make_traces``.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Sequence
@@ -19,37 +18,10 @@ from pathlib import Path
 import torch
 
 from specdec.data.prompts import encode_turn
-from specdec.errors import MissingInput
-from specdec.learners.draft_lm.sources import eval_texts, hash_text, norm_text
+from specdec.learners.draft_lm.sources import training_pairs
 from specdec.learners.draft_lm.traces import save_traces, write_token_map
 
 log = logging.getLogger(__name__)
-
-
-def training_pairs(source_dir: str | Path, datasets: Sequence[str] = ("gsm8k", "alpaca")
-                   ) -> list[tuple[str, str]]:
-    """``(prompt, reference answer)`` of the training splits, eval prompts excluded, hash order."""
-    src = Path(source_dir)
-    if not (src / "gsm8k" / "train.jsonl").exists():
-        raise MissingInput(f"training prompts not found under {src}; set train_data_dir "
-                                "(env SPECDEC_SHARED_DATA) to a folder laid out like shared/data")
-    banned, seen, out = eval_texts(src), set(), []
-    rows: list[tuple[str, str, str]] = []
-    for line in (src / "gsm8k" / "train.jsonl").read_text().splitlines():
-        if line.strip():
-            row = json.loads(line)
-            rows.append(("gsm8k", row["question"], row["answer"]))
-    for path in sorted((src / "alpaca").glob("*.json")):
-        for row in json.loads(path.read_text()):
-            extra = f"\n{row['input']}" if row.get("input") else ""
-            rows.append(("alpaca", row["instruction"] + extra, row["output"]))
-    for name, prompt, answer in rows:
-        key = norm_text(prompt)
-        if name in datasets and key and key not in banned and key not in seen:
-            seen.add(key)
-            out.append((prompt, answer))
-    out.sort(key=lambda pa: hash_text(pa[0]))
-    return out
 
 
 @torch.inference_mode()
