@@ -60,7 +60,8 @@ class FeatureDrafter(Drafter):
         load: the net, given the training command to name in errors (``nn.Module`` with
             ``meta`` -- ``target_hidden``, ``target_vocab``, ``target_layers`` -- and
             ``target_layers``).
-        cache: the draft cache (an ``LM`` over the placed net).
+        cache: the draft cache (an ``LM`` over the placed net: its forwards are logged and
+            priced), or ``None`` for a net that keeps no cache of its own.
         experiment: the training experiment named in errors.
         placement: the pair's: the net goes to the target's device and dtype with the pair's CPU
             kernels (None: the CPU, the asset's dtype).
@@ -73,14 +74,14 @@ class FeatureDrafter(Drafter):
     total: int  # candidates kept per step (the target verifies one more); a subclass sets it
 
     def __init__(self, policy: Policy, load: Callable[[str], nn.Module], *,
-                 cache: Callable[[nn.Module], LM], experiment: str,
+                 cache: Callable[[nn.Module], LM] | None = None, experiment: str,
                  placement: Placement | None) -> None:
         self.command = f"python -m specdec.train +experiment={experiment}"
         self.net = self.place(load(self.command), placement)
         self.policy = policy
         self.target_layers = tuple(self.net.target_layers)
-        self.lm = cache(self.net)
-        self.models = [self.lm]
+        self.lm = cache(self.net) if cache is not None else None
+        self.models = [self.lm] if self.lm is not None else []
         self.view: TargetView | None = None
         self.reset()
 
@@ -95,7 +96,8 @@ class FeatureDrafter(Drafter):
                 **(policy.modules() if policy is not None else {})}
 
     def reset(self) -> None:
-        self.lm.reset()
+        if self.lm is not None:
+            self.lm.reset()
         self.policy.reset()
 
     # --- the target ---------------------------------------------------------------------------
