@@ -16,8 +16,9 @@ import torch
 from transformers import LlamaConfig
 
 from specdec.core import TargetView
+from specdec.drafters.candidates import Candidates
 from specdec.drafters.policies import Fixed
-from specdec.drafters.rank_tree import Candidates, grow_block, keep_best
+from specdec.drafters.rank_tree import grow_block
 from specdec.drafters.specblock import SpecBlockDrafter
 from specdec.engine import generate
 from specdec.learners.specblock.net import SpecBlockNet, new_specblock
@@ -76,7 +77,7 @@ def test_keep_best_keeps_ancestors_and_orders_by_depth():
     grow_block(tree, LOGP, [1, 0, 0], TMAP, widths=WIDTHS, parent=leaves[0].node, depth_limit=8)
     assert tree.add(tree.token[1], 0, -9.0) is None  # a duplicate child is refused
     for total in range(1, len(tree.token) + 1):
-        kept = keep_best(tree, total)
+        kept = tree.best(total)
         assert len(kept) == total and all(tree.parent[i] in kept or tree.parent[i] < 0
                                           for i in kept)
         assert [tree.depth[i] for i in kept] == sorted(tree.depth[i] for i in kept)

@@ -12,8 +12,8 @@ head: the target's token is expected at rank 1 / 2-4 / 5-10 / > 10). From a pare
    so does a stop token (no children below it) and the depth limit.
 
 Every node carries its cumulative draft log-probability (the slot's ``logp`` of its token plus its
-parent's). ``keep_best`` keeps the ``total`` best nodes; a child never scores above its parent, so
-ranking by (score, then depth) keeps every kept node's ancestors (checked).
+parent's), in a ``drafters.candidates.Candidates`` tree, which keeps the ``total`` best nodes
+(``Candidates.best``; a child never scores above its parent, so every kept node's ancestors too).
 Later blocks start from *pending leaves*: every sibling alternative and the chain end, each with
 its source slot ``s`` (the block's hidden at ``s`` conditions the next block).
 """
@@ -21,29 +21,11 @@ its source slot ``s`` (the block's hidden at ``s`` conditions the next block).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 
-
-@dataclass
-class Candidates:
-    """Tree nodes below the root (``parent = -1``), in creation order."""
-
-    token: list[int] = field(default_factory=list)
-    parent: list[int] = field(default_factory=list)
-    score: list[float] = field(default_factory=list)
-    depth: list[int] = field(default_factory=list)
-    _index: dict[tuple[int, int], int] = field(default_factory=dict)
-
-    def add(self, token: int, parent: int, score: float) -> int | None:
-        """Append a node (``None`` when ``parent`` already has a child ``token``)."""
-        if (parent, token) in self._index:
-            return None
-        self.token.append(token), self.parent.append(parent), self.score.append(score)
-        self.depth.append(1 if parent < 0 else self.depth[parent] + 1)
-        self._index[(parent, token)] = len(self.token) - 1
-        return len(self.token) - 1
+from specdec.drafters.candidates import Candidates
 
 
 @dataclass(frozen=True)
@@ -71,7 +53,7 @@ def grow_block(tree: Candidates, logp: torch.Tensor, classes: Sequence[int],
         depth_limit: deepest node allowed (the root is depth 0).
         stop_ids: target token ids that end a path.
     """
-    base = 0.0 if parent < 0 else tree.score[parent]
+    base = tree.base(parent)
     depth = 0 if parent < 0 else tree.depth[parent]
     leaves, prev, gave_up, ended = [], parent, False, False
     for k in range(min(int(logp.shape[0]), depth_limit - depth)):
@@ -96,12 +78,3 @@ def grow_block(tree: Candidates, logp: torch.Tensor, classes: Sequence[int],
     if not (gave_up or ended) and prev != parent:
         leaves.append(Leaf(prev, last))  # the chain end
     return leaves, gave_up
-
-
-def keep_best(tree: Candidates, total: int) -> list[int]:
-    """The ``total`` best candidates by score (ancestors first), ordered by depth."""
-    order = sorted(range(len(tree.token)), key=lambda i: (-tree.score[i], tree.depth[i]))
-    kept = order[:total]
-    chosen = set(kept)
-    assert all(tree.parent[i] < 0 or tree.parent[i] in chosen for i in kept), "ancestor closure"
-    return sorted(kept, key=lambda i: (tree.depth[i], i))

@@ -15,7 +15,10 @@ SpecBlock (specblock_002; public code as in ``seed-code-digest.md`` §3.4). Each
    the leaf's slot ``s``, input = the leaf token, keys = the cache before the position plus
    block 1's slots ``<= s`` at it (valid prefix); each leaf grows a chain with the same rule;
 4. the ``total_tokens`` nodes with the best cumulative draft log-probability are kept (ancestor
-   closure holds since a child never scores above its parent).
+   closure holds since a child never scores above its parent; ``drafters.candidates``).
+
+This module holds only the expansion rule (steps 2-3, ``_grow``); loading, placement, the target
+checks, catching up and the step are ``drafters.features``'.
 
 The tree is a deterministic function of the context, so ``q = None`` and verification uses the
 point-mass tree rules (``rrs`` or ``hsd``). Depth is capped by ``policy.limit()`` and the token
@@ -31,14 +34,14 @@ from dataclasses import dataclass
 
 import torch
 
-from specdec.core import LM, Context, Draft, TargetView, Verdict
+from specdec.core import LM, Context
 from specdec.drafters.block_lm import BlockLM
+from specdec.drafters.candidates import Candidates
 from specdec.drafters.features import FeatureDrafter
 from specdec.drafters.limits import check_nodes, check_width
 from specdec.drafters.policies import Policy
-from specdec.drafters.rank_tree import Candidates, Leaf, grow_block, keep_best
+from specdec.drafters.rank_tree import Leaf, grow_block
 from specdec.errors import BadInput
-from specdec.learners.eagle3.net import check_target
 from specdec.learners.specblock.slots import RANK_CLASSES
 from specdec.learners.specblock.store import load_specblock
 from specdec.placement import Placement
@@ -95,7 +98,7 @@ class SpecBlockDrafter(FeatureDrafter):
             dtype with the pair's CPU kernels (None: the CPU, the asset's dtype).
     """
 
-    makes_trees = True
+    name = "SpecBlock"
 
     def __init__(self, lm: LM | None, policy: Policy, sampling: Sampling, path: str,
                  widths: Sequence[int] = (1, 2, 3, 0), root_width: int | None = 3,
@@ -104,29 +107,20 @@ class SpecBlockDrafter(FeatureDrafter):
                  placement: Placement | None = None) -> None:
         self.shape = TreeShape(tuple(int(w) for w in widths), root_width, int(total_tokens),
                                int(max_blocks), int(beam))
-        self.command = f"python -m specdec.train +experiment={experiment}"
-        self.net = self.place(load_specblock(path, train_command=self.command), placement)
+        super().__init__(policy, lambda command: load_specblock(path, train_command=command),
+                         cache=lambda net: BlockLM(net, net.meta["target_vocab"]),
+                         experiment=experiment, placement=placement)
         self.shape.check_vocab(int(self.net.token_map.numel()))
-        self.policy = policy
-        self.target_layers = tuple(self.net.target_layers)
-        self.lm = BlockLM(self.net, self.net.meta["target_vocab"])
-        self.models = [self.lm]
-        self.view: TargetView | None = None
-        self.reset()
+
+    @property
+    def total(self) -> int:
+        """Candidates kept this step: the shape's (the bandit's arm may change the shape)."""
+        return self.shape.total_tokens
 
     def reset(self) -> None:
-        self.lm.reset()
-        self.policy.reset()
+        super().reset()
         self.block1 = None  # (logits [K, V_d], rank logits [K, 4], hidden [K, H]) before the root
         self.counts = {"block2_forwards": 0, "give_ups": 0}
-
-    def attach(self, target: TargetView) -> None:
-        if self.view is None:
-            check_target(self.net.meta, hidden=target.hidden_size, vocab=target.vocab_size,
-                         layers=target.num_layers, where="(drafter.path)",
-                         train_command=self.command, name="SpecBlock")
-            self.check_view(target)
-        self.view = target
 
     def _advance(self, tokens: list[int], features: torch.Tensor) -> None:
         """Append verified positions ``P..P+n-1`` (features ``[n, k, H]``; position ``t`` reads
@@ -138,26 +132,20 @@ class SpecBlockDrafter(FeatureDrafter):
             out = self.lm.append(self.net.condition(features), self.view.embed(nxt))
         self.block1 = (out.logits[0, -1], out.rank_logits[0, -1], out.hidden[0, -1])
 
-    def propose(self, ctx: Context) -> Draft:
-        ids = self.catch_up(ctx)
-        depth_limit = min(self.policy.limit(), ctx.budget - 1)
-        if self.block1 is None or depth_limit < 1:
-            return Draft.empty(ctx.root)  # a one-token prompt: nothing verified to draft from
-        assert self.lm.positions == len(ids) - 1, (self.lm.positions, len(ids))
+    def _verified(self) -> int:
+        return self.lm.positions
+
+    def _grow(self, tree: Candidates, ctx: Context, depth_limit: int) -> None:
+        """SpecBlock's expansion rule: block 1's rank-guided tree, then (``max_blocks: 2``)
+        block 2 below the best pending leaves."""
         logits, ranks, hidden, shape = *self.block1, self.shape
-        tree, tmap = Candidates(), self.net.token_map
         leaves, gave_up = grow_block(
-            tree, logits.float().log_softmax(-1), ranks.argmax(-1).tolist(), tmap,
+            tree, logits.float().log_softmax(-1), ranks.argmax(-1).tolist(), self.net.token_map,
             widths=shape.widths, root_width=shape.root_width, depth_limit=depth_limit,
             stop_ids=ctx.stop_ids)
         self.counts["give_ups"] += int(gave_up)
         if shape.max_blocks > 1:
             self._block2(tree, leaves, hidden, depth_limit, ctx.stop_ids)
-        kept = keep_best(tree, shape.total_tokens)
-        node = {c: n + 1 for n, c in enumerate(kept)}  # candidate -> draft node (root = 0)
-        tokens = torch.tensor([ctx.root] + [tree.token[c] for c in kept])  # [N]
-        parent = torch.tensor([-1] + [node.get(tree.parent[c], 0) for c in kept])  # [N]
-        return Draft(tokens, parent, None)
 
     def _block2(self, tree: Candidates, leaves: list[Leaf], hidden: torch.Tensor,
                 depth_limit: int, stop_ids: frozenset[int]) -> None:
@@ -179,9 +167,6 @@ class SpecBlockDrafter(FeatureDrafter):
                                     self.net.token_map, widths=self.shape.widths, parent=leaf.node,
                                     depth_limit=depth_limit, stop_ids=stop_ids)
             self.counts["give_ups"] += int(gave_up)
-
-    def observe(self, ctx: Context, draft: Draft, verdict: Verdict) -> None:
-        self.policy.observe(draft.num_drafted, verdict.num_accepted)
 
     def counters(self) -> dict[str, int]:
         return dict(self.counts)
