@@ -42,8 +42,6 @@ from specdec.lm import CachedLM
 from specdec.placement import Placement
 from specdec.sampling import Sampling
 
-TRAIN_COMMAND = "python -m specdec.train +experiment=eagle3_<model>"
-
 
 class Eagle3Drafter(FeatureDrafter):
     """Dynamic-tree drafting with a trained EAGLE-3 network.
