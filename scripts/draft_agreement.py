@@ -8,7 +8,7 @@ greedy acceptance ``α`` that decides what a chain draft buys (``E[tokens per ta
 (shared by all drafts) and one draft forward per prompt and draft, so it compares drafts and
 checkpoints in seconds, without the timing noise of a decoding benchmark.
 
-    python scripts/draft_agreement.py --drafts specdec/assets/smollm2-draft outputs/run/export
+    python scripts/draft_agreement.py --drafts specdec/assets/draft_lm/smollm2 outputs/run/export
         [--datasets gsm8k alpaca humaneval] [--prompts 10] [--max-new 96] [--threads 2]
 """
 
@@ -47,7 +47,7 @@ def agreement(draft, ids: list[int], answer: list[int]) -> tuple[int, int]:
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--drafts", nargs="+", default=[os.path.join(ROOT, "specdec", "assets",
-                                                                 "smollm2-draft")])
+                                                                 "draft_lm", "smollm2")])
     p.add_argument("--data", default=os.path.join(ROOT, "..", "shared", "data"))
     p.add_argument("--datasets", nargs="+", default=["gsm8k", "alpaca", "humaneval"])
     p.add_argument("--prompts", type=int, default=10)

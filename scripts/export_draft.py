@@ -1,7 +1,7 @@
 """Export a draft-distillation Lightning checkpoint to the shipped format (no Lightning needed).
 
     python scripts/export_draft.py outputs/distill_smollm2_cpu/fit/checkpoints/last.ckpt \
-        specdec/assets/smollm2-draft [--dtype bfloat16]
+        specdec/assets/draft_lm/smollm2 [--dtype bfloat16]
 """
 
 from __future__ import annotations

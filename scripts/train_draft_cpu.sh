@@ -7,7 +7,7 @@
 #    FIRST_CHUNK=N skips the prompts of chunks < N (those a warm-started draft already saw);
 # 2. fit: distil the draft for at most FIT_TIME (resumes from the last checkpoint if present),
 #    then test and export to $RUN/fit/export/; INSTALL=1 replaces the shipped
-#    specdec/assets/smollm2-draft/ instead (export.install=true export.force=true), EXPORT_DIR=DIR
+#    specdec/assets/draft_lm/smollm2/ instead (export.install=true export.force=true), EXPORT_DIR=DIR
 #    writes DIR (refused if it holds files); INIT_FROM=DIR warm-starts from a draft in the shipped
 #    format (learner.init_from); LR, WARMUP, BATCH.
 set -euo pipefail
@@ -15,7 +15,7 @@ cd "$(dirname "$0")/.."
 [ -f .venv/bin/activate ] && source .venv/bin/activate
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 WANDB_MODE=offline PYTHONUNBUFFERED=1
 RUN=${RUN:-outputs/distill_smollm2_cpu}
-EXP="+experiment=distill_draft_smollm2"
+EXP="+experiment=draft_lm_smollm2"
 if [ "${DATA:-traces}" = traces ]; then
   GEN=(data_gen._target_=specdec.learners.draft_lm.traces.make_traces "+data_gen.passes=[{temperature:0.0}]"
        +data_gen.max_new=${MAX_NEW:-192} "~data_gen.max_len" data_gen.batch_size=${GEN_BATCH:-32}

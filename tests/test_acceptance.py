@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from specdec.learners.acceptance import data as acceptance_data
-from specdec.learners.acceptance.head import (
+from specdec.learners.specdecpp import data as acceptance_data
+from specdec.learners.specdecpp.head import (
     AcceptanceHead,
     head_from_checkpoint,
     load_head,
@@ -64,7 +64,7 @@ def test_no_prompt_id_is_in_two_splits(data_dir):
 
 
 def batch_of(data_dir, split="train", n=4):
-    from specdec.learners.acceptance.module import AcceptanceDataModule, collate
+    from specdec.learners.specdecpp.module import AcceptanceDataModule, collate
 
     dm = AcceptanceDataModule(data_dir, batch_size=n)
     dm.setup()
@@ -72,7 +72,7 @@ def batch_of(data_dir, split="train", n=4):
 
 
 def test_token_mixing_never_puts_loss_on_target_or_prompt_tokens(data_dir):
-    from specdec.learners.acceptance.module import mix
+    from specdec.learners.specdecpp.module import mix
 
     batch = batch_of(data_dir)
     ids, loss_mask = mix(batch, ratio=0.3, seed=0, epoch=0)
@@ -88,7 +88,7 @@ def test_token_mixing_never_puts_loss_on_target_or_prompt_tokens(data_dir):
 
 
 def test_loss_ignores_labels_of_target_positions(tiny32, data_dir):
-    from specdec.learners.acceptance.module import AcceptanceLearner, mix
+    from specdec.learners.specdecpp.module import AcceptanceLearner, mix
 
     learner = AcceptanceLearner(tiny32, depth=1)
     batch = batch_of(data_dir)
@@ -101,7 +101,7 @@ def test_loss_ignores_labels_of_target_positions(tiny32, data_dir):
 
 def test_overfitting_one_batch_cuts_the_excess_loss_tenfold(tiny32, data_dir):
     """Excess over the per-token optimum p* = a / (a + w(1-a)) must fall by 10x in 120 steps."""
-    from specdec.learners.acceptance.module import AcceptanceLearner, mix, weighted_bce
+    from specdec.learners.specdecpp.module import AcceptanceLearner, mix, weighted_bce
 
     torch.manual_seed(0)
     learner = AcceptanceLearner(tiny32, depth=2, mismatch_weight=6.0)
@@ -124,7 +124,7 @@ def test_overfitting_one_batch_cuts_the_excess_loss_tenfold(tiny32, data_dir):
 def test_checkpoint_and_export_give_the_trained_head_exactly(tiny32, data_dir, tmp_path):
     import lightning as L
 
-    from specdec.learners.acceptance.module import (
+    from specdec.learners.specdecpp.module import (
         AcceptanceDataModule,
         AcceptanceLearner,
         export_head,

@@ -23,7 +23,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from specdec.errors import EXIT_STATUS, BadInput, InputError
-from specdec.learners.acceptance.head import head_from_checkpoint, load_head, save_head
+from specdec.learners.specdecpp.head import head_from_checkpoint, load_head, save_head
 from specdec.learners.draft_lm.net import (
     draft_from_checkpoint,
     init_from_target,

@@ -62,7 +62,7 @@ def test_train_help_lists_experiments_learners_trainers_callbacks_and_keys(helps
     text = helps["train"]
     experiments = {p.stem for p in (ROOT / "conf" / "experiment").glob("*.yaml")}
     assert {"eagle3_tiny", "specdecpp_smollm2"} <= experiments == _options(text, "Experiments")
-    assert _options(text, "Learner configs") == {"acceptance_head", "hrad_head", "eagle3",
+    assert _options(text, "Learner configs") == {"specdecpp", "hrad", "eagle3",
                                                   "specblock", "draft_lm"}
     assert {"cpu", "gpu", "ddp", "ddp_cpu", "fsdp", "debug"} == _options(text, "Trainers")
     assert {"default", "none", "early_stopping", "model_checkpoint"} <= _options(text, "Callbacks")

@@ -76,7 +76,7 @@ def test_keyword_sinks_positional_args_and_nesting(tmp_path):
         "  _args_: [1, 2]\n"
         "  sep: ','\n"
         "  nested:\n"
-        "    - {_target_: specdec.learners.acceptance.module.export_head, anything: 1}\n"
+        "    - {_target_: specdec.learners.specdecpp.module.export_head, anything: 1}\n"
         "b: {_target_: specdec.drafters.policies.Fixed, _args_: [1, 2, 3, 4, 5, 6]}\n"
     )
     errors = target_errors(path)

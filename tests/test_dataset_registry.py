@@ -22,7 +22,7 @@ import yaml
 from specdec.data import registry
 from specdec.data.prepare import prepare, recipes
 from specdec.errors import BadInput, MissingInput
-from specdec.learners.acceptance.data import load_source
+from specdec.learners.specdecpp.data import load_source
 from specdec.learners.draft_lm.sources import training_pairs, training_prompts
 from specdec.learners.hrad.data import prompt_texts
 
@@ -204,7 +204,7 @@ def _lists(node: object, key: str) -> list[list]:
 
 
 def test_every_learner_config_reads_registered_training_splits():
-    from specdec.learners.acceptance.data import NAMED_READERS
+    from specdec.learners.specdecpp.data import NAMED_READERS
 
     trains = {name for name, ds in registry.datasets().items() if ds.train is not None}
     for group in ("experiment", "data_gen"):

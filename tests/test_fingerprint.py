@@ -8,7 +8,7 @@ from specdec.bench.fingerprint import SAMPLES, learned_weights, weights_digest
 from specdec.drafters.model import ModelDrafter
 from specdec.drafters.policies import Fixed
 from specdec.drafters.specdecpp import SpecDecPP
-from specdec.learners.acceptance.head import AcceptanceHead, save_head
+from specdec.learners.specdecpp.head import AcceptanceHead, save_head
 from specdec.lm import CachedLM
 from specdec.models.tiny import tiny_pair
 from specdec.sampling import Sampling

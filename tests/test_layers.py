@@ -28,7 +28,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("engine",),
     ("compose",),
     # learner data generation decodes with a composed method; config: shared config helpers
-    ("learners.hrad.data", "learners.hrad.module", "learners.acceptance.data", "config",
+    ("learners.hrad.data", "learners.hrad.module", "learners.specdecpp.data", "config",
      "testing"),
     ("bench",),
     ("api", "eval", "train", "report", "cli_check", ""),  # "": the package's __init__

