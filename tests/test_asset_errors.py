@@ -23,7 +23,6 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from specdec.errors import EXIT_STATUS, BadInput, InputError
-from specdec.learners.specdecpp.head import head_from_checkpoint, load_head, save_head
 from specdec.learners.draft_lm.net import (
     draft_from_checkpoint,
     init_from_target,
@@ -34,6 +33,7 @@ from specdec.learners.eagle3.net import load_eagle3, save_eagle3
 from specdec.learners.hrad.head import load_hrad, save_hrad
 from specdec.learners.scale import exportable
 from specdec.learners.specblock.store import load_specblock, save_specblock
+from specdec.learners.specdecpp.head import head_from_checkpoint, load_head, save_head
 from specdec.models.tiny import tiny_pair
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -15,8 +15,8 @@ import specdec.compose
 from specdec.bench.method import build_method
 from specdec.drafters import EmptyDrafter, ModelDrafter
 from specdec.drafters.policies import Fixed
-from specdec.learners.specdecpp.data import generate_acceptance_data
 from specdec.learners.hrad.data import generate_hrad_data
+from specdec.learners.specdecpp.data import generate_acceptance_data
 from specdec.lm import CachedLM
 from specdec.verifiers import Tokenwise
 

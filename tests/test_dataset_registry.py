@@ -22,9 +22,9 @@ import yaml
 from specdec.data import registry
 from specdec.data.prepare import prepare, recipes
 from specdec.errors import BadInput, MissingInput
-from specdec.learners.specdecpp.data import load_source
 from specdec.learners.draft_lm.sources import training_pairs, training_prompts
 from specdec.learners.hrad.data import prompt_texts
+from specdec.learners.specdecpp.data import load_source
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "data"

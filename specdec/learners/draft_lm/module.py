@@ -49,8 +49,8 @@ class DistillLearner(L.LightningModule):
         lr, weight_decay, warmup_steps: AdamW with linear warm-up and cosine decay.
         total_steps: schedule length (``trainer.max_steps``).
         init_from: warm start from a draft in the shipped format (``config.json`` +
-            ``model.safetensors``, e.g. ``specdec/assets/draft_lm/smollm2``); its depth and token map
-            are kept (``layers`` and the traces' token map are then unused).
+            ``model.safetensors``, e.g. ``specdec/assets/draft_lm/smollm2``); its depth and token
+            map are kept (``layers`` and the traces' token map are then unused).
     """
 
     def __init__(self, model, traces_dir: str, layers: list[int], teacher: bool = True,
@@ -205,7 +205,7 @@ def export_draft(learner: DistillLearner, out_dir: str, folder: str | None = Non
     Args:
         folder: destination (default ``<out_dir>/export``).
         dtype: storage dtype of the float tensors.
-        install, asset, force: ``install`` writes to ``asset`` (``specdec/assets/draft_lm/smollm2``);
+        install, asset, force: ``install`` writes to ``asset`` (``assets/draft_lm/smollm2``);
             existing files there are replaced only with ``force`` (``learners/install.py``).
     """
     dest = export_folder(out_dir, folder=folder, install=install, asset=asset, force=force)

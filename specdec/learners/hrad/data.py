@@ -34,8 +34,8 @@ from safetensors.torch import load_file, save_file
 
 from specdec.core import Context, Draft, Drafter, TargetView, Verdict
 from specdec.errors import BadInput, MissingInput
-from specdec.learners.specdecpp.data import split_of
 from specdec.learners.hrad.features import StepFeatures
+from specdec.learners.specdecpp.data import split_of
 
 log = logging.getLogger(__name__)
 SPLITS = ("train", "validation", "test")

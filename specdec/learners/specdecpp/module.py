@@ -24,8 +24,8 @@ import torchmetrics
 from torch.utils.data import DataLoader
 
 from specdec.errors import MissingInput
-from specdec.learners.specdecpp.head import AcceptanceHead, save_head
 from specdec.learners.install import export_folder
+from specdec.learners.specdecpp.head import AcceptanceHead, save_head
 from specdec.models import ModelPair
 
 
