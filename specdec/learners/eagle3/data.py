@@ -144,7 +144,8 @@ def synthetic_traces(model, out_dir: str | Path, *, prompts: int = 24, max_new: 
             batch = ids[b : b + batch_size]
             conts = generate_continuations(model.target, tok, batch, max_new=max_new,
                                            temperature=0.0, seed=seed + c)
-            save_traces(path, batch, conts)
+            save_traces(path.with_suffix(".tmp"), batch, conts)  # atomic: a kill mid-write
+            path.with_suffix(".tmp").rename(path)  # leaves no half file that a rerun would keep
     write_argmax_map(out, model.target.config.vocab_size, vocab_map_size, tok.eos_token_id)
     return out
 
