@@ -210,18 +210,24 @@ class Eagle3Learner(L.LightningModule):
 
 def export_eagle3(learner: Eagle3Learner, out_dir: str, folder: str | None = None,
                   dtype: str = "float32", format: str = "specdec", *, install: bool = False,
-                  asset: str | None = None, force: bool = False) -> Path:
+                  asset: str | None = None, force: bool = False,
+                  max_shard_mib: float | None = None) -> Path:
     """``export``: to ``<out_dir>/export`` or where ``folder`` / ``install`` say
     (``learners/install.py``: never over existing files without ``force``); ``format=specdec``:
     the shipped format, ``format=eagle3_hf``: the published ``LlamaForCausalLMEagle3`` layout
-    (``interop.save_eagle3_hf``)."""
+    (``interop.save_eagle3_hf``); ``max_shard_mib``: weights in shards of at most that size
+    (``models/shards.py``; the specdec format)."""
     if format not in FORMATS:
         raise BadInput(f"export.format={format!r} is unknown; use one of {list(FORMATS)}")
     if format == "specdec" and isinstance(learner.net, PublishedEagle3Net):
         raise BadInput("a head of the published architecture (learner.arch=eagle3) exports "
                        "only in its own layout; set export.format=eagle3_hf")
+    if format == "eagle3_hf" and max_shard_mib is not None:
+        raise BadInput("export.max_shard_mib shards the specdec format only; drop it or set "
+                       "export.format=specdec")
     dest = export_folder(out_dir, folder=folder, install=install, asset=asset, force=force)
     if format == "eagle3_hf":
         return save_eagle3_hf(learner.net, dest, dtype=getattr(torch, dtype))
     vocab = learner._target[0].config.vocab_size
-    return save_eagle3(learner.net, dest, target_vocab=vocab, dtype=getattr(torch, dtype))
+    return save_eagle3(learner.net, dest, target_vocab=vocab, dtype=getattr(torch, dtype),
+                       max_shard_mib=max_shard_mib)

@@ -237,9 +237,12 @@ class SpecBlockLearner(L.LightningModule):
 
 def export_specblock(learner: SpecBlockLearner, out_dir: str, folder: str | None = None,
                      dtype: str = "float32", int8: Sequence[str] = (), *, install: bool = False,
-                     asset: str | None = None, force: bool = False) -> Path:
+                     asset: str | None = None, force: bool = False,
+                     max_shard_mib: float | None = None) -> Path:
     """``export``: the shipped format (``int8``: weights stored as int8 with per-row scales,
     ``save_specblock``), to ``<out_dir>/export`` or where ``folder`` / ``install`` say
-    (``learners/install.py``: never over existing files without ``force``)."""
+    (``learners/install.py``: never over existing files without ``force``); ``max_shard_mib``:
+    weights in shards of at most that size (``models/shards.py``)."""
     dest = export_folder(out_dir, folder=folder, install=install, asset=asset, force=force)
-    return save_specblock(learner.net, dest, dtype=getattr(torch, dtype), int8=list(int8))
+    return save_specblock(learner.net, dest, dtype=getattr(torch, dtype), int8=list(int8),
+                          max_shard_mib=max_shard_mib)
