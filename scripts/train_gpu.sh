@@ -61,7 +61,8 @@ if [[ ",$STAGES," == *",setup,"* ]]; then
     $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
       --target "$WORK/site" "$WHEELS"/*.whl || { echo "train_gpu: wheels from $WHEELS failed" >&2; exit 1; }
   fi
-  setup=$($PY scripts/gpu_ship.py join "$SHIP" "$WORK" --check) || exit $?
+  convert=$([ "$MODEL" = smollm2 ] && echo --convert)
+  setup=$($PY scripts/gpu_ship.py join "$SHIP" "$WORK" --check $convert) || exit $?
   echo "train_gpu: setup $setup ($((SECONDS - t0)) s)"
   if [ "${DEVICE:-cuda}" != cpu ] && [[ "$setup" != *'"cuda": true'* ]]; then
     echo "train_gpu: DEVICE=${DEVICE:-cuda} but CUDA is not available here" >&2; exit 1

@@ -42,7 +42,7 @@ def test_join_unpacks_the_prompts_and_joins_the_gguf_once_every_part_is_there(tm
     (ship / "gguf.sha256").write_text(f"{hashlib.sha256(raw).hexdigest()} 3\n")
     for k in range(2):  # the third part has not arrived yet
         (ship / f"gguf.part{k:02d}").write_bytes(raw[1000 * k : 1000 * (k + 1)])
-    args = type("Args", (), {"ship": ship, "work": work, "check": False})
+    args = type("Args", (), {"ship": ship, "work": work, "check": False, "convert": False})
     assert join(args) == {"train_data": True, "gguf_missing_parts": ["gguf.part02"],
                           "gguf": False}
     (ship / "gguf.part02").write_bytes(raw[2000:])
