@@ -133,7 +133,8 @@ class Eagle3Learner(L.LightningModule):
             "remap_vocab": bool(remap_vocab), "arch": str(arch)})
         target = frozen_target(model)
         # not a registered submodule: not trained, saved, all-reduced, sharded or moved to the
-        # device; a step reads only its input embedding, which the net registers (shared)
+        # device; a step reads its input embedding, which the net registers (shared), and with
+        # online features runs it whole (online.target_features moves it to the batch's device)
         self._target = [target]
         tok_hash = tokenizer_sha256(model.tokenizer)
         if init_from:
