@@ -160,8 +160,9 @@ def main() -> None:
         if (work / name).is_file():
             if sum(p.is_file() for p in out.rglob("*")) < int(env("MAX_FILES")):
                 shutil.copy(work / name, out / name)
-            else:
-                say(f"{name} stays in {work} ({env('MAX_FILES')} files in {out} already)")
+            else:  # printed instead: the device tool returns the output's tail
+                say(f"{name} stays in {work} ({env('MAX_FILES')} files in {out} already): "
+                    f"{json.dumps(json.loads((work / name).read_text()))}")
     say(f"done: {sum(p.is_file() for p in out.rglob('*'))} files in {out}")
 
 

@@ -33,7 +33,7 @@
 #     (setup joins the GGUF, then data, eagle3, specblock, sweep; timeout_s 600). Budget:
 #     GEN_MINUTES + E3_MINUTES + SB_MINUTES + conversions, tests and sweep (~2 min) < 10 min.
 #  2. $OUT comes back: eagle3/ and specblock/ (config.json, index, 2 shards each: 8 files) and,
-#     when room is left, tree_sweep.json and rates.json (the table and the rates are printed too).
+#     when room is left, tree_sweep.json and rates.json (else printed as JSON lines at the end).
 #     Install: copy each folder to specdec/assets/<kind>/smollm2/ (model card kept by hand).
 # Settings (environment; defaults in scripts/train_gpu.py): MODEL=smollm2|tiny, DEVICE=cuda|cpu,
 # WORK (traces, runs, converted target: what reruns resume; outputs/train_gpu/$MODEL), OUT (exports
