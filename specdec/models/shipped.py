@@ -2,7 +2,8 @@
 
 Every trained asset (``specdec/assets/<kind>/<model>/``: the EAGLE-3 and SpecBlock drafters, the
 H-RAD and SpecDec++ heads, the distilled draft LM) is a folder holding ``config.json`` (a JSON
-object) and ``model.safetensors``, beside which a model card may sit. The readers here turn each
+object) and ``model.safetensors`` (or its shards and their index, ``shards.py``), beside which a
+model card may sit. The readers here turn each
 way such a file can be broken (missing, empty, truncated, garbage bytes, invalid JSON, NaN/inf
 weights, tensors that do not fit the network) into an ``InputError`` naming the file and the
 command that re-creates it (``fix_cmd``, already quoted in backticks, e.g.
@@ -29,10 +30,11 @@ from pathlib import Path
 
 import torch
 from safetensors import SafetensorError
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
 from torch import nn
 
 from specdec.errors import BadInput, MissingInput
+from specdec.models.shards import INDEX, write_weights
 
 CONFIG = "config.json"
 WEIGHTS = "model.safetensors"
@@ -50,8 +52,8 @@ def _require(path: Path, kind: str, fix_cmd: str) -> None:
 
 
 def read_config(folder: str | Path, kind: str, fix_cmd: str, *,
-                keys: Sequence[str] = ()) -> dict:
-    """``folder/config.json`` as a dict that holds every one of ``keys``.
+                keys: Sequence[str] = (), name: str = CONFIG) -> dict:
+    """``folder/<name>`` (``config.json``) as a dict that holds every one of ``keys``.
 
     Args:
         folder: the asset folder.
@@ -63,7 +65,7 @@ def read_config(folder: str | Path, kind: str, fix_cmd: str, *,
         MissingInput: no such file.
         BadInput: empty, truncated, not UTF-8, not JSON, not an object, or lacking ``keys``.
     """
-    path = Path(folder) / CONFIG
+    path = Path(folder) / name
     _require(path, kind, fix_cmd)
     try:
         raw = json.loads(path.read_bytes().decode("utf-8"))
@@ -93,14 +95,41 @@ def check_finite(state: dict[str, torch.Tensor], path: str | Path, kind: str,
                                f"{fix_cmd}")
 
 
+def has_weights(folder: str | Path) -> bool:
+    """Whether ``folder`` holds weights: ``model.safetensors`` or a shard index (``shards.py``)."""
+    return (Path(folder) / WEIGHTS).is_file() or (Path(folder) / INDEX).is_file()
+
+
+def _read_sharded(index: Path, kind: str, fix_cmd: str) -> dict[str, torch.Tensor]:
+    """The tensors the shards of ``index`` hold, exactly those its weight map names."""
+    raw = read_config(index.parent, kind, fix_cmd, name=INDEX)
+    wmap = raw.get("weight_map")
+    if not isinstance(wmap, dict) or not wmap:
+        raise BadInput(f"{kind} shard index {index} has no weight_map; re-create it with "
+                       f"{fix_cmd}")
+    state: dict[str, torch.Tensor] = {}
+    for shard in sorted(set(wmap.values())):
+        got = read_tensors(index.parent / shard, kind, fix_cmd)  # missing / truncated: named
+        wrong = sorted(set(got) ^ {k for k, v in wmap.items() if v == shard})
+        if wrong:
+            raise BadInput(f"{kind} shard {index.parent / shard} does not hold the tensors "
+                           f"{index} maps to it (differing: {wrong[:5]}); re-create them with "
+                           f"{fix_cmd}")
+        state.update(got)
+    return state
+
+
 def read_tensors(path: str | Path, kind: str, fix_cmd: str) -> dict[str, torch.Tensor]:
-    """The tensors of a ``.safetensors`` file, every floating one finite (``check_finite``).
+    """The tensors of a ``.safetensors`` file, every floating one finite (``check_finite``); for
+    a folder's ``model.safetensors`` that a shard index replaces (``shards.py``), its shards'.
 
     Raises:
-        MissingInput: no such file.
+        MissingInput: no such file (or shard).
         BadInput: empty, truncated or not a safetensors file, or a NaN/inf weight.
     """
     path = Path(path)
+    if path.name == WEIGHTS and not path.exists() and (path.parent / INDEX).is_file():
+        return _read_sharded(path.parent / INDEX, kind, fix_cmd)
     _require(path, kind, fix_cmd)
     try:
         state = load_file(str(path))
@@ -152,11 +181,18 @@ def read_checkpoint(path: str | Path, fix_cmd: str) -> dict:
     return ckpt
 
 
+def _is_weights(name: str) -> bool:
+    """A weights file of either layout: never carried into a rewritten folder, where a stale one
+    would shadow (or mix with) the new weights."""
+    return name in (WEIGHTS, INDEX) or (name.startswith("model-") and ".safetensors" in name)
+
+
 def _carry_over(old: Path, new: Path) -> None:
-    """Link (else copy) into ``new`` the entries of ``old`` that ``new`` lacks (a model card)."""
+    """Link (else copy) into ``new`` the entries of ``old`` that ``new`` lacks (a model card),
+    weights files left out (``_is_weights``)."""
     for entry in old.iterdir():
         dest = new / entry.name
-        if dest.exists() or dest.is_symlink():
+        if dest.exists() or dest.is_symlink() or _is_weights(entry.name):
             continue
         if entry.is_symlink():
             shutil.copy2(entry, dest, follow_symlinks=False)  # the link itself
@@ -243,11 +279,13 @@ def replace_folder(folder: str | Path) -> Iterator[Path]:
         shutil.rmtree(tmp, ignore_errors=True)  # gone after a rename; the half asset otherwise
 
 
-def write_asset(folder: str | Path, state: dict[str, torch.Tensor], config: dict) -> Path:
-    """Write ``model.safetensors`` (``state``) and ``config.json`` (``config``, indented JSON)
-    into ``folder`` atomically (``replace_folder``); returns ``folder``."""
+def write_asset(folder: str | Path, state: dict[str, torch.Tensor], config: dict, *,
+                max_shard_mib: float | None = None) -> Path:
+    """Write ``model.safetensors`` (``state``; with ``max_shard_mib``, shards of at most that
+    size when larger: ``shards.py``) and ``config.json`` (``config``, indented JSON) into
+    ``folder`` atomically (``replace_folder``); returns ``folder``."""
     folder = Path(folder)
     with replace_folder(folder) as tmp:
-        save_file(state, str(tmp / WEIGHTS))
+        write_weights(tmp, state, WEIGHTS, max_shard_mib)
         (tmp / CONFIG).write_text(json.dumps(config, indent=2, default=str))
     return folder

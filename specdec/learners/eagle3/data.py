@@ -105,8 +105,10 @@ def frozen_target(model) -> torch.nn.Module:
     return target
 
 
-def load_feature_traces(folder: str | Path) -> list[tuple[Trace, torch.Tensor]]:
-    """Every trace of ``folder`` with its ``[n, k, H]`` fp16 features.
+def load_feature_traces(folder: str | Path, *, features: bool = True
+                        ) -> list[tuple[Trace, torch.Tensor | None]]:
+    """Every trace of ``folder`` with its ``[n, k, H]`` fp16 features (``features=False``: with
+    None, for features computed online; no feature file is read or needed).
 
     Raises:
         FileNotFoundError: no traces, or a traces file without features (names the command).
@@ -116,6 +118,9 @@ def load_feature_traces(folder: str | Path) -> list[tuple[Trace, torch.Tensor]]:
         raise MissingInput(f"no traces in {folder}; create them with `{DATA_COMMAND}`")
     out = []
     for path in files:
+        if not features:
+            out += [(tr, None) for tr in traces_of_file(path)]
+            continue
         fpath = features_path(path)
         if not fpath.exists():
             raise MissingInput(f"{fpath} is missing; finish `{DATA_COMMAND}`")
@@ -144,7 +149,8 @@ def synthetic_traces(model, out_dir: str | Path, *, prompts: int = 24, max_new: 
             batch = ids[b : b + batch_size]
             conts = generate_continuations(model.target, tok, batch, max_new=max_new,
                                            temperature=0.0, seed=seed + c)
-            save_traces(path, batch, conts)
+            save_traces(path.with_suffix(".tmp"), batch, conts)  # atomic: a kill mid-write
+            path.with_suffix(".tmp").rename(path)  # leaves no half file that a rerun would keep
     write_argmax_map(out, model.target.config.vocab_size, vocab_map_size, tok.eos_token_id)
     return out
 
@@ -164,13 +170,16 @@ def write_argmax_map(folder: Path, vocab: int, size: int, eos: int | None) -> Pa
 def make_eagle3_data(model, out_dir: str, target_layers: Sequence[int], *,
                      source_dir: str | None = None, synthetic: dict | None = None,
                      self_instruct: dict | None = None, code_completion: dict | None = None,
-                     feature_batch: int = 8, **trace_kwargs) -> Path:
+                     feature_batch: int = 8, features: str = "cache", **trace_kwargs) -> Path:
     """``stage=data``: traces (from ``source_dir``'s training prompts, or ``synthetic``), the
     target's answers to ``self_instruct`` prompts (``learners.draft_lm.self_instruct``: its
     keyword arguments, e.g. ``{count: 1500, starters: [...]}``) in ``traces_self_*`` files, its
     continuations of ``code_completion`` prompts (``learners.draft_lm.code_prompts``: ``{count,
     roots}``; no chat template) in ``traces_code_*`` files, then the features of every trace.
-    Resumable: finished chunk files are kept."""
+    Resumable: finished chunk files are kept. ``features=none`` writes traces and token map
+    only, for training with ``datamodule.features=online`` (``online.py``)."""
+    if features not in ("cache", "none"):
+        raise BadInput(f"data_gen.features={features!r} is unknown; use cache or none")
     if synthetic is not None:
         synthetic_traces(model, out_dir, **synthetic)
     elif source_dir is not None:
@@ -189,5 +198,6 @@ def make_eagle3_data(model, out_dir: str, target_layers: Sequence[int], *,
     if self_instruct or code_completion:  # the token map over every trace
         write_token_map(model.target.config.vocab_size, model.tokenizer, Path(out_dir),
                         source_dir, int(trace_kwargs.get("vocab_map_size", 8192)))
-    cache_features(model, out_dir, target_layers, batch_size=feature_batch)
+    if features == "cache":
+        cache_features(model, out_dir, target_layers, batch_size=feature_batch)
     return Path(out_dir)

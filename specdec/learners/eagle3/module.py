@@ -11,24 +11,28 @@ training graph matches a depth-``j`` node of the decoding tree (``ttt_mask``). E
 ``step_weight^j`` per step. Metrics: ``*/acc<j>`` = draft argmax == target argmax at step ``j``
 (teacher-forced acceptance at depth ``j+1``), ``*/loss``.
 
-The checkpoint holds the drafter only (the target's features are cached by ``stage=data``; its
-embedding is shared and frozen).
+The checkpoint holds the drafter only (the target's features are cached by ``stage=data``, or
+computed in the step with ``datamodule.features=online``: ``online.py``; its embedding is shared
+and frozen). Batches: ``batches.py``.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from pathlib import Path
 
 import lightning as L
 import torch
-from torch.utils.data import DataLoader, Dataset
 from transformers import DynamicCache
 
 from specdec.errors import BadInput
-from specdec.learners.draft_lm.traces import Trace
-from specdec.learners.eagle3.data import frozen_target, load_feature_traces, read_token_map
+from specdec.learners.eagle3.batches import (  # noqa: F401  (re-exported: configs, tests)
+    Eagle3DataModule,
+    FeatureTraces,
+    collate,
+    held_out,
+)
+from specdec.learners.eagle3.data import frozen_target, read_token_map
 from specdec.learners.eagle3.interop import FORMATS, save_eagle3_hf
 from specdec.learners.eagle3.net import (
     DECODER_EMBED_KEY,
@@ -38,6 +42,7 @@ from specdec.learners.eagle3.net import (
     remap_head,
     save_eagle3,
 )
+from specdec.learners.eagle3.online import batch_features
 from specdec.learners.eagle3.published import PublishedEagle3Net, new_published
 from specdec.learners.install import export_folder
 from specdec.learners.optim import adamw_warmup_cosine
@@ -90,42 +95,8 @@ def unroll(net: Eagle3Net | PublishedEagle3Net, embed: torch.nn.Module, ids: tor
     return out
 
 
-class FeatureTraces(Dataset):
-    """(trace, features) rows truncated to ``max_len`` tokens."""
-
-    def __init__(self, rows: list, max_len: int) -> None:
-        self.rows, self.max_len = rows, max_len
-
-    def __len__(self) -> int:
-        return len(self.rows)
-
-    def __getitem__(self, i: int) -> dict:
-        tr, feats = self.rows[i]
-        n = min(int(tr.ids.numel()), self.max_len)
-        return {"ids": tr.ids[:n], "feats": feats[:n], "plen": min(tr.prompt_len, n),
-                "topk_ids": tr.topk_ids, "topk_logp": tr.topk_logp}
-
-
-def collate(batch: list[dict]) -> dict[str, torch.Tensor]:
-    """Right-pad; ``lab_ids/lab_logp [B, T, k]`` hold the target's top-k for the token *at* each
-    position (``-1`` where it is a prompt token or padding); ``length [B]``."""
-    width = max(int(r["ids"].numel()) for r in batch)
-    k, kf = batch[0]["topk_ids"].shape[1], batch[0]["feats"].shape[1:]
-    ids = torch.zeros(len(batch), width, dtype=torch.long)  # [B, T]
-    feats = torch.zeros(len(batch), width, *kf, dtype=batch[0]["feats"].dtype)  # [B, T, k, H]
-    lab_ids = torch.full((len(batch), width, k), -1, dtype=torch.long)  # [B, T, k]
-    lab_logp = torch.zeros(len(batch), width, k)  # [B, T, k]
-    for r, row in enumerate(batch):
-        n, plen = int(row["ids"].numel()), row["plen"]
-        ids[r, :n], feats[r, :n] = row["ids"], row["feats"]
-        lab_ids[r, plen:n], lab_logp[r, plen:n] = row["topk_ids"][: n - plen], row["topk_logp"][
-            : n - plen]
-    length = torch.tensor([int(r["ids"].numel()) for r in batch])
-    return {"ids": ids, "feats": feats, "lab_ids": lab_ids, "lab_logp": lab_logp, "length": length}
-
-
 class Eagle3Learner(L.LightningModule):
-    """Trains an ``Eagle3Net`` (``learners.eagle3.net``) on cached target features.
+    """Trains an ``Eagle3Net`` (``learners.eagle3.net``) on cached or online target features.
 
     Args:
         model: the ``ModelPair`` (its target: init source, embedding, shapes).
@@ -162,7 +133,8 @@ class Eagle3Learner(L.LightningModule):
             "remap_vocab": bool(remap_vocab), "arch": str(arch)})
         target = frozen_target(model)
         # not a registered submodule: not trained, saved, all-reduced, sharded or moved to the
-        # device; a step reads only its input embedding, which the net registers (shared)
+        # device; a step reads its input embedding, which the net registers (shared), and with
+        # online features runs it whole (online.target_features moves it to the batch's device)
         self._target = [target]
         tok_hash = tokenizer_sha256(model.tokenizer)
         if init_from:
@@ -188,9 +160,10 @@ class Eagle3Learner(L.LightningModule):
         self.strict_loading = False  # checkpoints omit the shared embedding
 
     def _step(self, batch: dict[str, torch.Tensor], stage: str) -> torch.Tensor:
-        embed = self._target[0].get_input_embeddings()
-        logits = unroll(self.net, embed, batch["ids"], batch["feats"], batch["length"],
-                        int(self.hparams.ttt_steps))
+        target = self._target[0]
+        feats = batch_features(batch, target, self.hparams.target_layers)  # [B, T, k, H]
+        logits = unroll(self.net, target.get_input_embeddings(), batch["ids"], feats,
+                        batch["length"], int(self.hparams.ttt_steps))
         lab_ids, lab_logp = batch["lab_ids"][:, 2:], batch["lab_logp"][:, 2:]  # x_{t+2}: [B,S-1,k]
         top = self.t2d[lab_ids.clamp(min=0)] * (lab_ids >= 0) - (lab_ids < 0).long()  # [B,S-1,k]
         has = lab_ids[..., 0] >= 0  # [B, S-1]: a continuation token is predicted
@@ -236,65 +209,26 @@ class Eagle3Learner(L.LightningModule):
             del state[key]
 
 
-def held_out(trace: Trace, every: int) -> bool:
-    """Whether ``trace`` is held out: 1 in ``every`` prompts by a stable hash (0: never)."""
-    if not every:
-        return False
-    ids = trace.ids[: trace.prompt_len].to(torch.int64).numpy().tobytes()
-    return int.from_bytes(hashlib.blake2b(ids, digest_size=8).digest(), "little") % every == 0
-
-
-class Eagle3DataModule(L.LightningDataModule):
-    """Batches of (trace, cached features); a stable share of traces held out for validation.
-
-    A trace is held out by a hash of its prompt's token ids (``held_out``), not by its position:
-    traces added later (new chunk files sort anywhere in the folder) leave every earlier trace on
-    its side, and the passes of one prompt stay together.
-    """
-
-    def __init__(self, traces_dir: str, batch_size: int = 16, max_len: int = 320,
-                 val_fraction: float = 0.03, num_workers: int = 0) -> None:
-        super().__init__()
-        self.traces_dir, self.batch_size, self.max_len = traces_dir, batch_size, max_len
-        self.val_fraction, self.num_workers = val_fraction, num_workers
-
-    def setup(self, stage: str | None = None) -> None:
-        rows = load_feature_traces(self.traces_dir)
-        every = max(2, round(1 / self.val_fraction)) if self.val_fraction > 0 else 0
-        held = [held_out(tr, every) for tr, _ in rows]
-        val = [r for r, h in zip(rows, held, strict=True) if h] or rows[:1]
-        train = [r for r, h in zip(rows, held, strict=True) if not h] or rows
-        self.train_set = FeatureTraces(train, self.max_len)
-        self.val_set = FeatureTraces(val, self.max_len)
-
-    def _loader(self, data: Dataset, shuffle: bool) -> DataLoader:
-        return DataLoader(data, batch_size=self.batch_size, shuffle=shuffle, collate_fn=collate,
-                          num_workers=self.num_workers)
-
-    def train_dataloader(self) -> DataLoader:
-        return self._loader(self.train_set, True)
-
-    def val_dataloader(self) -> DataLoader:
-        return self._loader(self.val_set, False)
-
-    def test_dataloader(self) -> DataLoader:
-        return self._loader(self.val_set, False)
-
-
 def export_eagle3(learner: Eagle3Learner, out_dir: str, folder: str | None = None,
                   dtype: str = "float32", format: str = "specdec", *, install: bool = False,
-                  asset: str | None = None, force: bool = False) -> Path:
+                  asset: str | None = None, force: bool = False,
+                  max_shard_mib: float | None = None) -> Path:
     """``export``: to ``<out_dir>/export`` or where ``folder`` / ``install`` say
     (``learners/install.py``: never over existing files without ``force``); ``format=specdec``:
     the shipped format, ``format=eagle3_hf``: the published ``LlamaForCausalLMEagle3`` layout
-    (``interop.save_eagle3_hf``)."""
+    (``interop.save_eagle3_hf``); ``max_shard_mib``: weights in shards of at most that size
+    (``models/shards.py``; the specdec format)."""
     if format not in FORMATS:
         raise BadInput(f"export.format={format!r} is unknown; use one of {list(FORMATS)}")
     if format == "specdec" and isinstance(learner.net, PublishedEagle3Net):
         raise BadInput("a head of the published architecture (learner.arch=eagle3) exports "
                        "only in its own layout; set export.format=eagle3_hf")
+    if format == "eagle3_hf" and max_shard_mib is not None:
+        raise BadInput("export.max_shard_mib shards the specdec format only; drop it or set "
+                       "export.format=specdec")
     dest = export_folder(out_dir, folder=folder, install=install, asset=asset, force=force)
     if format == "eagle3_hf":
         return save_eagle3_hf(learner.net, dest, dtype=getattr(torch, dtype))
     vocab = learner._target[0].config.vocab_size
-    return save_eagle3(learner.net, dest, target_vocab=vocab, dtype=getattr(torch, dtype))
+    return save_eagle3(learner.net, dest, target_vocab=vocab, dtype=getattr(torch, dtype),
+                       max_shard_mib=max_shard_mib)

@@ -49,6 +49,7 @@ from specdec.models.reduced_draft import (
 from specdec.models.shipped import (
     CONFIG,
     WEIGHTS,
+    has_weights,
     load_state,
     read_config,
     read_tensors,
@@ -156,14 +157,15 @@ def remap_head(net: Eagle3Net, target, token_map: torch.Tensor) -> dict[str, int
 
 
 def save_eagle3(net: Eagle3Net, folder: str | Path, *, target_vocab: int,
-                dtype: torch.dtype = torch.float32) -> Path:
-    """Write ``config.json`` + ``model.safetensors`` (without the shared embedding) atomically:
-    a failed or killed export leaves the folder as it was (``shipped.replace_folder``)."""
+                dtype: torch.dtype = torch.float32, max_shard_mib: float | None = None) -> Path:
+    """Write ``config.json`` + ``model.safetensors`` (without the shared embedding; shards of at
+    most ``max_shard_mib`` when larger, ``models/shards.py``) atomically: a failed or killed
+    export leaves the folder as it was (``shipped.replace_folder``)."""
     state = {k: (v.detach().to(dtype) if v.is_floating_point() else v.detach()).contiguous().cpu()
              for k, v in net.state_dict().items() if k != DECODER_EMBED_KEY}
     cfg = net.decoder.config.to_dict()
     cfg["eagle3"] = {**net.meta, "target_vocab": int(target_vocab)}
-    return write_asset(folder, state, cfg)
+    return write_asset(folder, state, cfg, max_shard_mib=max_shard_mib)
 
 
 def check_target(meta: dict, *, hidden: int, vocab: int, layers: int, where: str,
@@ -190,7 +192,7 @@ def read_feature_drafter(folder: Path, key: str, name: str, target, tokenizer_ha
     ``target`` (``check_target``) and ``tokenizer_hash`` when given; ``name`` labels errors.
     A corrupt file or NaN/inf weight raises ``BadInput`` naming it (``shipped``)."""
     for file in (CONFIG, WEIGHTS):
-        if not (folder / file).exists():
+        if not (folder / file).exists() and not (file == WEIGHTS and has_weights(folder)):
             raise MissingInput(f"{name} file {folder / file} is missing; create it with "
                                f"`{train_command}` (it exports to {folder})")
     fix = f"`{train_command}` (it exports to {folder})"

@@ -2,7 +2,8 @@
 §3.3, the public code's ``OnlineSpecBlockModel.forward``).
 
 Data: EAGLE-3's cache (``learners.eagle3.data``: target traces with top-k log-probs, fp16 features
-of ``target_layers``, ``token_map.safetensors``), batched by ``Eagle3DataModule``.
+of ``target_layers``, ``token_map.safetensors``), batched by ``Eagle3DataModule``; with
+``datamodule.features=online`` the features are computed in the step (``eagle3/online.py``).
 
 Unroll (``unroll``): block 1 runs at every position of a trace under the cross-position causal
 mask. For each transition a cut ``M ~ U{1..K}`` (one per transition for the whole batch) gives the
@@ -38,6 +39,7 @@ import torch
 from specdec.errors import BadInput
 from specdec.learners.eagle3.data import frozen_target, read_token_map
 from specdec.learners.eagle3.net import load_eagle3
+from specdec.learners.eagle3.online import batch_features
 from specdec.learners.install import export_folder
 from specdec.learners.optim import adamw_warmup_cosine
 from specdec.learners.specblock.losses import prefix_correct, rank_loss, slot_labels, unlock
@@ -177,8 +179,9 @@ class SpecBlockLearner(L.LightningModule):
         full = self._full_objective(stage)
         blocks = int(h.blocks) if full else 1
         cuts = torch.randint(1, k + 1, (blocks - 1,), generator=gen).tolist()
-        runs = unroll(self.net, self._target[0].get_input_embeddings(), batch["ids"],
-                      batch["feats"], cuts)
+        target = self._target[0]
+        feats = batch_features(batch, target, h.target_layers)  # [B, T, k, H]: cached or online
+        runs = unroll(self.net, target.get_input_embeddings(), batch["ids"], feats, cuts)
         weights = torch.tensor([h.slot_weight ** j for j in range(k)])  # [K]
         unlocked = (unlock(self.global_step, h.unlock_steps, k) if stage == "train"
                     else torch.ones(k))  # [K]: α_k
@@ -234,9 +237,12 @@ class SpecBlockLearner(L.LightningModule):
 
 def export_specblock(learner: SpecBlockLearner, out_dir: str, folder: str | None = None,
                      dtype: str = "float32", int8: Sequence[str] = (), *, install: bool = False,
-                     asset: str | None = None, force: bool = False) -> Path:
+                     asset: str | None = None, force: bool = False,
+                     max_shard_mib: float | None = None) -> Path:
     """``export``: the shipped format (``int8``: weights stored as int8 with per-row scales,
     ``save_specblock``), to ``<out_dir>/export`` or where ``folder`` / ``install`` say
-    (``learners/install.py``: never over existing files without ``force``)."""
+    (``learners/install.py``: never over existing files without ``force``); ``max_shard_mib``:
+    weights in shards of at most that size (``models/shards.py``)."""
     dest = export_folder(out_dir, folder=folder, install=install, asset=asset, force=force)
-    return save_specblock(learner.net, dest, dtype=getattr(torch, dtype), int8=list(int8))
+    return save_specblock(learner.net, dest, dtype=getattr(torch, dtype), int8=list(int8),
+                          max_shard_mib=max_shard_mib)

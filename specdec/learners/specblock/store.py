@@ -26,12 +26,14 @@ INT8_SCALE = ".int8_scale"  # suffix of the per-row scale of a tensor stored as 
 
 
 def save_specblock(net: SpecBlockNet, folder: str | Path, *,
-                   dtype: torch.dtype = torch.float32, int8: Sequence[str] = ()) -> Path:
+                   dtype: torch.dtype = torch.float32, int8: Sequence[str] = (),
+                   max_shard_mib: float | None = None) -> Path:
     """Write ``config.json`` + ``model.safetensors`` (the shared embedding is never part of it).
 
     ``int8`` names 2-D weights stored as int8 with a per-row absmax scale (``dtype``), e.g.
     ``["head.weight"]``: the reduced-vocabulary head is a third of the file; its rows keep their
     argmax order up to a rounding step of ``max|row| / 127``. ``load_specblock`` restores them.
+    ``max_shard_mib``: shards of at most that size when larger (``models/shards.py``).
     The write is atomic: a failed or killed export leaves the folder as it was.
     """
     raw = net.state_dict()
@@ -46,7 +48,7 @@ def save_specblock(net: SpecBlockNet, folder: str | Path, *,
         state[name + INT8_SCALE] = scale.to(dtype).contiguous()
     cfg = net.config.to_dict()
     cfg["specblock"] = {**net.meta, "int8": list(int8)}
-    return write_asset(folder, state, cfg)
+    return write_asset(folder, state, cfg, max_shard_mib=max_shard_mib)
 
 
 def _dequantize(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:

@@ -1,0 +1,102 @@
+"""Tree size per device (issue 30 item 4): tokens/s of the feature drafters' dynamic trees.
+
+Greedy ``ar``, EAGLE-3 at each ``topk:total_tokens`` of ``--grid`` and SpecBlock at each
+``total_tokens`` of ``--sb-grid``, one pair loaded once, on held-out TRAINING prompts: the
+``--prompts`` prompts of ``training_prompts(--source)`` past the first ``--skip`` (the ones the
+data stage traced), so no eval prompt chooses a default. One warm-up generation per setting;
+tokens/s = new tokens / wall seconds; ``tau`` = tokens per target forward; speedup over ``ar``.
+
+    python scripts/tree_sweep.py --model smollm2 --device cuda --source DATA --skip 6000 \\
+        --e3 OUT/eagle3 --sb OUT/specblock --out tree_sweep.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+
+def held_out_prompts(source: str, skip: int, count: int) -> list[str]:
+    from specdec.errors import BadInput
+    from specdec.learners.draft_lm.sources import training_prompts
+
+    texts = training_prompts(source)[skip : skip + count]
+    if len(texts) < count:
+        raise BadInput(f"only {len(texts)} training prompts past the {skip} traced ones in "
+                       f"{source}; lower SWEEP_PROMPTS or PROMPTS")
+    return texts
+
+
+def tree_sweep(args: argparse.Namespace) -> dict:
+    """The table (printed) and its JSON (``args.out``); ``args``: see ``parser``."""
+    import torch
+
+    import specdec
+    from specdec.api import Decoder, compose_eval, overrides_for
+    from specdec.bench.method import build_method
+
+    prompts = held_out_prompts(args.source, args.skip, args.prompts)
+    draft = "none" if args.model == "smollm2" else None  # feature drafters run no draft LM
+    base = {"device": args.device}
+    pair = specdec.load(args.model, draft, method="ar", **base).pair
+    settings: list[tuple[str, dict]] = [("ar", {})]
+    for item in args.grid.split():
+        k, n = (int(v) for v in item.split(":"))
+        settings.append(("eagle3", {"drafter.path": args.e3, "drafter.topk": k,
+                                    "drafter.total_tokens": n}))
+    for n in args.sb_grid.split():
+        settings.append(("specblock", {"drafter.path": args.sb, "drafter.total_tokens": int(n)}))
+    rows = []
+    for method, extra in settings:
+        cfg = compose_eval(overrides_for(args.model, draft, method, {**base, **extra}))
+        dec = Decoder(cfg, pair, build_method(cfg, pair))
+        dec.generate(prompts[0], max_new_tokens=args.max_new, prompt_id="warmup")
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+        start, new, taus = time.perf_counter(), 0, []
+        for i, text in enumerate(prompts):
+            out = dec.generate(text, max_new_tokens=args.max_new, prompt_id=f"heldout{i}")
+            new += len(out.tokens)
+            taus.append(float(out.stats["tau"]))
+        wall = time.perf_counter() - start
+        rows.append({"method": method, "topk": extra.get("drafter.topk"),
+                     "total_tokens": extra.get("drafter.total_tokens"), "tokens": new,
+                     "seconds": round(wall, 3), "tokens_per_s": round(new / wall, 2),
+                     "tau": round(sum(taus) / len(taus), 3)})
+    ar = rows[0]["tokens_per_s"]
+    for row in rows:
+        row["speedup"] = round(row["tokens_per_s"] / ar, 3)
+    print(f"{'method':<10} {'topk':>4} {'total':>5} {'tok/s':>9} {'tau':>6} {'speedup':>7}")
+    for r in rows:
+        print(f"{r['method']:<10} {r['topk'] or '':>4} {r['total_tokens'] or '':>5} "
+              f"{r['tokens_per_s']:>9.1f} {r['tau']:>6.2f} {r['speedup']:>7.2f}")
+    result = {"model": args.model, "device": args.device, "held_out_prompts": len(prompts),
+              "skip": args.skip, "max_new": args.max_new, "rows": rows}
+    if args.out:
+        Path(args.out).write_text(json.dumps(result, indent=2))
+    return result
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    for key, kind, default in (("--model", str, "smollm2"), ("--device", str, "cuda"),
+                               ("--source", str, None), ("--skip", int, 0),
+                               ("--prompts", int, 16), ("--max-new", int, 128),
+                               ("--e3", str, None), ("--sb", str, None),
+                               ("--grid", str, "4:16 8:32 8:64 10:96"),
+                               ("--sb-grid", str, "8 16 32"), ("--out", str, None)):
+        p.add_argument(key, type=kind, default=default)
+    return p
+
+
+def main(argv: list[str] | None = None) -> None:
+    from specdec.errors import exit_on_input_error
+
+    with exit_on_input_error():
+        tree_sweep(parser().parse_args(argv))
+
+
+if __name__ == "__main__":
+    main()
