@@ -24,8 +24,8 @@
 #     ~4 MB + the 98 MB SmolLM2 GGUF as 3 parts of <= 40 MiB + gguf.sha256) and the wheels the
 #     image lacks into .whl/ (hydra-core, omegaconf, antlr4-python3-runtime, gguf; the device
 #     README's `pip download` line); `.ship/` and `.whl/` in .git/info/exclude. The tracked tree
-#     travels too and must leave room: without the SmolLM2 assets (specdec/assets/*/smollm2,
-#     smollm2-draft: 72 MB, which this recipe does not read) it is ~8 MB.
+#     travels too and must leave room: without the SmolLM2 assets (specdec/assets/*/smollm2:
+#     72 MB, which this recipe does not read) it is ~8 MB.
 #  1. call 1: carry [.whl, .ship/train_data.tar.gz, .ship/gguf.sha256, .ship/gguf.part00],
 #     `STAGES=setup bash scripts/train_gpu.sh`; calls 2, 3 at once (the machine stays warm only
 #     briefly, and what earlier calls carried stays there): carry [.ship/gguf.part01], then
