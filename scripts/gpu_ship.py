@@ -24,17 +24,24 @@ import tarfile
 from pathlib import Path
 
 GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
-TRAIN_FILES = ["gsm8k/train.jsonl", "alpaca/*.json"]
+
+
+def shipped_files() -> list[str]:
+    """The registry's training-split files and every eval file that training must exclude
+    (``specdec.data.registry``: a new dataset's files travel without a change here)."""
+    from specdec.data.registry import datasets, eval_files
+
+    train = [f for e in datasets().values() for f in ((e.train or {}).get("files") or [])]
+    return list(dict.fromkeys([*train, *eval_files()]))
 
 
 def pack(args: argparse.Namespace) -> dict:
-    from specdec.learners.draft_lm.sources import EVAL_FILES
     from specdec.models.smollm2 import gguf_path
 
     out, src = Path(args.out), Path(args.source)
     out.mkdir(parents=True, exist_ok=True)
     with tarfile.open(out / "train_data.tar.gz", "w:gz") as tar:
-        for pattern in [*TRAIN_FILES, *EVAL_FILES]:
+        for pattern in shipped_files():
             for path in sorted(src.glob(pattern)):
                 tar.add(path, arcname=str(path.relative_to(src)))
     parts = []

@@ -17,7 +17,7 @@ export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 WANDB_MODE=offline PYTHONUNBUFFERE
 RUN=${RUN:-outputs/distill_smollm2_cpu}
 EXP="+experiment=draft_lm_smollm2"
 if [ "${DATA:-traces}" = traces ]; then
-  GEN=(data_gen._target_=specdec.learners.draft_lm.traces.make_traces "+data_gen.passes=[{temperature:0.0}]"
+  GEN=(data_gen._target_=specdec.data.traces.make_traces "+data_gen.passes=[{temperature:0.0}]"
        +data_gen.max_new=${MAX_NEW:-192} "~data_gen.max_len" data_gen.batch_size=${GEN_BATCH:-32}
        +data_gen.first_chunk=${FIRST_CHUNK:-0})
 else

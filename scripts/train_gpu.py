@@ -65,7 +65,7 @@ def run_train(overrides: list[str]) -> dict:
 
 def trace_stats(folder: Path, max_len: int) -> dict:
     """Traces, continuation tokens and mean training length (cut at ``max_len``) of ``folder``."""
-    from specdec.learners.draft_lm.traces import traces_of_file
+    from specdec.data.traces import traces_of_file
 
     n = cont = seen = 0
     for path in sorted(folder.glob("traces*.safetensors")):

@@ -19,8 +19,8 @@ from pathlib import Path
 
 
 def held_out_prompts(source: str, skip: int, count: int) -> list[str]:
+    from specdec.data.training import training_prompts
     from specdec.errors import BadInput
-    from specdec.learners.draft_lm.sources import training_prompts
 
     texts = training_prompts(source)[skip : skip + count]
     if len(texts) < count:

@@ -206,7 +206,7 @@ def test_batched_greedy_answers_equal_engine_answers_and_traced_prompts_are_skip
     from datasets import load_from_disk
 
     from specdec.data.prompts import encode_turn
-    from specdec.learners.draft_lm.traces import save_traces
+    from specdec.data.traces import save_traces
 
     sources = [{"name": "synthetic", "limit": 12}]
     kw = {"sampling": {"temperature": 0.0}, "max_new_tokens": 10, "val_fraction": 0.25,

@@ -1,4 +1,4 @@
-"""Raw code-completion prompts for the feature drafters' data (learners.draft_lm.code_prompts)."""
+"""Raw code-completion prompts for the feature drafters' data (data.code_prompts)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import json
 
 import pytest
 
+from specdec.data.code_prompts import code_prompts, write_code_prompts
+from specdec.data.traces import traces_of_file, write_trace_chunks
 from specdec.errors import BadInput
-from specdec.learners.draft_lm.code_prompts import code_prompts, write_code_prompts
-from specdec.learners.draft_lm.traces import traces_of_file, write_trace_chunks
 from specdec.models.tiny import tiny_pair
 
 DOC = "Return the thing this function computes, described at some length here."

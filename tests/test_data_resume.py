@@ -4,7 +4,7 @@ A data stage stopped after ``k`` chunks -- cleanly by ``max_minutes`` (a fake cl
 in the middle of a chunk's write -- and rerun, stopped again, and rerun to completion leaves a
 folder whose every file is byte-identical to the one an uninterrupted run writes: no trace lost,
 none duplicated, no half-written or leftover file. Tiny pair, a tiny prompts folder laid out like
-``shared/data`` (``learners/draft_lm/sources.py``), and the synthetic prompts of ``model=tiny``.
+``shared/data`` (``data/training.py``), and the synthetic prompts of ``model=tiny``.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from specdec.learners.draft_lm import traces as traces_mod
+from specdec.data import traces as traces_mod
 from specdec.learners.eagle3 import data as data_mod
 
 LAYERS = [0, 1, 2]

@@ -21,8 +21,8 @@ import yaml
 
 from specdec.data import registry
 from specdec.data.prepare import prepare, recipes
+from specdec.data.training import training_pairs, training_prompts
 from specdec.errors import BadInput, MissingInput
-from specdec.learners.draft_lm.sources import training_pairs, training_prompts
 from specdec.learners.hrad.data import prompt_texts
 from specdec.learners.specdecpp.data import load_source
 

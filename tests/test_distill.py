@@ -8,6 +8,8 @@ import json
 import pytest
 import torch
 
+from specdec.data.traces import load_traces, make_traces
+from specdec.data.training import training_prompts
 from specdec.drafters import EmptyDrafter, ModelDrafter
 from specdec.drafters.policies import Fixed
 from specdec.engine import generate
@@ -19,9 +21,7 @@ from specdec.learners.draft_lm.net import (
     save_draft,
     tokenizer_sha256,
 )
-from specdec.learners.draft_lm.sources import training_prompts
 from specdec.learners.draft_lm.trace_dataset import collate_traces
-from specdec.learners.draft_lm.traces import load_traces, make_traces
 from specdec.lm import CachedLM
 from specdec.models.tiny import tiny_pair
 from specdec.sampling import Sampling, TorchCoins, warp

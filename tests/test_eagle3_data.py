@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from specdec.learners.draft_lm.traces import Trace, write_trace_chunks
+from specdec.data.traces import Trace, write_trace_chunks
 from specdec.models.tiny import tiny_pair
 
 

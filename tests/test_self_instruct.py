@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from specdec.learners.draft_lm.self_instruct import (
+from specdec.data.self_instruct import (
     read_instructions,
     self_instructions,
     user_header,
@@ -51,7 +51,7 @@ def test_prompts_resume_deduplicate_and_skip_eval_prompts(tmp_path):
 
 def test_a_grown_prompt_list_regenerates_the_short_last_chunk_and_its_features(tmp_path):
     """Resuming with more prompts must not skip those that fall into a short last chunk."""
-    from specdec.learners.draft_lm.traces import traces_of_file, write_trace_chunks
+    from specdec.data.traces import traces_of_file, write_trace_chunks
     from specdec.learners.eagle3.data import cache_features, load_feature_traces
 
     pair, out = tiny_pair(), tmp_path / "t"

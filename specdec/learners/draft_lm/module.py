@@ -23,9 +23,9 @@ from lightning.pytorch.utilities import rank_zero_warn
 from safetensors.torch import load_file
 from torch.utils.data import DataLoader
 
+from specdec.data.traces import DATA_COMMAND
 from specdec.errors import MissingInput
 from specdec.learners.draft_lm.trace_dataset import TraceDataset, collate_traces
-from specdec.learners.draft_lm.traces import DATA_COMMAND
 from specdec.learners.install import export_folder
 from specdec.learners.optim import adamw_warmup_cosine
 from specdec.models.reduced_draft import (

@@ -18,8 +18,8 @@ from pathlib import Path
 import torch
 
 from specdec.data.prompts import encode_turn
-from specdec.learners.draft_lm.sources import training_pairs
-from specdec.learners.draft_lm.traces import save_traces, write_token_map
+from specdec.data.traces import save_traces, write_token_map
+from specdec.data.training import training_pairs
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """Training batches of draft distillation: stored target traces, truncated, split and padded.
 
-A trace (``specdec.learners.draft_lm.traces.Trace``) is ``prompt + continuation`` ids with the
+A trace (``specdec.data.traces.Trace``) is ``prompt + continuation`` ids with the
 target's top-k log-probabilities for each continuation token. ``TraceDataset`` truncates traces to
 ``max_len`` and holds out a stable share of prompts; ``collate_traces`` right-pads a batch and
 marks the positions whose next token is a continuation token (where DistillSpec's divergence
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import torch
 
-from specdec.learners.draft_lm.sources import hash_text
-from specdec.learners.draft_lm.traces import Trace, load_traces
+from specdec.data.traces import Trace, load_traces
+from specdec.data.training import hash_text
 
 
 class TraceDataset(torch.utils.data.Dataset):

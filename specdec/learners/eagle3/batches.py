@@ -16,8 +16,8 @@ import lightning as L
 import torch
 from torch.utils.data import DataLoader, Dataset
 
+from specdec.data.traces import Trace
 from specdec.errors import BadInput
-from specdec.learners.draft_lm.traces import Trace
 from specdec.learners.eagle3.data import load_feature_traces
 
 FEATURES = ("cache", "online")  # datamodule.features

@@ -1,7 +1,7 @@
 """EAGLE-3 training data: target traces plus the target's features at every trace position.
 
 ``stage=data`` writes, per chunk of prompts, ``traces_*.safetensors`` (the target's own answers
-with its top-k log-probabilities, ``learners.draft_lm.traces``) and ``features_*.safetensors``
+with its top-k log-probabilities, ``data.traces``) and ``features_*.safetensors``
 (``[n, k, H]`` fp16 hidden states of the ``target_layers`` at each of the ``n`` trace tokens, one
 batched target forward per chunk), plus ``token_map.safetensors`` (the draft vocabulary ``d2t``:
 the most frequent target-argmax tokens; its coverage of the traces' argmax tokens is logged).
@@ -21,10 +21,9 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
-from specdec.errors import BadInput, MissingInput
-from specdec.learners.draft_lm.code_prompts import write_code_prompts
-from specdec.learners.draft_lm.self_instruct import self_instructions
-from specdec.learners.draft_lm.traces import (
+from specdec.data.code_prompts import write_code_prompts
+from specdec.data.self_instruct import self_instructions
+from specdec.data.traces import (
     Trace,
     generate_continuations,
     load_traces,
@@ -35,6 +34,7 @@ from specdec.learners.draft_lm.traces import (
     write_token_map,
     write_trace_chunks,
 )
+from specdec.errors import BadInput, MissingInput
 
 log = logging.getLogger(__name__)
 DATA_COMMAND = "python -m specdec.train +experiment=eagle3_<model> stage=data"
@@ -172,9 +172,9 @@ def make_eagle3_data(model, out_dir: str, target_layers: Sequence[int], *,
                      self_instruct: dict | None = None, code_completion: dict | None = None,
                      feature_batch: int = 8, features: str = "cache", **trace_kwargs) -> Path:
     """``stage=data``: traces (from ``source_dir``'s training prompts, or ``synthetic``), the
-    target's answers to ``self_instruct`` prompts (``learners.draft_lm.self_instruct``: its
+    target's answers to ``self_instruct`` prompts (``data.self_instruct``: its
     keyword arguments, e.g. ``{count: 1500, starters: [...]}``) in ``traces_self_*`` files, its
-    continuations of ``code_completion`` prompts (``learners.draft_lm.code_prompts``: ``{count,
+    continuations of ``code_completion`` prompts (``data.code_prompts``: ``{count,
     roots}``; no chat template) in ``traces_code_*`` files, then the features of every trace.
     Resumable: finished chunk files are kept. ``features=none`` writes traces and token map
     only, for training with ``datamodule.features=online`` (``online.py``)."""

@@ -10,7 +10,7 @@ drafter calls), and at ``observe`` it stores the step's accepted length n. Class
 (the token budget's end, a drafted stop token) cannot be all-accept and are dropped (counted per
 chunk as ``dropped_short``).
 
-Prompts: the training splits (``learners.draft_lm.sources.training_prompts``: GSM8K train and
+Prompts: the training splits (``data.training.training_prompts``: GSM8K train and
 Alpaca train files, eval prompts excluded) or seeded synthetic prompts (``synthetic``, for the
 tiny pair), chat-formatted like the eval. Splits by prompt (a hash of its text), never by step.
 
@@ -114,7 +114,7 @@ def prompt_texts(*, source_dir: str | None, datasets: list[str], limit: int | No
         return synthetic_prompts(**synthetic)
     if source_dir is None:
         raise BadInput("set data_gen.source_dir (training prompts) or data_gen.synthetic")
-    from specdec.learners.draft_lm.sources import training_prompts
+    from specdec.data.training import training_prompts
 
     return training_prompts(source_dir, datasets, limit)
 

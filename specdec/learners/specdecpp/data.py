@@ -142,7 +142,7 @@ def generate_acceptance_data(
     encoded = [(pid, encode_turn(tok, [{"role": "user", "content": text}], chat_template=True))
                for pid, text in prompts]
     if exclude_traces:
-        from specdec.learners.draft_lm.traces import load_traces
+        from specdec.data.traces import load_traces
 
         seen = {tuple(tr.ids[: tr.prompt_len].tolist()) for tr in load_traces(exclude_traces)}
         encoded = [(pid, ids) for pid, ids in encoded if tuple(ids) not in seen]
@@ -150,7 +150,7 @@ def generate_acceptance_data(
                  len(encoded), len(seen))
     greedy: dict[str, list[int]] = {}
     if smp.temperature == 0 and batch_size > 1:
-        from specdec.learners.draft_lm.traces import generate_continuations
+        from specdec.data.traces import generate_continuations
 
         for b in range(0, len(encoded), batch_size):
             chunk = encoded[b : b + batch_size]

@@ -25,8 +25,8 @@ from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
 from specdec.data.prompts import encode_turn
+from specdec.data.training import reference_texts, training_prompts
 from specdec.errors import MissingInput
-from specdec.learners.draft_lm.sources import reference_texts, training_prompts
 
 log = logging.getLogger(__name__)
 

@@ -28,8 +28,8 @@ import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from specdec.data.training import eval_texts, hash_text, norm_text
 from specdec.errors import BadInput
-from specdec.learners.draft_lm.sources import eval_texts, hash_text, norm_text
 
 log = logging.getLogger(__name__)
 FILE = "code_prompts.jsonl"

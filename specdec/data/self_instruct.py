@@ -24,8 +24,8 @@ from pathlib import Path
 
 import torch
 
+from specdec.data.training import eval_texts, norm_text
 from specdec.errors import BadInput
-from specdec.learners.draft_lm.sources import eval_texts, norm_text
 
 log = logging.getLogger(__name__)
 SENTINEL = "\u2063SPECDEC\u2063"
