@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from specdec.data import features as data_mod
 from specdec.data import traces as traces_mod
-from specdec.learners.eagle3 import data as data_mod
 
 LAYERS = [0, 1, 2]
 

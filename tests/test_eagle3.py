@@ -152,7 +152,7 @@ def test_feature_tree_is_lossless_at_t1(verifier, seed):
 
 
 def test_tiny_experiment_trains_exports_and_decodes(tmp_path, compose):
-    from specdec.learners.eagle3.data import load_feature_traces
+    from specdec.data.features import load_feature_traces
     from specdec.learners.eagle3.module import Eagle3Learner, collate
     from specdec.learners.eagle3.net import load_eagle3
     from specdec.models.tiny import tiny_pair

@@ -27,7 +27,7 @@ def test_the_validation_split_does_not_move_when_traces_are_added():
 
 
 def test_cached_features_are_the_targets_hidden_states_at_each_trace_token(tmp_path):
-    from specdec.learners.eagle3.data import cache_features, load_feature_traces
+    from specdec.data.features import cache_features, load_feature_traces
 
     pair = tiny_pair()
     texts = ["a short prompt", "a somewhat longer prompt about several things at once"]

@@ -57,11 +57,11 @@ def test_published_training_unroll_equals_the_decoding_chain(tiny64):
 
 
 def test_tiny_experiment_trains_and_exports_the_published_layout(tmp_path, compose):
+    from specdec.data.features import load_feature_traces
     from specdec.drafters import EmptyDrafter
     from specdec.drafters.eagle3 import Eagle3Drafter
     from specdec.drafters.policies import Fixed
     from specdec.engine import generate
-    from specdec.learners.eagle3.data import load_feature_traces
     from specdec.learners.eagle3.module import Eagle3Learner, collate
     from specdec.learners.eagle3.net import load_eagle3
     from specdec.models.tiny import tiny_pair

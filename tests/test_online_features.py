@@ -1,4 +1,4 @@
-"""Online target features (``datamodule.features=online``, ``learners/eagle3/online.py``).
+"""Online target features (``datamodule.features=online``, ``data/online_features.py``).
 
 For the same batch the training step's online features equal the data stage's cached ones (both
 rounded to fp16; the tolerance is one fp16 rounding step, 2^-10 relative: the cache ran the
@@ -19,7 +19,7 @@ LAYERS = [0, 1, 2]
 @pytest.fixture(scope="module")
 def cached(tmp_path_factory):
     """A tiny data stage with features (cache) and the pair it ran on."""
-    from specdec.learners.eagle3.data import make_eagle3_data
+    from specdec.data.features import make_eagle3_data
     from specdec.models.tiny import tiny_pair
 
     pair, out = tiny_pair(), tmp_path_factory.mktemp("data")
@@ -29,8 +29,8 @@ def cached(tmp_path_factory):
 
 
 def batches(folder, features: bool, size: int = 5):
+    from specdec.data.features import load_feature_traces
     from specdec.learners.eagle3.batches import FeatureTraces, collate
-    from specdec.learners.eagle3.data import load_feature_traces
 
     data = FeatureTraces(load_feature_traces(folder, features=features), max_len=20)
     rows = [data[i] for i in range(len(data))]
@@ -38,8 +38,8 @@ def batches(folder, features: bool, size: int = 5):
 
 
 def test_online_features_equal_the_cached_ones(cached):
-    from specdec.learners.eagle3.data import frozen_target
-    from specdec.learners.eagle3.online import target_features
+    from specdec.data.features import frozen_target
+    from specdec.data.online_features import target_features
 
     pair, folder = cached
     target = frozen_target(pair)

@@ -51,8 +51,8 @@ def test_prompts_resume_deduplicate_and_skip_eval_prompts(tmp_path):
 
 def test_a_grown_prompt_list_regenerates_the_short_last_chunk_and_its_features(tmp_path):
     """Resuming with more prompts must not skip those that fall into a short last chunk."""
+    from specdec.data.features import cache_features, load_feature_traces
     from specdec.data.traces import traces_of_file, write_trace_chunks
-    from specdec.learners.eagle3.data import cache_features, load_feature_traces
 
     pair, out = tiny_pair(), tmp_path / "t"
     texts = [f"prompt number {i} about things" for i in range(7)]

@@ -123,11 +123,11 @@ def test_the_valid_prefix_hides_block1_slots_past_the_cut(tiny64):
 
 
 def test_tiny_experiment_trains_exports_and_decodes(tmp_path, compose):
+    from specdec.data.features import load_feature_traces
     from specdec.drafters import EmptyDrafter
     from specdec.drafters.policies import Fixed
     from specdec.drafters.specblock import SpecBlockDrafter
     from specdec.engine import generate
-    from specdec.learners.eagle3.data import load_feature_traces
     from specdec.learners.eagle3.module import collate
     from specdec.learners.specblock.module import SpecBlockLearner
     from specdec.learners.specblock.store import load_specblock

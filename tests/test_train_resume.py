@@ -23,7 +23,7 @@ KILL, STEPS, EVERY = 6, 10, 3  # checkpoints at steps 3, 6, 9; 4 batches an epoc
 @pytest.fixture(scope="module")
 def traces(tmp_path_factory):
     from specdec.config import register_resolvers
-    from specdec.learners.eagle3.data import make_eagle3_data
+    from specdec.data.features import make_eagle3_data
     from specdec.models.tiny import tiny_pair
 
     register_resolvers()

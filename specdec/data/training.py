@@ -83,3 +83,11 @@ def reference_texts(source_dir: str | Path, datasets: Sequence[str] = DEFAULT_SE
     """Reference answers of the training splits (GSM8K train answers, Alpaca outputs)."""
     per_set = _rows(source_dir, datasets)
     return [row.answer for name in datasets for row in per_set[name] if row.answer is not None]
+
+
+def split_of(prompt_id: str, val_fraction: float, test_fraction: float) -> str:
+    """Deterministic split of a prompt id (a hash bucket), so a prompt never spans two splits."""
+    u = int.from_bytes(hashlib.sha256(prompt_id.encode()).digest()[:8], "little") / 2**64
+    if u < test_fraction:
+        return "test"
+    return "validation" if u < test_fraction + val_fraction else "train"

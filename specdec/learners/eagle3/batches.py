@@ -4,7 +4,7 @@
 ``features=cache`` (the default) reads each trace's ``[n, k, H]`` fp16 features that the data
 stage wrote; ``features=online`` reads the traces alone (a data stage run with
 ``data_gen.features=none`` writes no feature files) and the learner computes the features in its
-training step (``learners.eagle3.online``): no multi-GB cache to write or carry, one frozen target
+training step (``data.online_features``): no multi-GB cache to write or carry, one frozen target
 forward per step. A trace is held out for validation by a hash of its prompt (``held_out``).
 """
 
@@ -16,9 +16,9 @@ import lightning as L
 import torch
 from torch.utils.data import DataLoader, Dataset
 
+from specdec.data.features import load_feature_traces
 from specdec.data.traces import Trace
 from specdec.errors import BadInput
-from specdec.learners.eagle3.data import load_feature_traces
 
 FEATURES = ("cache", "online")  # datamodule.features
 

@@ -25,6 +25,8 @@ import lightning as L
 import torch
 from transformers import DynamicCache
 
+from specdec.data.features import frozen_target, read_token_map
+from specdec.data.online_features import batch_features
 from specdec.errors import BadInput
 from specdec.learners.eagle3.batches import (  # noqa: F401  (re-exported: configs, tests)
     Eagle3DataModule,
@@ -32,7 +34,6 @@ from specdec.learners.eagle3.batches import (  # noqa: F401  (re-exported: confi
     collate,
     held_out,
 )
-from specdec.learners.eagle3.data import frozen_target, read_token_map
 from specdec.learners.eagle3.interop import FORMATS, save_eagle3_hf
 from specdec.learners.eagle3.net import (
     DECODER_EMBED_KEY,
@@ -42,7 +43,6 @@ from specdec.learners.eagle3.net import (
     remap_head,
     save_eagle3,
 )
-from specdec.learners.eagle3.online import batch_features
 from specdec.learners.eagle3.published import PublishedEagle3Net, new_published
 from specdec.learners.install import export_folder
 from specdec.learners.optim import adamw_warmup_cosine

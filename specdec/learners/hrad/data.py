@@ -33,9 +33,9 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from specdec.core import Context, Draft, Drafter, TargetView, Verdict
+from specdec.data.training import split_of
 from specdec.errors import BadInput, MissingInput
 from specdec.learners.hrad.features import StepFeatures
-from specdec.learners.specdecpp.data import split_of
 
 log = logging.getLogger(__name__)
 SPLITS = ("train", "validation", "test")

@@ -1,7 +1,7 @@
 """Lightning training of the SpecBlock drafter with cross-block unrolling (``seed-code-digest.md``
 §3.3, the public code's ``OnlineSpecBlockModel.forward``).
 
-Data: EAGLE-3's cache (``learners.eagle3.data``: target traces with top-k log-probs, fp16 features
+Data: EAGLE-3's cache (``data.features``: target traces with top-k log-probs, fp16 features
 of ``target_layers``, ``token_map.safetensors``), batched by ``Eagle3DataModule``; with
 ``datamodule.features=online`` the features are computed in the step (``eagle3/online.py``).
 
@@ -36,10 +36,10 @@ from pathlib import Path
 import lightning as L
 import torch
 
+from specdec.data.features import frozen_target, read_token_map
+from specdec.data.online_features import batch_features
 from specdec.errors import BadInput
-from specdec.learners.eagle3.data import frozen_target, read_token_map
 from specdec.learners.eagle3.net import load_eagle3
-from specdec.learners.eagle3.online import batch_features
 from specdec.learners.install import export_folder
 from specdec.learners.optim import adamw_warmup_cosine
 from specdec.learners.specblock.losses import prefix_correct, rank_loss, slot_labels, unlock

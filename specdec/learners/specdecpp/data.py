@@ -17,7 +17,6 @@ under the data dir, or any reader (a question JSONL, made-up prompts); eval prom
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 from pathlib import Path
@@ -27,6 +26,7 @@ import torch
 from specdec.data import registry
 from specdec.data.prompts import encode_turn
 from specdec.data.sources import QuestionFile, TopicPrompts, training_rows
+from specdec.data.training import split_of
 from specdec.errors import BadInput, MissingInput
 from specdec.models import ModelPair
 from specdec.sampling import Sampling, TorchCoins, prompt_seed, warp
@@ -72,14 +72,6 @@ def load_source(source: dict, data_dir: Path) -> list[tuple[str, str]]:
             seen.add(key)
             out.append((row.id, text))
     return out[:limit] if limit is not None else out
-
-
-def split_of(prompt_id: str, val_fraction: float, test_fraction: float) -> str:
-    """Deterministic split of a prompt id (a hash bucket), so a prompt never spans two splits."""
-    u = int.from_bytes(hashlib.sha256(prompt_id.encode()).digest()[:8], "little") / 2**64
-    if u < test_fraction:
-        return "test"
-    return "validation" if u < test_fraction + val_fraction else "train"
 
 
 @torch.inference_mode()
