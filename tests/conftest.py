@@ -61,3 +61,11 @@ def compose(tmp_path):
         return cfg
 
     return _compose
+
+
+@pytest.fixture
+def no_models(monkeypatch):
+    """Any instantiate (the pair, the logger) means the run went past the checks."""
+    import specdec.bench.runner as ev
+
+    monkeypatch.setattr(ev, "instantiate", lambda *a, **k: pytest.fail("a model was loaded"))

@@ -35,8 +35,9 @@ from specdec.learners.hrad.head import load_hrad, save_hrad
 from specdec.learners.scale import exportable
 from specdec.learners.specblock.store import load_specblock, save_specblock
 from specdec.models.tiny import tiny_pair
+from specdec.testing.paths import REPO
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO
 ASSETS = ROOT / "specdec" / "assets"
 SHIPPED = {"eagle3": "eagle3/tiny", "specblock": "specblock/tiny", "hrad": "hrad/tiny",
            "specdecpp": "specdecpp/tiny"}

@@ -6,14 +6,14 @@ import os
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from omegaconf import OmegaConf
 
 from specdec.cli_help import describe, group_options, primary_keys
+from specdec.testing.paths import REPO
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO
 
 
 @pytest.fixture(scope="module")

@@ -11,10 +11,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
-from test_eval_run import eval_cfg
 
 import specdec.bench.method as method_module
 import specdec.bench.runner as ev
@@ -22,8 +20,10 @@ from specdec.cli_check import check_command_line
 from specdec.drafters.ahead import machine_cores
 from specdec.drafters.limits import ENV, MAX_TREE_NODES, max_tree_nodes
 from specdec.errors import EXIT_STATUS, BadInput, input_error
+from specdec.testing.eval_cfg import eval_cfg
+from specdec.testing.paths import REPO
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO
 ASSETS = ROOT / "specdec" / "assets"
 EAGLE3 = [f"drafter.path={ASSETS / 'eagle3' / 'tiny'}", "drafter.experiment=eagle3_tiny"]
 SPECBLOCK = [f"drafter.path={ASSETS / 'specblock' / 'tiny'}", "drafter.experiment=specblock_tiny"]

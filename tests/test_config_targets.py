@@ -6,14 +6,13 @@ fails here, naming the file and key path, before any run instantiates it.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from omegaconf import OmegaConf
 
 from specdec.config import config_errors, target_errors
+from specdec.testing.paths import REPO
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO
 SWEEPS = ROOT / "scripts" / "sweeps"
 YAMLS = sorted((ROOT / "conf").rglob("*.yaml")) + sorted(SWEEPS.glob("*.yaml"))
 FILES = [p for p in YAMLS if "_target_" in p.read_text()]

@@ -9,9 +9,10 @@ import yaml
 from omegaconf import OmegaConf
 
 from specdec.bench.records import config_hash
+from specdec.testing.paths import REPO
 
-CONF = Path(__file__).resolve().parents[1] / "conf"
-SWEEPS = sorted((Path(__file__).resolve().parents[1] / "scripts" / "sweeps").glob("*.yaml"))
+CONF = REPO / "conf"
+SWEEPS = sorted((REPO / "scripts" / "sweeps").glob("*.yaml"))
 DATASETS = sorted(p.stem for p in (CONF / "dataset").glob("*.yaml"))
 BENCHMARKS = sorted(p.stem for p in (CONF / "benchmark").glob("*.yaml"))
 REAL = ["alpaca", "cnndm", "gsm8k", "humaneval", "mt_bench", "specbench"]

@@ -12,8 +12,9 @@ import pytest
 
 from specdec.data import prepare as prep
 from specdec.data.prompts import format_turn, load_prompts, prompt_ids_hash
+from specdec.testing.paths import REPO
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO
 SHARED = ROOT.parent / "shared" / "data"
 
 

@@ -22,6 +22,7 @@ from specdec.learners.eagle3.module import unroll
 from specdec.learners.eagle3.published import PublishedEagle3Net, new_published
 from specdec.lm import CachedLM
 from specdec.testing.eagle3_stub import write_stub
+from specdec.testing.paths import REPO
 
 LAYERS = (0, 1, 2)
 
@@ -153,7 +154,6 @@ def test_eval_with_an_uncached_hub_id_prints_one_error_line_and_exits_2(tmp_path
     import os
     import subprocess
     import sys
-    from pathlib import Path
 
     cmd = [sys.executable, "-m", "specdec.eval", "model=tiny", "benchmark=tiny", "method=eagle3",
            "drafter.path=nobody-here/no-such-eagle3-head", "hydra.mode=RUN",
@@ -161,7 +161,7 @@ def test_eval_with_an_uncached_hub_id_prints_one_error_line_and_exits_2(tmp_path
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline"}
     env.pop("HYDRA_FULL_ERROR", None)
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300,
-                          cwd=Path(__file__).parents[1], env=env)
+                          cwd=REPO, env=env)
     assert proc.returncode == 2, proc.stderr[-3000:]
     errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "hf download nobody-here/no-such-eagle3-head" in errors[0]

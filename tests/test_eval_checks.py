@@ -4,16 +4,11 @@ from __future__ import annotations
 
 import pytest
 import torch
-from test_eval_run import _records, eval_cfg
 
 import specdec.bench.runner as ev
 from specdec.bench.schema import EvalKeys, validate
-
-
-@pytest.fixture
-def no_models(monkeypatch):
-    """Any instantiate (the pair, the logger) means the run went past the checks."""
-    monkeypatch.setattr(ev, "instantiate", lambda *a, **k: pytest.fail("a model was loaded"))
+from specdec.testing.eval_cfg import eval_cfg
+from specdec.testing.run_files import run_records as _records
 
 
 @pytest.mark.parametrize(("override", "message"), [

@@ -14,38 +14,16 @@ from pathlib import Path
 
 import pytest
 import torch
-from test_eval_run import eval_cfg
 
 import specdec.bench.runner as ev
 from specdec.bench.ranks import Ranks
 from specdec.bench.records import RecordFile
 from specdec.bench.shards import merge, rank_files, rank_path, recorded_elsewhere
-
-TIME_KEYS = ("prefill_s", "decode_s", "draft_s", "wall_s", "total_s", "turn_s", "tokens_per_s")
-
-
-def without_times(rec: dict) -> dict:
-    """A record less what a clock measured (the rest is a function of the prompt and config)."""
-    out = {k: v for k, v in rec.items() if k not in TIME_KEYS}
-    out["forward_log"] = {k: v for k, v in rec["forward_log"].items() if k != "us"}
-    return out
-
-
-def read(path: Path) -> list[dict]:
-    return [json.loads(x) for x in path.read_text().splitlines()]
-
-
-class InProcessRanks(Ranks):
-    """A rank of a simulated run: the ranks run one after another, so meetings are no-ops."""
-
-    def start(self, device: str, timeout_s: float) -> None:
-        pass
-
-    def barrier(self, what: str, timeout_s: float) -> None:
-        pass
-
-    def broadcast(self, obj: object) -> object:
-        return obj
+from specdec.testing.eval_cfg import eval_cfg
+from specdec.testing.paths import REPO
+from specdec.testing.ranks import InProcessRanks
+from specdec.testing.run_files import read_jsonl as read
+from specdec.testing.run_files import without_times
 
 
 def run_ranks(out: Path, world: int, overrides: list[str],
@@ -251,7 +229,7 @@ def test_a_rank_that_never_arrives_fails_the_barrier_in_time_with_a_clear_messag
     from torch.distributed.elastic.utils.distributed import get_free_port
 
     env_base["MASTER_PORT"] = str(get_free_port())
-    root = Path(__file__).resolve().parents[1]
+    root = REPO
     procs = [subprocess.Popen([sys.executable, "-c", BARRIER], cwd=root, text=True,
                               env={**env_base, "RANK": str(r), "LOCAL_RANK": str(r)},
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE) for r in (0, 1)]

@@ -13,14 +13,16 @@ from pathlib import Path
 from unittest.mock import patch
 
 import pytest
-from test_eval_dataparallel import InProcessRanks, read, without_times
-from test_eval_run import eval_cfg
 
 import specdec.bench.runner as ev
 from specdec.bench import pair_cache
 from specdec.bench.ranks import Ranks
 from specdec.bench.shards import merge, rank_files, rank_path, remove_ranks_dir
 from specdec.bench.summary import write_summaries
+from specdec.testing.eval_cfg import eval_cfg
+from specdec.testing.ranks import InProcessRanks
+from specdec.testing.run_files import read_jsonl as read
+from specdec.testing.run_files import without_times
 
 TWO = ["benchmark=tiny2", "method=sps", "limit=3", "cost_model=false", "warmup=0"]
 NAMES = ("tiny", "tiny_sb")

@@ -12,13 +12,12 @@ from dataclasses import fields
 
 import pytest
 from omegaconf import OmegaConf
-from test_eval_checks import no_models  # noqa: F401  (a fixture)
-from test_eval_run import eval_cfg
 
 import specdec.bench.runner as ev
 from specdec.bench import eval_keys
 from specdec.bench.eval_keys import GROUPS, DatasetKeys, EvalKeys, SamplingKeys
 from specdec.bench.records import UNHASHED_DATASET_KEYS, UNHASHED_KEYS, config_hash
+from specdec.testing.eval_cfg import eval_cfg
 
 # the lists as they stood before the schema declared them: hashes and run folders must not move
 OLD_UNHASHED = {"hydra", "paths", "logger", "limit", "per_category", "warmup", "resume", "progress",

@@ -11,13 +11,14 @@ import subprocess
 import sys
 import textwrap
 import time
-from pathlib import Path
 
 import pytest
 
 from specdec.bench.rundir import pid_running, write_json
+from specdec.testing.paths import REPO
+from specdec.testing.procs import gone
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO
 
 
 def dead_pid() -> int:
@@ -25,15 +26,6 @@ def dead_pid() -> int:
     proc = subprocess.Popen([sys.executable, "-c", "pass"])
     proc.wait()
     return proc.pid
-
-
-def gone(pid: int) -> bool:
-    """The process has exited (a zombie waiting for a parent to reap it counts as gone)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError):
-        return True
-    return state in ("Z", "X")
 
 
 def test_a_killed_writers_temporary_file_is_removed_by_the_next_write(tmp_path):

@@ -13,9 +13,11 @@ from omegaconf import OmegaConf
 
 from specdec.bench import quality as q
 from specdec.data.prompts import Prompt
+from specdec.testing.eval_cfg import eval_cfg
+from specdec.testing.paths import FIXTURES, REPO
 
 PROMPT = 'def add(a, b):\n    """Return a + b."""\n'
-CONF = Path(__file__).resolve().parents[1] / "conf"
+CONF = REPO / "conf"
 TEST = "def check(candidate):\n    assert candidate(2, 3) == 5\n    assert candidate(-1, 1) == 0\n"
 
 
@@ -105,7 +107,6 @@ def test_rouge_check_needs_a_reference_and_says_how_to_install_its_scorer(monkey
 
 
 def test_quality_true_adds_per_prompt_scores_and_a_mean(tmp_path, monkeypatch):
-    from test_eval_run import eval_cfg
 
     import specdec.bench.runner as ev
 
@@ -141,7 +142,6 @@ def test_running_model_code_needs_the_confirmation_flag(compose, overrides, refu
 
 
 def test_unconfirmed_humaneval_quality_fails_before_the_models_load(tmp_path, monkeypatch):
-    from test_eval_run import eval_cfg
 
     import specdec.bench.runner as ev
     import specdec.models.tiny as tiny
@@ -150,7 +150,7 @@ def test_unconfirmed_humaneval_quality_fails_before_the_models_load(tmp_path, mo
         raise RuntimeError("the model pair was loaded")
 
     monkeypatch.setattr(tiny, "tiny_pair", no_loading)  # model=tiny's _target_
-    fixture = Path(__file__).parent / "fixtures" / "tiny_prompts.jsonl"  # no prepared data needed
+    fixture = FIXTURES / "tiny_prompts.jsonl"  # no prepared data needed
     args = ["method=ar", "benchmark=humaneval", "quality=true",
             f"benchmark.datasets.humaneval.path={fixture}"]
     with pytest.raises(ValueError, match="humaneval executes model-written code.*"

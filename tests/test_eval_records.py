@@ -8,14 +8,16 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
 from specdec.bench.records import RecordFile, iter_records
 from specdec.metrics import GenerationStats
+from specdec.testing.eval_cfg import eval_cfg
+from specdec.testing.paths import REPO
+from specdec.testing.run_files import write_alpaca_prompts as _prompts
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO
 
 
 def _rec(pid: str, **extra) -> dict:
@@ -72,17 +74,7 @@ def test_stats_round_trip_through_a_record():
     assert s.new_tokens == 2 and s.accepted_per_step == [0] and s.forwards == []
 
 
-def _prompts(data_dir: Path, n: int) -> list[str]:
-    rows = [{"id": f"p{i}", "category": "c", "turns": [f"Question number {i}?"],
-             "reference": None, "meta": {}} for i in range(n)]
-    (data_dir / "alpaca").mkdir(parents=True)
-    (data_dir / "alpaca" / "test.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return [r["id"] for r in rows]
-
-
 def test_sigkill_mid_run_then_rerun_records_every_prompt_exactly_once(tmp_path, monkeypatch):
-    from test_eval_run import eval_cfg
-
     import specdec.bench.runner as ev
 
     ids = _prompts(tmp_path / "data", 8)

@@ -7,36 +7,16 @@ from pathlib import Path
 
 import pytest
 import torch
-from hydra import compose, initialize_config_dir
-from hydra.core.global_hydra import GlobalHydra
 
 import specdec.bench.calibration as calibration
 import specdec.bench.runner as ev
 from specdec.bench.costfit import log_rows
 from specdec.bench.pricing import CostTable
-from specdec.config import register_resolvers
 from specdec.lm import CachedLM
 from specdec.metrics import GenerationStats, summarize
-
-CONF = Path(__file__).resolve().parents[1] / "conf"
-FAST = ["model=tiny", "benchmark=tiny", "limit=2", "max_new_tokens=6", "warmup=1",
-        "progress=false"]
-
-
-def eval_cfg(out_dir: Path, overrides: list[str]):
-    """The eval config as ``@hydra.main`` would pass it, with its run directory at ``out_dir``."""
-    register_resolvers()
-    GlobalHydra.instance().clear()
-    with initialize_config_dir(str(CONF), version_base="1.3"):
-        cfg = compose("eval", overrides=[*FAST, *overrides])
-    GlobalHydra.instance().clear()
-    cfg.paths.output_dir = str(out_dir)
-    cfg.paths.cache_dir = str(out_dir / "cache")
-    return cfg
-
-
-def _records(out_dir: Path, name: str = "tiny") -> list[dict]:
-    return [json.loads(x) for x in (out_dir / "records" / f"{name}.jsonl").read_text().splitlines()]
+from specdec.testing.eval_cfg import eval_cfg
+from specdec.testing.paths import REPO
+from specdec.testing.run_files import run_records as _records
 
 
 @pytest.fixture(scope="module")
@@ -279,6 +259,6 @@ def test_summary_records_its_provenance(sps_run):
     prov = summary["provenance"]
     assert prov["schema_version"] == 2
     assert datetime.datetime.fromisoformat(prov["created"]).tzinfo is not None
-    if not (Path(__file__).parents[1] / ".git").exists():
+    if not (REPO / ".git").exists():
         pytest.skip("not a git checkout: git_commit is None by design")
     assert re.fullmatch(r"[0-9a-f]{40}", prov["git_commit"]) and isinstance(prov["git_dirty"], bool)

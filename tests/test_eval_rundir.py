@@ -7,12 +7,12 @@ import math
 from pathlib import Path
 
 import pytest
-from test_eval_run import eval_cfg
 
 import specdec.bench.runner as ev
 from specdec.bench import report as rp
 from specdec.bench.records import RecordFile
 from specdec.bench.rundir import RunLock
+from specdec.testing.eval_cfg import eval_cfg
 
 
 def _strict(text: str):

@@ -19,13 +19,15 @@ import time
 from pathlib import Path
 
 import pytest
-from test_eval_dataparallel import read, without_times
-from test_eval_leftovers import gone
-from test_eval_records import _prompts
 
 from specdec.bench.shards import rank_path
+from specdec.testing.paths import REPO
+from specdec.testing.procs import gone
+from specdec.testing.run_files import read_jsonl as read
+from specdec.testing.run_files import without_times
+from specdec.testing.run_files import write_alpaca_prompts as _prompts
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
 TINY = ["model=tiny", "method=sps", "max_new_tokens=6", "progress=false", "hydra.mode=RUN"]
 

@@ -13,7 +13,6 @@ preset's ``draft_path: null``): the object built is the same.
 from __future__ import annotations
 
 import inspect
-from pathlib import Path
 
 import pytest
 import yaml
@@ -21,7 +20,9 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.utils import get_object
 from omegaconf import OmegaConf
 
-ROOT = Path(__file__).resolve().parents[1]
+from specdec.testing.paths import REPO
+
+ROOT = REPO
 SNAPSHOT = ROOT / "tests" / "fixtures" / "experiment_configs_before.yaml"
 BEFORE = yaml.safe_load(SNAPSHOT.read_text())
 KEYS = ("learner", "datamodule", "data_gen", "export", "monitor", "trainer", "task_name",

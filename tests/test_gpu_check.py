@@ -7,12 +7,13 @@ from __future__ import annotations
 import importlib.util
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
+from specdec.testing.paths import REPO
+
+ROOT = REPO
 spec = importlib.util.spec_from_file_location("gpu_check", ROOT / "scripts" / "gpu_check.py")
 gpu_check = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(gpu_check)

@@ -18,6 +18,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 import specdec.bench.runner as ev
 from specdec.errors import BadInput, MissingInput
 from specdec.testing.hf_stubs import FAMILIES, save_stub
+from specdec.testing.paths import REPO
 
 FAST = ["benchmark=tiny", "limit=1", "max_new_tokens=8", "warmup=0", "progress=false",
         "cost_model=false"]
@@ -146,7 +147,7 @@ def test_cli_uncached_hub_id_is_one_error_line(tmp_path):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(tmp_path / "hub")}
     env.pop("HYDRA_FULL_ERROR", None)
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env,
-                          cwd=Path(__file__).resolve().parents[1])
+                          cwd=REPO)
     errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
     assert proc.returncode == EXIT_STATUS and len(errors) == 1, proc.stderr[-2000:]
     assert "`hf download specdec-test/uncached`" in errors[0]

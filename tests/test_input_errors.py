@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -23,8 +22,9 @@ from specdec.errors import (
     exit_on_input_error,
     input_error,
 )
+from specdec.testing.paths import REPO
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO
 
 
 def test_input_errors_keep_the_builtin_types_callers_catch():

@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[1] / "specdec"
+from specdec.testing.paths import REPO
+
+PACKAGE = REPO / "specdec"
 
 # lowest first; a module may import its own layer and the ones below it
 LAYERS: list[tuple[str, ...]] = [
@@ -30,7 +32,7 @@ LAYERS: list[tuple[str, ...]] = [
     # learner data generation decodes with a composed method; config: shared config helpers
     ("learners.hrad.data", "learners.hrad.module", "learners.acceptance.data", "config",
      "testing"),
-    ("bench",),
+    ("bench", "testing.ranks"),  # testing.ranks: simulated ranks of the bench's Ranks
     ("api", "eval", "train", "report", "cli_check", ""),  # "": the package's __init__
 ]
 

@@ -6,16 +6,15 @@ assisted == greedy): at temperature 0 a lossless method must emit exactly AR's t
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from specdec.bench.runner import build_method
 from specdec.engine import generate
 from specdec.models.tiny import tiny_pair
 from specdec.sampling import TorchCoins
+from specdec.testing.paths import REPO
 
-METHODS = sorted(p.stem for p in (Path(__file__).parents[1] / "conf" / "method").glob("*.yaml"))
+METHODS = sorted(p.stem for p in (REPO / "conf" / "method").glob("*.yaml"))
 GREEDY = ["sampling.temperature=0", "model.dtype=float64"]
 
 

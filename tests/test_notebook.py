@@ -11,12 +11,13 @@ import os
 from pathlib import Path
 
 import pytest
-from test_eval_run import eval_cfg
 
 import specdec.bench.runner as ev
 from specdec.bench.frames import newest_runs
+from specdec.testing.eval_cfg import eval_cfg
+from specdec.testing.paths import REPO
 
-NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "analysis.ipynb"
+NOTEBOOK = REPO / "notebooks" / "analysis.ipynb"
 
 
 @pytest.fixture(scope="module")

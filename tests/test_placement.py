@@ -8,8 +8,6 @@ the CPU while the target sat elsewhere (the H200 crashes of the issue).
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import torch
 from hydra.utils import instantiate
@@ -18,8 +16,9 @@ from torch import nn
 from specdec.bench.method import build_method
 from specdec.errors import BadInput
 from specdec.placement import Held, Placement, check_drafter_device, check_placement
+from specdec.testing.paths import REPO
 
-PRESETS = sorted(p.stem for p in (Path(__file__).parents[1] / "conf" / "method").glob("*.yaml"))
+PRESETS = sorted(p.stem for p in (REPO / "conf" / "method").glob("*.yaml"))
 META = ["model.device=meta", "model.draft_device=meta"]
 
 
@@ -148,7 +147,7 @@ def test_a_feature_drafter_refuses_a_target_elsewhere_than_its_placement(tiny64)
     from specdec.lm import CachedLM
     from specdec.sampling import Sampling
 
-    asset = str(Path(__file__).parents[1] / "specdec" / "assets" / "eagle3" / "tiny")
+    asset = str(REPO / "specdec" / "assets" / "eagle3" / "tiny")
     drafter = Eagle3Drafter(None, Fixed(2), Sampling(), asset, placement=Placement.cpu())
     with pytest.raises(BadInput, match=r"placed on cpu in torch.float32, but the target runs on "
                                        r"cpu in torch.float64.*placement=pair.placement"):

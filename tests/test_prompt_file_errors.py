@@ -10,11 +10,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_eval_run import eval_cfg
 
 import specdec.bench.runner as ev
 from specdec.data.prompts import read_prompt_file
 from specdec.errors import BadInput
+from specdec.testing.eval_cfg import eval_cfg
 
 OK = b'{"id": "a", "turns": ["Hello"]}\n'
 CASES = [  # (file bytes, words of the message)

@@ -9,10 +9,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_eval_run import eval_cfg
 
 import specdec.bench.runner as ev
 from specdec.bench import report as rp
+from specdec.testing.eval_cfg import eval_cfg
 
 
 @pytest.fixture(scope="module")

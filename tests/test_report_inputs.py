@@ -18,7 +18,6 @@ from pathlib import Path
 import pytest
 from matplotlib.colors import to_rgba
 from omegaconf import OmegaConf
-from test_eval_run import eval_cfg
 
 import specdec.bench.runner as ev
 from specdec.bench import report as rp
@@ -27,8 +26,10 @@ from specdec.bench.plots import acceptance_curves, bars
 from specdec.bench.pricing import CostTable
 from specdec.bench.progress import running
 from specdec.data.prompts import MULTI_TURN, Prompt, first_per_category, report_category
+from specdec.testing.eval_cfg import eval_cfg
+from specdec.testing.paths import REPO
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"  # beside the clone, if there
+SHARED = REPO.parent / "shared" / "data"  # beside the clone, if there
 SPEC_BENCH = SHARED / "spec_bench" / "question.jsonl"
 
 
@@ -155,7 +156,7 @@ def test_per_category_balances_the_reports_categories():
 def test_readme_counts_of_per_category_are_what_spec_bench_runs():
     from specdec.data.prompts import load_prompts
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    readme = (REPO / "README.md").read_text()
     assert "per_category=3` (18 prompts" in readme and "`per_category=1`: 6 prompts" in readme
     prompts = load_prompts(SPEC_BENCH, "specbench")
     for n, total in ((1, 6), (3, 18)):

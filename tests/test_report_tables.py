@@ -16,15 +16,16 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_eval_run import eval_cfg
 
 import specdec.bench.runner as ev
 from specdec.bench import report as rp
 from specdec.bench.categories import MULTI_TURN, run_categories
 from specdec.bench.costfit import record_modeled_s
 from specdec.bench.pricing import CostTable, ar_profile, merge_profiles
+from specdec.testing.eval_cfg import eval_cfg
+from specdec.testing.paths import FIXTURES
 
-FIXTURE = Path(__file__).parent / "fixtures" / "tiny_specbench.jsonl"
+FIXTURE = FIXTURES / "tiny_specbench.jsonl"
 SPECS = {"ar": ["method=ar"], "sps": ["method=sps"], "ar_s1": ["method=ar", "seed=1"],
          "sps_s1": ["method=sps", "seed=1"],
          "sps_same": ["method=sps", "model.draft_seed=0", "model.draft_layers=2"],  # draft=target

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 from omegaconf import OmegaConf
-from test_eval_run import eval_cfg
 
 import specdec.bench.runner as ev
 from specdec.bench.leaderboard import PrintLeaderboard
@@ -22,6 +21,7 @@ from specdec.bench.wandb_artifacts import (
     common_group,
     log_files,
 )
+from specdec.testing.eval_cfg import eval_cfg
 
 
 @pytest.fixture

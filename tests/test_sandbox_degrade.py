@@ -13,13 +13,13 @@ import json
 import platform
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from specdec.bench import sandbox_seccomp as sc
+from specdec.testing.paths import REPO
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO
 PRCTL = {"x86_64": 157, "aarch64": 167}
 CLONE = {"userns": 0x10000000, "mntns": 0x00020000}
 LAYERS = {"userns": {"userns", "fresh-uid"},

@@ -28,6 +28,7 @@ from pathlib import Path
 import pytest
 
 from specdec.bench.sandbox import Limits, run_sandboxed
+from specdec.testing.paths import REPO
 
 LINUX = sys.platform.startswith("linux")
 
@@ -120,7 +121,7 @@ def test_no_path_based_unix_socket_is_reached(tmp_path):
 @pytest.fixture
 def outside_file():
     """A file outside the sandbox's folder and outside the temp dirs it hides (/tmp, /run)."""
-    folder = Path(tempfile.mkdtemp(prefix=".sandbox-victim-", dir=Path(__file__).parents[1]))
+    folder = Path(tempfile.mkdtemp(prefix=".sandbox-victim-", dir=REPO))
     target = folder / "victim"
     target.write_text("x")
     target.chmod(0o644)

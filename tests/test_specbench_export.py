@@ -17,7 +17,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-from test_eval_run import eval_cfg
 
 import specdec.bench.runner as ev
 from specdec.bench import report as rp
@@ -26,6 +25,7 @@ from specdec.bench.categories import category_of
 from specdec.bench.runs import read_run
 from specdec.bench.specbench_answers import OLD_RECORD_NOTE
 from specdec.errors import BadInput
+from specdec.testing.eval_cfg import eval_cfg
 
 DATASETS = ("tiny", "tiny_sb")
 CHOICE_KEYS = {"index", "turns", "decoding_steps", "new_tokens", "wall_time", "accept_lengths"}

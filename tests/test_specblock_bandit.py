@@ -18,7 +18,6 @@ import os
 import random
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -37,12 +36,13 @@ from specdec.lm import CachedLM
 from specdec.placement import Placement
 from specdec.sampling import Sampling, TorchCoins
 from specdec.testing.enumeration import enumerate_outcomes, max_abs_error
+from specdec.testing.paths import REPO
 from specdec.testing.table_lm import TableLM, ar_joint
 from specdec.verifiers import Hierarchical, RecursiveRejection
 
 F64 = Placement.cpu(torch.float64)  # the drafters' nets next to the float64 targets
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO
 TINY_ASSET = str(ROOT / "specdec" / "assets" / "specblock" / "tiny")
 LINEAR = {"target": [1e-3, 2e-4], "draft": [2e-4, 1e-4]}  # a deterministic step clock
 

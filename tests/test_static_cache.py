@@ -9,7 +9,6 @@ reconcile with tree masks. Deterministic (fixed weights, greedy): no false failu
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 import torch
@@ -21,8 +20,9 @@ from specdec.errors import BadInput
 from specdec.lm import CachedLM
 from specdec.sampling import TorchCoins
 from specdec.static_cache import BUCKET_CAP, StaticSpec, bucket
+from specdec.testing.paths import REPO
 
-METHODS = sorted(p.stem for p in (Path(__file__).parents[1] / "conf" / "method").glob("*.yaml"))
+METHODS = sorted(p.stem for p in (REPO / "conf" / "method").glob("*.yaml"))
 GREEDY = ["sampling.temperature=0", "model.dtype=float64"]
 TOL = 1e-12
 

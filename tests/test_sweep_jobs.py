@@ -16,14 +16,15 @@ import pytest
 import torch
 from hydra.core.utils import JobReturn, JobStatus
 from omegaconf import OmegaConf
-from test_eval_run import eval_cfg
 
 import specdec.bench.failures as fl
 from specdec.bench.leaderboard import PrintLeaderboard
 from specdec.bench.pair_cache import release, shared_pair
 from specdec.errors import BadInput
+from specdec.testing.eval_cfg import eval_cfg
+from specdec.testing.paths import REPO
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO
 
 
 def test_consecutive_jobs_on_one_pair_config_share_one_load(tmp_path):

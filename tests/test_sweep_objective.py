@@ -19,15 +19,16 @@ import pytest
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
-from test_eval_run import eval_cfg
 
 import specdec.bench.calibration as calibration
 import specdec.eval as entry
 from specdec.bench import report as rp
 from specdec.config import register_resolvers
 from specdec.errors import BadInput
+from specdec.testing.eval_cfg import eval_cfg
+from specdec.testing.paths import REPO
 
-CONF = Path(__file__).resolve().parents[1] / "conf"
+CONF = REPO / "conf"
 # not excluded from the folder name (conf/eval.yaml: override_dirname): the job's folder is
 # <root>/<method>/max_new_tokens=6, where Hydra puts it
 COMMON = ["model=tiny", "benchmark=tiny", "limit=2", "max_new_tokens=6", "warmup=0",

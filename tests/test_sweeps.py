@@ -12,17 +12,17 @@ from __future__ import annotations
 
 import importlib.util
 import json
-from pathlib import Path
 
 import pytest
 import yaml
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import OmegaConf
-from test_eval_run import eval_cfg
 
 import specdec.eval as entry
+from specdec.testing.eval_cfg import eval_cfg
+from specdec.testing.paths import REPO
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO
 SEARCH = ROOT / "conf" / "hparams_search" / "sps_optuna.yaml"
 PLUGIN = "hydra_plugins.hydra_optuna_sweeper"
 HAS_OPTUNA_SWEEPER = (importlib.util.find_spec("hydra_plugins") is not None

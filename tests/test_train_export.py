@@ -16,14 +16,14 @@ import shlex
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from specdec.errors import BadInput
 from specdec.learners.install import export_folder
+from specdec.testing.paths import REPO
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO
 ASSETS = ROOT / "specdec" / "assets"
 HELP = ROOT / "conf" / "hydra" / "help" / "train.yaml"
 

@@ -14,45 +14,19 @@ from __future__ import annotations
 
 import pytest
 
-from specdec.drafters import ModelDrafter, MultiDraftDrafter, TopKTreeDrafter
-from specdec.drafters.policies import Fixed
 from specdec.engine import generate
-from specdec.sampling import Sampling, TorchCoins
+from specdec.sampling import TorchCoins
+from specdec.testing.draft_shapes import PROMPT, SHAPES, make
 from specdec.testing.enumeration import enumerate_outcomes, max_abs_error
 from specdec.testing.step import complete, one_step
-from specdec.testing.table_lm import TableLM, ar_joint
+from specdec.testing.table_lm import ar_joint
 from specdec.verifiers import Blockwise, Hierarchical, RecursiveRejection, Tokenwise
 
-PROMPT = [0, 1]
 LOSSLESS = {
     "rrs": RecursiveRejection,
     "blockwise": Blockwise,
     "hsd": Hierarchical,
 }
-
-
-class PointMassChain(ModelDrafter):
-    """A chain drafter whose proposals are verified as point masses (q = None)."""
-
-    def propose(self, ctx):
-        d = super().propose(ctx)
-        return type(d)(d.tokens, d.parent, None)
-
-
-SHAPES = {
-    "chain": lambda lm, pol, s: ModelDrafter(lm, pol, s),
-    "chain_point_mass": lambda lm, pol, s: PointMassChain(lm, pol, s),
-    "multi2": lambda lm, pol, s: MultiDraftDrafter(lm, pol, s, num_drafts=2),
-    "multi3": lambda lm, pol, s: MultiDraftDrafter(lm, pol, s, num_drafts=3),
-    "topk_tree": lambda lm, pol, s: TopKTreeDrafter(lm, pol, s, branching=[2, 2, 1]),
-}
-
-
-def make(shape: str, vocab: int, gamma: int, temperature: float, seed: int):
-    sampling = Sampling(temperature=temperature)
-    target = TableLM(vocab, seed)
-    drafter = SHAPES[shape](TableLM(vocab, seed + 1000, role="draft"), Fixed(gamma), sampling)
-    return target, drafter, sampling
 
 
 def whole_loop_error(verifier, shape, vocab, gamma, temperature, seed) -> float:

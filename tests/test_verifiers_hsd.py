@@ -10,8 +10,8 @@
 from __future__ import annotations
 
 import pytest
-from test_verifiers_exact import PROMPT, make
 
+from specdec.testing.draft_shapes import PROMPT, make
 from specdec.testing.enumeration import max_abs_error, total_variation
 from specdec.testing.step import complete, expected_emitted, one_step
 from specdec.testing.table_lm import ar_joint
