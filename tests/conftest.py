@@ -1,10 +1,17 @@
-"""Shared fixtures: tiny fp64 HF pair, offline environment, Hydra compose helper."""
+"""Fixtures of many test folders: tiny fp64 HF pair, offline environment, Hydra compose helper.
+
+A fixture only one folder uses lives in that folder's ``conftest.py``; helpers that test modules
+import live in ``specdec/testing/`` (a test module never imports another test module:
+``tests/core/test_suite_layout.py``).
+"""
 
 from __future__ import annotations
 
 import os
 
 import pytest
+
+from specdec.testing.paths import CONF
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
@@ -30,7 +37,7 @@ def tiny64():
     return tiny_pair(dtype="float64")
 
 
-CONF_DIR = __import__("pathlib").Path(__file__).resolve().parents[1] / "conf"
+CONF_DIR = CONF
 
 
 @pytest.fixture
@@ -62,10 +69,3 @@ def compose(tmp_path):
 
     return _compose
 
-
-@pytest.fixture
-def no_models(monkeypatch):
-    """Any instantiate (the pair, the logger) means the run went past the checks."""
-    import specdec.bench.runner as ev
-
-    monkeypatch.setattr(ev, "instantiate", lambda *a, **k: pytest.fail("a model was loaded"))

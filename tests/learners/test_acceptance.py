@@ -18,13 +18,6 @@ TINY_SOURCES = [{"name": "synthetic", "limit": 16}]
 
 
 @pytest.fixture(scope="module")
-def tiny32():
-    from specdec.models.tiny import tiny_pair
-
-    return tiny_pair(dtype="float32")
-
-
-@pytest.fixture(scope="module")
 def data_dir(tiny32, tmp_path_factory):
     """A small acceptance dataset of the tiny pair (T=1), split by prompt id."""
     out = tmp_path_factory.mktemp("acc") / "data"

@@ -16,13 +16,6 @@ K = 3  # the tiny target (2 layers) has 3 hidden states
 TINY = SimpleNamespace(hidden_size=32, num_layers=2, vocab_size=259)
 
 
-@pytest.fixture(scope="module")
-def tiny32():
-    from specdec.models.tiny import tiny_pair
-
-    return tiny_pair(dtype="float32")
-
-
 def test_balanced_class_weights_give_every_present_class_the_same_total_weight():
     counts = torch.tensor([6, 3, 1])
     w = class_weights(counts)
