@@ -11,8 +11,6 @@ import os
 
 import pytest
 
-from specdec.testing.paths import CONF
-
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("WANDB_MODE", "offline")
@@ -37,7 +35,7 @@ def tiny64():
     return tiny_pair(dtype="float64")
 
 
-CONF_DIR = CONF
+CONF_DIR = __import__("pathlib").Path(__file__).resolve().parents[1] / "conf"
 
 
 @pytest.fixture
@@ -68,4 +66,3 @@ def compose(tmp_path):
         return cfg
 
     return _compose
-
