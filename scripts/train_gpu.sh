@@ -16,7 +16,7 @@
 #
 #   MODEL=tiny DEVICE=cpu TRAIN_DATA=<folder like shared/data> PROMPTS=8 GEN_BATCH=4 MAX_NEW=8 \
 #     E3_STEPS=4 SB_STEPS=4 E3_BATCH=4 SB_BATCH=4 SWEEP_PROMPTS=2 SWEEP=2:4 SB_SWEEP=4 \
-#     bash scripts/train_gpu.sh          # the CPU dry run (tests/test_train_gpu.py)
+#     bash scripts/train_gpu.sh          # the CPU dry run (tests/learners/test_train_gpu.py)
 #   bash scripts/train_gpu.sh          # MODEL=smollm2 on cuda: the recipe
 #
 # GPU procedure (the device tool: <= 64 MiB carried per call, <= 8 files of <= 16 MiB back):

@@ -13,7 +13,7 @@ prompt's prefill) runs unpadded, the eager fallback.
 Exactness: padding rows sit after the real ones and no real row sees them (nor any stale slot
 past the cache's length), so each real row's attention is the dynamic path's plus exactly-zero
 weights; the padding's cache slots are cropped off after the forward. In float64 the logits
-match the dynamic path's to rounding (``tests/test_static_cache.py``), and greedy decoding is
+match the dynamic path's to rounding (``tests/core/test_static_cache.py``), and greedy decoding is
 token-identical for every method preset.
 
 ``max_cache_len`` (``model.max_cache_len``) defaults to the model's positions

@@ -1,4 +1,9 @@
-"""Shared fixtures: tiny fp64 HF pair, offline environment, Hydra compose helper."""
+"""Fixtures of many test folders: tiny fp64 HF pair, offline environment, Hydra compose helper.
+
+A fixture only one folder uses lives in that folder's ``conftest.py``; helpers that test modules
+import live in ``specdec/testing/`` (a test module never imports another test module:
+``tests/core/test_suite_layout.py``).
+"""
 
 from __future__ import annotations
 

@@ -11,8 +11,9 @@ are ``GROUPS``. A field's ``metadata`` holds
 
 ``UNHASHED_KEYS`` / ``UNHASHED_DATASET_KEYS`` derive from these. Hydra reads
 ``hydra.job.config.override_dirname.exclude_keys`` before any Python runs, so that list stays
-literal in ``eval.yaml``; ``tests/test_eval_keys.py`` proves it equals ``RUN_DIR_EXCLUDED_KEYS``,
-and that every scalar key of ``eval.yaml`` is a field here and every field a key there.
+literal in ``eval.yaml``; ``tests/bench/test_eval_keys.py`` proves it equals
+``RUN_DIR_EXCLUDED_KEYS``, and that every scalar key of ``eval.yaml`` is a field here and every
+field a key there.
 """
 
 from __future__ import annotations

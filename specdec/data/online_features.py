@@ -7,7 +7,7 @@ gradient, its own dtype, moved once to the batch's device) on the batch's right-
 tokens and keeps the ``target_layers`` hidden states, cast through ``cast`` (fp16, as the cache
 stores them) so a step reads the numbers a cached run reads: the same values up to fp16 rounding
 of the few entries whose fp32 value the other padding width moved across a rounding boundary
-(``tests/test_online_features.py``). On a GPU the forward is cheap next to the drafter's step.
+(``tests/data/test_online_features.py``). On a GPU the forward is cheap next to the drafter's step.
 """
 
 from __future__ import annotations

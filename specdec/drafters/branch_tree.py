@@ -30,8 +30,8 @@ none left, the walk draws from ``r`` itself). So the output law given ``x_b`` do
 and the step is lossless whatever rule maps ``q(x_b)`` to k. (Were k computed from a later
 sibling, the siblings would no longer be i.i.d. given k.) Which position is b is likewise a
 function of the chain's own tokens, i.e. a stopping rule, and the branches' continuations are
-chains drawn from ``q`` after each branch token. ``tests/test_specbranch_exact.py`` checks it by
-exact enumeration through the engine.
+chains drawn from ``q`` after each branch token. ``tests/drafters/test_specbranch_exact.py``
+checks it by exact enumeration through the engine.
 
 Cost: one draft forward per depth over every frontier node (``drafters.tree.TreeGrower``); the
 nodes given as the starting tree are scored in the first forward.

@@ -34,7 +34,7 @@ A subclass (a third feature drafter) implements only its net and its expansion r
         def _verified(self): ...                   # positions cached (the root's excluded)
         def _grow(self, tree, ctx, depth_limit): ...  # the expansion rule
 
-(``tests/test_feature_base.py`` defines one in a few lines.)
+(``tests/drafters/test_feature_base.py`` defines one in a few lines.)
 """
 
 from __future__ import annotations

@@ -35,7 +35,7 @@ draft actually proposed, with the ``q`` each token was drawn from. A kept block'
 after ``e_1``; conditioning on the hit (``e_1`` equal to the token the verifier drew with the main
 coins) leaves them distributed as a fresh chain draft after ``y``. So each proposed draft is a
 valid draft given the committed prefix, its length a function of the past, and tokenwise
-verification emits the target's law (``tests/test_pearl.py`` enumerates it exactly).
+verification emits the target's law (``tests/drafters/test_pearl.py`` enumerates it exactly).
 
 Difference from the paper at T > 0: PEARL verifies ``e_1`` by rejection against the target's
 distribution at the bonus slot (kept with probability Σ min(p, q)); here the draft is fixed

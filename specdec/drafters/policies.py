@@ -3,7 +3,7 @@
 A policy sees only the draft side (depth, the draft distribution of the next token, the draft
 hidden state), so any policy keeps speculative decoding lossless: the stopping decision is a
 function of the draft, and the verifier's guarantee holds for every draft length
-(``tests/test_policies_exact.py`` proves it by exact enumeration for every policy here).
+(``tests/drafters/test_policies_exact.py`` proves it by exact enumeration for every policy here).
 
 Interface: ``limit()`` is the most tokens the current draft may hold; the drafter reads it before
 each token, and a policy may lower it while a draft is being made (SpecDec++ decides, before

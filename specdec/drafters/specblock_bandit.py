@@ -41,11 +41,12 @@ deterministic tree of ``SpecBlockDrafter`` (or the root alone), which the point-
 verify exactly: conditionally on everything before step ``t`` and on the arm, the tokens step ``t``
 emits follow the target. The arm being chosen before the step's verification coins are drawn and
 independently of them, the mixture over arms is exact too, and by induction over steps so is the
-whole generation. ``tests/test_specblock_bandit.py`` checks it by exact enumeration through the
-real engine, with random arms enumerated alongside the verifier's coins. Measured costs make the
-arm sequence (so the tokens at T > 0) depend on the machine's timing, not on the seed alone; pass
-``costs`` for seed-reproducible runs. The counter ``bandit_timed_steps`` (steps rewarded with
-measured seconds) is in every record, so a run that is not a function of its seed says so.
+whole generation. ``tests/drafters/test_specblock_bandit.py`` checks it by exact enumeration
+through the real engine, with random arms enumerated alongside the verifier's coins. Measured
+costs make the arm sequence (so the tokens at T > 0) depend on the machine's timing, not on the
+seed alone; pass ``costs`` for seed-reproducible runs. The counter ``bandit_timed_steps`` (steps
+rewarded with measured seconds) is in every record, so a run that is not a function of its seed
+says so.
 
 **Deferred cost.** A skip step saves its catch-up only until the next drafting step appends the
 held positions. That catch-up forward is therefore split by positions: each skip step is charged

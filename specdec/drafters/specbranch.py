@@ -35,7 +35,7 @@ data-dependent k keeps that exact is in ``drafters.branch_tree``. A reused subtr
 the worker's forked coins given ``prefix + leaf + y``: the hit event depends on y and the
 worker's first tokens under the leaf, never on the continuations below them, so given the hit the
 subtree under y is a fresh branch tree after ``prefix + y`` (as PEARL's block is a fresh chain).
-``tests/test_specbranch_exact.py`` enumerates it exactly through the engine.
+``tests/drafters/test_specbranch_exact.py`` enumerates it exactly through the engine.
 
 Differences from the paper and its public code, and why: the public code forks top-k and is lossless
 only at T = 0 (digest §1.3); here ``branching=sample`` forks i.i.d. draws that RRS verifies

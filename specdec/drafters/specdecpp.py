@@ -2,8 +2,8 @@
 
 Huang, Guo & Wang 2025, "SpecDec++: Boosting Speculative Decoding via Adaptive Candidate Lengths"
 (COLM'25); the head is trained by ``specdec.learners.specdecpp`` (``+experiment=specdecpp``). A
-policy like those of ``specdec.drafters.policies`` (same interface; ``tests/test_policies_exact.py``
-proves it lossless by exact enumeration).
+policy like those of ``specdec.drafters.policies`` (same interface;
+``tests/drafters/test_policies_exact.py`` proves it lossless by exact enumeration).
 """
 
 from __future__ import annotations

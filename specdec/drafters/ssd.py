@@ -22,7 +22,7 @@ Per decoding step ``t`` (``specdec.drafters.ahead`` runs the job; ``ssd_cache`` 
 **Exactness (any temperature, any fan-out, SAGUARO on or off).** Tokenwise verification emits
 the target's next-token law whenever the proposed draft's tokens are drawn one by one from the
 ``q`` rows it carries, given the committed prefix, with randomness independent of the verifier's
-(Leviathan et al.; ``tests/test_exact_tokenwise.py``). ``q`` here is SAGUARO's ``q' =
+(Leviathan et al.; ``tests/verifiers/test_exact_tokenwise.py``). ``q`` here is SAGUARO's ``q' =
 σ_{F,C}(q)``, a function of the prefix only, used for sampling and carried in ``Draft.q``, so the
 verifier's ratio test sees exactly the law the tokens came from. What must hold is that the
 chain proposed after a hit is such a fresh draft. The candidate set ``S_k`` (the top-``F_k``
@@ -39,8 +39,8 @@ fresh chain from the main stream *after* the verdict, and ``none`` proposes noth
 a function of past counts. Unused chains are dropped and their streams never reused (drawing
 from a fork never moves the main stream the verifier uses). Hence every
 step's proposed draft is a valid draft given the committed prefix, and by induction over steps
-the output has the target's law. ``tests/test_ssd.py`` proves it by exact enumeration through
-``engine.generate`` (hit, miss, ``jit`` and ``none`` fallbacks, SAGUARO on and off).
+the output has the target's law. ``tests/drafters/test_ssd.py`` proves it by exact enumeration
+through ``engine.generate`` (hit, miss, ``jit`` and ``none`` fallbacks, SAGUARO on and off).
 
 **What differs from the public code, and why.** (a) Its miss path without JIT accepts the
 leading draft tokens that equal the target's argmax and samples ``p`` after them: biased at

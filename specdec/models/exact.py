@@ -7,7 +7,7 @@ reduction whose summation order depends on the tensor's shape and on how the mac
 work, so two forwards of the same tokens in different shapes (a tree forward and a full
 re-forward) can differ by an ulp of float32 in a normalised hidden state. One such ulp per element
 moves the tiny model's logits by up to ~2e-5 and its probabilities by ~7e-7, far above the 1e-10
-that the float64 tests compare at (``tests/test_lm_grow.py`` failed so on a loaded machine).
+that the float64 tests compare at (``tests/core/test_lm_grow.py`` failed so on a loaded machine).
 
 ``exact_float64`` swaps the classes of a model's ``LlamaRMSNorm`` and ``LlamaRotaryEmbedding``
 modules (same parameters and buffers, same ``state_dict``) for subclasses that compute float64

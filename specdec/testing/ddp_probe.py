@@ -1,7 +1,8 @@
 """A Lightning callback that records what each rank of a data-parallel run did (tests only).
 
-``tests/test_train_ddp.py`` adds it with ``+callbacks.probe._target_=specdec.testing.ddp_probe.
-RankProbe +callbacks.probe.out_dir=...``: at the end of ``fit`` every rank writes
+``tests/learners/test_train_ddp.py`` adds it with
+``+callbacks.probe._target_=specdec.testing.ddp_probe.RankProbe +callbacks.probe.out_dir=...``:
+at the end of ``fit`` every rank writes
 ``rank<r>.json`` with the world size, the training batches it ran and the samples in them, and a
 digest of its parameters (equal on every rank after DDP's all-reduced updates).
 ``recorded_export`` wraps an ``export`` callable so the test sees which ranks called it.

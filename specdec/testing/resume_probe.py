@@ -1,7 +1,7 @@
 """Lightning callbacks that kill a training run and record what it trained on (tests only).
 
-``tests/test_train_resume.py`` adds them as ``+callbacks.<name>._target_=...`` (callbacks are not
-part of the run folder's hash, so the killed and the resumed run share a folder):
+``tests/learners/test_train_resume.py`` adds them as ``+callbacks.<name>._target_=...``
+(callbacks are not part of the run folder's hash, so the killed and the resumed run share a folder):
 
 * ``StopAt(step)`` raises ``Killed`` before the training batch of global step ``step``: a run
   killed after its checkpoint at that step;

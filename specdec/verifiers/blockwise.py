@@ -17,8 +17,8 @@ public HSD repository's blockwise baseline, digest §2.4); ``hsd.py`` scans back
 first success: the same law, found with fewer coins. With ``q = None`` the draft distributions are
 point masses on the drafted tokens. On trees the chain rule runs under ``walk`` (sibling walk).
 
-Lossless: exact enumeration, tests/test_verifiers_exact.py. Expected accepted length ≥ tokenwise on
-every instance (Sun et al. Theorem 2): tests/test_verifiers_theorem.py.
+Lossless: exact enumeration, tests/verifiers/test_verifiers_exact.py. Expected accepted length ≥
+tokenwise on every instance (Sun et al. Theorem 2): tests/verifiers/test_verifiers_theorem.py.
 """
 
 from __future__ import annotations

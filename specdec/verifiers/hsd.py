@@ -18,7 +18,7 @@ Paper symbols → ours (chain ``X_{1:γ}`` = ``tokens``, row ``t`` = distributio
 * ``"capped"``: ``h_γ = min(1, r*(X_{1:γ}))`` (Algorithm 2 with the capped ratio). This is exactly
   Sun et al.'s block verification, scanned backward. **Lossless** (exact enumeration).
 * ``"joint"``: ``h_γ = min(1, r(X_{1:γ}))``, the uncapped joint ratio of the public code.
-  **Not lossless**: tests/test_verifiers_hsd.py pins its measured deviation.
+  **Not lossless**: tests/verifiers/test_verifiers_hsd.py pins its measured deviation.
 
 Trees and multi-draft (digest §2.5): the chain rule runs under ``walk``; after a rejection at depth
 ``τ`` the next sibling is verified against the residual with the running ratio restarted at 1 (the
@@ -36,7 +36,7 @@ from specdec.errors import BadInput
 from specdec.verifiers.blockwise import block_terms
 from specdec.verifiers.walk import walk
 
-#: measured by tests/test_verifiers_hsd.py (exact enumeration), never taken from the paper.
+#: measured by tests/verifiers/test_verifiers_hsd.py (exact enumeration), never from the paper.
 LOSSLESS = {"capped": True, "joint": False}
 
 

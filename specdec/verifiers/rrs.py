@@ -14,7 +14,7 @@ rejection ``p' ← norm((p' − q)⁺)`` before the next child is tested.
 
 On a chain this is tokenwise verification (``tokenwise.Tokenwise``). The per-chain rule below runs
 under ``walk``, which supplies the sibling recursion. Lossless: exact enumeration,
-tests/test_verifiers_exact.py.
+tests/verifiers/test_verifiers_exact.py.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ accept with probability ``p_{i-1}(x_i)``, residual = ``p_{i-1}`` with ``x_i`` ze
 rule).
 
 Lossless: proved for every draft length by the exact enumeration test
-(tests/test_exact_tokenwise.py).
+(tests/verifiers/test_exact_tokenwise.py).
 """
 
 from __future__ import annotations

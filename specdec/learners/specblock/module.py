@@ -19,9 +19,9 @@ and no unlock scaling, so ``val/loss`` compares across steps and "best" means be
 
 Readings of the digest: a later block's own keys are its slots ``0..k`` at the query's position
 only (the digest's "current block with the block-1 rule"; decoding never has later-block keys at
-earlier positions, and ``tests/test_specblock_train.py`` checks training block 2 = decoding block
-2). Paper vs code: the paper masks the rank loss with the draft's valid-prefix mask, the code with
-the rank chain; we follow the code.
+earlier positions, and ``tests/learners/test_specblock_train.py`` checks training block 2 =
+decoding block 2). Paper vs code: the paper masks the rank loss with the draft's valid-prefix
+mask, the code with the rank chain; we follow the code.
 Per-slot unlock warm-up: ``losses.unlock``. Simplifications against the code: no HASS-style
 top-K loss variant, and the draft loss's normaliser is the fixed ``Σ slot_weight^k``.
 Metrics: ``*/acc<k>`` = block-1 slot ``k`` argmax == target argmax (teacher forced, no chain

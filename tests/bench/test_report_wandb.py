@@ -1,0 +1,163 @@
+"""W&B plumbing of eval runs and reports: run names, groups and job types from method, pair and
+benchmark; the summary and the leaderboard folder as artifacts (W&B offline, files in tmp dirs;
+a fake run object where only the calls matter)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from omegaconf import OmegaConf
+
+import specdec.bench.runner as ev
+from specdec.bench.leaderboard import PrintLeaderboard
+from specdec.bench.report import report
+from specdec.bench.wandb_artifacts import (
+    RunTag,
+    WandbReport,
+    artifact_name,
+    common_group,
+    log_files,
+)
+from specdec.testing.eval_cfg import eval_cfg
+
+
+@pytest.fixture
+def offline(tmp_path, monkeypatch) -> Path:
+    """W&B offline with its run files, staged artifacts and cache under ``tmp_path/wb``."""
+    root = tmp_path / "wb"
+    for key, value in {"WANDB_MODE": "offline", "WANDB_SILENT": "true", "WANDB_DIR": root,
+                       "WANDB_DATA_DIR": root / "data", "WANDB_CACHE_DIR": root / "cache"}.items():
+        monkeypatch.setenv(key, str(value))
+    return root
+
+
+def _run_files(root: Path) -> list[bytes]:
+    return [p.read_bytes() for p in sorted((root / "wandb").glob("offline-run-*/run-*.wandb"))]
+
+
+def _staged(root: Path) -> list[bytes]:
+    return [p.read_bytes() for p in (root / "data" / "artifacts" / "staging").iterdir()]
+
+
+def test_run_tag_names_group_and_job_type():
+    summary = {"method": "sps", "model": {"name": "smollm2"}, "seed": 3,
+               "prompt_files": {"gsm8k": "x", "alpaca": "y"}, "datasets": {}}
+    tag = RunTag.from_summary(summary)
+    assert (tag.name, tag.group, tag.job_type) == ("sps-smollm2-alpaca+gsm8k-s3",
+                                                   "smollm2/alpaca+gsm8k", "sps")
+    assert common_group([summary, {**summary, "method": "ar"}]) == "smollm2/alpaca+gsm8k"
+    assert common_group([summary, {**summary, "model": {"name": "tiny"}}]) is None
+    assert artifact_name("summary-sps/tiny:x y") == "summary-sps-tiny-x-y"
+
+
+class FakeArtifact:
+    def __init__(self, name, type, metadata):
+        self.name, self.type, self.metadata, self.files = name, type, metadata, []
+
+    def add_file(self, path, name):
+        self.files.append((Path(path).read_text(), name))
+
+
+class FakeWandb:
+    Artifact = FakeArtifact
+
+
+class FakeRun:
+    def __init__(self):
+        self.logged = []
+
+    def log_artifact(self, artifact):
+        self.logged.append(artifact)
+
+
+def test_log_files_adds_every_file_under_its_name_and_refuses_none(tmp_path):
+    a, b = tmp_path / "summary.json", tmp_path / "tiny.json"
+    a.write_text("{}")
+    b.write_text("[1]")
+    run = FakeRun()
+    log_files(run, FakeWandb, name="summary-sps", kind="summary", files=[a, b],
+              metadata={"group": "g"})
+    (art,) = run.logged
+    assert (art.name, art.type, art.metadata) == ("summary-sps", "summary", {"group": "g"})
+    assert art.files == [("{}", "summary.json"), ("[1]", "tiny.json")]
+    with pytest.raises(ValueError, match="no files for W&B artifact 'x'"):
+        log_files(run, FakeWandb, name="x", kind="summary", files=[])
+
+
+def test_eval_run_is_named_from_the_run_and_logs_its_summary_artifact(tmp_path, offline):
+    summary = ev.run(eval_cfg(tmp_path / "run", ["method=sps", "logger=wandb", "limit=1"]))
+    (data,) = _run_files(offline)
+    tag = RunTag.from_summary(summary)
+    assert tag.name == "sps-tiny-tiny-s0" and tag.group == "tiny/tiny"
+    for key in (tag.name.encode(), b"tiny/tiny", b"summary-" + tag.name.encode(),
+                b"summary.json", b"eval/overall/self_modeled_speedup",
+                b"eval/overall/sweep_objective"):
+        assert key in data, key
+    on_disk = (tmp_path / "run" / "summary.json").read_bytes()
+    assert on_disk in _staged(offline)  # the artifact holds the final summary.json
+    assert json.loads(on_disk)["overall"]["sweep_objective"] == summary["overall"][
+        "self_modeled_speedup"]  # outside Hydra no ar run is known: the run's own estimate
+
+
+@pytest.fixture(scope="module")
+def board(tmp_path_factory) -> tuple[Path, Path]:
+    """An sps run and its report folder (markdown, csv, plots)."""
+    root = tmp_path_factory.mktemp("board")
+    ev.run(eval_cfg(root / "sps", ["method=sps", "limit=1"]))
+    report([root / "sps"], root / "out")
+    return root / "sps", root / "out"
+
+
+def test_report_folder_becomes_a_leaderboard_artifact(board, offline):
+    _, out = board
+    name = WandbReport(project="specdec", mode="offline").log(out, group="tiny/tiny")
+    assert name == "leaderboard-out"
+    (data,) = _run_files(offline)
+    for key in (b"leaderboard-out", b"tiny/tiny", b"report-out", b"leaderboard.csv",
+                b"speedup.png"):
+        assert key in data, key
+    staged = _staged(offline)
+    for file in ("leaderboard.md", "leaderboard.csv", "speedup.png", "acceptance.png"):
+        assert (out / file).read_bytes() in staged, file
+
+
+def test_the_report_run_never_takes_a_sweep_trials_run_id(board, offline, monkeypatch):
+    """Under ``wandb agent`` the trial's id is in the environment; the leaderboard callback's
+    report run in that process is another run: its own id, and the trial's id left in place."""
+    _, out = board
+    monkeypatch.setenv("WANDB_RUN_ID", "trial0000042")
+    WandbReport(project="specdec", mode="offline").log(out, group="tiny/tiny")
+    (folder,) = (offline / "wandb").glob("offline-run-*")
+    assert not folder.name.endswith("trial0000042"), folder.name
+    assert os.environ["WANDB_RUN_ID"] == "trial0000042"  # the eval run's, untouched
+
+
+class RecordingReport:
+    """Stands in for ``WandbReport`` in a sweep config: records what it was asked to log."""
+
+    calls: list[tuple[Path, str | None]] = []
+
+    def __init__(self, **settings):
+        self.settings = settings
+
+    def log(self, out_dir, *, group=None):
+        RecordingReport.calls.append((Path(out_dir), group))
+        return "leaderboard-x"
+
+
+def test_sweep_callback_logs_the_board_through_the_loggers_report_node(board, capsys):
+    run_dir, _ = board
+    callback = PrintLeaderboard(plots=False)
+    callback.dirs.append(run_dir)
+    callback.methods.append("sps")
+    RecordingReport.calls.clear()
+    node = {"_target_": f"{__name__}.RecordingReport", "project": "p"}
+    callback.on_multirun_end(OmegaConf.create({"logger": {"report": node}}))
+    ((out, group),) = RecordingReport.calls
+    assert (out / "leaderboard.csv").exists() and group == "tiny/tiny"
+    assert "as artifact leaderboard-x" in capsys.readouterr().out
+    callback.on_multirun_end(OmegaConf.create({"logger": {"report": None}}))
+    assert len(RecordingReport.calls) == 1  # logger=none/csv: nothing logged

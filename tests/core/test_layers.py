@@ -1,0 +1,98 @@
+"""No module imports from a layer above its own (README, "Layers").
+
+Every ``specdec`` module's imports are read with ``ast`` (module-level and function-level imports
+alike, ``TYPE_CHECKING`` blocks included) and each import of a ``specdec`` module must point to the
+importer's own layer or one below it. A module's layer is that of the longest name in ``LAYERS``
+that it is or sits under.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from specdec.testing.paths import REPO
+
+PACKAGE = REPO / "specdec"
+
+# lowest first; a module may import its own layer and the ones below it
+LAYERS: list[tuple[str, ...]] = [
+    ("errors",),
+    ("rowops", "trees", "vocab", "threads", "forwards", "streaming", "cli_help", "data"),
+    # loading and placing models: the pair, its typed placement, its caches' kind
+    ("models", "placement", "static_cache"),
+    ("core", "sampling", "metrics", "reconcile"),
+    ("lm", "lm_inputs"),
+    ("learners",),  # learned networks and heads, their training: drafters are built on them
+    ("verifiers", "drafters"),
+    ("engine",),
+    ("compose",),
+    # learner data generation decodes with a composed method; config: shared config helpers
+    ("learners.hrad.data", "learners.hrad.module", "learners.specdecpp.data", "config",
+     "testing"),
+    ("bench", "testing.ranks"),  # testing.ranks: simulated ranks of the bench's Ranks
+    ("api", "eval", "train", "report", "cli_check", ""),  # "": the package's __init__
+]
+
+
+def _module(path: Path) -> str:
+    parts = path.relative_to(PACKAGE).with_suffix("").parts
+    return ".".join(p for p in parts if p != "__init__")
+
+
+def layer_of(module: str) -> int:
+    """The layer index of a module name below ``specdec`` (``"bench.runner"``)."""
+    best, level = -1, None
+    for i, names in enumerate(LAYERS):
+        for name in names:
+            if (module == name or module.startswith(name + ".") or name == "") and \
+                    len(name) > best:
+                best, level = len(name), i
+    assert level is not None, f"specdec.{module} is in no layer: add it to LAYERS"
+    return level
+
+
+def imports_of(path: Path) -> set[str]:
+    """The ``specdec`` modules a file imports, as names below ``specdec`` ("" for the package)."""
+    me = _module(path).split(".") if _module(path) else []
+    is_package = path.name == "__init__.py"
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level:  # relative
+            base = me if is_package else me[:-1]
+            base = base[: len(base) - (node.level - 1)]
+            names = ["specdec." + ".".join(base + ([node.module] if node.module else []))]
+        elif isinstance(node, ast.ImportFrom):
+            names = [node.module or ""]
+        else:
+            continue
+        out |= {n[len("specdec."):] if n != "specdec" else "" for n in names
+                if n == "specdec" or n.startswith("specdec.")}
+    return out
+
+
+FILES = sorted(PACKAGE.rglob("*.py"))
+
+
+def test_every_module_has_a_layer():
+    for path in FILES:
+        layer_of(_module(path))
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: _module(p) or "specdec")
+def test_no_import_points_up(path):
+    me = _module(path)
+    up = sorted(f"specdec.{m} (layer {layer_of(m)})" for m in imports_of(path)
+                if layer_of(m) > layer_of(me))
+    assert not up, f"specdec.{me} (layer {layer_of(me)}) imports from above: {up}"
+
+
+def test_function_level_imports_count_and_the_old_loader_import_would_fail():
+    """The SmolLM2 loader's draft import sits inside a function; it once named a learner."""
+    found = imports_of(PACKAGE / "models" / "smollm2.py")
+    assert "models.reduced_draft" in found and "learners.draft_lm.net" not in found
+    assert layer_of("learners.draft_lm.net") > layer_of("models.smollm2")

@@ -1,0 +1,151 @@
+"""The static KV cache path (``model.static_cache``) gives the dynamic path's logits and tokens.
+
+Issue 27, deliverable 5 (the CPU part): a preallocated cache and bucketed, fixed-shape forwards
+(``specdec.static_cache``) behind ``CachedLM``, greedy-identical to ``DynamicCache`` for every
+method preset, and equal logits (1e-12 in float64) over forward / extend / keep / crop /
+reconcile with tree masks. Deterministic (fixed weights, greedy): no false failures.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+import torch
+from hydra.utils import instantiate
+
+from specdec.bench.runner import build_method
+from specdec.engine import generate
+from specdec.errors import BadInput
+from specdec.lm import CachedLM
+from specdec.sampling import TorchCoins
+from specdec.static_cache import BUCKET_CAP, StaticSpec, bucket
+from specdec.testing.paths import REPO
+
+METHODS = sorted(p.stem for p in (REPO / "conf" / "method").glob("*.yaml"))
+GREEDY = ["sampling.temperature=0", "model.dtype=float64"]
+TOL = 1e-12
+
+
+def test_buckets_are_powers_of_two_up_to_the_cap():
+    assert [bucket(n) for n in (1, 2, 3, 5, 8, 9, 33, BUCKET_CAP)] == [1, 2, 4, 8, 8, 16, 64, 64]
+    assert bucket(BUCKET_CAP + 1) == BUCKET_CAP + 1  # above the cap: unpadded (eager fallback)
+
+
+class Twin:
+    """A dynamic and a static ``CachedLM`` on one model, driven by the same calls."""
+
+    def __init__(self, model, max_cache_len: int | None = 160):
+        self.dyn = CachedLM(model)
+        self.sta = CachedLM(model, static=True, max_cache_len=max_cache_len)
+
+    def __call__(self, call: str, *args, **kwargs) -> None:
+        a = getattr(self.dyn, call)(*args, **kwargs)
+        b = getattr(self.sta, call)(*args, **kwargs)
+        assert self.dyn.ids == self.sta.ids
+        if a is None:
+            return
+        assert a.logits.shape == b.logits.shape
+        assert (a.logits - b.logits).abs().max().item() <= TOL, call
+        if a.hidden is not None:
+            assert a.hidden.shape == b.hidden.shape
+            assert (a.hidden - b.hidden).abs().max().item() <= TOL, call
+
+
+def ids(*values: int) -> torch.Tensor:
+    return torch.tensor(values, dtype=torch.long)
+
+
+def test_logits_equal_the_dynamic_path_over_a_session(tiny64):
+    lm = Twin(tiny64.target)
+    prompt = torch.randint(3, 250, (70,), generator=torch.Generator().manual_seed(0)).tolist()
+    lm("reconcile", prompt[:20])  # a padded chain (20 -> bucket 32)
+    lm("forward", ids(3, 4, 5))  # a pending chain committed by the next forward
+    lm("forward", ids(7, 8, 9, 10, 11), ids(-1, 0, 0, 1, 2), hidden_layers=(0, -1))  # a tree
+    lm("extend", ids(12, 13, 14), ids(3, 4, -1))  # a frontier under pending nodes
+    lm("keep", [0, 1, 3, 5])  # gathered into place
+    lm("forward", ids(1))
+    lm("keep", [0])
+    lm("forward", ids(20, 21), ids(-1, -1))  # siblings
+    lm("keep", [1])
+    embeds = tiny64.target.get_input_embeddings()(ids(30, 31))  # [2, H]
+    lm("forward", ids(30, 31), inputs_embeds=lambda: embeds)
+    lm("crop", 10)
+    lm("reconcile", prompt[:10] + [40, 41, 42])
+    lm("reset")
+    lm("reconcile", prompt)  # a prefill above the cap: unpadded, still into the static cache
+    lm("forward", ids(5, 6, 7, 8, 9, 10), ids(-1, 0, 1, 0, 3, -1))
+    lm("keep", [0, 3, 4])
+
+
+def test_the_model_sees_bucket_shapes_and_the_cache_keeps_its_tensors(tiny64):
+    """What a CUDA-graph capture needs: fixed shapes per bucket, cache tensors at fixed places."""
+    lm = CachedLM(tiny64.target, static=True, max_cache_len=96)
+    seen: list[tuple] = []
+
+    def record(module, args, kwargs):
+        seen.append((tuple(kwargs["input_ids"].shape), tuple(kwargs["attention_mask"].shape),
+                     tuple(kwargs["position_ids"].shape)))
+
+    hook = tiny64.target.register_forward_pre_hook(record, with_kwargs=True)
+    try:
+        lm.reconcile(list(range(5, 10)))
+        before = [layer.keys.data_ptr() for layer in lm._cache.layers]
+        lm.forward(ids(1, 2, 3), ids(-1, 0, 0))
+        lm.keep([0, 2])
+        lm.reset()
+        lm.reconcile(list(range(5, 95)))  # up to 96 slots: the prefill of 90 runs unpadded
+        lm.forward(ids(1, 2, 3, 4, 5, 6, 7))  # 90 + 7 > 96 slots
+    except BadInput as err:
+        assert "model.max_cache_len" in str(err)
+    else:
+        raise AssertionError("a forward past max_cache_len must raise BadInput")
+    finally:
+        hook.remove()
+    assert seen == [((1, 8), (1, 1, 8, 96), (1, 8)), ((1, 4), (1, 1, 4, 96), (1, 4)),
+                    ((1, 90), (1, 1, 90, 96), (1, 90))]
+    assert [layer.keys.data_ptr() for layer in lm._cache.layers] == before
+    assert lm.ids == list(range(5, 95))  # the refused forward changed nothing
+
+
+def test_padding_that_does_not_fit_runs_unpadded(tiny64):
+    lm = Twin(tiny64.target, max_cache_len=23)
+    lm("reconcile", list(range(5, 25)))  # 20 tokens (bucket 32 > 23 slots: unpadded)
+    lm("forward", ids(1, 2, 3))  # 20 + 3 = 23: bucket 4 would not fit, 3 does
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_every_preset_is_greedy_identical_to_the_dynamic_path(compose, tiny64, method):
+    cfg = compose("eval", [f"method={method}", *GREEDY])
+    prompt = tiny64.tokenizer.encode("The quick brown fox")
+    out = {}
+    for spec in (None, StaticSpec(max_cache_len=96)):
+        m = build_method(cfg, replace(tiny64, static_cache=spec))
+        assert (m.target._static is not None) == (spec is not None)
+        out[spec] = generate(prompt, m.target, m.drafter, m.verifier, sampling=m.sampling,
+                             coins=TorchCoins(1), max_new_tokens=20).tokens
+    assert out[None] == out[StaticSpec(max_cache_len=96)]
+
+
+def test_the_config_keys_reach_both_caches(compose):
+    cfg = compose("eval", ["method=sps", "model.static_cache=true", "model.max_cache_len=64"])
+    pair = instantiate(cfg.model)
+    assert pair.static_cache == StaticSpec(max_cache_len=64)
+    assert pair.describe()["static_cache"] == "64"  # timings differ: part of the fingerprint
+    m = build_method(cfg, pair)
+    assert m.target._static.max_len == m.drafter.lm._static.max_len == 64
+    positions = pair.target.config.max_position_embeddings
+    assert CachedLM(pair.target, static=True)._static.max_len == positions + BUCKET_CAP
+    default = compose("eval", ["method=ar"])
+    assert default.model.static_cache is False  # off by default (CPU)
+    dynamic = instantiate(default.model)
+    assert dynamic.static_cache is None and "static_cache" not in dynamic.describe()
+
+
+@pytest.mark.parametrize("bad", ["model.max_cache_len=0", "model.static_cache=3"])
+def test_bad_static_cache_keys_are_refused(compose, bad):
+    cfg = compose("eval", ["method=ar", "model.static_cache=true", bad])
+    with pytest.raises(Exception) as err:
+        instantiate(cfg.model)
+    cause = err.value if isinstance(err.value, BadInput) else err.value.__cause__
+    assert isinstance(cause, BadInput) and bad.split("=")[0] in str(cause)

@@ -1,0 +1,1 @@
+"""Fixtures of the tests of prompt data (``specdec.data``): preparation and prompt files."""
