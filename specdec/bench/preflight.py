@@ -28,7 +28,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from specdec.errors import BadInput, MissingInput
+from specdec.errors import BadInput, InputError, MissingInput
 from specdec.placement import check_drafter_device
 
 ASSET_KEYS = ("path", "head", "hrad")  # drafter/policy keys holding a trained asset folder
@@ -121,7 +121,10 @@ def _asset_values(node: DictConfig, where: str) -> Iterator[tuple[str, DictConfi
 
 
 def check_assets(cfg: DictConfig) -> None:
-    """Every trained asset folder the drafter (or its policy) names exists."""
+    """Every trained asset folder the drafter (or its policy) names exists (or, given as a hub
+    id, is in the offline cache)."""
+    from specdec.models.hf import check_reference
+
     for key, node, value in _asset_values(cfg.drafter, "drafter"):
         folder = Path(value)
         if folder.exists():
@@ -140,6 +143,15 @@ def check_assets(cfg: DictConfig) -> None:
                if (CONF / "experiment" / f"{name}.yaml").is_file() else
                f"no experiment trains it yet (conf/experiment/{name}.yaml does not exist: "
                f"write one{after}, then run {command})")
+        if value.count("/") == 1 and not value.startswith((".", "/", "~")):  # a hub id?
+            try:
+                check_reference(value, key)  # cached offline: the loader reads it
+                continue
+            except InputError:
+                raise MissingInput(
+                    f"{key}={value}: neither a folder nor a hub id in the offline cache; a "
+                    f"published head: run `hf download {value}` (network needed); else {how}, "
+                    f"or point {key}=<folder> at one you trained") from None
         raise MissingInput(
             f"{key}={folder}: the trained asset is missing; {how}, or point {key}=<folder> at "
             "one you trained")
