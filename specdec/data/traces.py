@@ -25,7 +25,7 @@ from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
 from specdec.data.prompts import encode_turn
-from specdec.data.training import reference_texts, training_prompts
+from specdec.data.training import DEFAULT_SETS, reference_texts, training_prompts
 from specdec.errors import MissingInput
 
 log = logging.getLogger(__name__)
@@ -144,8 +144,8 @@ def token_map(counts: torch.Tensor, size: int, always: Sequence[int] = ()) -> to
     return torch.topk(boost, size).indices.sort().values
 
 
-def make_traces(model, out_dir: str, source_dir: str, *, datasets: Sequence[str] = ("gsm8k",
-                "alpaca"), passes: Sequence[dict] = ({"temperature": 0.0},), max_new: int = 256,
+def make_traces(model, out_dir: str, source_dir: str, *, datasets: Sequence[str] = DEFAULT_SETS,
+                passes: Sequence[dict] = ({"temperature": 0.0},), max_new: int = 256,
                 batch_size: int = 16, limit: int | None = None, vocab_map_size: int = 8192,
                 topk: int = 8, max_minutes: float | None = None, seed: int = 0,
                 first_chunk: int = 0) -> Path:

@@ -21,7 +21,7 @@ from specdec.errors import MissingInput
 
 __all__ = ["eval_texts", "hash_text", "norm_text", "reference_texts", "training_pairs",
            "training_prompts"]
-DEFAULT_SETS = ("gsm8k", "alpaca")
+DEFAULT_SETS = ("gsm8k", "alpaca")  # registered datasets whose training splits are read by default
 HINT = "set train_data_dir (env SPECDEC_SHARED_DATA) to a folder laid out like shared/data"
 
 

@@ -19,7 +19,7 @@ import torch
 
 from specdec.data.prompts import encode_turn
 from specdec.data.traces import save_traces, write_token_map
-from specdec.data.training import training_pairs
+from specdec.data.training import DEFAULT_SETS, training_pairs
 
 log = logging.getLogger(__name__)
 
@@ -43,8 +43,9 @@ def score_answers(target, prompts: list[list[int]], answers: list[list[int]], to
     return out
 
 
-def label_references(model, out_dir: str, source_dir: str, *, datasets: Sequence[str] = ("gsm8k",
-                     "alpaca"), batch_size: int = 8, max_len: int = 384, limit: int | None = None,
+def label_references(model, out_dir: str, source_dir: str, *,
+                     datasets: Sequence[str] = DEFAULT_SETS, batch_size: int = 8,
+                     max_len: int = 384, limit: int | None = None,
                      vocab_map_size: int = 8192, topk: int = 8,
                      max_minutes: float | None = None) -> Path:
     """``stage=data`` on CPU: write ``traces_r_<chunk>.safetensors`` (resumable) + the token map.

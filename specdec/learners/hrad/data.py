@@ -33,7 +33,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from specdec.core import Context, Draft, Drafter, TargetView, Verdict
-from specdec.data.training import split_of
+from specdec.data.training import DEFAULT_SETS, split_of
 from specdec.errors import BadInput, MissingInput
 from specdec.learners.hrad.features import StepFeatures
 
@@ -154,7 +154,7 @@ def write_chunk(path: Path, rows: list[dict], seqs: list[list[int]], seq_prompt:
 
 
 def generate_hrad_data(model, out_dir: str, *, source_dir: str | None = None,
-                       datasets: tuple[str, ...] = ("gsm8k", "alpaca"), limit: int | None = None,
+                       datasets: tuple[str, ...] = DEFAULT_SETS, limit: int | None = None,
                        synthetic: dict | None = None, gamma_max: int = 7, layers: int = 4,
                        sampling: dict | None = None, max_new_tokens: int = 128, seed: int = 0,
                        chunk_size: int = 16, val_fraction: float = 0.1,
