@@ -21,7 +21,7 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from specdec.bench.report import load_runs
+from specdec.bench.report.board import load_runs
 
 SWEPT = {"sps": "gamma", "specdecpp": "threshold"}
 

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from test_eval_run import eval_cfg
 
-import specdec.bench.method as method_module
-import specdec.bench.runner as ev
+import specdec.bench.run.method as method_module
+import specdec.bench.run.runner as ev
 from specdec.cli_check import check_command_line
 from specdec.drafters.ahead import machine_cores
 from specdec.drafters.limits import ENV, MAX_TREE_NODES, max_tree_nodes

@@ -89,7 +89,7 @@ def test_each_dataset_is_priced_at_the_speed_it_ran_at():
     # the first dataset decoded on a quiet machine, the second while a job made every forward 6x
     # slower: one run-wide table would price the quiet one ~3.5x above what it took, the loaded one
     # ~0.6x; per-dataset tables give each what its forwards took
-    from specdec.bench.summary import price_run
+    from specdec.bench.run.summary import price_run
 
     quiet = _log(3)
     loaded = [ForwardRecord(f.role, f.new_tokens, f.context, 6 * f.seconds, step=f.step)

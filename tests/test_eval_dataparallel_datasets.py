@@ -16,11 +16,11 @@ import pytest
 from test_eval_dataparallel import InProcessRanks, read, without_times
 from test_eval_run import eval_cfg
 
-import specdec.bench.runner as ev
-from specdec.bench import pair_cache
-from specdec.bench.ranks import Ranks
-from specdec.bench.shards import merge, rank_files, rank_path, remove_ranks_dir
-from specdec.bench.summary import write_summaries
+import specdec.bench.run.runner as ev
+from specdec.bench.run import pair_cache
+from specdec.bench.run.ranks import Ranks
+from specdec.bench.run.shards import merge, rank_files, rank_path, remove_ranks_dir
+from specdec.bench.run.summary import write_summaries
 
 TWO = ["benchmark=tiny2", "method=sps", "limit=3", "cost_model=false", "warmup=0"]
 NAMES = ("tiny", "tiny_sb")

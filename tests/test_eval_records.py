@@ -83,7 +83,7 @@ def _prompts(data_dir: Path, n: int) -> list[str]:
 def test_sigkill_mid_run_then_rerun_records_every_prompt_exactly_once(tmp_path, monkeypatch):
     from test_eval_run import eval_cfg
 
-    import specdec.bench.runner as ev
+    import specdec.bench.run.runner as ev
 
     ids = _prompts(tmp_path / "data", 8)
     monkeypatch.setenv("SPECDEC_DATA_DIR", str(tmp_path / "data"))

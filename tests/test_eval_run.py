@@ -10,8 +10,8 @@ import torch
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 
-import specdec.bench.calibration as calibration
-import specdec.bench.runner as ev
+import specdec.bench.run.calibration as calibration
+import specdec.bench.run.runner as ev
 from specdec.bench.costfit import log_rows
 from specdec.bench.pricing import CostTable
 from specdec.config import register_resolvers

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from test_eval_run import eval_cfg
 
-import specdec.bench.runner as ev
-from specdec.bench import report as rp
+import specdec.bench.run.runner as ev
 from specdec.bench.records import RecordFile
+from specdec.bench.report import board as rp
 from specdec.bench.rundir import RunLock
 
 

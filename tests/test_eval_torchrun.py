@@ -23,7 +23,7 @@ from test_eval_dataparallel import read, without_times
 from test_eval_leftovers import gone
 from test_eval_records import _prompts
 
-from specdec.bench.shards import rank_path
+from specdec.bench.run.shards import rank_path
 
 ROOT = Path(__file__).resolve().parents[1]
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone"]

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from test_eval_run import eval_cfg
 
-import specdec.bench.runner as ev
-from specdec.bench.frames import newest_runs
+import specdec.bench.run.runner as ev
+from specdec.bench.report.frames import newest_runs
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "analysis.ipynb"
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from test_eval_run import eval_cfg
 
-import specdec.bench.runner as ev
+import specdec.bench.run.runner as ev
 from specdec.data.prompts import read_prompt_file
 from specdec.errors import BadInput
 

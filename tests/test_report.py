@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from test_eval_run import eval_cfg
 
-import specdec.bench.runner as ev
-from specdec.bench import report as rp
+import specdec.bench.run.runner as ev
+from specdec.bench.report import board as rp
 
 
 @pytest.fixture(scope="module")

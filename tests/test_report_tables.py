@@ -18,11 +18,11 @@ from pathlib import Path
 import pytest
 from test_eval_run import eval_cfg
 
-import specdec.bench.runner as ev
-from specdec.bench import report as rp
-from specdec.bench.categories import MULTI_TURN, run_categories
+import specdec.bench.run.runner as ev
 from specdec.bench.costfit import record_modeled_s
 from specdec.bench.pricing import CostTable, ar_profile, merge_profiles
+from specdec.bench.report import board as rp
+from specdec.bench.report.categories import MULTI_TURN, run_categories
 
 FIXTURE = Path(__file__).parent / "fixtures" / "tiny_specbench.jsonl"
 SPECS = {"ar": ["method=ar"], "sps": ["method=sps"], "ar_s1": ["method=ar", "seed=1"],

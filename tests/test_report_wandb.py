@@ -12,9 +12,9 @@ import pytest
 from omegaconf import OmegaConf
 from test_eval_run import eval_cfg
 
-import specdec.bench.runner as ev
-from specdec.bench.leaderboard import PrintLeaderboard
-from specdec.bench.report import report
+import specdec.bench.run.runner as ev
+from specdec.bench.report.board import report
+from specdec.bench.run.leaderboard import PrintLeaderboard
 from specdec.bench.wandb_artifacts import (
     RunTag,
     WandbReport,

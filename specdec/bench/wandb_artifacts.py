@@ -7,8 +7,8 @@ splits them by method. The pair is ``ModelPair.describe()["name"]``; the benchma
 datasets joined by ``+`` (``alpaca+gsm8k+humaneval``).
 
 Artifacts (``log_files``): an eval run logs its ``summary.json`` and ``summary/<dataset>.json`` as
-an artifact of type ``summary`` (``specdec.bench.loggers.WandbLogger.log_summary``); a report logs
-its folder (``leaderboard.md``, ``leaderboard.csv``, the PNG plots, a sweep's YAML files) as an
+an artifact of type ``summary`` (``specdec.bench.run.loggers.WandbLogger.log_summary``); a report
+logs its folder (``leaderboard.md``, ``leaderboard.csv``, the PNG plots, a sweep's YAML files) as an
 artifact of type ``leaderboard`` from a W&B run of job type ``report`` (``WandbReport``: the
 ``report`` node of ``conf/logger/wandb.yaml``, used by the sweep's leaderboard callback, and
 ``python -m specdec.report --wandb``). W&B is imported only inside these calls; ``mode`` defaults to

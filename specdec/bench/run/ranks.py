@@ -14,13 +14,13 @@ process, rank 0 of 1, and nothing below does anything). With more than one proce
 * ``barrier`` waits for every rank at the end of a dataset, at most ``rank_timeout_s`` seconds
   after this rank arrived. A rank that died or hangs then fails the others with a message naming
   the dataset, instead of a hang; each rank's records are on disk line by line, so a rerun of the
-  same command records only the missing prompts (``specdec.bench.shards``);
+  same command records only the missing prompts (``specdec.bench.run.shards``);
 * ``agree`` checks at the start that every rank writes to rank 0's run folder (a ``${now:...}``
   in ``hydra.run.dir`` could differ by a second between ranks);
 * ``broadcast`` hands rank 0's summary to every rank, so every rank returns the same sweep metric.
 
 A prompt's record does not depend on which rank answers it: its coins are seeded from (seed, prompt
-id) (``specdec.bench.method.run_prompt``), and the config hash is computed from the config as
+id) (``specdec.bench.run.method.run_prompt``), and the config hash is computed from the config as
 given (``device=cuda``), not from the rank's ``cuda:<LOCAL_RANK>``.
 """
 

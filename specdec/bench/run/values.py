@@ -7,8 +7,8 @@ what is expected. Hints: ``int`` (a bool is not an int here), ``float`` (an int 
 a number and to each element of a list. ``checkable(hint)`` says whether a hint is one of these
 (other hints, e.g. a class or a mapping, are left to the code that takes the value).
 
-Users: ``specdec.bench.schema`` (the eval's own keys) and ``specdec.bench.components`` (the keys
-of the component groups, typed by their constructors' signatures).
+Users: ``specdec.bench.run.schema`` (the eval's own keys) and ``specdec.bench.run.components`` (the
+keys of the component groups, typed by their constructors' signatures).
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 from torch import nn
 
-from specdec.bench.failures import in_multirun
+from specdec.bench.run.failures import in_multirun
 from specdec.models import ModelPair
 from specdec.placement import Placement
 

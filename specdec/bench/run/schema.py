@@ -8,9 +8,9 @@ and each dataset's ``limit`` / ``max_new_tokens`` / ``chat_template`` / ``templa
 naming the key, the bad value and what is expected; ``device`` must be one this machine has
 (``specdec.models.pair.check_device``: ``device=cuda`` on a CPU-only machine fails here); then
 the component groups' keys (``model``, ``drafter``, ``drafter.policy``, ``verifier``) are checked
-against their constructors (``specdec.bench.components``).
+against their constructors (``specdec.bench.run.components``).
 
-Types (``specdec.bench.values``): ``int`` (a bool is not an int here), ``float`` (an int is
+Types (``specdec.bench.run.values``): ``int`` (a bool is not an int here), ``float`` (an int is
 accepted), ``bool``, ``str``, ``X | None`` and ``Literal[...]``; ranges come from each field's
 ``metadata`` (``ge``, ``gt``, ``le``). The keys themselves are declared once, in
 ``specdec.bench.eval_keys`` (re-exported here).
@@ -23,9 +23,9 @@ from dataclasses import fields, is_dataclass
 
 from omegaconf import DictConfig, OmegaConf
 
-from specdec.bench.components import check_components
 from specdec.bench.eval_keys import DatasetKeys, EvalKeys, SamplingKeys, bounds
-from specdec.bench.values import check_value
+from specdec.bench.run.components import check_components
+from specdec.bench.run.values import check_value
 from specdec.models.pair import check_device
 
 __all__ = ["DatasetKeys", "EvalKeys", "SamplingKeys", "validate"]

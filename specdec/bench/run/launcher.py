@@ -3,7 +3,7 @@
 ``torchrun`` starts each rank in a session of its own, so when its agent is killed (SIGKILL, a
 lost terminal, an OOM kill) no signal reaches the ranks: they ran on for hours, appending records
 to a run nobody waits for (issue 32). ``stop_with_launcher`` makes a launched rank (``WORLD_SIZE``
-> 1, ``specdec.bench.ranks``) watch its parent: a daemon thread reads the parent pid every
+> 1, ``specdec.bench.run.ranks``) watch its parent: a daemon thread reads the parent pid every
 ``interval_s`` seconds, and once the parent has changed (the launcher died, the rank was handed
 to init or a subreaper) it logs why and sends this process ``SIGTERM``, whose default action
 ends it at once, even inside a long forward. Records are written line by line
@@ -25,7 +25,7 @@ import signal
 import threading
 import time
 
-from specdec.bench.ranks import Ranks
+from specdec.bench.run.ranks import Ranks
 
 log = logging.getLogger(__name__)
 

@@ -28,7 +28,7 @@ import typing
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from specdec.bench.values import check_value, checkable
+from specdec.bench.run.values import check_value, checkable
 from specdec.config import HYDRA_KEYS, ROOT, binding_error
 from specdec.drafters import ahead
 from specdec.errors import BadInput

@@ -4,16 +4,17 @@ Steps: load the pair once → build target ``CachedLM``, drafter, verifier from 
 (``cost_model=true``) calibrate a short fallback cost table once (``calibration.run_cost_table``: a
 resumed or rerun folder reuses its own) → for each dataset of ``benchmark``: load its prompts, skip
 those already recorded under this config hash (resume; the hash covers the digests of the learned
-weights, ``specdec.bench.fingerprint``, and of each prompt file's bytes,
+weights, ``specdec.bench.run.fingerprint``, and of each prompt file's bytes,
 ``specdec.data.prompts.read_prompt_file``), generate every remaining prompt with per-prompt coins
 seeded from (seed, prompt id), append one JSONL record per prompt → ``summary.json`` (metrics of
 ``specdec.metrics`` per dataset and overall; ``modeled_s`` priced by a cost table fitted on the
 run's own forward log, ``specdec.bench.costfit``; paired with the command's ``ar`` run,
-``specdec.bench.paired``) → logger. A record is ``GenerationStats.to_record()`` plus the prompt's
-identity, text and timings, its decode forwards (``forward_log``), and per turn the new token ids
-(``output_ids``: greedy equality in the report) and the prompt's length (``prompt_tokens``:
-AR-equivalent forwards, ``specdec.bench.pricing.ar_profile``), seconds and decoding steps
-(``turn_s``, ``turn_steps``: Spec-Bench's per-turn fields, ``specdec.bench.specbench``).
+``specdec.bench.run.paired``) → logger. A record is ``GenerationStats.to_record()`` plus the
+prompt's identity, text and timings, its decode forwards (``forward_log``), and per turn the new
+token ids (``output_ids``: greedy equality in the report) and the prompt's length
+(``prompt_tokens``: AR-equivalent forwards, ``specdec.bench.pricing.ar_profile``), seconds and
+decoding steps (``turn_s``, ``turn_steps``: Spec-Bench's per-turn fields,
+``specdec.bench.report.specbench``).
 
 Timing rules (the same for every method, AR included):
 
@@ -31,12 +32,12 @@ Timing rules (the same for every method, AR included):
 
 Artifacts in the run directory: ``records/<dataset>.jsonl`` (see ``specdec.bench.records``),
 ``summary.json`` (every dataset + ``overall``, with ``complete`` and ``progress``: see
-``specdec.bench.summary``), ``summary/<dataset>.json`` (one dataset each), all strict JSON
+``specdec.bench.run.summary``), ``summary/<dataset>.json`` (one dataset each), all strict JSON
 (``null`` for NaN); ``.lock`` is held while a run works in the folder (``specdec.bench.rundir``).
 
-Data-parallel (``torchrun``, ``specdec.bench.ranks``): each rank answers its round-robin share of
-each dataset into its own file; after each dataset the ranks meet, and rank 0 merges the files
-(``specdec.bench.shards``), prices and summarises as one process would. A rank with no prompts
+Data-parallel (``torchrun``, ``specdec.bench.run.ranks``): each rank answers its round-robin share
+of each dataset into its own file; after each dataset the ranks meet, and rank 0 merges the files
+(``specdec.bench.run.shards``), prices and summarises as one process would. A rank with no prompts
 (more ranks than prompts) just joins the meetings.
 """
 
@@ -50,30 +51,36 @@ import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from specdec.bench.calibration import previous_calibration, run_cost_table
-from specdec.bench.checks import check_placement
 from specdec.bench.costfit import log_columns
-from specdec.bench.fingerprint import (
+from specdec.bench.pricing import forward_profile
+from specdec.bench.quality import check_unsafe_code_confirmed
+from specdec.bench.records import RecordFile, config_hash
+from specdec.bench.run.calibration import previous_calibration, run_cost_table
+from specdec.bench.run.checks import check_placement
+from specdec.bench.run.fingerprint import (
     learned_weights,
     machine_tag,
     provenance,
     software_versions,
 )
-from specdec.bench.loggers import EvalLogger
-from specdec.bench.method import Answer, Method, build_method, run_prompt
-from specdec.bench.pair_cache import shared_pair
-from specdec.bench.paired import baseline_for, pair_run
-from specdec.bench.preflight import preflight
-from specdec.bench.pricing import forward_profile
-from specdec.bench.progress import progress_bar, running
-from specdec.bench.quality import check_unsafe_code_confirmed
-from specdec.bench.ranks import Ranks
-from specdec.bench.records import RecordFile, config_hash
+from specdec.bench.run.loggers import EvalLogger
+from specdec.bench.run.method import Answer, Method, build_method, run_prompt
+from specdec.bench.run.pair_cache import shared_pair
+from specdec.bench.run.paired import baseline_for, pair_run
+from specdec.bench.run.preflight import preflight
+from specdec.bench.run.progress import progress_bar, running
+from specdec.bench.run.ranks import Ranks
+from specdec.bench.run.schema import validate
+from specdec.bench.run.shards import (
+    merge,
+    merged_path,
+    own_path,
+    recorded_elsewhere,
+    remove_ranks_dir,
+)
+from specdec.bench.run.summary import check_metric_name, dataset_metrics, price_run, write_summaries
+from specdec.bench.run.table import format_table
 from specdec.bench.rundir import RunLock
-from specdec.bench.schema import validate
-from specdec.bench.shards import merge, merged_path, own_path, recorded_elsewhere, remove_ranks_dir
-from specdec.bench.summary import check_metric_name, dataset_metrics, price_run, write_summaries
-from specdec.bench.table import format_table
 from specdec.bench.wandb_artifacts import RunTag
 from specdec.data.prompts import Prompt, PromptFile, first_per_category, read_prompt_file
 from specdec.errors import BadInput
@@ -281,7 +288,7 @@ def _run(cfg: DictConfig, out_dir: Path, ranks: Ranks, device: str) -> dict:
             write_summaries(out_dir, summary, {r.name: r.progress() for r in runs}, ds_run.name)
             logger.log_dataset(ds_run.name, metrics)
             logger.log_records(ds_run.name, records)
-        pair_run(summary, out_dir, baseline_for(cfg))  # sweep_objective (specdec.bench.paired)
+        pair_run(summary, out_dir, baseline_for(cfg))  # sweep_objective (specdec.bench.run.paired)
         write_summaries(out_dir, summary, {r.name: r.progress() for r in runs})
         remove_ranks_dir(out_dir / "records")  # every rank is done appending
         logger.log_dataset("overall", summary["overall"])

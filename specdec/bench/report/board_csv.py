@@ -1,7 +1,7 @@
 """``leaderboard.csv``: the leaderboard as one table, one row per (method row, dataset).
 
-Written by ``specdec.bench.report`` beside ``leaderboard.md``; ``pandas.read_csv`` reads it as it
-is (a header line, comma-separated, empty cells for undefined values, which pandas reads as NaN).
+Written by ``specdec.bench.report.board`` beside ``leaderboard.md``; ``pandas.read_csv`` reads it as
+it is (a header line, comma-separated, empty cells for undefined values, which pandas reads as NaN).
 Columns, in order:
 
 * ``method``: the row's label (``sps``, or ``sps (<folder>)`` when a method has several rows on
@@ -9,23 +9,23 @@ Columns, in order:
 * ``pair``: the model pair's name; ``benchmark``: the run's datasets joined by ``+`` (as its W&B
   group, ``specdec.bench.wandb_artifacts.RunTag``); ``git_commit``, ``git_dirty``: the code that
   made the (first) run (``provenance`` in its summary);
-* ``runs``: runs merged into the row (repeats over seeds, ``specdec.bench.repeats``);
+* ``runs``: runs merged into the row (repeats over seeds, ``specdec.bench.report.repeats``);
   ``seeds``: their seeds, ``;``-separated; ``run_dirs``: their folders, ``;``-separated, relative
   to the CSV's own folder (the board and its runs move together);
 * ``lossless``, ``complete``: ``True`` / ``False`` (complete: every run of the row finished);
 * ``temperature``; ``prompts``;
 * for each of ``METRICS``: the value (the mean for merged rows) and ``<metric>_std``, the sample
   standard deviation over the runs (empty for a single run): tokens/s, the wall-clock
-  ``speedup`` and ``modeled_speedup_vs_ar`` against the baseline run (``specdec.bench.rows``),
-  ``self_modeled_speedup`` (the run's own estimate against AR-equivalent forwards, without an
-  ``ar`` run, ``specdec.bench.summary``; another number), τ
+  ``speedup`` and ``modeled_speedup_vs_ar`` against the baseline run
+  (``specdec.bench.report.rows``), ``self_modeled_speedup`` (the run's own estimate against
+  AR-equivalent forwards, without an ``ar`` run, ``specdec.bench.run.summary``; another number), τ
   (``block_efficiency``), acceptance, rollback, discard and verification rates, the hit rate
   of methods that draft ahead and SpecBranch's branches per step (``specdec.metrics``; empty
   for the others), ``wall_s``,
   ``modeled_s``;
 * ``modeled_over_wall``: ``modeled_s / wall_s``;
 * ``greedy_equal``: share of prompts whose temperature-0 output equals the baseline's
-  (``specdec.bench.greedy``; empty: not compared), ``greedy_prompts``: prompts compared;
+  (``specdec.bench.report.greedy``; empty: not compared), ``greedy_prompts``: prompts compared;
 * ``baseline_dir``: the baseline run paired with the row (relative, as ``run_dirs``);
   ``refused``: why a speedup was refused;
 * ``quality_<name>`` and ``quality_<name>_std`` for each quality check measured.
@@ -38,7 +38,7 @@ import math
 import os
 from pathlib import Path
 
-from specdec.bench.rows import Row
+from specdec.bench.report.row import Row
 from specdec.bench.wandb_artifacts import RunTag
 
 METRICS = ("tokens_per_s", "speedup", "modeled_speedup_vs_ar", "self_modeled_speedup",

@@ -1,11 +1,11 @@
 """``python -m specdec.report RUN_DIRS...``: merge eval runs into a Markdown leaderboard and plots.
 
 Each run directory holds a ``summary.json`` written by ``specdec.eval`` (a folder given here is
-searched recursively; ``specdec.bench.runs``). The leaderboard has one row per (method run,
+searched recursively; ``specdec.bench.report.runs``). The leaderboard has one row per (method run,
 dataset) with tokens/s, speedup, block efficiency, acceptance, rollback, discard and verification
 rates (definitions in ``specdec.metrics``), ``modeled_s / wall_s`` when a cost model ran, and task
-quality when measured (rows and speedups: ``specdec.bench.rows``; Markdown:
-``specdec.bench.markdown``).
+quality when measured (rows and speedups: ``specdec.bench.report.rows``; Markdown:
+``specdec.bench.report.markdown``).
 
 Speedup = ``wall_s`` of the baseline run (``ar``) / ``wall_s`` of the method run, on one dataset,
 computed only when both runs share the model pair, the prompts, the sampling, the machine and the
@@ -13,20 +13,20 @@ software versions; otherwise the cell says ``refused`` and the report lists why.
 
 A ``summary.json`` that cannot be read (not JSON, no ``datasets``) is named and skipped with a
 warning (``--strict``: status 2); a folder given twice, or a copy of a run (same configuration
-and seed), counts once (``specdec.bench.repeats.drop_copies``), with a note.
+and seed), counts once (``specdec.bench.report.repeats.drop_copies``), with a note.
 
 A run whose ``summary.json`` is not ``complete`` (stopped before its last dataset) shows ``no`` in
 the ``complete`` column and is listed with what it left unfinished; ``--strict`` exits with status
 2 for it too, and for a temperature-0 run whose outputs differ from ``ar``'s
-(``specdec.bench.greedy``).
+(``specdec.bench.report.greedy``).
 
-Also: per-category tables for datasets with categories (``specdec.bench.categories``), repeats over
-seeds merged into mean ± std (``specdec.bench.repeats``), ``leaderboard.csv`` beside the Markdown
-(``specdec.bench.board_csv``), and with ``--wandb`` the output folder as a W&B artifact
-(``specdec.bench.wandb_artifacts``).
+Also: per-category tables for datasets with categories (``specdec.bench.report.categories``),
+repeats over seeds merged into mean ± std (``specdec.bench.report.repeats``), ``leaderboard.csv``
+beside the Markdown (``specdec.bench.report.board_csv``), and with ``--wandb`` the output folder as
+a W&B artifact (``specdec.bench.wandb_artifacts``).
 
 ``--format specbench`` writes Spec-Bench's answer files and speed table instead
-(``specdec.bench.specbench``); the default format is the leaderboard above.
+(``specdec.bench.report.specbench``); the default format is the leaderboard above.
 """
 
 from __future__ import annotations
@@ -38,11 +38,12 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from specdec.bench.board_csv import write_csv
-from specdec.bench.markdown import to_markdown
-from specdec.bench.repeats import usable_runs
-from specdec.bench.rows import Row, build_rows, paired_modeled_speedup
-from specdec.bench.runs import Run, load_runs, mismatches
+from specdec.bench.report.board_csv import write_csv
+from specdec.bench.report.markdown import to_markdown
+from specdec.bench.report.repeats import usable_runs
+from specdec.bench.report.row import Row
+from specdec.bench.report.rows import build_rows, paired_modeled_speedup
+from specdec.bench.report.runs import Run, load_runs, mismatches
 from specdec.errors import EXIT_STATUS, InputError
 
 __all__ = ["Board", "Row", "Run", "board", "build_rows", "load_runs", "main", "mismatches",
@@ -74,7 +75,7 @@ def board(paths: list[str | Path], out_dir: str | Path, *, baseline: str = "ar",
     (out_dir / "leaderboard.md").write_text(text)
     write_csv(rows, out_dir / "leaderboard.csv")
     if plots:
-        from specdec.bench.plots import plot_all
+        from specdec.bench.report.plots import plot_all
 
         plot_all(rows, out_dir)
     return Board(text, rows, unreadable, copies)
@@ -145,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _specbench(args: argparse.Namespace) -> int:
     """``--format specbench``: answer files and speed table; warnings and refusals on stderr."""
-    from specdec.bench.specbench import export
+    from specdec.bench.report.specbench import export
 
     try:
         done = export(args.runs, args.out, baseline=args.baseline, warn=False)  # said below

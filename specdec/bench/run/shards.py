@@ -1,6 +1,6 @@
 """Record files of a data-parallel eval: one per rank while a dataset runs, one merged after.
 
-With ``WORLD_SIZE`` = N > 1 (``specdec.bench.ranks``) rank ``r`` appends its records of dataset
+With ``WORLD_SIZE`` = N > 1 (``specdec.bench.run.ranks``) rank ``r`` appends its records of dataset
 ``d`` to ``records/ranks/<d>.rank<r>.jsonl`` (a subfolder: readers of ``records/*.jsonl`` never see
 a record twice). When every rank has finished the dataset, rank 0 merges (``merge``): the records
 of the current config hash from ``records/<d>.jsonl`` and every rank file, one per prompt id,
@@ -26,8 +26,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from specdec.bench.ranks import Ranks
 from specdec.bench.records import _rewrite, _whole_lines
+from specdec.bench.run.ranks import Ranks
 
 _RANK_FILE = re.compile(r"^(?P<dataset>.+)\.rank(?P<rank>\d+)\.jsonl$")
 

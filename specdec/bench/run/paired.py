@@ -5,9 +5,10 @@ Two different numbers answer "how much faster than AR?" and carry different name
 (summary, W&B, CSV, leaderboard):
 
 * ``self_modeled_speedup``: the run alone, its forwards against the AR-equivalent forwards of its
-  own tokens, both priced by its own cost table (``specdec.bench.summary``); needs no ``ar`` run.
+  own tokens, both priced by its own cost table (``specdec.bench.run.summary``); needs no ``ar``
+  run.
 * ``modeled_speedup_vs_ar``: the run paired with a real ``ar`` run on the same pair and prompts,
-  both runs' forwards priced by one table fitted on both logs (``specdec.bench.rows``); the
+  both runs' forwards priced by one table fitted on both logs (``specdec.bench.report.rows``); the
   leaderboard's number.
 
 After its last dataset the runner pairs the run with the ``ar`` run of the same command (the
@@ -16,13 +17,13 @@ folder ``python -m specdec.eval method=ar`` with the same overrides writes: ``ba
 
 * ``modeled_speedup_vs_ar``: the mean over the run's datasets of the leaderboard's
   ``modeled_speedup_vs_ar`` (one dataset: that very value), when that ``ar`` run exists, is
-  complete and compares (``specdec.bench.runs.mismatches``);
+  complete and compares (``specdec.bench.report.runs.mismatches``);
 * ``sweep_objective``: what ``python -m specdec.eval`` returns to a sweeper and logs as
   ``eval/overall/sweep_objective`` (``optimized_metric`` default): ``modeled_speedup_vs_ar`` when
   paired, else ``self_modeled_speedup``; ``summary["sweep_objective_source"]`` says which and why.
 
 Both are stable: a rerun of a complete run reuses the run's calibration
-(``specdec.bench.calibration.previous_calibration``) and its records, so it reproduces them.
+(``specdec.bench.run.calibration.previous_calibration``) and its records, so it reproduces them.
 """
 
 from __future__ import annotations
@@ -33,8 +34,8 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from specdec.bench.rows import build_rows
-from specdec.bench.runs import Run, read_run
+from specdec.bench.report.rows import build_rows
+from specdec.bench.report.runs import Run, read_run
 from specdec.errors import InputError
 
 BASELINE = "ar"

@@ -6,7 +6,7 @@ the machine and the software versions. The baseline (``ar``) decodes without a d
 it only the target's part of the pair fingerprint must match (keys of ``ModelPair.describe()``
 that name the draft are ignored): one ``ar`` run serves every draft model of the same target. The
 kernel probe's timings (``MEASURED``) are left out of the pair: the kernel it chose is compared.
-Greedy equality (``specdec.bench.greedy``) needs only the pair, prompts and sampling to agree
+Greedy equality (``specdec.bench.report.greedy``) needs only the pair, prompts and sampling to agree
 (``mismatches(..., only=OUTPUT_CHECKS)``): outputs do not depend on the machine's speed.
 
 ``Run.records`` reads a dataset's per-prompt records (those of the summary's config hash), for

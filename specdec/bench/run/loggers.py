@@ -3,8 +3,8 @@
 ``conf/logger/<name>.yaml`` holds one ``_target_`` per entry point: ``eval`` (a class below, for
 ``python -m specdec.eval``) and ``train`` (a Lightning logger, or null, for ``python -m
 specdec.train``), plus ``report`` (what a sweep's leaderboard is logged with, or null;
-``specdec.bench.leaderboard``). The runner instantiates ``logger.eval``, hands it the resolved run
-config and the run's ``RunTag`` (``log_config``), then each dataset's metrics and records, the
+``specdec.bench.run.leaderboard``). The runner instantiates ``logger.eval``, hands it the resolved
+run config and the run's ``RunTag`` (``log_config``), then each dataset's metrics and records, the
 summary files once the run is summarised (``log_summary``), and always calls ``finish``.
 
 * ``EvalLogger`` (``logger=none``): nothing beyond the run directory's records and ``summary.json``.
@@ -17,7 +17,7 @@ summary files once the run is summarised (``log_summary``), and always calls ``f
   ``eval/<dataset>/<metric>`` (per-position acceptance as ``eval/<dataset>/acceptance_pos<j>``;
   ``eval/overall/sweep_objective`` is the sweep metric, ``eval/overall/modeled_speedup_vs_ar`` the
   leaderboard's paired number and ``eval/<dataset>/self_modeled_speedup`` the run's own estimate,
-  ``specdec.bench.paired``), a table of records per dataset and the
+  ``specdec.bench.run.paired``), a table of records per dataset and the
   summary files as a ``summary`` artifact. ``WANDB_DIR`` is honoured; otherwise W&B files go into
   the run directory.
 """

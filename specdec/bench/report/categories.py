@@ -12,10 +12,11 @@ prompts:
 
 * speedup = Σ baseline ``wall_s`` / Σ method ``wall_s`` over the category's prompts;
 * modeled speedup vs ar = the baseline's forward profiles / the method's forward logs, both
-  priced by the method run's cost table (as ``specdec.bench.rows.paired_modeled_speedup``,
+  priced by the method run's cost table (as ``specdec.bench.report.rows.paired_modeled_speedup``,
   restricted to the category).
 
-A row that merges repeats (``specdec.bench.repeats``) shows each number's mean ± std over its runs.
+A row that merges repeats (``specdec.bench.report.repeats``) shows each number's mean ± std over its
+runs.
 """
 
 from __future__ import annotations
@@ -24,13 +25,13 @@ from typing import TYPE_CHECKING
 
 from specdec.bench.costfit import record_modeled_s
 from specdec.bench.pricing import CostTable, merge_profiles
-from specdec.bench.repeats import mean_std
+from specdec.bench.report.repeats import mean_std
 from specdec.data.prompts import MULTI_TURN as MULTI_TURN  # re-exported: the category's name
 from specdec.data.prompts import category_for
 from specdec.metrics import GenerationStats, summarize
 
 if TYPE_CHECKING:
-    from specdec.bench.rows import Row
+    from specdec.bench.report.row import Row
 
 KEYS = ("prompts", "block_efficiency", "acceptance_rate", "speedup", "modeled_speedup_vs_ar")
 Values = dict[str, float | None]

@@ -3,18 +3,18 @@ the datasets, the number a sweep maximises), per-category tables, counters, gree
 unreadable inputs and copies left out, incomplete runs, refusals and the definitions.
 
 Undefined metrics (``null`` in the JSON, e.g. AR's acceptance rate) show as ``-``. A row merging
-repeats (``specdec.bench.repeats``) shows ``mean ± std`` and its number of runs in ``runs``.
-``greedy = ar`` (temperature-0 runs only, ``specdec.bench.greedy``) is the share of prompts whose
-output token ids equal the ``ar`` run's; below 1 it is marked ``✗`` and the mismatching prompts are
-listed.
+repeats (``specdec.bench.report.repeats``) shows ``mean ± std`` and its number of runs in ``runs``.
+``greedy = ar`` (temperature-0 runs only, ``specdec.bench.report.greedy``) is the share of prompts
+whose output token ids equal the ``ar`` run's; below 1 it is marked ``✗`` and the mismatching
+prompts are listed.
 """
 
 from __future__ import annotations
 
 import math
 
-from specdec.bench.categories import categories
-from specdec.bench.rows import Row
+from specdec.bench.report.categories import categories
+from specdec.bench.report.row import Row
 
 COLUMNS = [  # (metric key, header, format)
     ("tokens_per_s", "tokens/s", "{:.1f}"),
@@ -113,7 +113,7 @@ def pivot(rows: list[Row]) -> list[str]:
 
 def modeled_pivot(rows: list[Row]) -> list[str]:
     """Modeled speedup vs the baseline, method × dataset, and its mean over the datasets: what a
-    sweep of that method's run maximises (``sweep_objective``, ``specdec.bench.paired``)."""
+    sweep of that method's run maximises (``sweep_objective``, ``specdec.bench.run.paired``)."""
     if not any(r.modeled_speedup_vs_ar is not None for r in rows):
         return []
     datasets, body = sorted({r.dataset for r in rows}), []

@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from specdec.bench.records import iter_records
-from specdec.bench.report import Row, Run
+from specdec.bench.report.board import Row, Run
 from specdec.errors import MissingInput
 
 LEADERBOARD_COLUMNS = ["method", "dataset", "lossless", "prompts", "complete", "tokens_per_s",

@@ -2,7 +2,7 @@
 
 Speedup = seconds per generated token of the baseline run (``ar``) / that of the method run, on
 one dataset (``wall_s / new_tokens``; ARCHITECTURE §0.3), computed only when the two runs compare
-(``specdec.bench.runs.mismatches``); otherwise the row carries the reason it was refused. Per
+(``specdec.bench.report.runs.mismatches``); otherwise the row carries the reason it was refused. Per
 token because at T > 0 the two runs' outputs (so their lengths) differ; greedy outputs are equal,
 where this is ``wall_s`` over ``wall_s``.
 
@@ -10,61 +10,30 @@ Modeled speedup vs ar (when the method run has a cost table): the baseline's for
 method's forwards per generated token, both priced by one table fitted on both runs' forward logs
 (``modeled_speedup_vs_ar``; older records without logs: both profiles priced by the method run's
 table). It is not the summary's ``self_modeled_speedup`` (the run alone against AR-equivalent
-forwards, ``specdec.bench.summary``). Wall-clock speedups on a shared machine move with its load
+forwards, ``specdec.bench.run.summary``). Wall-clock speedups on a shared machine move with its load
 (±0.2 on the project's 2-core VM). A baseline run is paired with itself (speedup 1), never with
 another baseline run.
 
 Each row also carries its greedy equality against the baseline at temperature 0
-(``specdec.bench.greedy``). Runs that differ only in their seed are merged into one row of means
-with standard deviations (``specdec.bench.repeats``); a method with several distinct configurations
-gets one label per configuration: ``method (<folder>)``, the run folder's name, or its path below
-the runs' common folder where names repeat; the folder named after the method (the default
-command's) keeps the plain ``method``.
+(``specdec.bench.report.greedy``). Runs that differ only in their seed are merged into one row of
+means with standard deviations (``specdec.bench.report.repeats``); a method with several distinct
+configurations gets one label per configuration: ``method (<folder>)``, the run folder's name, or
+its path below the runs' common folder where names repeat; the folder named after the method (the
+default command's) keeps the plain ``method``.
 """
 
 from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from specdec.bench.costfit import fit_cost_table, log_rows, record_modeled_s
-from specdec.bench.greedy import Greedy, find_greedy
 from specdec.bench.pricing import CostTable
-from specdec.bench.repeats import aggregate
-from specdec.bench.runs import Run, mismatches
-
-
-@dataclass
-class Row:
-    """One leaderboard row: a method run on one dataset, or the mean of its repeats.
-
-    Attributes:
-        run: the (first) run.
-        metrics: the run's dataset metrics (for repeats: numeric ones averaged).
-        greedy: equality of the outputs with the baseline's (temperature 0 only).
-        members: the per-run rows a merged row averages (empty for a single run).
-        std: sample standard deviation over ``members`` per metric name (and ``speedup``,
-            ``modeled_speedup_vs_ar``).
-    """
-
-    run: Run
-    dataset: str
-    metrics: dict
-    label: str = ""
-    speedup: float | None = None
-    baseline: Run | None = None
-    refused: str | None = None
-    modeled_speedup_vs_ar: float | None = None
-    greedy: Greedy | None = None
-    members: list[Row] = field(default_factory=list)
-    std: dict[str, float] = field(default_factory=dict)
-
-    @property
-    def runs(self) -> list[Run]:
-        """The runs behind the row."""
-        return [m.run for m in self.members] or [self.run]
+from specdec.bench.report.greedy import find_greedy
+from specdec.bench.report.repeats import aggregate
+from specdec.bench.report.row import Row
+from specdec.bench.report.runs import Run, mismatches
 
 
 def paired_modeled_speedup(run: Run, base: Run, dataset: str) -> float | None:

@@ -4,9 +4,9 @@ answering one prompt with it.
 ``run_prompt`` answers every turn of a prompt in order (later turns see the model's own earlier
 answers), each turn through ``engine.generate`` with its own stream of the prompt's coins
 (``sampling.turn_coins``: drafters' fork keys recur across turns of equal length), timed between
-CUDA syncs of every device of the pair (never per step; ``specdec.bench.runner`` has the timing
+CUDA syncs of every device of the pair (never per step; ``specdec.bench.run.runner`` has the timing
 rules). Before each turn it checks that the conversation so far plus ``max_new_tokens`` fits in
-every model's positions (``specdec.bench.checks.fit_context``): a longer one fails naming the
+every model's positions (``specdec.bench.run.checks.fit_context``): a longer one fails naming the
 prompt, or, with ``truncate_prompts=left``, keeps its last tokens and counts the dropped ones. A
 drafter's background job that fails (``specdec.drafters.ahead.BackgroundError``, naming the
 decoding step) is re-raised naming the prompt; the runner then writes no record for it.
@@ -22,7 +22,7 @@ from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from specdec.bench.checks import context_limits, fit_context
+from specdec.bench.run.checks import context_limits, fit_context
 from specdec.compose import Method, compose_method
 from specdec.core import Drafter
 from specdec.data.prompts import Prompt, encode_turn, format_turn
@@ -78,7 +78,7 @@ class Answer:
     prompt tokens ``truncate_prompts=left`` dropped (0: none), and per turn the new token ids and
     the length of the prompt they followed (the conversation so far, as encoded), its seconds
     (prefill + decode between syncs) and its decoding steps (Spec-Bench's per-turn fields,
-    ``specdec.bench.specbench``)."""
+    ``specdec.bench.report.specbench``)."""
 
     answers: list[str]
     stats: GenerationStats

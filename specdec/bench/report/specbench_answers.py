@@ -21,8 +21,8 @@ would share one); ``question_id`` = our prompt id; ``category`` = the prompt's o
 prompt id (stable; Spec-Bench draws a random one); ``tstamp`` = the run's ``summary.json`` time.
 ``wall_time`` is the turn's prefill + decode between CUDA syncs (``turn_s`` of a record), as
 Spec-Bench times the whole call, so these tokens/s include prefill while the leaderboard's do not.
-The speed table groups by the report's categories (``specdec.bench.categories.category_of``: a
-multi-turn prompt counts as ``multi-turn``, Spec-Bench's ``mt_bench``). Unlike ``speed.py``, which
+The speed table groups by the report's categories (``specdec.bench.report.categories.category_of``:
+a multi-turn prompt counts as ``multi-turn``, Spec-Bench's ``mt_bench``). Unlike ``speed.py``, which
 re-tokenises the baseline's text, both sides count ``new_tokens`` (the generated ids).
 
 A record written before per-turn timings (no ``turn_s``/``turn_steps``) with several turns
@@ -39,8 +39,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from specdec.bench.categories import category_of
-from specdec.bench.runs import Run
+from specdec.bench.report.categories import category_of
+from specdec.bench.report.runs import Run
 from specdec.errors import BadInput
 
 OVERALL = "overall"

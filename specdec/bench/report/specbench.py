@@ -1,7 +1,7 @@
 """``python -m specdec.report --format specbench RUN_DIRS``: Spec-Bench answers and speed table.
 
 Writes, into the output folder, one Spec-Bench answer file per run (``<model_id>.jsonl``, format
-and field meanings in ``specdec.bench.specbench_answers``) and Spec-Bench's speed report as
+and field meanings in ``specdec.bench.report.specbench_answers``) and Spec-Bench's speed report as
 ``speed.md`` and ``speed.csv``: per run, per category (the report's, ``category_of``) and
 ``overall``, the questions, mean accepted tokens, tokens/s, the baseline's tokens/s over the same
 questions and the speedup, computed from the answer rows as Spec-Bench's ``evaluation/speed.py``
@@ -12,10 +12,10 @@ questions and the speedup, computed from the answer rows as Spec-Bench's ``evalu
 * speedup = method tokens/s / baseline tokens/s.
 
 The baseline is the first run of the ``--baseline`` method (``ar``) that compares with the run on
-every one of its datasets (``specdec.bench.runs.mismatches``, target only) and answered every
+every one of its datasets (``specdec.bench.report.runs.mismatches``, target only) and answered every
 question the run answered; a baseline run is its own (speedup 1). Otherwise the speedup is left
 empty and the table says why. Unreadable summaries are named and skipped, copies of a run count
-once, as in the leaderboard (``specdec.bench.report``).
+once, as in the leaderboard (``specdec.bench.report.board``).
 """
 
 from __future__ import annotations
@@ -26,10 +26,10 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from specdec.bench.repeats import usable_runs
-from specdec.bench.runs import Run, mismatches
-from specdec.bench.specbench_answers import OVERALL, Entry, choice_of, entries, model_id
-from specdec.bench.specbench_answers import write_answers as write_answers
+from specdec.bench.report.repeats import usable_runs
+from specdec.bench.report.runs import Run, mismatches
+from specdec.bench.report.specbench_answers import OVERALL, Entry, choice_of, entries, model_id
+from specdec.bench.report.specbench_answers import write_answers as write_answers
 
 __all__ = ["Export", "SpeedRow", "choice_of", "export", "model_ids", "speed_table",
            "write_answers"]

@@ -13,11 +13,11 @@ with a copy of the sweep's own files from ``hydra.sweep.dir`` (``multirun.yaml``
 overwrites them there, not beside this board. When
 the sweep's ``logger`` has a ``report`` node (``logger=wandb``: ``WandbReport``), that folder is
 also logged as a W&B ``leaderboard`` artifact, in the runs' group when they share one.
-A job that failed (``specdec.bench.failures``) is left out of the board and listed under it; the
+A job that failed (``specdec.bench.run.failures``) is left out of the board and listed under it; the
 sweep then exits with status 2 (input errors only) or 1. Jobs are collected in ``on_job_end``,
 i.e. in the launcher's process: with a remote launcher the callback only prints the
 ``specdec.report`` command to run. Under ``torchrun`` (every rank runs the sweep,
-``specdec.bench.ranks``) only rank 0 writes, prints and logs the leaderboard.
+``specdec.bench.run.ranks``) only rank 0 writes, prints and logs the leaderboard.
 """
 
 from __future__ import annotations
@@ -34,9 +34,9 @@ from hydra.experimental.callback import Callback
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from specdec.bench.failures import Failure, end_sweep, job_failure, summary_error
-from specdec.bench.paired import baseline_dir
-from specdec.bench.ranks import Ranks
+from specdec.bench.run.failures import Failure, end_sweep, job_failure, summary_error
+from specdec.bench.run.paired import baseline_dir
+from specdec.bench.run.ranks import Ranks
 from specdec.bench.wandb_artifacts import common_group
 from specdec.errors import InputError
 
@@ -65,7 +65,7 @@ class PrintLeaderboard(Callback):
         self.baseline, self.plots = baseline, plots
         self.dirs: list[Path] = []
         self.methods: list[str] = []
-        self.failed: list[Failure] = []  # jobs that failed (specdec.bench.failures)
+        self.failed: list[Failure] = []  # jobs that failed (specdec.bench.run.failures)
 
     def on_job_end(self, config: DictConfig, job_return: JobReturn, **kwargs: Any) -> None:
         if job_return.hydra_cfg is None:
@@ -89,13 +89,13 @@ class PrintLeaderboard(Callback):
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         """Print the board of the finished jobs, then name the failed ones and exit non-zero
-        (``specdec.bench.failures.end_sweep``)."""
+        (``specdec.bench.run.failures.end_sweep``)."""
         self.board(config)
         end_sweep(self.failed)
 
     def board(self, config: DictConfig) -> None:
         """Write, print (and log) the leaderboard of the finished jobs."""
-        from specdec.bench.report import report
+        from specdec.bench.report.board import report
 
         if not Ranks.from_env().main:  # rank 0 of a torchrun eval reports for every rank
             return

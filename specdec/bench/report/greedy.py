@@ -11,8 +11,9 @@ from there on. Any other mismatch is a bug; the report flags every one.
 
 Compared: each prompt's ``output_ids`` (new token ids, one list per turn, in the records) of the
 method run and of a baseline run (``ar``) whose target, prompts and sampling agree
-(``specdec.bench.runs.OUTPUT_CHECKS``; machine and software may differ). Runs at a temperature
-above 0, runs whose records predate ``output_ids``, and the baseline's own row get no value.
+(``specdec.bench.report.runs.OUTPUT_CHECKS``; machine and software may differ). Runs at a
+temperature above 0, runs whose records predate ``output_ids``, and the baseline's own row get no
+value.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from specdec.bench.runs import OUTPUT_CHECKS, Run, mismatches
+from specdec.bench.report.runs import OUTPUT_CHECKS, Run, mismatches
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,8 @@ after it. Inside a multirun ``run_job`` catches the job's error instead:
    process holds the folder (``specdec.bench.rundir.RunLock``);
 3. it notes the failure for the sweep (``failed()``) and returns None, so the next job runs.
 
-At the end of the sweep the leaderboard callback (``specdec.bench.leaderboard``) lists the failed
-jobs and ends the process with status 2 when every failure was an input error, else 1.
+At the end of the sweep the leaderboard callback (``specdec.bench.run.leaderboard``) lists the
+failed jobs and ends the process with status 2 when every failure was an input error, else 1.
 """
 
 from __future__ import annotations

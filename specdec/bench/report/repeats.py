@@ -4,8 +4,8 @@ How to repeat a measurement: sweep the seed, e.g. ``python -m specdec.eval -m me
 seed=0,1,2``. Each seed is an ordinary run: its own folder (``seed=<s>`` is in the folder name),
 its own config hash (the seed is hashed, so records of different seeds never mix), resumable and
 complete-or-not like any run. The report first pairs every method run with the ``ar`` run of the
-*same* seed (``specdec.bench.runs.mismatches`` compares the seed), so each speedup is paired; then
-it merges the rows of runs that agree on everything but the seed (``repeat_key``: method, the
+*same* seed (``specdec.bench.report.runs.mismatches`` compares the seed), so each speedup is paired;
+then it merges the rows of runs that agree on everything but the seed (``repeat_key``: method, the
 record-relevant config, learned weights, prompt files, pair, machine, software and the dataset's
 prompts). Each number of a merged row is the mean over its runs, with the sample standard
 deviation (n - 1 in the denominator) beside it; greedy equality adds up prompts over the runs.
@@ -25,17 +25,17 @@ import statistics
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from specdec.bench.greedy import Greedy
 from specdec.bench.records import config_hash
-from specdec.bench.runs import PROMPT_KEYS, Run, read_runs
+from specdec.bench.report.greedy import Greedy
+from specdec.bench.report.row import Row
+from specdec.bench.report.runs import PROMPT_KEYS, Run, read_runs
 from specdec.errors import InputError
 
-if TYPE_CHECKING:  # rows.py builds rows with aggregate()
+if TYPE_CHECKING:
     from pathlib import Path
 
-    from specdec.bench.rows import Row
-
 log = logging.getLogger(__name__)
+
 
 def run_key(run: Run) -> str:
     """What a run's repeats share: everything that changes a record, but the seed (a summary

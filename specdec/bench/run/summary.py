@@ -9,9 +9,9 @@ that carry ``prompt_tokens`` and ``output_ids``, ``ar_modeled_s`` (AR's forwards
 tokens, ``specdec.bench.pricing.ar_profile``, priced by the same table) and
 ``self_modeled_speedup = ar_modeled_s / modeled_s`` (overall: the datasets' sums): the run's own
 speedup estimate, needing no ``ar`` run. It is not the leaderboard's ``modeled_speedup_vs_ar``
-(the run paired with a real ``ar`` run, ``specdec.bench.rows``); ``overall`` also gets that one
-and ``sweep_objective``, what ``python -m specdec.eval`` returns to a sweeper, once the run is
-paired (``specdec.bench.paired``).
+(the run paired with a real ``ar`` run, ``specdec.bench.report.rows``); ``overall`` also gets that
+one and ``sweep_objective``, what ``python -m specdec.eval`` returns to a sweeper, once the run is
+paired (``specdec.bench.run.paired``).
 
 Completeness: ``summary.json`` is written when the run starts (before any generation, so a
 previous run's summary never outlives a changed configuration) and again after each dataset, with
@@ -43,7 +43,7 @@ log = logging.getLogger(__name__)
 
 Progress = dict[str, dict[str, int]]  # dataset -> {"recorded": n, "expected": m}
 MODELED_KEYS = ("modeled_s", "ar_modeled_s", "self_modeled_speedup")
-PAIRED_KEYS = ("modeled_speedup_vs_ar", "sweep_objective")  # specdec.bench.paired
+PAIRED_KEYS = ("modeled_speedup_vs_ar", "sweep_objective")  # specdec.bench.run.paired
 RENAMED = {"modeled_speedup": "sweep_objective (what a sweep maximises), self_modeled_speedup "
                               "(the run's own estimate) or modeled_speedup_vs_ar (paired with ar)"}
 
