@@ -77,17 +77,17 @@ def csv_row(r: Row, root: Path | None = None) -> dict[str, object]:
     """One CSV line's cells by column name; folders relative to ``root`` (the CSV's folder)."""
     values = {**r.metrics, "speedup": r.speedup, "modeled_speedup_vs_ar": r.modeled_speedup_vs_ar}
     m, w = r.metrics.get("modeled_s"), r.metrics.get("wall_s")
-    tag, prov = RunTag.from_summary(r.run.summary), r.run.summary.get("provenance") or {}
+    tag, prov = RunTag.from_summary(r.run.summary), r.run.summary.provenance or {}
     out: dict[str, object] = {
         "method": r.label, "method_name": r.run.method, "dataset": r.dataset,
         "pair": tag.pair, "benchmark": tag.benchmark, "git_commit": prov.get("git_commit"),
         "git_dirty": prov.get("git_dirty"), "runs": len(r.runs),
-        "seeds": ";".join(str(run.summary.get("seed")) for run in r.runs),
+        "seeds": ";".join(str(run.summary.seed) for run in r.runs),
         "run_dirs": ";".join(_rel(run.path, root) for run in r.runs),
-        "lossless": bool(r.run.summary.get("lossless")),
+        "lossless": bool(r.run.summary.lossless),
         "complete": not any(run.incomplete for run in r.runs),
-        "temperature": (r.run.summary.get("sampling") or {}).get("temperature"),
-        "prompts": r.run.summary["datasets"][r.dataset].get("prompts"),
+        "temperature": (r.run.summary.sampling or {}).get("temperature"),
+        "prompts": r.run.summary.datasets[r.dataset].get("prompts"),
         "modeled_over_wall": m / w if m is not None and w else None,
         "greedy_equal": r.greedy.fraction if r.greedy is not None else None,
         "greedy_prompts": r.greedy.prompts if r.greedy is not None else None,

@@ -64,8 +64,7 @@ def run_categories(row: Row) -> dict[str, Values]:
     base = ({r["prompt_id"]: r for r in row.baseline.records(row.dataset)}
             if row.baseline is not None else {})
     # the dataset's own table (price_run), else the run-wide one (summaries before per-dataset fits)
-    table = (row.run.summary.get("cost_tables") or {}).get(row.dataset,
-                                                           row.run.summary.get("cost_table"))
+    table = (row.run.summary.cost_tables or {}).get(row.dataset, row.run.summary.cost_table)
     cost = CostTable.from_dict(table) if table else None
     out: dict[str, Values] = {}
     for cat in sorted(by_cat):

@@ -48,7 +48,7 @@ def leaderboard_frame(rows: list[Row]) -> pd.DataFrame:
     frame = pd.DataFrame([{
         "method": r.label or r.run.method,
         "dataset": r.dataset,
-        "lossless": r.run.summary.get("lossless"),
+        "lossless": r.run.summary.lossless,
         "prompts": r.metrics.get("prompts"),
         "complete": r.run.incomplete is None,
         "tokens_per_s": r.metrics.get("tokens_per_s"),
@@ -70,7 +70,7 @@ def records_frame(runs: list[Run]) -> pd.DataFrame:
     rows = [{"run": str(run.path),
              **{k: v for k, v in rec.items() if not isinstance(v, (list, dict))}}
             for run in runs for rec in iter_records(run.path)
-            if rec.get("config_hash") == run.summary.get("config_hash")]
+            if rec.get("config_hash") == run.summary.config_hash]
     frame = pd.DataFrame(rows)
     if not frame.empty:
         frame["tau"] = frame["new_tokens"] / frame["target_forwards"]

@@ -47,13 +47,13 @@ class Greedy:
 
 def is_greedy(run: Run) -> bool:
     """Whether the run sampled at temperature 0 (greedy)."""
-    return float((run.summary.get("sampling") or {}).get("temperature", -1.0)) == 0.0
+    return float((run.summary.sampling or {}).get("temperature", -1.0)) == 0.0
 
 
 def greedy_equality(run: Run, base: Run, dataset: str) -> Greedy | None:
     """The share of prompts whose outputs equal ``base``'s; None where no comparison applies
     (see the module docstring)."""
-    if run.path == base.path or not is_greedy(run) or dataset not in base.summary["datasets"]:
+    if run.path == base.path or not is_greedy(run) or dataset not in base.summary.datasets:
         return None
     if mismatches(run, base, dataset, target_only=True, only=OUTPUT_CHECKS):
         return None

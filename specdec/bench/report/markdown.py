@@ -73,8 +73,8 @@ def main_table(rows: list[Row]) -> list[str]:
     body = []
     for r in rows:
         values = {**r.metrics, "speedup": r.speedup}
-        prompts = r.run.summary["datasets"][r.dataset].get("prompts", "-")
-        cells = [r.label, r.dataset, "yes" if r.run.summary.get("lossless") else "no",
+        prompts = r.run.summary.datasets[r.dataset].get("prompts", "-")
+        cells = [r.label, r.dataset, "yes" if r.run.summary.lossless else "no",
                  *([str(len(r.runs))] if repeated else []), str(prompts),
                  "no" if _incomplete(r) else "yes"]
         for key, _, fmt in COLUMNS:

@@ -41,13 +41,13 @@ def run_key(run: Run) -> str:
     """What a run's repeats share: everything that changes a record, but the seed (a summary
     without its config is a row of its own)."""
     summary = run.summary
-    if "config" not in summary:
+    if summary.config is None:
         return str(run.path)
-    config = {k: v for k, v in (summary.get("config") or {}).items() if k != "seed"}
-    chash = config_hash({**config, "learned_weights": summary.get("learned_weights"),
-                         "prompt_files": summary.get("prompt_files")})
-    return json.dumps([run.method, chash, summary.get("model"), summary.get("machine"),
-                       summary.get("software"), summary.get("lossless")],
+    config = {k: v for k, v in summary.config.items() if k != "seed"}
+    chash = config_hash({**config, "learned_weights": summary.learned_weights,
+                         "prompt_files": summary.prompt_files})
+    return json.dumps([run.method, chash, summary.model, summary.machine,
+                       summary.software, summary.lossless],
                       sort_keys=True, default=str)
 
 
@@ -58,7 +58,7 @@ def drop_copies(runs: list[Run]) -> tuple[list[Run], list[str]]:
     kept: dict[str, Run] = {}
     dropped: list[str] = []
     for run in runs:
-        key = json.dumps([run_key(run), run.summary.get("seed")], default=str)
+        key = json.dumps([run_key(run), run.summary.seed], default=str)
         first = kept.setdefault(key, run)
         if first is not run:
             same = first.path.resolve() == run.path.resolve()

@@ -45,26 +45,26 @@ def paired_modeled_speedup(run: Run, base: Run, dataset: str) -> float | None:
     both forward profiles priced by ``run``'s own table. None when ``run`` has no cost table or
     either side lacks forwards.
     """
-    table = run.summary.get("cost_table")
+    table = run.summary.cost_table
     mine_recs, theirs_recs = run.records(dataset), base.records(dataset)
     if table and mine_recs and theirs_recs and all(
             "forward_log" in r for r in [*mine_recs, *theirs_recs]):
-        calibration = run.summary.get("calibration")
+        calibration = run.summary.calibration
         joint, _ = fit_cost_table(
             [log_rows(r["forward_log"]) for r in [*mine_recs, *theirs_recs]],
             CostTable.from_dict(calibration) if calibration else None)
         own = sum(record_modeled_s(r, joint) for r in mine_recs) / _tokens(mine_recs)
         theirs_s = sum(record_modeled_s(r, joint) for r in theirs_recs) / _tokens(theirs_recs)
         return theirs_s / own if own else math.nan
-    mine = run.summary["datasets"][dataset].get("forward_profile")
-    theirs = base.summary["datasets"][dataset].get("forward_profile")
+    mine = run.summary.datasets[dataset].get("forward_profile")
+    theirs = base.summary.datasets[dataset].get("forward_profile")
     if not table or mine is None or theirs is None:
         return None
     cost = CostTable.from_dict(table)
     # the method's own modeled_s prices its overlap per step (a profile would price it serially)
-    own = run.summary["datasets"][dataset].get("modeled_s", cost.price(mine))
-    own /= max(run.summary["datasets"][dataset].get("new_tokens", 1), 1)
-    theirs_s = cost.price(theirs) / max(base.summary["datasets"][dataset].get("new_tokens", 1), 1)
+    own = run.summary.datasets[dataset].get("modeled_s", cost.price(mine))
+    own /= max(run.summary.datasets[dataset].get("new_tokens", 1), 1)
+    theirs_s = cost.price(theirs) / max(base.summary.datasets[dataset].get("new_tokens", 1), 1)
     return theirs_s / own if own else math.nan
 
 
@@ -75,16 +75,16 @@ def _tokens(records: list[dict]) -> int:
 
 def _row(run: Run, dataset: str, runs: list[Run], baseline: str) -> Row:
     """The row of one run on one dataset, against the first comparable baseline run."""
-    metrics = run.summary["datasets"][dataset]
+    metrics = run.summary.datasets[dataset]
     row = Row(run, dataset, metrics, run.method)
-    candidates = [b for b in runs if b.method == baseline and dataset in b.summary["datasets"]]
+    candidates = [b for b in runs if b.method == baseline and dataset in b.summary.datasets]
     if run.method == baseline:  # a baseline run is its own baseline
         candidates = [run]
     reasons = {b.path: mismatches(run, b, dataset, target_only=True) for b in candidates}
     match = next((b for b in candidates if not reasons[b.path]), None)
     if match is not None:
         row.baseline = match
-        base_m = match.summary["datasets"][dataset]
+        base_m = match.summary.datasets[dataset]
         base_s = base_m["wall_s"] / max(base_m.get("new_tokens", 1), 1)  # seconds per token
         s = metrics["wall_s"] / max(metrics.get("new_tokens", 1), 1)
         row.speedup = base_s / s if s else math.nan
@@ -103,7 +103,7 @@ def build_rows(runs: list[Run], *, baseline: str = "ar") -> list[Row]:
     """Leaderboard rows with speedups against a comparable baseline run, or a refusal reason;
     repeats merged."""
     rows = aggregate([_row(run, dataset, runs, baseline)
-                      for run in runs for dataset in run.summary["datasets"]])
+                      for run in runs for dataset in run.summary.datasets])
     seen: set[tuple[str, str]] = set()
     shared: set[str] = set()  # methods with two rows on one dataset: label them by folder
     for row in rows:

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from specdec.bench.records import dataset_records
+from specdec.bench.run_summary import RunSummary
 from specdec.errors import BadInput, MissingInput
 
 PROMPT_KEYS = ("prompt_ids_hash", "prompt_file_sha256", "max_new_tokens", "chat_template",
@@ -37,33 +38,33 @@ OUTPUT_CHECKS = ("model pair", "prompts", "sampling")  # what decides the output
 
 @dataclass
 class Run:
-    """One eval run: its directory and ``summary.json``."""
+    """One eval run: its directory and its ``summary.json`` (typed: ``RunSummary``)."""
 
     path: Path
-    summary: dict
+    summary: RunSummary
     _records: dict[str, list[dict]] = field(default_factory=dict, repr=False, compare=False)
 
     def records(self, dataset: str) -> list[dict]:
         """The dataset's records under the summary's config hash (read once, then cached)."""
         if dataset not in self._records:
             self._records[dataset] = dataset_records(self.path, dataset,
-                                                     self.summary.get("config_hash", ""))
+                                                     self.summary.config_hash or "")
         return self._records[dataset]
 
     @property
     def method(self) -> str:
-        return self.summary["method"]
+        return self.summary.method
 
     @property
     def incomplete(self) -> str | None:
         """Why the summary does not cover the whole run (None: it does)."""
-        if "complete" not in self.summary:
+        if self.summary.complete is None:
             return "completeness not recorded (an older summary); rerun its eval command"
-        if self.summary["complete"]:
+        if self.summary.complete:
             return None
         left = [f"{name} ({p['recorded']} of {p['expected']} prompts recorded)"
-                for name, p in (self.summary.get("progress") or {}).items()
-                if name not in self.summary["datasets"]]
+                for name, p in (self.summary.progress or {}).items()
+                if name not in self.summary.datasets]
         return "stopped before finishing " + (", ".join(left) or "its datasets")
 
 
@@ -78,10 +79,7 @@ def read_run(file: Path) -> Run:
             or "method" not in summary:
         raise BadInput(f"{file}: not an eval summary (no `method` and `datasets`); rerun its "
                        "eval command or leave the folder out")
-    for metrics in [*summary["datasets"].values(), summary.get("overall") or {}]:
-        if isinstance(metrics, dict) and "modeled_speedup" in metrics:  # the name before
-            metrics.setdefault("self_modeled_speedup", metrics.pop("modeled_speedup"))
-    return Run(file.parent, summary)
+    return Run(file.parent, RunSummary.from_json(summary))
 
 
 def read_runs(paths: list[str | Path]) -> tuple[list[Run], list[str]]:
@@ -153,15 +151,15 @@ def mismatches(a: Run, b: Run, dataset: str, *, target_only: bool = False,
             baseline that uses no draft).
         only: the checks to make (names in ``CHECKS``; default all).
     """
-    ma, mb = a.summary["datasets"][dataset], b.summary["datasets"][dataset]
+    ma, mb = a.summary.datasets[dataset], b.summary.datasets[dataset]
     pick = _target_only if target_only else _identity
     checks = [
-        ("model pair", pick(a.summary.get("model")), pick(b.summary.get("model"))),
+        ("model pair", pick(a.summary.model), pick(b.summary.model)),
         ("prompts", {k: ma.get(k) for k in PROMPT_KEYS}, {k: mb.get(k) for k in PROMPT_KEYS}),
-        ("sampling", {**a.summary.get("sampling", {}), "seed": a.summary.get("seed")},
-         {**b.summary.get("sampling", {}), "seed": b.summary.get("seed")}),
-        ("machine", a.summary.get("machine"), b.summary.get("machine")),
-        ("software", a.summary.get("software"), b.summary.get("software")),
+        ("sampling", {**(a.summary.sampling or {}), "seed": a.summary.seed},
+         {**(b.summary.sampling or {}), "seed": b.summary.seed}),
+        ("machine", a.summary.machine, b.summary.machine),
+        ("software", a.summary.software, b.summary.software),
     ]
     return [d for name, x, y in checks
             if name in only and (d := _diff(name, x, y)) is not None]

@@ -94,9 +94,9 @@ def _baseline(run: Run, runs: list[Run], method: str) -> tuple[Run | None, str |
     """The run's baseline run, or None and why there is none."""
     if run.method == method:
         return run, None
-    datasets = list(run.summary["datasets"])
+    datasets = list(run.summary.datasets)
     candidates = [b for b in runs if b.method == method
-                  and all(d in b.summary["datasets"] for d in datasets)]
+                  and all(d in b.summary.datasets for d in datasets)]
     if not candidates:
         return None, f"no `{method}` run of {', '.join(datasets)} among the inputs"
     reasons = {b.path: [m for d in datasets for m in mismatches(run, b, d, target_only=True)]

@@ -59,7 +59,7 @@ class Entry:
 
 def model_id(run: Run) -> str:
     """``<method>-<pair name>``, safe as a file name."""
-    pair = (run.summary.get("model") or {}).get("name", "pair")
+    pair = (run.summary.model or {}).get("name", "pair")
     return re.sub(r"[^A-Za-z0-9._+-]+", "_", f"{run.method}-{pair}")
 
 
@@ -131,9 +131,9 @@ def entries(run: Run, mid: str | None = None) -> list[Entry]:
     mid = mid or model_id(run)
     summary_file = run.path / "summary.json"
     tstamp = summary_file.stat().st_mtime if summary_file.exists() else 0.0
-    chash = run.summary.get("config_hash", "")
+    chash = run.summary.config_hash or ""
     out = []
-    for dataset in run.summary["datasets"]:
+    for dataset in run.summary.datasets:
         for rec in run.records(dataset):
             choice, note = choice_of(rec)
             digest = hashlib.sha256(f"{chash}:{dataset}:{rec['prompt_id']}".encode()).hexdigest()

@@ -20,7 +20,7 @@ folder ``python -m specdec.eval method=ar`` with the same overrides writes: ``ba
   complete and compares (``specdec.bench.report.runs.mismatches``);
 * ``sweep_objective``: what ``python -m specdec.eval`` returns to a sweeper and logs as
   ``eval/overall/sweep_objective`` (``optimized_metric`` default): ``modeled_speedup_vs_ar`` when
-  paired, else ``self_modeled_speedup``; ``summary["sweep_objective_source"]`` says which and why.
+  paired, else ``self_modeled_speedup``; ``summary.sweep_objective_source`` says which and why.
 
 Both are stable: a rerun of a complete run reuses the run's calibration
 (``specdec.bench.run.calibration.previous_calibration``) and its records, so it reproduces them.
@@ -36,6 +36,7 @@ from omegaconf import DictConfig
 
 from specdec.bench.report.rows import build_rows
 from specdec.bench.report.runs import Run, read_run
+from specdec.bench.run_summary import RunSummary
 from specdec.errors import InputError
 
 BASELINE = "ar"
@@ -77,12 +78,13 @@ def _read_base(base: Path) -> tuple[Run | None, str]:
         run = read_run(base / "summary.json")
     except InputError as err:
         return None, str(err)
-    if not run.summary.get("complete"):
+    if not run.summary.complete:
         return None, f"the `{BASELINE}` run at {base} is not complete; {hint}"
     return run, ""
 
 
-def paired_speedup(summary: dict, out_dir: Path, base: Path | None) -> tuple[float | None, str]:
+def paired_speedup(summary: RunSummary, out_dir: Path,
+                   base: Path | None) -> tuple[float | None, str]:
     """The mean over the run's datasets of its leaderboard ``modeled_speedup_vs_ar`` against the
     ``ar`` run at ``base``; None and why when there is none."""
     if base is None:
@@ -104,24 +106,24 @@ def paired_speedup(summary: dict, out_dir: Path, base: Path | None) -> tuple[flo
     return sum(r.modeled_speedup_vs_ar for r in mine) / len(mine), ""
 
 
-def pair_run(summary: dict, out_dir: Path, base: Path | None) -> None:
+def pair_run(summary: RunSummary, out_dir: Path, base: Path | None) -> None:
     """Add ``modeled_speedup_vs_ar`` (when paired) and ``sweep_objective`` to the summary's
     ``overall``, and ``sweep_objective_source``, in place (see the module docstring)."""
-    if not summary.get("cost_model"):
+    if not summary.cost_model:
         return  # nothing is priced: no modeled speedup of either kind
     try:
         paired, why = paired_speedup(summary, out_dir, base)
     except (KeyError, TypeError, ValueError) as err:  # an odd `ar` folder never fails the run
         paired, why = None, f"the `{BASELINE}` run at {base} could not be paired ({err!r})"
-    overall = summary["overall"]
+    overall = summary.overall
     if paired is not None:
         overall.update(modeled_speedup_vs_ar=paired, sweep_objective=paired)
-        summary["sweep_objective_source"] = f"modeled_speedup_vs_ar (paired with {base})"
+        summary.sweep_objective_source = f"modeled_speedup_vs_ar (paired with {base})"
         return
     own = overall.get("self_modeled_speedup")
     if own is not None:
         overall["sweep_objective"] = own
-    summary["sweep_objective_source"] = f"self_modeled_speedup ({why})"
+    summary.sweep_objective_source = f"self_modeled_speedup ({why})"
 
 
 def in_sweep() -> bool:

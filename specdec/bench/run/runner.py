@@ -80,6 +80,7 @@ from specdec.bench.run.shards import (
 )
 from specdec.bench.run.summary import check_metric_name, dataset_metrics, price_run, write_summaries
 from specdec.bench.run.table import format_table
+from specdec.bench.run_summary import RunSummary
 from specdec.bench.rundir import RunLock
 from specdec.bench.wandb_artifacts import RunTag
 from specdec.data.prompts import Prompt, PromptFile, first_per_category, read_prompt_file
@@ -175,7 +176,8 @@ def run_dataset(run: DatasetRun, warm: list[int]) -> list[dict]:
 
 def run(cfg: DictConfig, ranks: Ranks | None = None) -> dict:
     """Run the evaluation described by ``cfg`` as ``ranks`` (default: ``torchrun``'s environment
-    variables, else one process); returns the summary dict (rank 0's on every rank)."""
+    variables, else one process); returns the summary as written (``RunSummary.to_json()``; rank
+    0's on every rank)."""
     validate(cfg)  # bad scalar values fail here, naming the key, before anything loads
     check_metric_name(cfg.get("optimized_metric"))
     if not cfg.benchmark.get("datasets"):
@@ -256,19 +258,14 @@ def _run(cfg: DictConfig, out_dir: Path, ranks: Ranks, device: str) -> dict:
     cost = run_cost_table(bool(cfg.get("cost_model", False)), bool(cfg.resume), method.target,
                           next(iter(method.drafter.models), None),
                           previous_calibration(out_dir / "summary.json", chash, machine))
-    summary = {
-        "method": cfg.method_name, "lossless": bool(method.verifier.lossless),
-        "model": pair.describe(), "learned_weights": weights, "prompt_files": prompt_files,
-        "sampling": resolved["sampling"], "seed": cfg.seed,
-        "machine": machine, "software": software_versions(),
-        "provenance": provenance(), "config_hash": chash,
-        "complete": False, "datasets_done": [], "progress": {},
-        "cost_model": cost is not None, "cost_table": cost.to_dict() if cost is not None else None,
-        "datasets": {}, "overall": {},
-        "config": resolved,
-    }
-    if ranks.world > 1:
-        summary["world_size"] = ranks.world
+    summary = RunSummary(
+        method=cfg.method_name, datasets={}, lossless=bool(method.verifier.lossless),
+        model=pair.describe(), learned_weights=weights, prompt_files=prompt_files,
+        sampling=resolved["sampling"], seed=cfg.seed, machine=machine,
+        software=software_versions(), provenance=provenance(), config_hash=chash,
+        complete=False, datasets_done=[], progress={}, cost_model=cost is not None,
+        cost_table=cost.to_dict() if cost is not None else None, overall={}, config=resolved,
+        world_size=ranks.world if ranks.world > 1 else None)
     write_summaries(out_dir, summary, {r.name: r.progress() for r in runs})  # not complete yet
     logger: EvalLogger = instantiate(cfg.logger.eval)  # conf/logger/: the eval node
     try:
@@ -280,9 +277,9 @@ def _run(cfg: DictConfig, out_dir: Path, ranks: Ranks, device: str) -> dict:
             ranks.barrier(f"dataset {ds_run.name}", timeout)
             records = by_dataset[ds_run.name] = _gather(ds_run, out_dir)
             # 4. Summarise the dataset and the run so far, 5. log them.
-            metrics = summary["datasets"][ds_run.name] = ds_run.metrics(records)
+            metrics = summary.datasets[ds_run.name] = ds_run.metrics(records)
             all_records += records
-            summary["overall"] = summarize(
+            summary.overall = summarize(
                 [GenerationStats.from_record(r) for r in all_records])
             price_run(summary, by_dataset, cost)  # refits on every dataset's records so far
             write_summaries(out_dir, summary, {r.name: r.progress() for r in runs}, ds_run.name)
@@ -291,11 +288,11 @@ def _run(cfg: DictConfig, out_dir: Path, ranks: Ranks, device: str) -> dict:
         pair_run(summary, out_dir, baseline_for(cfg))  # sweep_objective (specdec.bench.run.paired)
         write_summaries(out_dir, summary, {r.name: r.progress() for r in runs})
         remove_ranks_dir(out_dir / "records")  # every rank is done appending
-        logger.log_dataset("overall", summary["overall"])
+        logger.log_dataset("overall", summary.overall)
         logger.log_summary([out_dir / "summary.json",
                             *sorted((out_dir / "summary").glob("*.json"))])
     finally:
         logger.finish()
-    print(format_table(cfg.method_name, {**summary["datasets"], "overall": summary["overall"]}))
+    print(format_table(cfg.method_name, {**summary.datasets, "overall": summary.overall}))
     log.info("wrote %s", out_dir / "summary.json")
-    return ranks.broadcast(summary)
+    return ranks.broadcast(summary.to_json())

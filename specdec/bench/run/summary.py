@@ -30,10 +30,12 @@ from __future__ import annotations
 
 import logging
 import math
+from dataclasses import replace
 from pathlib import Path
 
 from specdec.bench.costfit import fit_cost_table, log_rows
 from specdec.bench.pricing import CostTable, ar_profile, merge_profiles
+from specdec.bench.run_summary import Progress, RunSummary
 from specdec.bench.rundir import write_json
 from specdec.data.prompts import prompt_ids_hash
 from specdec.errors import BadInput
@@ -41,7 +43,6 @@ from specdec.metrics import GenerationStats, summarize
 
 log = logging.getLogger(__name__)
 
-Progress = dict[str, dict[str, int]]  # dataset -> {"recorded": n, "expected": m}
 MODELED_KEYS = ("modeled_s", "ar_modeled_s", "self_modeled_speedup")
 PAIRED_KEYS = ("modeled_speedup_vs_ar", "sweep_objective")  # specdec.bench.run.paired
 RENAMED = {"modeled_speedup": "sweep_objective (what a sweep maximises), self_modeled_speedup "
@@ -113,7 +114,8 @@ def dataset_metrics(records: list[dict], *, prompt_file_sha256: str, max_new_tok
     return metrics
 
 
-def price_run(summary: dict, records: dict[str, list[dict]], calibration: CostTable | None) -> None:
+def price_run(summary: RunSummary, records: dict[str, list[dict]],
+              calibration: CostTable | None) -> None:
     """Price the run from its own forward logs (``specdec.bench.costfit``), in place.
 
     Each dataset gets a table fitted on its own records' forwards (``cost_tables[name]``, with
@@ -131,58 +133,58 @@ def price_run(summary: dict, records: dict[str, list[dict]], calibration: CostTa
     logs = {name: [log_rows(r["forward_log"]) for r in recs if "forward_log" in r]
             for name, recs in records.items()}
     table, fit = fit_cost_table([log for recs in logs.values() for log in recs], calibration)
-    summary.update(cost_table=table.to_dict(), calibration=calibration.to_dict(), cost_fit=fit,
-                   cost_tables={}, cost_fits={})
+    summary.cost_table, summary.calibration = table.to_dict(), calibration.to_dict()
+    summary.cost_fit, summary.cost_tables, summary.cost_fits = fit, {}, {}
     fits, priced = [fit], []
     for name, recs in records.items():
-        if name not in summary["datasets"]:
+        if name not in summary.datasets:
             continue
         own, own_fit = fit_cost_table(logs[name], calibration) if logs[name] else (table, fit)
-        summary["cost_tables"][name], summary["cost_fits"][name] = own.to_dict(), own_fit
+        summary.cost_tables[name], summary.cost_fits[name] = own.to_dict(), own_fit
         fits.append(own_fit)
-        summary["datasets"][name].update(modeled_metrics(recs, own))
-        priced.append(summary["datasets"][name])
-    summary["cost_table_monotone"] = not any(v for f in fits
-                                             for v in f["monotone_violations"].values())
+        summary.datasets[name].update(modeled_metrics(recs, own))
+        priced.append(summary.datasets[name])
+    summary.cost_table_monotone = not any(v for f in fits
+                                          for v in f["monotone_violations"].values())
     overall = {k: sum(m[k] for m in priced) for k in ("modeled_s", "ar_modeled_s")
                if priced and all(k in m for m in priced)}
     if len(overall) == 2:
         overall["self_modeled_speedup"] = (overall["ar_modeled_s"] / overall["modeled_s"]
                                            if overall["modeled_s"] else float("nan"))
-    summary["overall"].update(overall)
+    summary.overall.update(overall)
 
 
-def check_counts(summary: dict, progress: Progress) -> None:
+def check_counts(summary: RunSummary, progress: Progress) -> None:
     """Refuse a summary whose prompt counts disagree with the records: each summarised dataset
     counts every prompt it expects and has recorded, and ``overall`` counts their sum.
 
     Raises:
         RuntimeError: naming the dataset and both counts (a bug: the summary is not written).
     """
-    for name, metrics in summary["datasets"].items():
+    for name, metrics in summary.datasets.items():
         seen, recorded = metrics.get("prompts"), progress[name]["recorded"]
         if not seen == recorded == progress[name]["expected"]:
             raise RuntimeError(f"{name}: the summary counts {seen} prompts, {recorded} are "
                                f"recorded of {progress[name]['expected']} expected; not written")
-    if summary["datasets"]:
-        seen = summary["overall"].get("prompts")
-        total = sum(m.get("prompts", 0) for m in summary["datasets"].values())
+    if summary.datasets:
+        seen = summary.overall.get("prompts")
+        total = sum(m.get("prompts", 0) for m in summary.datasets.values())
         if seen != total:
             raise RuntimeError(f"overall: the summary counts {seen} prompts, {total} are in its "
                                "datasets; not written")
 
 
-def write_summaries(out_dir: Path, summary: dict, progress: Progress,
+def write_summaries(out_dir: Path, summary: RunSummary, progress: Progress,
                     dataset: str | None = None) -> None:
     """Mark ``summary`` complete or not (in place) and write ``summary.json``; with ``dataset``,
     also ``summary/<dataset>.json`` (that dataset alone, complete). The counts are checked first
     (``check_counts``)."""
-    done = list(summary["datasets"])
+    done = list(summary.datasets)
     check_counts(summary, progress)
-    summary.update(complete=set(done) == set(progress), datasets_done=done, progress=progress)
+    summary.complete, summary.datasets_done = set(done) == set(progress), done
+    summary.progress = progress
     if dataset is not None:
-        write_json(out_dir / "summary" / f"{dataset}.json",
-                   {**summary, "datasets": {dataset: summary["datasets"][dataset]},
-                    "complete": True, "datasets_done": [dataset],
-                    "progress": {dataset: progress[dataset]}})
-    write_json(out_dir / "summary.json", summary)
+        write_json(out_dir / "summary" / f"{dataset}.json", replace(
+            summary, datasets={dataset: summary.datasets[dataset]}, complete=True,
+            datasets_done=[dataset], progress={dataset: progress[dataset]}).to_json())
+    write_json(out_dir / "summary.json", summary.to_json())
