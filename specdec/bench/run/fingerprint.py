@@ -126,7 +126,7 @@ def provenance() -> dict:
     import datetime
     import subprocess
 
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]  # the repository (specdec/bench/run/ is 3 down)
 
     def git(*args: str) -> str | None:
         try:

@@ -34,7 +34,7 @@ from specdec.placement import check_drafter_device
 ASSET_KEYS = ("path", "head", "hrad")  # drafter/policy keys holding a trained asset folder
 HUB_LOADERS = ("specdec.models.hf.hf_pair", "specdec.models.load_pair",
                "specdec.models.pair.load_pair")
-CONF = Path(__file__).resolve().parents[2] / "conf"
+CONF = Path(__file__).resolve().parents[3] / "conf"
 
 
 def preflight(cfg: DictConfig) -> None:
