@@ -33,7 +33,7 @@ from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 from omegaconf import DictConfig, open_dict
 
-from specdec.bench.method import build_method, run_prompt
+from specdec.bench.run.method import build_method, run_prompt
 from specdec.config import ROOT, register_resolvers
 from specdec.data.prompts import load_prompts
 from specdec.drafters.specblock_bandit import arm_rates

@@ -1,7 +1,7 @@
 """Forward cost per number of new tokens per CPU linear kernel (stock, weight-stationary, packed).
 
 Loads the SmolLM2 pair once, then for each kernel (``specdec/models/kernels.py``) runs the cost
-model's calibration (``specdec.bench.calibration.calibrate``: median of repeated cached
+model's calibration (``specdec.bench.run.calibration.calibrate``: median of repeated cached
 forwards at a reference context) and prints milliseconds per forward of n new tokens for target
 and draft, and the verify/step ratio T(n)/T(1) that decides how much acceptance SD needs to pay.
 
@@ -16,7 +16,7 @@ import argparse
 
 import torch
 
-from specdec.bench.calibration import calibrate
+from specdec.bench.run.calibration import calibrate
 from specdec.lm import CachedLM
 from specdec.models.attention import use_cpu_attention
 from specdec.models.kernels import KERNELS, apply_linear_kernel

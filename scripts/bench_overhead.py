@@ -18,7 +18,7 @@ import argparse
 from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 
-from specdec.bench.runner import build_method
+from specdec.bench.run.runner import build_method
 from specdec.config import ROOT, register_resolvers
 from specdec.data.prompts import encode_turn
 from specdec.engine import generate

@@ -3,7 +3,7 @@
 ``greedy``: every method preset in ``conf/method/`` on the tiny random pair must emit exactly the
 tokens ``ar`` emits at temperature 0 (Leviathan et al. 2023, Theorem 1: a lossless verifier's
 greedy output is the target's greedy decoding), here on ``--device`` (``cuda``) in float64 so no
-rounding tie can flip an argmax (``specdec.bench.greedy``).
+rounding tie can flip an argmax (``specdec.bench.report.greedy``).
 
 ``weights``: exit 0 when a paper pair's target and draft are both in the local Hugging Face cache
 (``huggingface_hub.try_to_load_from_cache``; nothing is downloaded), else 1 naming what is missing.
@@ -60,7 +60,7 @@ def greedy(args: argparse.Namespace) -> int:
     """Greedy identity of every method preset with ``ar`` on the tiny pair on ``args.device``."""
     from hydra.utils import instantiate
 
-    from specdec.bench.method import build_method
+    from specdec.bench.run.method import build_method
     from specdec.engine import generate
     from specdec.sampling import TorchCoins
 

@@ -16,7 +16,7 @@ import os
 
 import torch
 
-from specdec.bench.calibration import calibrate
+from specdec.bench.run.calibration import calibrate
 from specdec.data.prompts import encode_turn, load_jsonl_prompts
 from specdec.drafters import EmptyDrafter, ModelDrafter
 from specdec.drafters.policies import Fixed

@@ -21,7 +21,7 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from specdec.bench.report import load_runs
+from specdec.bench.report.board import load_runs
 
 SWEPT = {"sps": "gamma", "specdecpp": "threshold"}
 
@@ -42,9 +42,9 @@ def collect(out: Path) -> dict[str, dict[str, list[dict]]]:
     """``{dataset: {method: [point, ...]}}``; a point holds the metrics and the swept value."""
     points: dict[str, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
     for run in load_runs([out]):
-        policy = (run.summary.get("config", {}).get("drafter") or {}).get("policy") or {}
+        policy = ((run.summary.config or {}).get("drafter") or {}).get("policy") or {}
         knob = policy.get(SWEPT.get(run.method, ""), None)
-        for dataset, m in run.summary["datasets"].items():
+        for dataset, m in run.summary.datasets.items():
             points[dataset][run.method].append({**m, "knob": knob})
     return points
 

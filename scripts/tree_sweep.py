@@ -35,7 +35,7 @@ def tree_sweep(args: argparse.Namespace) -> dict:
 
     import specdec
     from specdec.api import Decoder, compose_eval, overrides_for
-    from specdec.bench.method import build_method
+    from specdec.bench.run.method import build_method
 
     prompts = held_out_prompts(args.source, args.skip, args.prompts)
     draft = "none" if args.model == "smollm2" else None  # feature drafters run no draft LM

@@ -3,8 +3,8 @@
 ``load`` composes the same Hydra config as ``python -m specdec.eval`` (``conf/eval.yaml`` with
 ``method=<preset>``, ``model=<preset>`` or ``model=hf model.target=<id|folder>``, and the
 overrides as ``key=value``), runs the eval's checks before anything loads (the config schema,
-``specdec.bench.preflight``), loads the pair and builds the method with
-``specdec.bench.method.build_method``. ``Decoder.generate`` answers a prompt through the one
+``specdec.bench.run.preflight``), loads the pair and builds the method with
+``specdec.bench.run.method.build_method``. ``Decoder.generate`` answers a prompt through the one
 decoding loop (``specdec.engine.generate``) with the eval's coins (``prompt_seed(seed, prompt_id)``,
 turn 0), stop token, chat template and context check, so a prompt given the id of a benchmark
 prompt reproduces that prompt's eval answer, sampled ones included::
@@ -36,7 +36,7 @@ from specdec.errors import BadInput, InputError, input_error
 from specdec.streaming import Chunk, Stream
 
 if TYPE_CHECKING:
-    from specdec.bench.method import Method
+    from specdec.bench.run.method import Method
     from specdec.models import ModelPair
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
@@ -130,10 +130,10 @@ def load(target: str = "tiny", draft: str | None = None, method: str = "sps",
     """
     from hydra.utils import instantiate
 
-    from specdec.bench.checks import check_placement
-    from specdec.bench.method import build_method
-    from specdec.bench.preflight import preflight
-    from specdec.bench.schema import validate
+    from specdec.bench.run.checks import check_placement
+    from specdec.bench.run.method import build_method
+    from specdec.bench.run.preflight import preflight
+    from specdec.bench.run.schema import validate
 
     cfg = compose_eval(overrides_for(str(target), draft, method, overrides))
     validate(cfg)  # the eval's checks, before anything loads
@@ -179,8 +179,8 @@ class Decoder:
     def _method_at(self, temperature: float | None) -> Method:
         """The method built for ``temperature`` (drafters hold their sampling: a new one is
         built, from the same config with ``sampling.temperature`` changed, and kept)."""
-        from specdec.bench.method import build_method
-        from specdec.bench.schema import validate
+        from specdec.bench.run.method import build_method
+        from specdec.bench.run.schema import validate
 
         if temperature is not None and (isinstance(temperature, bool)
                                         or not isinstance(temperature, int | float)):
@@ -236,7 +236,7 @@ class Decoder:
             seed, prompt_id: the coins are ``TorchCoins(prompt_seed(seed, prompt_id))``, turn 0,
                 as the eval seeds the first turn of prompt ``prompt_id`` under ``seed=``.
         """
-        from specdec.bench.checks import context_limits, fit_context
+        from specdec.bench.run.checks import context_limits, fit_context
         from specdec.drafters.ahead import BackgroundError
         from specdec.engine import generate
         from specdec.metrics import summarize

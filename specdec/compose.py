@@ -1,6 +1,6 @@
 """Composing a method on a pair: the target's cache, the draft's, a drafter, a verifier, sampling.
 
-One composition serves every caller that decodes: the eval harness (``specdec.bench.method``
+One composition serves every caller that decodes: the eval harness (``specdec.bench.run.method``
 builds the parts a method preset's config names) and the learners' data generation (H-RAD labels,
 SpecDec++ acceptance data), so labels come from the same decoding set-up as the eval's records.
 It wraps the target and the draft in ``CachedLM`` (the draft fitted to the target's vocabulary

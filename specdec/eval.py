@@ -1,12 +1,12 @@
 """``python -m specdec.eval``: benchmark method presets on a model pair (Hydra entry point).
 
-The work is ``specdec.bench.runner.run``; this file only binds it to ``conf/eval.yaml``. ``main``
-returns the run's ``optimized_metric`` (``overall``; default ``sweep_objective``: the run's
+The work is ``specdec.bench.run.runner.run``; this file only binds it to ``conf/eval.yaml``.
+``main`` returns the run's ``optimized_metric`` (``overall``; default ``sweep_objective``: the run's
 modeled speedup paired with the ``ar`` run of the same command, the leaderboard's
 ``modeled_speedup_vs_ar``, or without that run the run's own stable estimate
-``self_modeled_speedup``; ``specdec.bench.paired``), the value a Hydra sweeper such as Optuna
+``self_modeled_speedup``; ``specdec.bench.run.paired``), the value a Hydra sweeper such as Optuna
 (``hparams_search=...``, ``conf/hparams_search/``) maximises. In a multirun a
-failing job records its error and the next job runs (``specdec.bench.failures``).
+failing job records its error and the next job runs (``specdec.bench.run.failures``).
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ import sys
 import hydra
 from omegaconf import DictConfig
 
-from specdec.bench.failures import in_multirun, run_job
-from specdec.bench.launcher import stop_with_launcher
-from specdec.bench.paired import in_sweep
-from specdec.bench.runner import run
-from specdec.bench.summary import sweep_metric
+from specdec.bench.run.failures import in_multirun, run_job
+from specdec.bench.run.launcher import stop_with_launcher
+from specdec.bench.run.paired import in_sweep
+from specdec.bench.run.runner import run
+from specdec.bench.run.summary import sweep_metric
 from specdec.cli_check import check_command_line
 from specdec.config import register_resolvers
 from specdec.errors import exit_on_input_error
@@ -35,9 +35,10 @@ def evaluate(cfg: DictConfig) -> float | None:
 def main(cfg: DictConfig) -> float | None:
     """Run one eval job (a multirun calls it once per method preset); returns the sweep metric.
     A bad input ends the run with its message and status 2, without a traceback (errors.py); in a
-    multirun a failed job is recorded and the sweep goes on (``specdec.bench.failures``)."""
+    multirun a failed job is recorded and the sweep goes on (``specdec.bench.run.failures``)."""
     with exit_on_input_error():
-        stop_with_launcher()  # a torchrun rank ends when its agent dies (specdec.bench.launcher)
+        # a torchrun rank ends when its agent dies (specdec.bench.run.launcher)
+        stop_with_launcher()
         return run_job(evaluate, cfg) if in_multirun() else evaluate(cfg)
 
 

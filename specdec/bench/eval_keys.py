@@ -4,7 +4,8 @@ Each scalar key is a field of ``EvalKeys`` (``sampling``: ``SamplingKeys``; each
 shape generation: ``DatasetKeys``); the other top-level nodes (config groups, ``paths``, ``hydra``)
 are ``GROUPS``. A field's ``metadata`` holds
 
-- ``ge`` / ``gt`` / ``le``: its range (``bounds``; checked by ``specdec.bench.schema.validate``);
+- ``ge`` / ``gt`` / ``le``: its range (``bounds``; checked by
+``specdec.bench.run.schema.validate``);
 - ``hashed``: part of the records' config hash (``specdec.bench.records.config_hash``) or not: what
   only selects or reports (``limit``, ``warmup``, ...) is not, so raising ``limit`` resumes a run;
 - ``in_run_dir``: an override of it names the run folder (Hydra's ``override_dirname``) or not.

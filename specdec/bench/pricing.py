@@ -1,6 +1,6 @@
 """Pricing forwards with a calibrated cost table: a whole log, or its compact profile.
 
-ARCHITECTURE §0.2. ``specdec.bench.calibration.calibrate`` measures a ``CostTable`` on this
+ARCHITECTURE §0.2. ``specdec.bench.run.calibration.calibrate`` measures a ``CostTable`` on this
 machine; this module (no torch, so the report can use it anywhere) turns forwards into seconds:
 
     t(role, n, ctx) = T_role(n) + s_role * (ctx - c_ref)
@@ -24,10 +24,10 @@ calibration, so a slow phase of a shared machine during either run cancels out
 forward per new token, the i-th (from 0) of a turn at context ``T - 1 + i`` after a ``T``-token
 prompt (``engine.generate`` prefills all prompt tokens but the last and keeps every committed token
 but the root cached). A run prices it with its own table to get ``ar_modeled_s`` and its
-self-contained ``self_modeled_speedup = ar_modeled_s / modeled_s`` (``specdec.bench.summary``): what
-AR would cost for the same tokens at the same contexts, over what the method cost. At temperature 0
-a lossless method emits AR's tokens, so this equals pricing a real ``ar`` run's profile with the
-same table.
+self-contained ``self_modeled_speedup = ar_modeled_s / modeled_s`` (``specdec.bench.run.summary``):
+what AR would cost for the same tokens at the same contexts, over what the method cost. At
+temperature 0 a lossless method emits AR's tokens, so this equals pricing a real ``ar`` run's
+profile with the same table.
 """
 
 from __future__ import annotations

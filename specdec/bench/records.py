@@ -9,12 +9,12 @@ killed run restarted with the same command ends with every prompt recorded exact
 The configuration hash covers what changes a prompt's record: model pair, method parts, sampling,
 seed, generation length, datasets' formatting and paths, cost model, ``quality`` and the quality
 checks (records with and without scores never mix, so a mean score covers every prompt). The
-runner adds the digests of the learned weights (``specdec.bench.fingerprint``: a retrained draft
+runner adds the digests of the learned weights (``specdec.bench.run.fingerprint``: a retrained draft
 or head never resumes the old records) and the SHA-256 of each prompt file (an edited prompt file
 never resumes the answers to its old text). What only selects or reports is left out (``limit``,
 ``warmup``, ``resume``, ``logger``, ``paths``, ``on_bad_record``, ``optimized_metric``,
 ``hparams_search``, ``rank_timeout_s``): raising ``limit`` resumes the same run, and so does a
-``torchrun`` run of any world size (``specdec.bench.shards``). ``threads`` and ``device`` are
+``torchrun`` run of any world size (``specdec.bench.run.shards``). ``threads`` and ``device`` are
 hashed: timings of one record set share them. A record's stats fields are
 ``GenerationStats.to_record()`` (``specdec.metrics``: one schema).
 

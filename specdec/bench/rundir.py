@@ -13,7 +13,7 @@ removed by the next write of the same file, once its pid is no longer running.
 folder would both see the same prompts as unrecorded and record each of them twice. The second
 run fails at once, naming the folder and the holder's pid. The kernel drops the lock when the
 holder exits, however it exits (SIGKILL included), so a stale lock file never blocks a rerun.
-In a data-parallel eval (``specdec.bench.ranks``) rank 0 holds ``.lock`` and rank ``r`` > 0
+In a data-parallel eval (``specdec.bench.run.ranks``) rank 0 holds ``.lock`` and rank ``r`` > 0
 holds ``.lock.rank<r>`` (each rank appends to its own record file): a second launch, or a
 single-process run, of a folder in use fails the same way.
 """

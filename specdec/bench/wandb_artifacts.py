@@ -7,8 +7,8 @@ splits them by method. The pair is ``ModelPair.describe()["name"]``; the benchma
 datasets joined by ``+`` (``alpaca+gsm8k+humaneval``).
 
 Artifacts (``log_files``): an eval run logs its ``summary.json`` and ``summary/<dataset>.json`` as
-an artifact of type ``summary`` (``specdec.bench.loggers.WandbLogger.log_summary``); a report logs
-its folder (``leaderboard.md``, ``leaderboard.csv``, the PNG plots, a sweep's YAML files) as an
+an artifact of type ``summary`` (``specdec.bench.run.loggers.WandbLogger.log_summary``); a report
+logs its folder (``leaderboard.md``, ``leaderboard.csv``, the PNG plots, a sweep's YAML files) as an
 artifact of type ``leaderboard`` from a W&B run of job type ``report`` (``WandbReport``: the
 ``report`` node of ``conf/logger/wandb.yaml``, used by the sweep's leaderboard callback, and
 ``python -m specdec.report --wandb``). W&B is imported only inside these calls; ``mode`` defaults to
@@ -31,6 +31,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from specdec.bench.run_summary import RunSummary
 
 REPORT_FILES = ("leaderboard.md", "leaderboard.csv", "*.png", "*.yaml")  # yaml: the sweep's
 # what `wandb agent` sets for its trial's run: a report run started in that process must not use it
@@ -58,12 +60,14 @@ class RunTag:
     seed: int = 0
 
     @classmethod
-    def from_summary(cls, summary: dict) -> RunTag:
-        """The tag of a run from its ``summary.json`` (datasets from ``prompt_files``, which the
-        runner fills before the first prompt)."""
-        datasets = summary.get("prompt_files") or summary.get("datasets") or {}
-        return cls(str(summary["method"]), str((summary.get("model") or {}).get("name", "pair")),
-                   "+".join(sorted(datasets)), int(summary.get("seed") or 0))
+    def from_summary(cls, summary: RunSummary | dict) -> RunTag:
+        """The tag of a run from its summary, typed or as ``summary.json`` holds it (datasets
+        from ``prompt_files``, which the runner fills before the first prompt)."""
+        if isinstance(summary, dict):
+            summary = RunSummary.from_json({"datasets": {}, **summary})
+        datasets = summary.prompt_files or summary.datasets or {}
+        return cls(str(summary.method), str((summary.model or {}).get("name", "pair")),
+                   "+".join(sorted(datasets)), int(summary.seed or 0))
 
     @property
     def group(self) -> str:
@@ -78,7 +82,7 @@ class RunTag:
         return f"{self.method}-{self.pair}-{self.benchmark}-s{self.seed}"
 
 
-def common_group(summaries: Sequence[dict]) -> str | None:
+def common_group(summaries: Sequence[RunSummary | dict]) -> str | None:
     """The W&B group every run shares (``RunTag.group``), or None when they differ."""
     groups = {RunTag.from_summary(s).group for s in summaries}
     return groups.pop() if len(groups) == 1 else None

@@ -39,7 +39,7 @@ forwards, and the modeled clock's cost table is fitted on those forward times. O
 machine a worker thread rarely pays in wall time even when it fits (measured: README).
 
 Errors: an exception raised by a job is re-raised by ``take`` in the caller's thread as
-``BackgroundError`` naming the lane and the decoding step (``specdec.bench.method.run_prompt``
+``BackgroundError`` naming the lane and the decoding step (``specdec.bench.run.method.run_prompt``
 adds the prompt; the runner then writes no record for it).
 """
 

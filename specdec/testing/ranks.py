@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from specdec.bench.ranks import Ranks
+from specdec.bench.run.ranks import Ranks
 
 
 class InProcessRanks(Ranks):

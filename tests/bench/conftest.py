@@ -11,6 +11,6 @@ import pytest
 @pytest.fixture
 def no_models(monkeypatch):
     """Any instantiate (the pair, the logger) means the run went past the checks."""
-    import specdec.bench.runner as ev
+    import specdec.bench.run.runner as ev
 
     monkeypatch.setattr(ev, "instantiate", lambda *a, **k: pytest.fail("a model was loaded"))

@@ -89,7 +89,8 @@ def test_each_dataset_is_priced_at_the_speed_it_ran_at():
     # the first dataset decoded on a quiet machine, the second while a job made every forward 6x
     # slower: one run-wide table would price the quiet one ~3.5x above what it took, the loaded one
     # ~0.6x; per-dataset tables give each what its forwards took
-    from specdec.bench.summary import price_run
+    from specdec.bench.run.summary import price_run
+    from specdec.bench.run_summary import RunSummary
 
     quiet = _log(3)
     loaded = [ForwardRecord(f.role, f.new_tokens, f.context, 6 * f.seconds, step=f.step)
@@ -97,14 +98,14 @@ def test_each_dataset_is_priced_at_the_speed_it_ran_at():
     records = {"quiet": _records(quiet), "loaded": _records(loaded)}
     calibration = CostTable({"target": {1: 0.03, 5: 0.03, 8: 0.04}, "draft": {1: 0.003}},
                             {}, 100)
-    summary = {"datasets": {"quiet": {}, "loaded": {}}, "overall": {}}
+    summary = RunSummary("sps", {"quiet": {}, "loaded": {}}, overall={})
     price_run(summary, records, calibration)
     for name, log in (("quiet", quiet), ("loaded", loaded)):
         measured = sum(f.seconds for f in log)
-        assert summary["datasets"][name]["modeled_s"] == pytest.approx(measured, rel=1e-3)
-        assert set(summary["cost_tables"][name]["times"]) == {"target", "draft"}
-    run_wide = CostTable.from_dict(summary["cost_table"])
+        assert summary.datasets[name]["modeled_s"] == pytest.approx(measured, rel=1e-3)
+        assert set(summary.cost_tables[name]["times"]) == {"target", "draft"}
+    run_wide = CostTable.from_dict(summary.cost_table)
     assert run_wide(quiet) > 2 * sum(f.seconds for f in quiet)  # what the old pricing did
-    assert summary["overall"]["modeled_s"] == pytest.approx(
+    assert summary.overall["modeled_s"] == pytest.approx(
         sum(f.seconds for f in quiet + loaded), rel=1e-3)
-    assert summary["cost_table_monotone"] is True
+    assert summary.cost_table_monotone is True

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from specdec.bench.calibration import CostTable, _median_forwards, calibrate
+from specdec.bench.run.calibration import CostTable, _median_forwards, calibrate
 from specdec.drafters import ModelDrafter
 from specdec.drafters.policies import Fixed
 from specdec.engine import generate
@@ -60,7 +60,7 @@ def test_calibration_sizes_take_turns_so_a_slow_phase_hits_them_all():
 
 
 def test_decoding_sizes_are_timed_apart_from_the_prefill_sizes(monkeypatch):
-    import specdec.bench.calibration as cm
+    import specdec.bench.run.calibration as cm
 
     calls: list[list[int]] = []
     real = cm._median_forwards

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-import specdec.bench.runner as ev
-from specdec.bench.schema import EvalKeys, validate
+import specdec.bench.run.runner as ev
+from specdec.bench.run.schema import EvalKeys, validate
 from specdec.testing.eval_cfg import eval_cfg
 from specdec.testing.run_files import run_records as _records
 
@@ -104,7 +104,7 @@ def test_device_cuda_without_cuda_fails_before_any_model_loads(tmp_path, no_mode
 def test_the_tiny_pair_goes_to_the_requested_device_or_fails(tmp_path, monkeypatch):
     import torch
 
-    from specdec.bench.fingerprint import machine_tag
+    from specdec.bench.run.fingerprint import machine_tag
     from specdec.models.tiny import tiny_pair
 
     assert eval_cfg(tmp_path, ["device=meta"]).model.device == "meta"  # the config passes it on
@@ -161,7 +161,7 @@ def test_a_prompt_past_the_models_positions_fails_naming_it(tmp_path, short_cont
 
 def test_truncate_prompts_left_keeps_the_last_tokens_and_says_so(tmp_path, short_context,
                                                                  monkeypatch):
-    import specdec.bench.method as method
+    import specdec.bench.run.method as method
 
     lengths, real = [], method.generate
     monkeypatch.setattr(method, "generate",
@@ -175,7 +175,7 @@ def test_truncate_prompts_left_keeps_the_last_tokens_and_says_so(tmp_path, short
 
 
 def test_max_new_tokens_alone_past_the_positions_is_refused():
-    from specdec.bench.checks import fit_context
+    from specdec.bench.run.checks import fit_context
 
     with pytest.raises(ValueError, match="max_new_tokens=100 leaves no room for a prompt"):
         fit_context([1, 2], max_new_tokens=100, limits={"target": 100}, truncate="left",

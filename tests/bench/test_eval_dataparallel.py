@@ -1,6 +1,6 @@
 """Data-parallel eval, in-process: sharding, the merge of rank files, resume across world sizes,
-more ranks than prompts, and the ranks' records equal to one process's (``specdec.bench.ranks``,
-``specdec.bench.shards``). The ranks of a run are simulated one after another in this process
+more ranks than prompts, and the ranks' records equal to one process's (``specdec.bench.run.ranks``,
+``specdec.bench.run.shards``). The ranks of a run are simulated one after another in this process
 (their meetings are no-ops here); ``test_eval_torchrun.py`` launches real processes."""
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 import torch
 
-import specdec.bench.runner as ev
-from specdec.bench.ranks import Ranks
+import specdec.bench.run.runner as ev
 from specdec.bench.records import RecordFile
-from specdec.bench.shards import merge, rank_files, rank_path, recorded_elsewhere
+from specdec.bench.run.ranks import Ranks
+from specdec.bench.run.shards import merge, rank_files, rank_path, recorded_elsewhere
 from specdec.testing.eval_cfg import eval_cfg
 from specdec.testing.paths import REPO
 from specdec.testing.ranks import InProcessRanks
@@ -206,7 +206,7 @@ def test_ranks_that_would_write_to_different_folders_are_refused(tmp_path):
 
 BARRIER = textwrap.dedent("""
     import os, sys, time
-    from specdec.bench.ranks import Ranks
+    from specdec.bench.run.ranks import Ranks
     ranks = Ranks.from_env()
     ranks.start("cpu", timeout_s=60)
     if ranks.rank == 1:

@@ -14,11 +14,12 @@ from unittest.mock import patch
 
 import pytest
 
-import specdec.bench.runner as ev
-from specdec.bench import pair_cache
-from specdec.bench.ranks import Ranks
-from specdec.bench.shards import merge, rank_files, rank_path, remove_ranks_dir
-from specdec.bench.summary import write_summaries
+import specdec.bench.run.runner as ev
+from specdec.bench.run import pair_cache
+from specdec.bench.run.ranks import Ranks
+from specdec.bench.run.shards import merge, rank_files, rank_path, remove_ranks_dir
+from specdec.bench.run.summary import write_summaries
+from specdec.bench.run_summary import RunSummary
 from specdec.testing.eval_cfg import eval_cfg
 from specdec.testing.ranks import InProcessRanks
 from specdec.testing.run_files import read_jsonl as read
@@ -168,10 +169,10 @@ def test_a_rank_dead_after_dataset_1_a_rerun_records_only_the_rest(tmp_path, mon
 
 
 def test_a_summary_whose_prompt_count_disagrees_with_its_records_is_not_written(tmp_path):
-    summary = {"datasets": {"tiny": {"prompts": 0}}, "overall": {"prompts": 0}}
+    summary = RunSummary("sps", {"tiny": {"prompts": 0}}, overall={"prompts": 0})
     with pytest.raises(RuntimeError, match="tiny: the summary counts 0 prompts, 3 are recorded"):
         write_summaries(tmp_path, summary, {"tiny": {"recorded": 3, "expected": 3}}, "tiny")
-    summary = {"datasets": {"tiny": {"prompts": 3}}, "overall": {"prompts": 2}}
+    summary = RunSummary("sps", {"tiny": {"prompts": 3}}, overall={"prompts": 2})
     with pytest.raises(RuntimeError, match="overall: the summary counts 2 prompts, 3 are in"):
         write_summaries(tmp_path, summary, {"tiny": {"recorded": 3, "expected": 3}})
     assert not (tmp_path / "summary.json").exists() and not (tmp_path / "summary").exists()

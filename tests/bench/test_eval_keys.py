@@ -13,7 +13,7 @@ from dataclasses import fields
 import pytest
 from omegaconf import OmegaConf
 
-import specdec.bench.runner as ev
+import specdec.bench.run.runner as ev
 from specdec.bench import eval_keys
 from specdec.bench.eval_keys import GROUPS, DatasetKeys, EvalKeys, SamplingKeys
 from specdec.bench.records import UNHASHED_DATASET_KEYS, UNHASHED_KEYS, config_hash
@@ -77,7 +77,7 @@ def test_config_hash_of_default_configs_is_pinned(compose, monkeypatch, override
         monkeypatch.delenv(var, raising=False)
     cfg = compose("eval", [*overrides, "paths.root_dir=/pinned-root"])
     resolved = {k: OmegaConf.to_container(v, resolve=True) if OmegaConf.is_config(v) else v
-                for k, v in cfg.items() if k != "hydra"}  # as specdec.bench.runner hashes it
+                for k, v in cfg.items() if k != "hydra"}  # as specdec.bench.run.runner hashes it
     assert config_hash(resolved) == expected
 
 

@@ -54,7 +54,7 @@ LAUNCHER = textwrap.dedent("""
 RANK = textwrap.dedent("""
     import os, sys, time
     from pathlib import Path
-    from specdec.bench.launcher import stop_with_launcher
+    from specdec.bench.run.launcher import stop_with_launcher
     assert stop_with_launcher(interval_s=0.1)
     out = Path(sys.argv[1])
     while True:  # a rank appending records
@@ -94,7 +94,7 @@ def test_a_rank_whose_launcher_is_killed_stops_writing(tmp_path):
 
 
 def test_a_single_process_eval_is_not_watched(monkeypatch):
-    from specdec.bench.launcher import stop_with_launcher
+    from specdec.bench.run.launcher import stop_with_launcher
 
     monkeypatch.delenv("WORLD_SIZE", raising=False)
     assert stop_with_launcher() is False

@@ -108,7 +108,7 @@ def test_rouge_check_needs_a_reference_and_says_how_to_install_its_scorer(monkey
 
 def test_quality_true_adds_per_prompt_scores_and_a_mean(tmp_path, monkeypatch):
 
-    import specdec.bench.runner as ev
+    import specdec.bench.run.runner as ev
 
     data = tmp_path / "data" / "gsm8k"
     data.mkdir(parents=True)
@@ -143,7 +143,7 @@ def test_running_model_code_needs_the_confirmation_flag(compose, overrides, refu
 
 def test_unconfirmed_humaneval_quality_fails_before_the_models_load(tmp_path, monkeypatch):
 
-    import specdec.bench.runner as ev
+    import specdec.bench.run.runner as ev
     import specdec.models.tiny as tiny
 
     def no_loading(**kw):

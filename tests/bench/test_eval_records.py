@@ -75,7 +75,7 @@ def test_stats_round_trip_through_a_record():
 
 
 def test_sigkill_mid_run_then_rerun_records_every_prompt_exactly_once(tmp_path, monkeypatch):
-    import specdec.bench.runner as ev
+    import specdec.bench.run.runner as ev
 
     ids = _prompts(tmp_path / "data", 8)
     monkeypatch.setenv("SPECDEC_DATA_DIR", str(tmp_path / "data"))

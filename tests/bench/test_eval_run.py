@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
-import specdec.bench.calibration as calibration
-import specdec.bench.runner as ev
+import specdec.bench.run.calibration as calibration
+import specdec.bench.run.runner as ev
 from specdec.bench.costfit import log_rows
 from specdec.bench.pricing import CostTable
 from specdec.lm import CachedLM

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-import specdec.bench.runner as ev
-from specdec.bench import report as rp
+import specdec.bench.run.runner as ev
 from specdec.bench.records import RecordFile
+from specdec.bench.report import board as rp
 from specdec.bench.rundir import RunLock
 from specdec.testing.eval_cfg import eval_cfg
 

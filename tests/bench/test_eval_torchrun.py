@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from specdec.bench.shards import rank_path
+from specdec.bench.run.shards import rank_path
 from specdec.testing.paths import REPO
 from specdec.testing.procs import gone
 from specdec.testing.run_files import read_jsonl as read

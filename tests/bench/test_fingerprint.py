@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from specdec.bench.fingerprint import SAMPLES, learned_weights, weights_digest
+from specdec.bench.run.fingerprint import SAMPLES, learned_weights, weights_digest
 from specdec.drafters.model import ModelDrafter
 from specdec.drafters.policies import Fixed
 from specdec.drafters.specdecpp import SpecDecPP

@@ -6,8 +6,8 @@ from __future__ import annotations
 import csv
 import json
 
-from specdec.bench.report import report
-from specdec.bench.runner import run
+from specdec.bench.report.board import report
+from specdec.bench.run.runner import run
 from specdec.drafters.policies import Fixed
 from specdec.engine import generate
 from specdec.lm import CachedLM

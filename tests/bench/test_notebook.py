@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-import specdec.bench.runner as ev
-from specdec.bench.frames import newest_runs
+import specdec.bench.run.runner as ev
+from specdec.bench.report.frames import newest_runs
 from specdec.testing.eval_cfg import eval_cfg
 from specdec.testing.paths import REPO
 

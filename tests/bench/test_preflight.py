@@ -1,6 +1,6 @@
 """The eval's pre-flight on the existing pairs: what the config alone shows fails before loading.
 
-Before ``specdec.bench.preflight``, each case below loaded the pair first (the tiny pair, the
+Before ``specdec.bench.run.preflight``, each case below loaded the pair first (the tiny pair, the
 SmolLM2 GGUF, a hub tokenizer) and only then failed, or, for an uncached hub id, ended in a raw
 ``OSError``; each pair factory is replaced by one that fails the test if it is called.
 """
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-import specdec.bench.runner as ev
-from specdec.bench.preflight import needs_draft_model
+import specdec.bench.run.runner as ev
+from specdec.bench.run.preflight import needs_draft_model
 from specdec.errors import BadInput, MissingInput
 
 FAST = ["benchmark=tiny", "limit=1", "max_new_tokens=4", "warmup=0", "progress=false",
@@ -87,7 +87,7 @@ def test_which_drafters_need_a_draft_model(target, needs):
 
 def test_ar_and_feature_methods_run_without_a_draft(compose, tmp_path):
     """No refusal where no draft model is needed (the check reads constructors, not names)."""
-    from specdec.bench.preflight import check_draft_model
+    from specdec.bench.run.preflight import check_draft_model
 
     for method in ("ar", "eagle3", "specblock"):
         check_draft_model(compose("eval", ["model=smollm2", "model.draft=none",

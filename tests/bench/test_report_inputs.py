@@ -19,12 +19,12 @@ import pytest
 from matplotlib.colors import to_rgba
 from omegaconf import OmegaConf
 
-import specdec.bench.runner as ev
-from specdec.bench import report as rp
-from specdec.bench.leaderboard import PrintLeaderboard
-from specdec.bench.plots import acceptance_curves, bars
+import specdec.bench.run.runner as ev
 from specdec.bench.pricing import CostTable
-from specdec.bench.progress import running
+from specdec.bench.report import board as rp
+from specdec.bench.report.plots import acceptance_curves, bars
+from specdec.bench.run.leaderboard import PrintLeaderboard
+from specdec.bench.run.progress import running
 from specdec.data.prompts import MULTI_TURN, Prompt, first_per_category, report_category
 from specdec.testing.eval_cfg import eval_cfg
 from specdec.testing.paths import REPO

@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
-import specdec.bench.runner as ev
-from specdec.bench import report as rp
-from specdec.bench.categories import MULTI_TURN, run_categories
+import specdec.bench.run.runner as ev
 from specdec.bench.costfit import record_modeled_s
 from specdec.bench.pricing import CostTable, ar_profile, merge_profiles
+from specdec.bench.report import board as rp
+from specdec.bench.report.categories import MULTI_TURN, run_categories
 from specdec.testing.eval_cfg import eval_cfg
 from specdec.testing.paths import FIXTURES
 

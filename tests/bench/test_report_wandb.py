@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-import specdec.bench.runner as ev
-from specdec.bench.leaderboard import PrintLeaderboard
-from specdec.bench.report import report
+import specdec.bench.run.runner as ev
+from specdec.bench.report.board import report
+from specdec.bench.run.leaderboard import PrintLeaderboard
 from specdec.bench.wandb_artifacts import (
     RunTag,
     WandbReport,

@@ -18,12 +18,12 @@ from pathlib import Path
 
 import pytest
 
-import specdec.bench.runner as ev
-from specdec.bench import report as rp
-from specdec.bench import specbench as sb
-from specdec.bench.categories import category_of
-from specdec.bench.runs import read_run
-from specdec.bench.specbench_answers import OLD_RECORD_NOTE
+import specdec.bench.run.runner as ev
+from specdec.bench.report import board as rp
+from specdec.bench.report import specbench as sb
+from specdec.bench.report.categories import category_of
+from specdec.bench.report.runs import read_run
+from specdec.bench.report.specbench_answers import OLD_RECORD_NOTE
 from specdec.errors import BadInput
 from specdec.testing.eval_cfg import eval_cfg
 

@@ -1,7 +1,7 @@
-"""A multirun's jobs: one pair load for consecutive jobs on one pair (``specdec.bench.pair_cache``),
-and a failing job that does not sink the sweep (``specdec.bench.failures``, the leaderboard
-callback): its error goes into its summary, the next jobs run, and the sweep exits non-zero
-naming it."""
+"""A multirun's jobs: one pair load for consecutive jobs on one pair
+(``specdec.bench.run.pair_cache``), and a failing job that does not sink the sweep
+(``specdec.bench.run.failures``, the leaderboard callback): its error goes into its summary, the
+next jobs run, and the sweep exits non-zero naming it."""
 
 from __future__ import annotations
 
@@ -17,9 +17,9 @@ import torch
 from hydra.core.utils import JobReturn, JobStatus
 from omegaconf import OmegaConf
 
-import specdec.bench.failures as fl
-from specdec.bench.leaderboard import PrintLeaderboard
-from specdec.bench.pair_cache import release, shared_pair
+import specdec.bench.run.failures as fl
+from specdec.bench.run.leaderboard import PrintLeaderboard
+from specdec.bench.run.pair_cache import release, shared_pair
 from specdec.errors import BadInput
 from specdec.testing.eval_cfg import eval_cfg
 from specdec.testing.paths import REPO

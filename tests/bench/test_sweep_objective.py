@@ -20,9 +20,9 @@ from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
 
-import specdec.bench.calibration as calibration
+import specdec.bench.run.calibration as calibration
 import specdec.eval as entry
-from specdec.bench import report as rp
+from specdec.bench.report import board as rp
 from specdec.config import register_resolvers
 from specdec.errors import BadInput
 from specdec.testing.eval_cfg import eval_cfg
@@ -123,7 +123,7 @@ def test_a_rerun_of_a_complete_run_reuses_its_calibration_and_reproduces_it(tmp_
 
 
 def test_an_undefined_objective_warns_only_in_a_sweep(tmp_path, caplog, monkeypatch):
-    caplog.set_level(logging.DEBUG, logger="specdec.bench.summary")
+    caplog.set_level(logging.DEBUG, logger="specdec.bench.run.summary")
     assert entry.evaluate(eval_cfg(tmp_path / "a", ["method=ar", "limit=1",
                                                     "cost_model=false"])) is None
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]

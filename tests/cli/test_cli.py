@@ -68,7 +68,8 @@ def test_default_eval_sweeps_ar_sps_and_feature_drafters_and_prints_the_leaderbo
     assert cfg.hydra.sweeper.params.method == "ar,sps,eagle3,specblock"
     assert cfg.model._target_.endswith("smollm2_pair") and cfg.model.draft == "trained"
     assert sorted(cfg.benchmark.datasets) == ["alpaca", "gsm8k", "humaneval"]
-    assert cfg.hydra.callbacks.leaderboard._target_ == "specdec.bench.leaderboard.PrintLeaderboard"
+    assert (cfg.hydra.callbacks.leaderboard._target_
+            == "specdec.bench.run.leaderboard.PrintLeaderboard")
 
 
 def test_sweep_prints_a_leaderboard_with_the_speedup_of_sps(tmp_path):

@@ -14,8 +14,8 @@ import sys
 
 import pytest
 
-import specdec.bench.method as method_module
-import specdec.bench.runner as ev
+import specdec.bench.run.method as method_module
+import specdec.bench.run.runner as ev
 from specdec.cli_check import check_command_line
 from specdec.drafters.ahead import machine_cores
 from specdec.drafters.limits import ENV, MAX_TREE_NODES, max_tree_nodes

@@ -61,7 +61,7 @@ def test_eval_defaults_and_logger_schema(compose):
     from hydra.utils import get_object
     from lightning.pytorch.loggers import Logger
 
-    from specdec.bench.loggers import EvalLogger
+    from specdec.bench.run.loggers import EvalLogger
 
     cfg = compose("eval", [])
     assert cfg.cost_model is True and cfg.resume is True and cfg.quality is False

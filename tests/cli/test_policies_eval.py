@@ -28,7 +28,7 @@ def test_specdecpp_eval_cli_runs_with_the_shipped_tiny_head(tmp_path):
 
 @pytest.mark.parametrize("method", ["adaedl", "sps_heuristic"])
 def test_adaptive_presets_run_in_process(compose, method):
-    from specdec.bench.runner import run
+    from specdec.bench.run.runner import run
 
     cfg = compose("eval", ["model=tiny", f"method={method}", "limit=1", "warmup=0",
                            "max_new_tokens=8", "sampling.temperature=1.0"])

@@ -81,7 +81,7 @@ def test_stream_stops_when_the_reader_leaves(sps):
 
 def test_sampled_answer_reproduces_the_eval_prompt(sps):
     """At T > 0 the API seeds turn 0 of prompt ``prompt_id`` as the eval does (run_prompt)."""
-    from specdec.bench.method import run_prompt
+    from specdec.bench.run.method import run_prompt
     from specdec.data.prompts import Prompt
 
     hot = specdec.load("tiny", method="sps", sampling__temperature=0.9)

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-import specdec.bench.method
+import specdec.bench.run.method
 import specdec.compose
-from specdec.bench.method import build_method
+from specdec.bench.run.method import build_method
 from specdec.drafters import EmptyDrafter, ModelDrafter
 from specdec.drafters.policies import Fixed
 from specdec.learners.hrad.data import generate_hrad_data
@@ -35,7 +35,7 @@ def composed(monkeypatch):
         raise _Composed
 
     monkeypatch.setattr(specdec.compose, "compose_method", spy)
-    monkeypatch.setattr(specdec.bench.method, "compose_method", spy)  # imported by name there
+    monkeypatch.setattr(specdec.bench.run.method, "compose_method", spy)  # imported by name there
     return methods
 
 

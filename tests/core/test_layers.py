@@ -32,7 +32,11 @@ LAYERS: list[tuple[str, ...]] = [
     # learner data generation decodes with a composed method; config: shared config helpers
     ("learners.hrad.data", "learners.hrad.module", "learners.specdecpp.data", "config",
      "testing"),
-    ("bench", "testing.ranks"),  # testing.ranks: simulated ranks of the bench's Ranks
+    ("bench",),  # shared by the harness's two sides: the typed summary, records, cost model
+    ("bench.report",),  # reading finished runs: never imports bench.run
+    # running an eval: may read its own run the way the report does; testing.ranks: simulated
+    # ranks of its Ranks, for tests
+    ("bench.run", "testing.ranks"),
     ("api", "eval", "train", "report", "cli_check", ""),  # "": the package's __init__
 ]
 
@@ -96,3 +100,25 @@ def test_function_level_imports_count_and_the_old_loader_import_would_fail():
     found = imports_of(PACKAGE / "models" / "smollm2.py")
     assert "models.reduced_draft" in found and "learners.draft_lm.net" not in found
     assert layer_of("learners.draft_lm.net") > layer_of("models.smollm2")
+
+
+# the only run-side modules that import the report side, and why: the sweep objective is the
+# leaderboard's own number (paired), the sweep's callback writes the leaderboard (leaderboard)
+RUN_READS_REPORT = {"bench.run.paired", "bench.run.leaderboard"}
+
+
+def test_bench_sides_rule():
+    """``bench.report`` never imports ``bench.run`` (the layers above); ``bench.run`` imports
+    ``bench.report`` only in ``RUN_READS_REPORT``; the shared ``bench`` modules import neither."""
+    def side(module: str) -> str | None:
+        return next((s for s in ("run", "report")
+                     if module == f"bench.{s}" or module.startswith(f"bench.{s}.")), None)
+
+    found = {_module(p): imports_of(p) for p in FILES if _module(p).startswith("bench")}
+    reads = {m for m, deps in found.items()
+             if side(m) == "run" and any(side(d) == "report" for d in deps)}
+    assert reads <= RUN_READS_REPORT, f"bench.run modules importing bench.report: {sorted(reads)}"
+    shared = {m: sorted(d for d in deps if side(d)) for m, deps in found.items() if not side(m)}
+    assert not any(shared.values()), f"shared bench modules importing a side: {shared}"
+    assert layer_of("bench.report.rows") < layer_of("bench.run.runner")
+    assert layer_of("bench.records") < layer_of("bench.report.runs")

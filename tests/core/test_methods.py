@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from specdec.bench.runner import build_method
+from specdec.bench.run.runner import build_method
 from specdec.engine import generate
 from specdec.models.tiny import tiny_pair
 from specdec.sampling import TorchCoins

@@ -17,7 +17,7 @@ from collections.abc import Callable
 import pytest
 import torch
 
-from specdec.bench import method as method_mod
+from specdec.bench.run import method as method_mod
 from specdec.drafters.pearl import PearlDrafter
 from specdec.drafters.policies import Fixed
 from specdec.drafters.specbranch import SpecBranchDrafter

@@ -13,7 +13,7 @@ import torch
 from hydra.utils import instantiate
 from torch import nn
 
-from specdec.bench.method import build_method
+from specdec.bench.run.method import build_method
 from specdec.errors import BadInput
 from specdec.placement import Held, Placement, check_drafter_device, check_placement
 from specdec.testing.paths import REPO
@@ -122,7 +122,7 @@ def test_a_device_that_does_not_exist_is_refused_before_loading(compose):
 
 
 def test_the_eval_refuses_the_feature_drafters_draft_device_without_loading(compose, monkeypatch):
-    from specdec.bench import runner
+    from specdec.bench.run import runner
 
     monkeypatch.setattr("specdec.models.tiny.tiny_pair", lambda **_: pytest.fail("loaded"))
     cfg = compose("eval", ["method=eagle3", "model.draft_device=meta"])

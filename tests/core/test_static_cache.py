@@ -14,7 +14,7 @@ import pytest
 import torch
 from hydra.utils import instantiate
 
-from specdec.bench.runner import build_method
+from specdec.bench.run.runner import build_method
 from specdec.engine import generate
 from specdec.errors import BadInput
 from specdec.lm import CachedLM

@@ -11,7 +11,7 @@ import torch
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import PreTrainedTokenizerFast
 
-from specdec.bench.runner import build_method
+from specdec.bench.run.runner import build_method
 from specdec.drafters import ModelDrafter
 from specdec.drafters.policies import Fixed
 from specdec.engine import generate

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-import specdec.bench.runner as ev
+import specdec.bench.run.runner as ev
 from specdec.data.prompts import read_prompt_file
 from specdec.errors import BadInput
 from specdec.testing.eval_cfg import eval_cfg

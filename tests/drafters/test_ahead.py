@@ -14,8 +14,8 @@ import pytest
 import torch
 
 import specdec.drafters.ahead as ahead_mod
-from specdec.bench.report import report
-from specdec.bench.runner import run
+from specdec.bench.report.board import report
+from specdec.bench.run.runner import run
 from specdec.drafters.ahead import Ahead, BackgroundError, check_overlap
 from specdec.drafters.model import ModelDrafter
 from specdec.drafters.pearl import PearlDrafter

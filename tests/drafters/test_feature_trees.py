@@ -16,7 +16,7 @@ import json
 
 import pytest
 
-from specdec.bench.runner import build_method
+from specdec.bench.run.runner import build_method
 from specdec.engine import generate
 from specdec.models.tiny import tiny_pair
 from specdec.sampling import TorchCoins

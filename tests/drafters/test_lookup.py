@@ -16,8 +16,8 @@ import random
 import pytest
 import torch
 
-from specdec.bench.method import build_method, run_prompt
-from specdec.bench.runner import run
+from specdec.bench.run.method import build_method, run_prompt
+from specdec.bench.run.runner import run
 from specdec.core import Context, Draft
 from specdec.data.prompts import Prompt
 from specdec.drafters import EmptyDrafter, PromptLookupDrafter

@@ -152,7 +152,7 @@ def test_drafter_refuses_another_target_before_generating(tiny64, tmp_path):
 
 
 def test_cost_model_calibrates_the_block_cache(tiny64, tmp_path):
-    from specdec.bench.calibration import calibrate
+    from specdec.bench.run.calibration import calibrate
 
     vocab = tiny64.target.config.vocab_size
     save_specblock(new_specblock(tiny64.target, torch.arange(vocab), (0, 1, 2), rank_hidden=8),

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from specdec.bench.report import report
-from specdec.bench.runner import run
+from specdec.bench.report.board import report
+from specdec.bench.run.runner import run
 from specdec.config import ROOT
 from specdec.core import Context, TargetView
 from specdec.drafters import EmptyDrafter

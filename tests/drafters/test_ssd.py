@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from specdec.bench.report import report
-from specdec.bench.runner import run
+from specdec.bench.report.board import report
+from specdec.bench.run.runner import run
 from specdec.drafters import EmptyDrafter, saguaro, ssd_cache
 from specdec.drafters import ssd as ssd_mod
 from specdec.drafters.policies import Fixed

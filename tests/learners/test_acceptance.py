@@ -150,7 +150,7 @@ def test_fast_dev_run_of_the_tiny_experiment(compose, data_dir, tmp_path):
 def test_missing_head_names_the_experiment_that_trains_it(compose, tiny32, tmp_path):
     from hydra.errors import InstantiationException
 
-    from specdec.bench.runner import build_method
+    from specdec.bench.run.runner import build_method
 
     cfg = compose("eval", ["method=specdecpp", f"drafter.policy.head={tmp_path / 'nothing'}"])
     with pytest.raises(InstantiationException, match=r"no acceptance head"

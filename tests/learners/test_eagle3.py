@@ -205,7 +205,7 @@ def test_tiny_experiment_trains_exports_and_decodes(tmp_path, compose):
 
 
 def test_cost_model_calibrates_a_decoder_fed_by_embeddings(tiny64, tmp_path):
-    from specdec.bench.calibration import calibrate
+    from specdec.bench.run.calibration import calibrate
 
     save_eagle3(_net(tiny64), tmp_path / "e3", target_vocab=tiny64.target.config.vocab_size)
     drafter = Eagle3Drafter(None, Fixed(3), Sampling(temperature=0.0), str(tmp_path / "e3"),

@@ -244,7 +244,7 @@ def test_bad_heads_fail_with_one_error_naming_the_fix(tiny64, tmp_path, case):
 
 
 def test_the_cost_model_calibrates_a_published_head(tiny64, tmp_path):
-    from specdec.bench.calibration import calibrate
+    from specdec.bench.run.calibration import calibrate
     from specdec.core import TargetView
 
     drafter = Eagle3Drafter(None, Fixed(3), Sampling(temperature=0.0),

@@ -131,7 +131,7 @@ def test_export_format_switch(tiny64, tmp_path):
 
 
 def test_eval_config_runs_a_released_head_greedy_like_ar(compose, tiny64, tmp_path):
-    from specdec.bench.runner import build_method
+    from specdec.bench.run.runner import build_method
     from specdec.engine import generate
     from specdec.sampling import TorchCoins
     pinned, unpinned = write_stub(tmp_path / "pinned"), write_stub(tmp_path / "free", layers=None)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-import specdec.bench.runner as ev
+import specdec.bench.run.runner as ev
 from specdec.config import ROOT, feature_layers
 from specdec.testing.hf_stubs import FAMILIES, save_stub
 from specdec.train import train

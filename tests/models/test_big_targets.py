@@ -11,7 +11,7 @@ import torch
 from hydra.utils import instantiate
 from transformers import AutoModelForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
-from specdec.bench.runner import build_method
+from specdec.bench.run.runner import build_method
 from specdec.engine import generate
 from specdec.lm import CachedLM, cuda_devices
 from specdec.models import load_pair
@@ -149,7 +149,7 @@ def test_qwen25_config_stub_loads_through_the_pair_config_and_runs(compose, tmp_
 
 
 def test_runner_placement_check_names_device_map(folders):
-    from specdec.bench.checks import check_placement
+    from specdec.bench.run.checks import check_placement
 
     pair = load_pair("local", *folders, device_map="cpu")
     check_placement(pair, "cpu")

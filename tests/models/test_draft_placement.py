@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from specdec.bench.runner import build_method
+from specdec.bench.run.runner import build_method
 from specdec.lm import CachedLM
 from specdec.models.pair import place_draft
 from specdec.models.tiny import tiny_lm, tiny_pair
@@ -41,7 +41,7 @@ def test_pair_devices_and_fingerprint_of_an_explicit_draft_device():
     assert pair.devices() == [torch.device("cpu")]
     assert pair.describe()["draft_device"] == "cpu"
     # unset: the placement records the target's device (keys naming the draft are left out of
-    # the comparison with a draft-less baseline, specdec.bench.runs)
+    # the comparison with a draft-less baseline, specdec.bench.report.runs)
     assert tiny_pair().describe()["draft_device"] == "cpu"
 
 

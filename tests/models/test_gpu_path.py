@@ -11,8 +11,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from specdec.bench.fingerprint import software_versions
-from specdec.bench.runner import build_method
+from specdec.bench.run.fingerprint import software_versions
+from specdec.bench.run.runner import build_method
 from specdec.engine import generate
 from specdec.models import gpu
 from specdec.models.gpu import check_attention, fit_attention

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-import specdec.bench.runner as ev
+import specdec.bench.run.runner as ev
 from specdec.errors import BadInput, MissingInput
 from specdec.testing.hf_stubs import FAMILIES, save_stub
 from specdec.testing.paths import REPO

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from specdec.bench.method import build_method
+from specdec.bench.run.method import build_method
 from specdec.data.prompts import encode_turn
 from specdec.engine import generate
 from specdec.sampling import TorchCoins

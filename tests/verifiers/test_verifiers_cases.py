@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from specdec.bench.runner import build_method
+from specdec.bench.run.runner import build_method
 from specdec.core import Draft
 from specdec.engine import generate
 from specdec.sampling import TorchCoins

@@ -1,0 +1,44 @@
+"""A leaderboard row: one method run on one dataset (or the mean of its repeats), its speedups
+against the baseline run and its greedy equality.
+
+Its own module below both ``specdec.bench.report.rows`` (which builds rows) and
+``specdec.bench.report.repeats`` (which merges them), so neither imports the other to name it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from specdec.bench.report.greedy import Greedy
+from specdec.bench.report.runs import Run
+
+
+@dataclass
+class Row:
+    """One leaderboard row: a method run on one dataset, or the mean of its repeats.
+
+    Attributes:
+        run: the (first) run.
+        metrics: the run's dataset metrics (for repeats: numeric ones averaged).
+        greedy: equality of the outputs with the baseline's (temperature 0 only).
+        members: the per-run rows a merged row averages (empty for a single run).
+        std: sample standard deviation over ``members`` per metric name (and ``speedup``,
+            ``modeled_speedup_vs_ar``).
+    """
+
+    run: Run
+    dataset: str
+    metrics: dict
+    label: str = ""
+    speedup: float | None = None
+    baseline: Run | None = None
+    refused: str | None = None
+    modeled_speedup_vs_ar: float | None = None
+    greedy: Greedy | None = None
+    members: list[Row] = field(default_factory=list)
+    std: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def runs(self) -> list[Run]:
+        """The runs behind the row."""
+        return [m.run for m in self.members] or [self.run]

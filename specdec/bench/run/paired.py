@@ -1,0 +1,140 @@
+"""The sweep objective of an eval run: its modeled speedup paired with the ``ar`` run of the same
+command, the number the leaderboard shows for it.
+
+Two different numbers answer "how much faster than AR?" and carry different names everywhere
+(summary, W&B, CSV, leaderboard):
+
+* ``self_modeled_speedup``: the run alone, its forwards against the AR-equivalent forwards of its
+  own tokens, both priced by its own cost table (``specdec.bench.run.summary``); needs no ``ar``
+  run.
+* ``modeled_speedup_vs_ar``: the run paired with a real ``ar`` run on the same pair and prompts,
+  both runs' forwards priced by one table fitted on both logs (``specdec.bench.report.rows``); the
+  leaderboard's number.
+
+After its last dataset the runner pairs the run with the ``ar`` run of the same command (the
+folder ``python -m specdec.eval method=ar`` with the same overrides writes: ``baseline_dir``; an
+``ar`` run is paired with itself) and adds to ``overall``:
+
+* ``modeled_speedup_vs_ar``: the mean over the run's datasets of the leaderboard's
+  ``modeled_speedup_vs_ar`` (one dataset: that very value), when that ``ar`` run exists, is
+  complete and compares (``specdec.bench.report.runs.mismatches``);
+* ``sweep_objective``: what ``python -m specdec.eval`` returns to a sweeper and logs as
+  ``eval/overall/sweep_objective`` (``optimized_metric`` default): ``modeled_speedup_vs_ar`` when
+  paired, else ``self_modeled_speedup``; ``summary.sweep_objective_source`` says which and why.
+
+Both are stable: a rerun of a complete run reuses the run's calibration
+(``specdec.bench.run.calibration.previous_calibration``) and its records, so it reproduces them.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+
+from omegaconf import DictConfig
+
+from specdec.bench.report.rows import build_rows
+from specdec.bench.report.runs import Run, read_run
+from specdec.bench.run_summary import RunSummary
+from specdec.errors import InputError
+
+BASELINE = "ar"
+
+
+def baseline_dir(output_dir: Path, method_name: str, task_overrides: list[str],
+                 exclude_keys: list[str], baseline: str) -> Path:
+    """Where ``method=<baseline>`` with the same overrides writes (``conf/eval.yaml``:
+    ``.../<method_name>/<override_dirname>``), leaving out the overrides of the method's own parts
+    (``drafter*``, ``verifier*``), which the baseline does not have."""
+    method_root = output_dir
+    while method_root.name != method_name and method_root != method_root.parent:
+        method_root = method_root.parent
+    kept = sorted(o for o in task_overrides
+                  if o.split("=", 1)[0].lstrip("+~") not in exclude_keys
+                  and not o.lstrip("+~").startswith(("drafter", "verifier")))
+    base = method_root.parent / baseline
+    return base / ",".join(kept) if kept else base
+
+
+def baseline_for(cfg: DictConfig) -> Path | None:
+    """The ``ar`` run folder of the command that runs ``cfg`` (None outside a Hydra job)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    if not HydraConfig.initialized():
+        return None
+    hydra = HydraConfig.get()
+    return baseline_dir(Path(cfg.paths.output_dir), str(cfg.method_name),
+                        list(hydra.overrides.task),
+                        list(hydra.job.config.override_dirname.exclude_keys), BASELINE)
+
+
+def _read_base(base: Path) -> tuple[Run | None, str]:
+    """The ``ar`` run at ``base`` when it can be paired with, else None and why not."""
+    hint = f"run `python -m specdec.eval method={BASELINE}` with the same overrides first"
+    if not (base / "summary.json").is_file():
+        return None, f"no `{BASELINE}` run at {base}; {hint}"
+    try:
+        run = read_run(base / "summary.json")
+    except InputError as err:
+        return None, str(err)
+    if not run.summary.complete:
+        return None, f"the `{BASELINE}` run at {base} is not complete; {hint}"
+    return run, ""
+
+
+def paired_speedup(summary: RunSummary, out_dir: Path,
+                   base: Path | None) -> tuple[float | None, str]:
+    """The mean over the run's datasets of its leaderboard ``modeled_speedup_vs_ar`` against the
+    ``ar`` run at ``base``; None and why when there is none."""
+    if base is None:
+        return None, "no `ar` run folder known (not a Hydra job)"
+    me = Run(Path(out_dir), summary)
+    runs = [me]
+    if Path(base).resolve() != Path(out_dir).resolve():
+        theirs, why = _read_base(Path(base))
+        if theirs is None:
+            return None, why
+        runs.append(theirs)
+    mine = [r for r in build_rows(runs, baseline=BASELINE) if r.run is me]
+    for r in mine:
+        value = r.modeled_speedup_vs_ar
+        if value is None or math.isnan(value):
+            return None, r.refused or f"no modeled speedup vs `{BASELINE}` on {r.dataset}"
+    if not mine:
+        return None, "the run has no dataset"
+    return sum(r.modeled_speedup_vs_ar for r in mine) / len(mine), ""
+
+
+def pair_run(summary: RunSummary, out_dir: Path, base: Path | None) -> None:
+    """Add ``modeled_speedup_vs_ar`` (when paired) and ``sweep_objective`` to the summary's
+    ``overall``, and ``sweep_objective_source``, in place (see the module docstring)."""
+    if not summary.cost_model:
+        return  # nothing is priced: no modeled speedup of either kind
+    try:
+        paired, why = paired_speedup(summary, out_dir, base)
+    except (KeyError, TypeError, ValueError) as err:  # an odd `ar` folder never fails the run
+        paired, why = None, f"the `{BASELINE}` run at {base} could not be paired ({err!r})"
+    overall = summary.overall
+    if paired is not None:
+        overall.update(modeled_speedup_vs_ar=paired, sweep_objective=paired)
+        summary.sweep_objective_source = f"modeled_speedup_vs_ar (paired with {base})"
+        return
+    own = overall.get("self_modeled_speedup")
+    if own is not None:
+        overall["sweep_objective"] = own
+    summary.sweep_objective_source = f"self_modeled_speedup ({why})"
+
+
+def in_sweep() -> bool:
+    """Whether an optimising sweep reads what ``main`` returns: under ``wandb agent``
+    (``WANDB_SWEEP_ID``) or a Hydra sweeper other than the basic one (Optuna). The basic sweeper
+    of ``conf/eval.yaml``'s method grid reads nothing."""
+    if os.environ.get("WANDB_SWEEP_ID"):
+        return True
+    from hydra.core.hydra_config import HydraConfig
+
+    if not HydraConfig.initialized():
+        return False
+    target = str(HydraConfig.get().sweeper.get("_target_", ""))
+    return bool(target) and not target.endswith("BasicSweeper")

@@ -1,0 +1,298 @@
+"""The benchmark runner behind ``python -m specdec.eval``: one method preset, one pair, a benchmark.
+
+Steps: load the pair once → build target ``CachedLM``, drafter, verifier from the config groups →
+(``cost_model=true``) calibrate a short fallback cost table once (``calibration.run_cost_table``: a
+resumed or rerun folder reuses its own) → for each dataset of ``benchmark``: load its prompts, skip
+those already recorded under this config hash (resume; the hash covers the digests of the learned
+weights, ``specdec.bench.run.fingerprint``, and of each prompt file's bytes,
+``specdec.data.prompts.read_prompt_file``), generate every remaining prompt with per-prompt coins
+seeded from (seed, prompt id), append one JSONL record per prompt → ``summary.json`` (metrics of
+``specdec.metrics`` per dataset and overall; ``modeled_s`` priced by a cost table fitted on the
+run's own forward log, ``specdec.bench.costfit``; paired with the command's ``ar`` run,
+``specdec.bench.run.paired``) → logger. A record is ``GenerationStats.to_record()`` plus the
+prompt's identity, text and timings, its decode forwards (``forward_log``), and per turn the new
+token ids (``output_ids``: greedy equality in the report) and the prompt's length
+(``prompt_tokens``: AR-equivalent forwards, ``specdec.bench.pricing.ar_profile``), seconds and
+decoding steps (``turn_s``, ``turn_steps``: Spec-Bench's per-turn fields,
+``specdec.bench.report.specbench``).
+
+Timing rules (the same for every method, AR included):
+
+1. Warm-up: the first ``warmup`` prompts still to run are generated once and not recorded, so
+   one-off costs (allocator growth, kernel selection, lazy imports) stay out of every timing.
+2. Prefill is timed apart (``prefill_s``); ``wall_s`` and ``tokens_per_s`` cover decoding only
+   (the loop after prefill), measured by the engine with ``time.perf_counter``.
+3. CUDA is synchronised at generation boundaries (before and after each turn's ``generate``,
+   every device of the pair) and, with ``cost_model=true``, around each forward of the pair's
+   models, whose times the cost table is fitted on (``specdec.lm.CachedLM(synchronize=)``; a
+   method that overlaps work across devices is then timed serially: run it with
+   ``cost_model=false`` for its wall clock).
+4. Time spent outside generation (tokenising, decoding text, quality checks, writing records)
+   is not counted. ``total_s`` in a record is prefill + decode between the two syncs.
+
+Artifacts in the run directory: ``records/<dataset>.jsonl`` (see ``specdec.bench.records``),
+``summary.json`` (every dataset + ``overall``, with ``complete`` and ``progress``: see
+``specdec.bench.run.summary``), ``summary/<dataset>.json`` (one dataset each), all strict JSON
+(``null`` for NaN); ``.lock`` is held while a run works in the folder (``specdec.bench.rundir``).
+
+Data-parallel (``torchrun``, ``specdec.bench.run.ranks``): each rank answers its round-robin share
+of each dataset into its own file; after each dataset the ranks meet, and rank 0 merges the files
+(``specdec.bench.run.shards``), prices and summarises as one process would. A rank with no prompts
+(more ranks than prompts) just joins the meetings.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from pathlib import Path
+
+import torch
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+
+from specdec.bench.costfit import log_columns
+from specdec.bench.pricing import forward_profile
+from specdec.bench.quality import check_unsafe_code_confirmed
+from specdec.bench.records import RecordFile, config_hash
+from specdec.bench.run.calibration import previous_calibration, run_cost_table
+from specdec.bench.run.checks import check_placement
+from specdec.bench.run.fingerprint import (
+    learned_weights,
+    machine_tag,
+    provenance,
+    software_versions,
+)
+from specdec.bench.run.loggers import EvalLogger
+from specdec.bench.run.method import Answer, Method, build_method, run_prompt
+from specdec.bench.run.pair_cache import shared_pair
+from specdec.bench.run.paired import baseline_for, pair_run
+from specdec.bench.run.preflight import preflight
+from specdec.bench.run.progress import progress_bar, running
+from specdec.bench.run.ranks import Ranks
+from specdec.bench.run.schema import validate
+from specdec.bench.run.shards import (
+    merge,
+    merged_path,
+    own_path,
+    recorded_elsewhere,
+    remove_ranks_dir,
+)
+from specdec.bench.run.summary import check_metric_name, dataset_metrics, price_run, write_summaries
+from specdec.bench.run.table import format_table
+from specdec.bench.run_summary import RunSummary
+from specdec.bench.rundir import RunLock
+from specdec.bench.wandb_artifacts import RunTag
+from specdec.data.prompts import Prompt, PromptFile, first_per_category, read_prompt_file
+from specdec.errors import BadInput
+from specdec.metrics import GenerationStats, summarize
+from specdec.models import ModelPair
+
+log = logging.getLogger(__name__)
+
+
+class DatasetRun:
+    """Generates, records and summarises one dataset of the benchmark."""
+
+    def __init__(self, cfg: DictConfig, name: str, pair: ModelPair, method: Method,
+                 file: PromptFile, records: RecordFile, *, ranks: Ranks | None = None,
+                 elsewhere: frozenset[str] = frozenset()):
+        """``records``: this process's record file; ``elsewhere``: the prompt ids recorded under
+        this config in the dataset's other files (other ranks', the merged one)."""
+        self.cfg, self.name, self.pair, self.method = cfg, name, pair, method
+        self.ranks, self.elsewhere = ranks or Ranks(), elsewhere
+        self.ds, self.file, self.rf = cfg.benchmark.datasets[name], file, records
+        self.max_new = int(cfg.max_new_tokens if cfg.max_new_tokens is not None
+                           else self.ds.max_new_tokens)
+        limit = cfg.limit if cfg.limit is not None else self.ds.get("limit")
+        prompts = first_per_category(file.prompts, cfg.get("per_category"))
+        self.prompts = list(prompts if limit is None else prompts[: int(limit)])
+        self.mine = self.ranks.shard(self.prompts)  # this rank's share (one process: all)
+        # the dataset's quality check (specdec.bench.quality), built once when quality=true
+        quality = self.ds.get("quality") if cfg.quality else None
+        self.check = instantiate(quality) if quality is not None else None
+
+    def generate(self, prompt: Prompt) -> Answer:
+        return run_prompt(prompt, self.pair, self.method, seed=self.cfg.seed,
+                          max_new_tokens=self.max_new, chat_template=self.ds.chat_template,
+                          template=self.ds.get("template", "{turn}"),
+                          truncate=self.cfg.get("truncate_prompts"))
+
+    def record(self, prompt: Prompt, answer: Answer) -> dict:
+        answers, s = answer.answers, answer.stats
+        rec = {"prompt_id": prompt.id, "dataset": self.name, "category": prompt.category,
+               "method": self.cfg.method_name, "seed": self.cfg.seed, "turns": len(prompt.turns),
+               **s.to_record(), "wall_s": s.decode_s, "total_s": answer.seconds,
+               "truncated_tokens": answer.truncated_tokens, "text": "\n\n".join(answers),
+               "prompt_tokens": answer.prompt_tokens, "output_ids": answer.output_ids,
+               "turn_s": answer.turn_seconds, "turn_steps": answer.turn_steps}
+        if len(answers) > 1:
+            rec["answers"] = answers
+        rec["forward_profile"] = forward_profile(s.forwards)  # lets a report reprice the run
+        rec["forward_log"] = log_columns(s.forwards)  # the run's cost table is fitted on these
+        if self.check is not None:
+            rec[f"quality_{self.check.name}"] = self.check(prompt, answers,
+                                                           timeout_s=self.cfg.quality_timeout_s)
+        return rec
+
+    def ordered(self) -> list[dict]:
+        """This dataset's records in prompt order."""
+        by_id = {r["prompt_id"]: r for r in self.rf.records}
+        return [by_id[p.id] for p in self.prompts if p.id in by_id]
+
+    def progress(self) -> dict[str, int]:
+        """This dataset's prompts recorded under the run's config hash, and expected."""
+        return {"recorded": len({p.id for p in self.prompts} & (self.rf.done | self.elsewhere)),
+                "expected": len(self.prompts)}
+
+    def metrics(self, records: list[dict]) -> dict:
+        return dataset_metrics(records, prompt_file_sha256=self.file.sha256,
+                               max_new_tokens=self.max_new,
+                               chat_template=bool(self.ds.chat_template),
+                               template=self.ds.get("template", "{turn}"))
+
+
+def run_dataset(run: DatasetRun, warm: list[int]) -> list[dict]:
+    """Generate this rank's unrecorded prompts of the dataset; returns the records of this
+    process's file in prompt order (the whole dataset's for one process)."""
+    cfg, rf = run.cfg, run.rf
+    todo = [p for p in run.mine if p.id not in rf.done and p.id not in run.elsewhere]
+    # 1. Warm-up (once per run, on the first prompts still to do; not recorded).
+    for prompt in todo[: warm[0]]:
+        run.generate(prompt)
+    warm[0] -= min(warm[0], len(todo))
+    # the bar of rank 0 only: it stands for every rank (round robin: shares differ by one)
+    bar = progress_bar(run.name, len(run.mine), len(run.mine) - len(todo),
+                       bool(cfg.progress) and run.ranks.main,
+                       run.ranks.tag if run.ranks.world > 1 else None)
+    for prompt in todo:
+        # 2. Generate, 3. append + flush the record, 4. update the bar's running metrics.
+        rf.append(run.record(prompt, run.generate(prompt)))
+        bar.set_postfix(running(rf.records), refresh=False)
+        bar.update(1)
+    bar.close()
+    return run.ordered()
+
+
+def run(cfg: DictConfig, ranks: Ranks | None = None) -> dict:
+    """Run the evaluation described by ``cfg`` as ``ranks`` (default: ``torchrun``'s environment
+    variables, else one process); returns the summary as written (``RunSummary.to_json()``; rank
+    0's on every rank)."""
+    validate(cfg)  # bad scalar values fail here, naming the key, before anything loads
+    check_metric_name(cfg.get("optimized_metric"))
+    if not cfg.benchmark.get("datasets"):
+        raise BadInput("the benchmark has no datasets; pick one with benchmark=<name> "
+                         "(conf/benchmark/)")
+    check_unsafe_code_confirmed(cfg)  # before any model loads: HumanEval runs model code
+    preflight(cfg)  # a pair that cannot load, a device that cannot hold, a missing draft or asset
+    ranks = ranks if ranks is not None else Ranks.from_env()
+    device = ranks.device(str(cfg.device))  # cuda:<LOCAL_RANK> per rank for device=cuda
+    ranks.start(device, float(cfg.rank_timeout_s))
+    out_dir = Path(cfg.paths.output_dir)
+    ranks.agree(str(out_dir), "one run folder (hydra.run.dir=<dir>, no ${now:...} in it)")
+    lock = ".lock" if ranks.main else f".lock.rank{ranks.rank}"
+    with RunLock(out_dir, lock):  # a second run of this folder fails here, naming the holder's pid
+        return _run(cfg, out_dir, ranks, device)
+
+
+def _open_runs(cfg: DictConfig, out_dir: Path, ranks: Ranks, chash: str, pair: ModelPair,
+               method: Method, files: dict[str, PromptFile]) -> list[DatasetRun]:
+    """Each dataset's run with this process's record file (corrupt records fail here, before the
+    calibration) and the prompts other files hold (resume across ranks and world sizes)."""
+    runs, on_bad = [], cfg.get("on_bad_record", "stop")
+    for name, file in files.items():
+        own = own_path(out_dir / "records", name, ranks)
+        rf = RecordFile.open(own, chash, resume=cfg.resume, on_bad=on_bad)
+        elsewhere = (recorded_elsewhere(out_dir / "records", name, chash, own=own, on_bad=on_bad)
+                     if cfg.resume else set())
+        runs.append(DatasetRun(cfg, name, pair, method, file, rf, ranks=ranks,
+                               elsewhere=frozenset(elsewhere)))
+    return runs
+
+
+def _gather(run: DatasetRun, out_dir: Path) -> list[dict]:
+    """Rank 0, every rank done: merge the rank files (if any); the records in prompt order, read
+    from the merged file with several ranks (a rerun with nothing new merges nothing)."""
+    chash, on_bad = run.rf.config_hash, run.cfg.get("on_bad_record", "stop")
+    if merge(out_dir / "records", run.name, chash, [p.id for p in run.file.prompts],
+             ranks=run.ranks, resume=bool(run.cfg.resume), on_bad=on_bad) or run.ranks.world > 1:
+        run.rf = RecordFile.open(merged_path(out_dir / "records", run.name), chash, on_bad=on_bad)
+        run.elsewhere = frozenset()
+    return run.ordered()
+
+
+def _run(cfg: DictConfig, out_dir: Path, ranks: Ranks, device: str) -> dict:
+    """The run itself, with the run directory's lock held."""
+    import datasets
+
+    datasets.disable_progress_bars()
+    (out_dir / "summary").mkdir(parents=True, exist_ok=True)
+    # resolve everything but the hydra node (absent under @hydra.main, present when composed);
+    # from the config as given (device=cuda), so every rank hashes the same config
+    resolved = {k: OmegaConf.to_container(v, resolve=True) if OmegaConf.is_config(v) else v
+                for k, v in cfg.items() if k != "hydra"}
+    if device != str(cfg.device):  # this rank's own GPU
+        cfg = copy.deepcopy(cfg)
+        cfg.device = device
+    if cfg.get("threads"):
+        torch.set_num_threads(int(cfg.threads))  # the machine tag records the count
+    cache = Path(cfg.paths.cache_dir) / "datasets"
+    files = {name: read_prompt_file(ds.path, name, cache_dir=cache)  # bad data fails here
+             for name, ds in cfg.benchmark.datasets.items()}
+    pair: ModelPair = shared_pair(cfg.model)  # a multirun's jobs on one pair load it once
+    check_placement(pair, device)  # the records and the machine tag say where it ran
+    method = build_method(cfg, pair)
+    # retrained weights at the same path, or edited prompts in the same file, must not resume
+    # the old records
+    weights = learned_weights(pair.target, pair.draft, method.drafter, method.verifier)
+    prompt_files = {name: f.sha256 for name, f in files.items()}
+    chash = config_hash({**resolved, "learned_weights": weights, "prompt_files": prompt_files})
+    runs = _open_runs(cfg, out_dir, ranks, chash, pair, method, files)
+    warm, timeout = [int(cfg.warmup)], float(cfg.rank_timeout_s)
+    if not ranks.main:  # answer this rank's share; rank 0 merges, summarises and logs
+        for ds_run in runs:
+            run_dataset(ds_run, warm)
+            ranks.barrier(f"dataset {ds_run.name}", timeout)
+        return ranks.broadcast(None)
+    machine = machine_tag(pair.devices())
+    cost = run_cost_table(bool(cfg.get("cost_model", False)), bool(cfg.resume), method.target,
+                          next(iter(method.drafter.models), None),
+                          previous_calibration(out_dir / "summary.json", chash, machine))
+    summary = RunSummary(
+        method=cfg.method_name, datasets={}, lossless=bool(method.verifier.lossless),
+        model=pair.describe(), learned_weights=weights, prompt_files=prompt_files,
+        sampling=resolved["sampling"], seed=cfg.seed, machine=machine,
+        software=software_versions(), provenance=provenance(), config_hash=chash,
+        complete=False, datasets_done=[], progress={}, cost_model=cost is not None,
+        cost_table=cost.to_dict() if cost is not None else None, overall={}, config=resolved,
+        world_size=ranks.world if ranks.world > 1 else None)
+    write_summaries(out_dir, summary, {r.name: r.progress() for r in runs})  # not complete yet
+    logger: EvalLogger = instantiate(cfg.logger.eval)  # conf/logger/: the eval node
+    try:
+        logger.log_config(resolved, RunTag.from_summary(summary))
+        all_records, by_dataset = [], {}
+        for ds_run in runs:
+            # 1. Answer this rank's share, 2. wait for the other ranks, 3. merge their records.
+            run_dataset(ds_run, warm)
+            ranks.barrier(f"dataset {ds_run.name}", timeout)
+            records = by_dataset[ds_run.name] = _gather(ds_run, out_dir)
+            # 4. Summarise the dataset and the run so far, 5. log them.
+            metrics = summary.datasets[ds_run.name] = ds_run.metrics(records)
+            all_records += records
+            summary.overall = summarize(
+                [GenerationStats.from_record(r) for r in all_records])
+            price_run(summary, by_dataset, cost)  # refits on every dataset's records so far
+            write_summaries(out_dir, summary, {r.name: r.progress() for r in runs}, ds_run.name)
+            logger.log_dataset(ds_run.name, metrics)
+            logger.log_records(ds_run.name, records)
+        pair_run(summary, out_dir, baseline_for(cfg))  # sweep_objective (specdec.bench.run.paired)
+        write_summaries(out_dir, summary, {r.name: r.progress() for r in runs})
+        remove_ranks_dir(out_dir / "records")  # every rank is done appending
+        logger.log_dataset("overall", summary.overall)
+        logger.log_summary([out_dir / "summary.json",
+                            *sorted((out_dir / "summary").glob("*.json"))])
+    finally:
+        logger.finish()
+    print(format_table(cfg.method_name, {**summary.datasets, "overall": summary.overall}))
+    log.info("wrote %s", out_dir / "summary.json")
+    return ranks.broadcast(summary.to_json())
