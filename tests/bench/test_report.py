@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import specdec.bench.run.runner as ev
-from specdec.bench import report as rp
+from specdec.bench.report import board as rp
 from specdec.testing.eval_cfg import eval_cfg
 
 
