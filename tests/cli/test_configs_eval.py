@@ -17,7 +17,7 @@ DATASETS = sorted(p.stem for p in (CONF / "dataset").glob("*.yaml"))
 BENCHMARKS = sorted(p.stem for p in (CONF / "benchmark").glob("*.yaml"))
 REAL = ["alpaca", "cnndm", "gsm8k", "humaneval", "mt_bench", "specbench"]
 DATASET_KEYS = {"name", "split", "path", "chat_template", "template", "max_new_tokens", "limit",
-                "quality"}
+                "quality", "source"}  # source: the registry node (specdec.data.registry)
 
 
 def test_every_issue_dataset_and_benchmark_exists():
