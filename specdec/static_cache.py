@@ -24,8 +24,7 @@ Only ``CachedLM`` uses this module (it alone touches KV-cache internals, ARCHITE
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 import torch
 from transformers import PreTrainedModel, StaticCache
@@ -33,9 +32,6 @@ from transformers.cache_utils import StaticLayer
 
 from specdec.errors import BadInput
 from specdec.trees import ancestor_mask, depths, is_chain
-
-if TYPE_CHECKING:
-    from specdec.models.pair import ModelPair
 
 BUCKET_CAP = 64  # the largest padded forward (a tree of up to 64 nodes); above it: unpadded
 
@@ -60,15 +56,6 @@ def static_spec(static_cache: bool, max_cache_len: int | None) -> StaticSpec | N
         raise BadInput(f"model.max_cache_len must be a whole number >= 1 or null, "
                        f"got {max_cache_len!r}")
     return StaticSpec(max_cache_len) if static_cache else None
-
-
-def with_static(pair: ModelPair, spec: StaticSpec | None) -> ModelPair:
-    """``pair`` with its caches' kind; a static one is recorded in the fingerprint
-    (``static_cache``: the slots, or ``positions``), as it changes the timings."""
-    if spec is None:
-        return replace(pair, static_cache=None)
-    info = {**pair.info, "static_cache": str(spec.max_cache_len or "positions")}
-    return replace(pair, static_cache=spec, info=info)
 
 
 def bucket(n: int, cap: int = BUCKET_CAP) -> int:

@@ -13,7 +13,7 @@ output rows may differ from the target's by padding rows only (``specdec.vocab``
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import torch
@@ -36,7 +36,7 @@ from specdec.models.placement import (
     check_max_memory,
 )
 from specdec.placement import Placement
-from specdec.static_cache import StaticSpec, static_spec, with_static
+from specdec.static_cache import StaticSpec, static_spec
 from specdec.vocab import check_rows
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16,
@@ -269,3 +269,12 @@ def _plain(value: object) -> object:
     from omegaconf import DictConfig, OmegaConf
 
     return OmegaConf.to_container(value) if isinstance(value, DictConfig) else dict(value)
+
+
+def with_static(pair: ModelPair, spec: StaticSpec | None) -> ModelPair:
+    """``pair`` with its caches' kind; a static one is recorded in the fingerprint
+    (``static_cache``: the slots, or ``positions``), as it changes the timings."""
+    if spec is None:
+        return replace(pair, static_cache=None)
+    info = {**pair.info, "static_cache": str(spec.max_cache_len or "positions")}
+    return replace(pair, static_cache=spec, info=info)

@@ -26,9 +26,15 @@ from torch import nn
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 
 from specdec.errors import BadInput, MissingInput
-from specdec.models.pair import ModelPair, check_device, make_pair, resolve_dtype
+from specdec.models.pair import (
+    ModelPair,
+    check_device,
+    make_pair,
+    resolve_dtype,
+    with_static,
+)
 from specdec.placement import same_device
-from specdec.static_cache import static_spec, with_static
+from specdec.static_cache import static_spec
 
 log = logging.getLogger(__name__)
 

@@ -12,8 +12,14 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
 from specdec.models.exact import exact_float64
-from specdec.models.pair import ModelPair, check_device, make_pair, resolve_dtype
-from specdec.static_cache import static_spec, with_static
+from specdec.models.pair import (
+    ModelPair,
+    check_device,
+    make_pair,
+    resolve_dtype,
+    with_static,
+)
+from specdec.static_cache import static_spec
 
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 CHATML = (
