@@ -9,13 +9,13 @@ none duplicated, no half-written or leftover file. Tiny pair, a tiny prompts fol
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
 from specdec.data import features as data_mod
 from specdec.data import traces as traces_mod
+from specdec.testing.train_data import source_folder
 
 LAYERS = [0, 1, 2]
 
@@ -29,19 +29,6 @@ def pair():
     from specdec.models.tiny import tiny_pair
 
     return tiny_pair()
-
-
-def source_folder(root: Path, n: int = 10) -> Path:
-    """A training-prompts folder like ``shared/data``: GSM8K train + one Alpaca train file."""
-    (root / "gsm8k").mkdir(parents=True)
-    (root / "alpaca").mkdir()
-    rows = [json.dumps({"question": f"what is {i} plus {i + 1}?", "answer": f"{2 * i + 1}"})
-            for i in range(n)]
-    (root / "gsm8k" / "train.jsonl").write_text("\n".join(rows) + "\n")
-    alpaca = [{"instruction": f"name a colour number {i}", "input": "", "output": "red"}
-              for i in range(n)]
-    (root / "alpaca" / "train.json").write_text(json.dumps(alpaca))
-    return root
 
 
 def snapshot(folder: Path) -> dict[str, bytes]:

@@ -10,26 +10,14 @@ import os
 import subprocess
 import sys
 import tarfile
-from pathlib import Path
 
 import pytest
 
 from specdec.testing.paths import REPO
+from specdec.testing.train_data import source_folder
 
 ROOT = REPO
 sys.path.insert(0, str(ROOT / "scripts"))
-
-
-def source_folder(root: Path, n: int = 12) -> Path:
-    """Training prompts laid out like ``shared/data`` (GSM8K train + one Alpaca train file)."""
-    (root / "gsm8k").mkdir(parents=True)
-    (root / "alpaca").mkdir()
-    rows = [json.dumps({"question": f"what is {i} plus {i + 1}?", "answer": f"{2 * i + 1}"})
-            for i in range(n)]
-    (root / "gsm8k" / "train.jsonl").write_text("\n".join(rows) + "\n")
-    alpaca = [{"instruction": f"name colour {i}", "input": "", "output": "red"} for i in range(n)]
-    (root / "alpaca" / "train.json").write_text(json.dumps(alpaca))
-    return root
 
 
 def test_join_unpacks_the_prompts_and_joins_the_gguf_once_every_part_is_there(tmp_path):
@@ -37,7 +25,7 @@ def test_join_unpacks_the_prompts_and_joins_the_gguf_once_every_part_is_there(tm
 
     ship, work = tmp_path / "ship", tmp_path / "work"
     ship.mkdir()
-    src = source_folder(tmp_path / "src")
+    src = source_folder(tmp_path / "src", 12)
     with tarfile.open(ship / "train_data.tar.gz", "w:gz") as tar:
         tar.add(src / "gsm8k", arcname="gsm8k")
     raw = os.urandom(3000)
@@ -65,7 +53,7 @@ def test_the_recipe_dry_run_trains_exports_shards_sweeps_and_resumes(tmp_path):
 
     work, limit = tmp_path / "work", 0.05
     env = {**os.environ, "PY": sys.executable, "MODEL": "tiny", "DEVICE": "cpu",
-           "WORK": str(work), "TRAIN_DATA": str(source_folder(tmp_path / "src")),
+           "WORK": str(work), "TRAIN_DATA": str(source_folder(tmp_path / "src", 12)),
            "SHIP": str(tmp_path / "none"), "WHEELS": str(tmp_path / "none"), "PROMPTS": "8",
            "GEN_BATCH": "4", "MAX_NEW": "8", "GEN_MINUTES": "5", "E3_MINUTES": "5",
            "SB_MINUTES": "5", "E3_STEPS": "4", "SB_STEPS": "3", "E3_BATCH": "4",

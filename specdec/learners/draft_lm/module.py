@@ -27,6 +27,7 @@ from specdec.data.traces import DATA_COMMAND
 from specdec.errors import MissingInput
 from specdec.learners.draft_lm.trace_dataset import TraceDataset, collate_traces
 from specdec.learners.install import export_folder
+from specdec.learners.loaders import SplitLoaders
 from specdec.learners.optim import adamw_warmup_cosine
 from specdec.models.reduced_draft import (
     EMBED_KEY,
@@ -162,7 +163,7 @@ class DistillLearner(L.LightningModule):
             del state[key]
 
 
-class TraceDataModule(L.LightningDataModule):
+class TraceDataModule(SplitLoaders, L.LightningDataModule):
     """Batches of target traces (prompt + continuation) with a loss mask on the continuation.
 
     Args:
@@ -182,19 +183,14 @@ class TraceDataModule(L.LightningDataModule):
         full = TraceDataset(self.traces_dir, self.max_len)
         self.train_set, self.val_set = full.split(self.val_fraction)
 
-    def _loader(self, data, shuffle: bool) -> DataLoader:
+    test_split = "validation"  # the held-out traces serve validation and test
+
+    def _loader(self, split: str, shuffle: bool) -> DataLoader:
+        data = self.train_set if split == "train" else self.val_set
         return DataLoader(data, batch_size=self.batch_size, shuffle=shuffle,
                           collate_fn=collate_traces, num_workers=self.num_workers,
                           drop_last=shuffle and len(data) > self.batch_size)
 
-    def train_dataloader(self) -> DataLoader:
-        return self._loader(self.train_set, True)
-
-    def val_dataloader(self) -> DataLoader:
-        return self._loader(self.val_set, False)
-
-    def test_dataloader(self) -> DataLoader:
-        return self._loader(self.val_set, False)
 
 
 def export_draft(learner: DistillLearner, out_dir: str, folder: str | None = None,

@@ -19,6 +19,7 @@ from torch.utils.data import DataLoader, Dataset
 from specdec.data.features import load_feature_traces
 from specdec.data.traces import Trace
 from specdec.errors import BadInput
+from specdec.learners.loaders import SplitLoaders
 
 FEATURES = ("cache", "online")  # datamodule.features
 
@@ -77,7 +78,7 @@ def held_out(trace: Trace, every: int) -> bool:
     return int.from_bytes(hashlib.blake2b(ids, digest_size=8).digest(), "little") % every == 0
 
 
-class Eagle3DataModule(L.LightningDataModule):
+class Eagle3DataModule(SplitLoaders, L.LightningDataModule):
     """Batches of (trace, cached features) or, with ``features=online``, of traces alone; a
     stable share of traces held out for validation.
 
@@ -106,15 +107,10 @@ class Eagle3DataModule(L.LightningDataModule):
         self.train_set = FeatureTraces(train, self.max_len)
         self.val_set = FeatureTraces(val, self.max_len)
 
-    def _loader(self, data: Dataset, shuffle: bool) -> DataLoader:
+    test_split = "validation"  # the held-out traces serve validation and test
+
+    def _loader(self, split: str, shuffle: bool) -> DataLoader:
+        data = self.train_set if split == "train" else self.val_set
         return DataLoader(data, batch_size=self.batch_size, shuffle=shuffle, collate_fn=collate,
                           num_workers=self.num_workers)
 
-    def train_dataloader(self) -> DataLoader:
-        return self._loader(self.train_set, True)
-
-    def val_dataloader(self) -> DataLoader:
-        return self._loader(self.val_set, False)
-
-    def test_dataloader(self) -> DataLoader:
-        return self._loader(self.val_set, False)

@@ -28,6 +28,7 @@ from specdec.errors import BadInput
 from specdec.learners.hrad.data import SPLITS, load_hrad_data
 from specdec.learners.hrad.head import CLASSES, HradHead, save_hrad
 from specdec.learners.install import export_folder
+from specdec.learners.loaders import SplitLoaders
 from specdec.models import ModelPair
 
 
@@ -165,7 +166,7 @@ class HradLearner(L.LightningModule):
         return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
 
 
-class HradDataModule(L.LightningDataModule):
+class HradDataModule(SplitLoaders, L.LightningDataModule):
     """The cached features and classes of ``learners.hrad.data``, split by prompt there."""
 
     def __init__(self, path: str, batch_size: int = 32, num_workers: int = 0) -> None:
@@ -198,14 +199,6 @@ class HradDataModule(L.LightningDataModule):
         return DataLoader(self.splits[name], batch_size=self.batch_size, shuffle=shuffle,
                           num_workers=self.num_workers)
 
-    def train_dataloader(self) -> DataLoader:
-        return self._loader("train", True)
-
-    def val_dataloader(self) -> DataLoader:
-        return self._loader("validation", False)
-
-    def test_dataloader(self) -> DataLoader:
-        return self._loader("test", False)
 
 
 def export_hrad(learner: HradLearner, out_dir: Path, *, folder: str | None = None,

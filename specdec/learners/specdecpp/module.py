@@ -25,6 +25,7 @@ from torch.utils.data import DataLoader
 
 from specdec.errors import MissingInput
 from specdec.learners.install import export_folder
+from specdec.learners.loaders import SplitLoaders
 from specdec.learners.specdecpp.head import AcceptanceHead, save_head
 from specdec.models import ModelPair
 
@@ -179,7 +180,7 @@ def collate(rows: list[dict], pad_id: int = 0) -> dict:
     return out
 
 
-class AcceptanceDataModule(L.LightningDataModule):
+class AcceptanceDataModule(SplitLoaders, L.LightningDataModule):
     """Loads the ``DatasetDict`` written by ``acceptance.data`` (already split by prompt id)."""
 
     def __init__(self, path: str, batch_size: int = 8, num_workers: int = 0) -> None:
@@ -204,14 +205,6 @@ class AcceptanceDataModule(L.LightningDataModule):
         return DataLoader(self.splits[name], batch_size=self.batch_size, shuffle=shuffle,
                           num_workers=self.num_workers, collate_fn=collate)
 
-    def train_dataloader(self) -> DataLoader:
-        return self._loader("train", True)
-
-    def val_dataloader(self) -> DataLoader:
-        return self._loader("validation", False)
-
-    def test_dataloader(self) -> DataLoader:
-        return self._loader("test", False)
 
 
 def export_head(learner: AcceptanceLearner, out_dir: Path, *, folder: str | None = None,
