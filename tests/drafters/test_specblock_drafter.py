@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-from transformers import LlamaConfig
 
 from specdec.core import TargetView
 from specdec.drafters.candidates import Candidates
@@ -21,13 +20,14 @@ from specdec.drafters.policies import Fixed
 from specdec.drafters.rank_tree import grow_block
 from specdec.drafters.specblock import SpecBlockDrafter
 from specdec.engine import generate
-from specdec.learners.specblock.net import SpecBlockNet, new_specblock
+from specdec.learners.specblock.net import new_specblock
 from specdec.learners.specblock.store import save_specblock
 from specdec.lm import CachedLM
 from specdec.models.tiny import tiny_lm
 from specdec.placement import Placement
 from specdec.sampling import Sampling
 from specdec.testing.enumeration import enumerate_outcomes, max_abs_error
+from specdec.testing.specblock_table import save_table_specblock
 from specdec.testing.table_lm import TableLM, ar_joint
 from specdec.verifiers import Hierarchical, RecursiveRejection
 
@@ -87,17 +87,8 @@ def test_keep_best_keeps_ancestors_and_orders_by_depth():
 
 def _table_drafter(tmp_path, vocab: int, *, max_blocks: int) -> SpecBlockDrafter:
     """The real drafter with a seeded random network shaped for a TableLM (hidden = V)."""
-    cfg = LlamaConfig(vocab_size=vocab, hidden_size=vocab, intermediate_size=24,
-                      num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1,
-                      head_dim=10, max_position_embeddings=64)
-    cfg.draft_vocab_size = vocab
-    torch.manual_seed(0)
-    net = SpecBlockNet(cfg, (0,), slots=3, rank_hidden=8).double()
-    with torch.no_grad():
-        net.head.weight.mul_(40)  # peaked draft distributions: varied widths, real acceptances
-        net.rank_head[2].weight.mul_(30)
-    save_specblock(net, tmp_path / "sb", dtype=torch.float64)
-    return SpecBlockDrafter(None, Fixed(4), Sampling(), str(tmp_path / "sb"),
+    path = save_table_specblock(tmp_path / "sb", vocab)
+    return SpecBlockDrafter(None, Fixed(4), Sampling(), path,
                             widths=(1, 2, 2, 0), root_width=2, total_tokens=9,
                             max_blocks=max_blocks, beam=2, placement=F64)
 
