@@ -27,12 +27,37 @@ DEFAULTS = {"MODEL": "smollm2", "DEVICE": "cuda", "STAGES": "data,eagle3,specblo
             "E3_MINUTES": "3", "SB_MINUTES": "3", "E3_STEPS": "4000", "SB_STEPS": "2000",
             "E3_BATCH": "64", "SB_BATCH": "16", "VAL_EVERY": "250", "SHARD_MIB": "15",
             "SWEEP_PROMPTS": "16", "SWEEP_NEW": "128", "SWEEP": "4:16 8:32 8:64 10:96",
-            "SB_SWEEP": "8 16 32", "MAX_FILES": "8"}
+            "SB_SWEEP": "8 16 32", "MAX_FILES": "8", "SELF_INSTRUCT": "1100",
+            "CODE_PROMPTS": "576", "E3_INIT": "shipped"}
 MAX_LEN = {"tiny": (64, 64), "smollm2": (320, 256)}  # (EAGLE-3, SpecBlock) datamodule.max_len
 
 
 def env(name: str) -> str:
     return os.environ.get(name) or DEFAULTS[name]
+
+
+def extra_sources() -> list[str]:
+    """``SELF_INSTRUCT`` / ``CODE_PROMPTS``: how many self-instructed and code-completion prompts
+    the data stage adds (``conf/data_gen/smollm2_features.yaml``'s blocks; 0 leaves one out)."""
+    out = []
+    for key, node in (("SELF_INSTRUCT", "self_instruct"), ("CODE_PROMPTS", "code_completion")):
+        count = int(env(key))
+        out.append(f"data_gen.{node}.count={count}" if count else f"data_gen.{node}=null")
+    return out
+
+
+def warm_start(model: str) -> list[str]:
+    """``E3_INIT``: the EAGLE-3 fit starts from a drafter folder (``shipped``: the model's shipped
+    asset when present -- carry ``specdec/assets/eagle3/<model>`` in a call -- with its head moved
+    onto the new traces' token map; ``none``: from the target's layers)."""
+    init = env("E3_INIT")
+    if init == "shipped":
+        asset = ROOT / "specdec" / "assets" / "eagle3" / model
+        init = str(asset) if (asset / "config.json").is_file() else "none"
+    if init == "none":
+        return []
+    say(f"eagle3: warm start from {init}")
+    return [f"learner.init_from={init}", "learner.remap_vocab=true"]
 
 
 def say(text: str) -> None:
@@ -105,9 +130,8 @@ def main() -> None:
     if model == "tiny":  # eagle3_tiny's synthetic prompts replaced by the training prompts
         data_args = ["~data_gen.synthetic", f"++data_gen.source_dir={data}",
                      "++data_gen.vocab_map_size=96"]
-    else:
-        data_args = [f"train_data_dir={data}", "data_gen.self_instruct=null",
-                     "data_gen.code_completion=null"]
+    else:  # the recipe's breadth: prompts the target writes itself, raw code completions
+        data_args = [f"train_data_dir={data}", *extra_sources()]
     common = [f"+device={device}", f"paths.log_dir={runs}", "++data_gen.features=none",
               "++datamodule.features=online", f"trainer={'cpu' if device == 'cpu' else 'gpu'}",
               *data_args]
@@ -125,7 +149,7 @@ def main() -> None:
         say(f"data: {after['traces']} traces, {after['tokens'] - before} new tokens in "
             f"{wall:.1f} s: {rates['data_tokens_per_s']} tokens/s")
     for kind, minutes, steps, batch, max_len, extra in (
-            ("eagle3", "E3_MINUTES", "E3_STEPS", "E3_BATCH", e3_len, []),
+            ("eagle3", "E3_MINUTES", "E3_STEPS", "E3_BATCH", e3_len, warm_start(model)),
             ("specblock", "SB_MINUTES", "SB_STEPS", "SB_BATCH", sb_len,
              [f"learner.init_eagle3={out / 'eagle3'}"])):
         if kind not in stages:

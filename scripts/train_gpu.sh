@@ -29,7 +29,8 @@
 #  1. call 1: carry [.whl, .ship/train_data.tar.gz, .ship/gguf.sha256, .ship/gguf.part00],
 #     `STAGES=setup bash scripts/train_gpu.sh`; calls 2, 3 at once (the machine stays warm only
 #     briefly, and what earlier calls carried stays there): carry [.ship/gguf.part01], then
-#     [.ship/gguf.part02], the last one with the whole recipe: `bash scripts/train_gpu.sh`
+#     [.ship/gguf.part02, specdec/assets/eagle3/smollm2 (20 MB: E3_INIT's warm start)], the last
+#     one with the whole recipe: `bash scripts/train_gpu.sh`
 #     (setup joins the GGUF, then data, eagle3, specblock, sweep; timeout_s 600). Budget:
 #     GEN_MINUTES + E3_MINUTES + SB_MINUTES + conversions, tests and sweep (~2 min) < 10 min.
 #  2. $OUT comes back: eagle3/ and specblock/ (config.json, index, 2 shards each: 8 files) and,
@@ -42,6 +43,9 @@
 # GEN_MINUTES=3, E3_MINUTES=3, SB_MINUTES=3, E3_STEPS=4000 and SB_STEPS=2000 (the cosine schedule's
 # length: ~ minutes x the printed steps/s), E3_BATCH=64, SB_BATCH=16, VAL_EVERY=250, SHARD_MIB=15,
 # SWEEP_PROMPTS=16, SWEEP_NEW=128, SWEEP="4:16 8:32 8:64 10:96" (topk:total_tokens), SB_SWEEP="8 16 32".
+# SELF_INSTRUCT=1100, CODE_PROMPTS=576 (prompts the target writes itself, raw code completions; 0:
+# none), E3_INIT=shipped (EAGLE-3 warm-starts from specdec/assets/eagle3/$MODEL when carried;
+# a folder; none: from the target's layers).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-python3}

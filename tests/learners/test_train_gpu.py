@@ -68,6 +68,7 @@ def test_the_recipe_dry_run_trains_exports_shards_sweeps_and_resumes(tmp_path):
 
     log = run()
     assert "eagle3: 4 steps (to 4)" in log and "specblock: 3 steps (to 3)" in log, log
+    assert "eagle3: warm start from " + str(ROOT / "specdec" / "assets" / "eagle3" / "tiny") in log
     rates = json.loads((work / "rates.json").read_text())
     assert all(rates[k] > 0 for k in ("data_tokens_per_s", "eagle3_tokens_per_s",
                                       "specblock_tokens_per_s"))
