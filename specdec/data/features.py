@@ -22,6 +22,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from specdec.data.code_prompts import write_code_prompts
+from specdec.data.online_features import target_features
 from specdec.data.self_instruct import self_instructions
 from specdec.data.traces import (
     Trace,
@@ -56,8 +57,7 @@ def cache_features(model, folder: str | Path, target_layers: Sequence[int],
         batch_size: traces per target forward (right-padded; padding never attends back).
     """
     target, written = model.target, 0
-    # the decoder stack alone: its hidden states are the CausalLM's, without the [B, T, V] logits
-    decoder = target.get_decoder() if hasattr(target, "get_decoder") else target
+    device = next(target.parameters()).device
     for path in sorted(Path(folder).glob("traces*.safetensors")):
         out = features_path(path)
         if out.exists() and out.stat().st_mtime >= path.stat().st_mtime:
@@ -65,18 +65,15 @@ def cache_features(model, folder: str | Path, target_layers: Sequence[int],
         rows = traces_of_file(path)
         feats = []
         for b in range(0, len(rows), batch_size):
-            # 1. Right-pad a batch, 2. one forward with hidden states, 3. keep the real tokens.
+            # 1. Right-pad a batch, 2. its fp16 features (the training step's own function,
+            # data.online_features), 3. keep the real tokens.
             batch = rows[b : b + batch_size]
-            width = max(int(r.ids.numel()) for r in batch)
-            ids = torch.zeros(len(batch), width, dtype=torch.long)  # [B, T]
-            mask = torch.zeros(len(batch), width, dtype=torch.long)  # [B, T]
+            length = torch.tensor([int(r.ids.numel()) for r in batch])  # [B]
+            ids = torch.zeros(len(batch), int(length.max()), dtype=torch.long)  # [B, T]
             for i, r in enumerate(batch):
-                ids[i, : r.ids.numel()], mask[i, : r.ids.numel()] = r.ids, 1
-            dev = next(target.parameters()).device
-            states = decoder(input_ids=ids.to(dev), attention_mask=mask.to(dev),
-                             output_hidden_states=True, use_cache=False).hidden_states
-            stacked = torch.stack([states[i] for i in target_layers], 2)  # [B, T, k, H]
-            feats += [stacked[i, : r.ids.numel()].half().cpu() for i, r in enumerate(batch)]
+                ids[i, : r.ids.numel()] = r.ids
+            stacked = target_features(target, ids.to(device), length, target_layers)  # [B,T,k,H]
+            feats += [stacked[i, : r.ids.numel()].cpu() for i, r in enumerate(batch)]
         tmp = out.with_suffix(".tmp")
         save_file({"features": torch.cat(feats).contiguous()}, str(tmp))  # [sum n, k, H]
         tmp.rename(out)
