@@ -38,6 +38,14 @@ def hub_offline() -> bool:
     return any(f.strip().upper() in ("1", "ON", "YES", "TRUE") for f in flags)
 
 
+def looks_like_hub_id(text: str) -> bool:
+    """``org/name`` that is no path here: one slash, no empty or hidden part, not ``.``/``/``/``~``
+    rooted (a hub id to resolve from the cache, not a folder)."""
+    return (text.count("/") == 1 and not text.startswith((".", "/", "~"))
+            and all(part and not part.startswith(".") for part in text.split("/"))
+            and not Path(text).expanduser().exists())
+
+
 def check_reference(ref: str, key: str) -> None:
     """Refuse a model reference that cannot load, naming ``key`` and the fix; no weights load.
 

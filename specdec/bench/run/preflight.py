@@ -123,7 +123,7 @@ def _asset_values(node: DictConfig, where: str) -> Iterator[tuple[str, DictConfi
 def check_assets(cfg: DictConfig) -> None:
     """Every trained asset folder the drafter (or its policy) names exists (or, given as a hub
     id, is in the offline cache)."""
-    from specdec.models.hf import check_reference
+    from specdec.models.hf import check_reference, looks_like_hub_id
 
     for key, node, value in _asset_values(cfg.drafter, "drafter"):
         folder = Path(value)
@@ -143,7 +143,7 @@ def check_assets(cfg: DictConfig) -> None:
                if (CONF / "experiment" / f"{name}.yaml").is_file() else
                f"no experiment trains it yet (conf/experiment/{name}.yaml does not exist: "
                f"write one{after}, then run {command})")
-        if value.count("/") == 1 and not value.startswith((".", "/", "~")):  # a hub id?
+        if looks_like_hub_id(value):
             try:
                 check_reference(value, key)  # cached offline: the loader reads it
                 continue

@@ -34,6 +34,7 @@ from transformers import LlamaConfig
 
 from specdec.errors import BadInput
 from specdec.learners.eagle3.published import ARCH, PublishedDecoder, PublishedEagle3Net
+from specdec.models.hf import looks_like_hub_id
 from specdec.models.shipped import (
     CONFIG,
     WEIGHTS,
@@ -60,11 +61,8 @@ def resolve_folder(path: str | Path) -> Path:
     Raises:
         BadInput: a hub id that is not cached (offline), naming ``hf download <id>``.
     """
-    folder = Path(path)
-    text = str(path)
-    looks_like_id = (not folder.exists() and text.count("/") == 1 and not text.startswith(".")
-                     and all(part and not part.startswith(".") for part in text.split("/")))
-    if not looks_like_id:
+    folder, text = Path(path), str(path)
+    if not looks_like_hub_id(text):
         return folder
     try:
         return Path(snapshot_download(text, local_files_only=True))
