@@ -1,6 +1,6 @@
 """BlockLM: SpecBlock's draft-side cache of verified positions, and its forward log.
 
-The SpecBlock network (``learners.specblock.net``) is not an HF decoder, so ``CachedLM`` cannot own
+The SpecBlock network (``nets.specblock.net``) is not an HF decoder, so ``CachedLM`` cannot own
 its cache. This class holds, per layer, the keys/values of **all K slots of every verified
 position** (``[1, h_kv, positions·K, d]``), computed with the target's real features. It is
 append-only: a position enters once its features are known and never changes, because a block-1
@@ -24,8 +24,8 @@ import torch
 
 from specdec.core import LMOut
 from specdec.forwards import ForwardRecord, current_lane, nonfinite_error
-from specdec.learners.specblock.net import BlockOut, SpecBlockNet
-from specdec.learners.specblock.slots import AppendKeys, ChainKeys
+from specdec.nets.specblock.net import BlockOut, SpecBlockNet
+from specdec.nets.specblock.slots import AppendKeys, ChainKeys
 from specdec.threads import forward_budget
 
 

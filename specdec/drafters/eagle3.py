@@ -2,7 +2,7 @@
 
 EAGLE-3 (Li et al. 2025) drafts from the target's own hidden states: a draft position reads the
 fused features of the target's ``target_layers`` at a verified position (or, below it, the draft's
-own output at the parent node) and the embedding of the next token (``learners.eagle3.net``).
+own output at the parent node) and the embedding of the next token (``nets.eagle3.net``).
 The tree is EAGLE-2's (Li et al. 2024, "EAGLE-2: Faster Inference of Language Models with
 Dynamic Draft Trees"): every candidate carries its cumulative draft log-probability ``c``; per
 depth the ``topk`` best candidates of that depth are expanded (one draft forward of those nodes),
@@ -13,8 +13,8 @@ so ``q = None`` and verification uses the point-mass tree rules (``rrs`` or ``hs
 holds only the expansion rule (``_grow``); the candidates, keeping the best and the ``Draft`` are
 ``drafters.candidates``', loading, placement, target checks and the step ``drafters.features``'.
 
-The net is ours (``learners.eagle3.net.Eagle3Net``) or a released head's published architecture
-(``learners.eagle3.published.PublishedEagle3Net``), driven through the same interface:
+The net is ours (``nets.eagle3.net.Eagle3Net``) or a released head's published architecture
+(``nets.eagle3.published.PublishedEagle3Net``), driven through the same interface:
 ``condition(features)``, ``inputs(embeds, cond)``, ``.decoder``, whose last hidden state is the
 condition of a node's children.
 
@@ -36,9 +36,9 @@ from specdec.drafters.features import FeatureDrafter
 from specdec.drafters.limits import check_nodes, check_width
 from specdec.drafters.policies import Policy
 from specdec.errors import BadInput
-from specdec.learners.eagle3.net import Eagle3Net, load_eagle3
-from specdec.learners.eagle3.published import PublishedEagle3Net
 from specdec.lm import CachedLM
+from specdec.nets.eagle3.net import Eagle3Net, load_eagle3
+from specdec.nets.eagle3.published import PublishedEagle3Net
 from specdec.placement import Placement
 from specdec.sampling import Sampling
 
@@ -50,8 +50,8 @@ class Eagle3Drafter(FeatureDrafter):
         lm: unused (the drafter brings its own network); accepted like every drafter's.
         policy: ``policy.limit()`` caps the tree depth.
         sampling: unused (the tree ranks raw draft log-probabilities; ``q = None``).
-        path: folder of the shipped drafter (``learners.eagle3.net.save_eagle3``), or of a head
-            in a published layout, or a hub id cached offline (``learners.eagle3.interop``).
+        path: folder of the shipped drafter (``nets.eagle3.net.save_eagle3``), or of a head
+            in a published layout, or a hub id cached offline (``nets.eagle3.interop``).
         topk: children per expanded node and nodes expanded per depth.
         total_tokens: drafted nodes kept (the target verifies ``total_tokens + 1``).
         experiment: the training experiment named in errors (``eagle3_<model>``).

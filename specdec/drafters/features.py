@@ -10,7 +10,7 @@ small net fed the target's own features. This base owns:
   the drafter never picks its own. ``reads_target`` makes ``model.draft_device`` refused before
   loading, and ``attach`` refuses a target elsewhere than the placement said;
 * **target checks** at ``attach`` (before the first generation): the net's recorded hidden size,
-  vocabulary and target layers against the target's (``learners.eagle3.net.check_target``);
+  vocabulary and target layers against the target's (``nets.eagle3.net.check_target``);
 * **catching up**: a cache of *verified* positions, each computed from the target's features
   there (``Context.target_features``: the prompt's at prefill, the newly kept nodes' after each
   step), fed to ``_advance`` at prefill and at the start of ``propose``;
@@ -48,7 +48,7 @@ from specdec.core import LM, Context, Draft, Drafter, TargetView, Verdict
 from specdec.drafters.candidates import Candidates
 from specdec.drafters.policies import Policy
 from specdec.errors import BadInput
-from specdec.learners.eagle3.net import check_target
+from specdec.nets.eagle3.net import check_target
 from specdec.placement import Held, Placement, matches
 
 

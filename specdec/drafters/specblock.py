@@ -42,8 +42,8 @@ from specdec.drafters.limits import check_nodes, check_width
 from specdec.drafters.policies import Policy
 from specdec.drafters.rank_tree import Leaf, grow_block
 from specdec.errors import BadInput
-from specdec.learners.specblock.slots import RANK_CLASSES
-from specdec.learners.specblock.store import load_specblock
+from specdec.nets.specblock.slots import RANK_CLASSES
+from specdec.nets.specblock.store import load_specblock
 from specdec.placement import Placement
 from specdec.sampling import Sampling
 
@@ -87,7 +87,7 @@ class SpecBlockDrafter(FeatureDrafter):
         lm: unused (the drafter brings its own network); accepted like every drafter's.
         policy: ``policy.limit()`` caps the tree depth.
         sampling: unused (the tree ranks raw draft log-probabilities; ``q = None``).
-        path: folder of the shipped drafter (``learners.specblock.net.save_specblock``).
+        path: folder of the shipped drafter (``nets.specblock.net.save_specblock``).
         widths: tokens per slot (greedy included) for rank classes 0..3; 0 = give up.
         root_width: width of block 1's slot 0 whatever its class (``None``: the table).
         total_tokens: drafted nodes kept (the target verifies ``total_tokens + 1``).

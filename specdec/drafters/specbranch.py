@@ -67,10 +67,10 @@ from specdec.drafters.limits import check_nodes
 from specdec.drafters.policies import Policy
 from specdec.drafters.tree import TreeGrower
 from specdec.errors import BadInput
-from specdec.learners.hrad.features import StepFeatures
-from specdec.learners.hrad.head import HradHead, check_target, load_hrad
 from specdec.lm import CachedLM
 from specdec.metrics import BRANCHES, DRAFT_TOKENS, HITS, MISSES, ROLLED_BACK
+from specdec.nets.hrad.features import StepFeatures
+from specdec.nets.hrad.head import HradHead, check_target, load_hrad
 from specdec.placement import Held, Placement, drafter_modules
 from specdec.sampling import Sampling
 from specdec.trees import depths

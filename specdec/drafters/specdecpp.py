@@ -38,7 +38,7 @@ class SpecDecPP(Policy):
     but is the last token, and the drafter skips its (unneeded) draft forward.
 
     Args:
-        head: folder written by ``specdec.learners.specdecpp.head.save_head`` (the training
+        head: folder written by ``specdec.nets.specdecpp.head.save_head`` (the training
             export).
         threshold: stop threshold h on the predicted probability of a rejection.
         min_len, max_len: draft-length bounds (paper: 2 and 20).
@@ -53,7 +53,7 @@ class SpecDecPP(Policy):
     def __init__(self, head: str, threshold: float = 0.3, *, min_len: int = 2, max_len: int = 20,
                  experiment: str = "specdecpp_<model>", sampling: dict | None = None,
                  placement: Placement | None = None) -> None:
-        from specdec.learners.specdecpp.head import load_head
+        from specdec.nets.specdecpp.head import load_head
 
         check_bounds("min_len", min_len, max_len)
         if not 0.0 <= threshold <= 1.0:

@@ -8,8 +8,8 @@ from pathlib import Path
 import torch
 from transformers import LlamaConfig
 
-from specdec.learners.specblock.net import SpecBlockNet
-from specdec.learners.specblock.store import save_specblock
+from specdec.nets.specblock.net import SpecBlockNet
+from specdec.nets.specblock.store import save_specblock
 
 
 def save_table_specblock(folder: Path, vocab: int) -> str:

@@ -8,9 +8,9 @@ from specdec.bench.run.fingerprint import SAMPLES, learned_weights, weights_dige
 from specdec.drafters.model import ModelDrafter
 from specdec.drafters.policies import Fixed
 from specdec.drafters.specdecpp import SpecDecPP
-from specdec.learners.specdecpp.head import AcceptanceHead, save_head
 from specdec.lm import CachedLM
 from specdec.models.tiny import tiny_pair
+from specdec.nets.specdecpp.head import AcceptanceHead, save_head
 from specdec.sampling import Sampling
 from specdec.verifiers.tokenwise import Tokenwise
 

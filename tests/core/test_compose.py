@@ -13,10 +13,10 @@ import pytest
 import specdec.bench.run.method
 import specdec.compose
 from specdec.bench.run.method import build_method
+from specdec.data.hrad import generate_hrad_data
+from specdec.data.specdecpp import generate_acceptance_data
 from specdec.drafters import EmptyDrafter, ModelDrafter
 from specdec.drafters.policies import Fixed
-from specdec.learners.hrad.data import generate_hrad_data
-from specdec.learners.specdecpp.data import generate_acceptance_data
 from specdec.lm import CachedLM
 from specdec.verifiers import Tokenwise
 

@@ -20,24 +20,23 @@ PACKAGE = REPO / "specdec"
 # lowest first; a module may import its own layer and the ones below it
 LAYERS: list[tuple[str, ...]] = [
     ("errors",),
-    ("rowops", "trees", "vocab", "threads", "forwards", "streaming", "cli_help", "data"),
+    ("rowops", "trees", "vocab", "threads", "forwards", "streaming", "cli_help"),
     # loading and placing models: the pair, its typed placement, its caches' kind
     ("models", "placement", "static_cache"),
     ("core", "sampling", "metrics", "reconcile"),
     ("lm", "lm_inputs"),
-    ("learners",),  # learned networks and heads, their training: drafters are built on them
+    ("nets",),  # the networks drafters load: the drafters and the learners are built on them
     ("verifiers", "drafters"),
     ("engine",),
     ("compose",),
-    # learner data generation decodes with a composed method; config: shared config helpers
-    ("learners.hrad.data", "learners.hrad.module", "learners.specdecpp.data", "config",
-     "testing"),
+    ("data",),  # prompts and training data; its generators decode with a composed method
+    ("learners",),  # training: reads data, trains and exports nets
+    ("config",),  # config helpers (resolvers, the training hash)
     ("bench",),  # shared by the harness's two sides: the typed summary, records, cost model
     ("bench.report",),  # reading finished runs: never imports bench.run
-    # running an eval: may read its own run the way the report does; testing.ranks: simulated
-    # ranks of its Ranks, for tests
-    ("bench.run", "testing.ranks"),
+    ("bench.run",),  # running an eval: may read its own run the way the report does
     ("api", "eval", "train", "report", "cli_check", ""),  # "": the package's __init__
+    ("testing",),  # helpers for the tests, on top of everything they test
 ]
 
 
@@ -95,11 +94,28 @@ def test_no_import_points_up(path):
     assert not up, f"specdec.{me} (layer {layer_of(me)}) imports from above: {up}"
 
 
-def test_function_level_imports_count_and_the_old_loader_import_would_fail():
-    """The SmolLM2 loader's draft import sits inside a function; it once named a learner."""
+def test_function_level_imports_count_and_a_loader_importing_a_learner_would_fail():
+    """The SmolLM2 loader's draft import sits inside a function (it once named a learner)."""
     found = imports_of(PACKAGE / "models" / "smollm2.py")
-    assert "models.reduced_draft" in found and "learners.draft_lm.net" not in found
-    assert layer_of("learners.draft_lm.net") > layer_of("models.smollm2")
+    assert "models.reduced_draft" in found
+    assert layer_of("learners.draft_lm.module") > layer_of("models.smollm2")
+
+
+def test_learners_and_drafters_never_import_each_other():
+    """Both build on ``nets``; data generation that decodes lives in ``data``, not in a learner."""
+    def package(module: str) -> str:
+        return module.split(".")[0]
+
+    pairs = {(package(_module(p)), package(m)) for p in FILES for m in imports_of(p)}
+    assert ("learners", "drafters") not in pairs and ("drafters", "learners") not in pairs
+
+
+def test_one_layer_per_package():
+    """A subpackage sits in its package's layer: ``LAYERS`` names only top-level names (and the
+    harness's two sides), so no module of a package is an exception."""
+    for names in LAYERS:
+        for name in names:
+            assert "." not in name or name in ("bench.report", "bench.run"), name
 
 
 # the only run-side modules that import the report side, and why: the sweep objective is the

@@ -20,11 +20,11 @@ import pytest
 import yaml
 
 from specdec.data import registry
+from specdec.data.hrad import prompt_texts
 from specdec.data.prepare import prepare, recipes
+from specdec.data.specdecpp import load_source
 from specdec.data.training import training_pairs, training_prompts
 from specdec.errors import BadInput, MissingInput
-from specdec.learners.hrad.data import prompt_texts
-from specdec.learners.specdecpp.data import load_source
 from specdec.testing.paths import REPO
 
 ROOT = REPO
@@ -205,7 +205,7 @@ def _lists(node: object, key: str) -> list[list]:
 
 
 def test_every_learner_config_reads_registered_training_splits():
-    from specdec.learners.specdecpp.data import NAMED_READERS
+    from specdec.data.specdecpp import NAMED_READERS
 
     trains = {name for name, ds in registry.datasets().items() if ds.train is not None}
     for group in ("experiment", "data_gen"):

@@ -14,7 +14,7 @@ from specdec.drafters import ModelDrafter
 from specdec.drafters.policies import AdaEDL, Heuristic
 from specdec.drafters.specdecpp import SpecDecPP
 from specdec.engine import generate
-from specdec.learners.specdecpp.head import AcceptanceHead, save_head
+from specdec.nets.specdecpp.head import AcceptanceHead, save_head
 from specdec.sampling import Sampling
 from specdec.testing.enumeration import enumerate_outcomes, max_abs_error, truncate_at_stop
 from specdec.testing.table_lm import TableLM, ar_joint

@@ -20,10 +20,10 @@ from specdec.drafters.policies import Fixed
 from specdec.drafters.rank_tree import grow_block
 from specdec.drafters.specblock import SpecBlockDrafter
 from specdec.engine import generate
-from specdec.learners.specblock.net import new_specblock
-from specdec.learners.specblock.store import save_specblock
 from specdec.lm import CachedLM
 from specdec.models.tiny import tiny_lm
+from specdec.nets.specblock.net import new_specblock
+from specdec.nets.specblock.store import save_specblock
 from specdec.placement import Placement
 from specdec.sampling import Sampling
 from specdec.testing.enumeration import enumerate_outcomes, max_abs_error

@@ -21,8 +21,8 @@ from specdec.drafters import EmptyDrafter
 from specdec.drafters.policies import Fixed
 from specdec.drafters.specbranch import SpecBranchDrafter
 from specdec.engine import generate
-from specdec.learners.hrad.head import HradHead, save_hrad
 from specdec.lm import CachedLM
+from specdec.nets.hrad.head import HradHead, save_hrad
 from specdec.sampling import Sampling, TorchCoins
 from specdec.trees import children, depths
 from specdec.verifiers import RecursiveRejection

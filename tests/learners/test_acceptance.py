@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from specdec.learners.specdecpp import data as acceptance_data
-from specdec.learners.specdecpp.head import (
+from specdec.data import specdecpp as acceptance_data
+from specdec.nets.specdecpp.head import (
     AcceptanceHead,
     head_from_checkpoint,
     load_head,

@@ -13,7 +13,9 @@ from specdec.data.training import training_prompts
 from specdec.drafters import EmptyDrafter, ModelDrafter
 from specdec.drafters.policies import Fixed
 from specdec.engine import generate
-from specdec.learners.draft_lm.net import (
+from specdec.learners.draft_lm.trace_dataset import collate_traces
+from specdec.lm import CachedLM
+from specdec.models.reduced_draft import (
     EMBED_KEY,
     draft_from_checkpoint,
     init_from_target,
@@ -21,8 +23,6 @@ from specdec.learners.draft_lm.net import (
     save_draft,
     tokenizer_sha256,
 )
-from specdec.learners.draft_lm.trace_dataset import collate_traces
-from specdec.lm import CachedLM
 from specdec.models.tiny import tiny_pair
 from specdec.sampling import Sampling, TorchCoins, warp
 from specdec.verifiers import Tokenwise

@@ -20,9 +20,9 @@ from specdec.drafters.eagle3 import Eagle3Drafter
 from specdec.drafters.policies import Fixed
 from specdec.engine import generate
 from specdec.learners.eagle3.module import ttt_mask, unroll
-from specdec.learners.eagle3.net import load_eagle3, new_eagle3, remap_head, save_eagle3
 from specdec.lm import CachedLM
 from specdec.models.tiny import tiny_lm
+from specdec.nets.eagle3.net import load_eagle3, new_eagle3, remap_head, save_eagle3
 from specdec.placement import Placement
 from specdec.sampling import Sampling, TorchCoins
 from specdec.testing.enumeration import enumerate_outcomes, max_abs_error
@@ -154,8 +154,8 @@ def test_feature_tree_is_lossless_at_t1(verifier, seed):
 def test_tiny_experiment_trains_exports_and_decodes(tmp_path, compose):
     from specdec.data.features import load_feature_traces
     from specdec.learners.eagle3.module import Eagle3Learner, collate
-    from specdec.learners.eagle3.net import load_eagle3
     from specdec.models.tiny import tiny_pair
+    from specdec.nets.eagle3.net import load_eagle3
     from specdec.train import train
 
     overrides = ["+experiment=eagle3_tiny", f"eagle3.traces_dir={tmp_path / 'data'}",

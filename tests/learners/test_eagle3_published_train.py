@@ -19,8 +19,8 @@ import torch
 
 from specdec.errors import BadInput
 from specdec.learners.eagle3.module import unroll
-from specdec.learners.eagle3.published import PublishedEagle3Net, new_published
 from specdec.lm import CachedLM
+from specdec.nets.eagle3.published import PublishedEagle3Net, new_published
 from specdec.testing.eagle3_stub import write_stub
 from specdec.testing.paths import REPO
 
@@ -64,8 +64,8 @@ def test_tiny_experiment_trains_and_exports_the_published_layout(tmp_path, compo
     from specdec.drafters.policies import Fixed
     from specdec.engine import generate
     from specdec.learners.eagle3.module import Eagle3Learner, collate
-    from specdec.learners.eagle3.net import load_eagle3
     from specdec.models.tiny import tiny_pair
+    from specdec.nets.eagle3.net import load_eagle3
     from specdec.sampling import Sampling, TorchCoins
     from specdec.train import train
     from specdec.verifiers import RecursiveRejection
@@ -119,7 +119,7 @@ def test_export_format_switch(tiny64, tmp_path):
     from types import SimpleNamespace
 
     from specdec.learners.eagle3.module import export_eagle3
-    from specdec.learners.eagle3.net import new_eagle3
+    from specdec.nets.eagle3.net import new_eagle3
 
     ours = new_eagle3(tiny64.target, torch.arange(259), LAYERS)
     learner = SimpleNamespace(net=ours, _target=[tiny64.target])

@@ -8,9 +8,9 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from specdec.learners.hrad.data import check_meta, write_chunk
-from specdec.learners.hrad.head import HradHead, load_hrad
+from specdec.data.hrad import check_meta, write_chunk
 from specdec.learners.hrad.module import class_weights, recalls
+from specdec.nets.hrad.head import HradHead, load_hrad
 
 K = 3  # the tiny target (2 layers) has 3 hidden states
 TINY = SimpleNamespace(hidden_size=32, num_layers=2, vocab_size=259)

@@ -19,7 +19,7 @@ import torch
 from specdec.drafters.block_lm import BlockLM
 from specdec.learners.specblock.losses import prefix_correct, rank_loss, slot_labels, unlock
 from specdec.learners.specblock.module import unroll
-from specdec.learners.specblock.net import new_specblock
+from specdec.nets.specblock.net import new_specblock
 
 LAYERS = (0, 1, 2)
 K = 4
@@ -130,9 +130,9 @@ def test_tiny_experiment_trains_exports_and_decodes(tmp_path, compose):
     from specdec.engine import generate
     from specdec.learners.eagle3.module import collate
     from specdec.learners.specblock.module import SpecBlockLearner
-    from specdec.learners.specblock.store import load_specblock
     from specdec.lm import CachedLM
     from specdec.models.tiny import tiny_pair
+    from specdec.nets.specblock.store import load_specblock
     from specdec.sampling import Sampling, TorchCoins
     from specdec.train import train
     from specdec.verifiers import RecursiveRejection

@@ -12,10 +12,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from specdec.learners.eagle3.net import new_eagle3
 from specdec.learners.specblock.module import unroll
-from specdec.learners.specblock.net import new_specblock
 from specdec.learners.specblock.warm import warm_from_eagle3
+from specdec.nets.eagle3.net import new_eagle3
+from specdec.nets.specblock.net import new_specblock
 
 LAYERS = (0, 1, 2)
 K = 4

@@ -13,8 +13,8 @@ import pickle
 import pytest
 import torch
 
+from specdec.data import specdecpp as acceptance_data
 from specdec.errors import BadInput
-from specdec.learners.specdecpp import data as acceptance_data
 
 RAN: list[str] = []
 

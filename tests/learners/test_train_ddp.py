@@ -18,9 +18,9 @@ import torch
 from hydra.utils import instantiate
 
 from specdec.config import ROOT
-from specdec.learners.hrad.head import load_hrad
 from specdec.learners.hrad.module import HradDataModule
 from specdec.learners.scale import exportable
+from specdec.nets.hrad.head import load_hrad
 
 
 def _data(compose, tmp_path) -> list[str]:

@@ -47,9 +47,9 @@ def test_join_unpacks_the_prompts_and_joins_the_gguf_once_every_part_is_there(tm
 
 @pytest.mark.slow  # ~1-2 minutes on a busy 2-core machine: four trainings, a sweep, a rerun
 def test_the_recipe_dry_run_trains_exports_shards_sweeps_and_resumes(tmp_path):
-    from specdec.learners.eagle3.net import load_eagle3
-    from specdec.learners.specblock.store import load_specblock
     from specdec.models.tiny import tiny_pair
+    from specdec.nets.eagle3.net import load_eagle3
+    from specdec.nets.specblock.store import load_specblock
 
     work, limit = tmp_path / "work", 0.05
     env = {**os.environ, "PY": sys.executable, "MODEL": "tiny", "DEVICE": "cpu",

@@ -10,9 +10,9 @@ import warnings
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from specdec.learners.draft_lm.net import ReducedVocabDraft
 from specdec.lm import CachedLM
 from specdec.models.cache_arg import cache_kwarg
+from specdec.models.reduced_draft import ReducedVocabDraft
 
 
 def _no_cache_warnings(lm: CachedLM) -> torch.Tensor:

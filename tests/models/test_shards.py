@@ -20,9 +20,9 @@ LIMIT_MIB = 0.05  # 52 KB shards: the tiny drafters (80 and 140 KB) take several
 
 @pytest.fixture(scope="module")
 def nets():
-    from specdec.learners.eagle3.net import load_eagle3
-    from specdec.learners.specblock.store import load_specblock
     from specdec.models.tiny import tiny_pair
+    from specdec.nets.eagle3.net import load_eagle3
+    from specdec.nets.specblock.store import load_specblock
 
     pair = tiny_pair()
     return (pair, load_eagle3("specdec/assets/eagle3/tiny", pair.target),
@@ -30,8 +30,8 @@ def nets():
 
 
 def export_both(nets, root, limit):
-    from specdec.learners.eagle3.net import save_eagle3
-    from specdec.learners.specblock.store import save_specblock
+    from specdec.nets.eagle3.net import save_eagle3
+    from specdec.nets.specblock.store import save_specblock
 
     pair, eagle, block = nets
     save_eagle3(eagle, root / "e3", target_vocab=pair.target.config.vocab_size,
@@ -40,8 +40,8 @@ def export_both(nets, root, limit):
 
 
 def test_a_sharded_export_loads_the_tensors_of_a_single_file(nets, tmp_path):
-    from specdec.learners.eagle3.net import load_eagle3
-    from specdec.learners.specblock.store import load_specblock
+    from specdec.nets.eagle3.net import load_eagle3
+    from specdec.nets.specblock.store import load_specblock
 
     pair = nets[0]
     export_both(nets, tmp_path / "one", None)
@@ -60,7 +60,7 @@ def test_a_sharded_export_loads_the_tensors_of_a_single_file(nets, tmp_path):
 
 
 def test_a_missing_or_truncated_shard_is_named(nets, tmp_path):
-    from specdec.learners.eagle3.net import load_eagle3
+    from specdec.nets.eagle3.net import load_eagle3
 
     export_both(nets, tmp_path, LIMIT_MIB)
     folder = tmp_path / "e3"
@@ -75,7 +75,7 @@ def test_a_missing_or_truncated_shard_is_named(nets, tmp_path):
 
 
 def test_a_re_export_in_the_other_layout_leaves_no_stale_weights(nets, tmp_path):
-    from specdec.learners.eagle3.net import load_eagle3
+    from specdec.nets.eagle3.net import load_eagle3
 
     export_both(nets, tmp_path, None)
     (tmp_path / "e3" / "MODEL_CARD.md").write_text("card")

@@ -1,3 +1,3 @@
-"""The EAGLE-3 feature drafter: ``net`` (fusion + one decoder layer + reduced-vocabulary head),
-``data`` (target traces for tests and tiny pairs), ``module`` (LightningModule with training-time
-test, DataModule, export). The decoding side is ``specdec.drafters.eagle3``."""
+"""Training the EAGLE-3 feature drafter: ``batches`` (trace batches), ``module`` (LightningModule
+with training-time test, DataModule, export). The network is ``specdec.nets.eagle3``; the decoding
+side is ``specdec.drafters.eagle3``."""

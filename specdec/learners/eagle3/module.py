@@ -34,8 +34,11 @@ from specdec.learners.eagle3.batches import (  # noqa: F401  (re-exported: confi
     collate,
     held_out,
 )
-from specdec.learners.eagle3.interop import FORMATS, save_eagle3_hf
-from specdec.learners.eagle3.net import (
+from specdec.learners.install import export_folder
+from specdec.learners.optim import adamw_warmup_cosine
+from specdec.models.reduced_draft import tokenizer_sha256
+from specdec.nets.eagle3.interop import FORMATS, save_eagle3_hf
+from specdec.nets.eagle3.net import (
     DECODER_EMBED_KEY,
     Eagle3Net,
     load_eagle3,
@@ -43,10 +46,7 @@ from specdec.learners.eagle3.net import (
     remap_head,
     save_eagle3,
 )
-from specdec.learners.eagle3.published import PublishedEagle3Net, new_published
-from specdec.learners.install import export_folder
-from specdec.learners.optim import adamw_warmup_cosine
-from specdec.models.reduced_draft import tokenizer_sha256
+from specdec.nets.eagle3.published import PublishedEagle3Net, new_published
 
 log = logging.getLogger(__name__)
 ARCHS = {"specdec": new_eagle3, "eagle3": new_published}  # learner.arch -> the new net's maker
@@ -96,7 +96,7 @@ def unroll(net: Eagle3Net | PublishedEagle3Net, embed: torch.nn.Module, ids: tor
 
 
 class Eagle3Learner(L.LightningModule):
-    """Trains an ``Eagle3Net`` (``learners.eagle3.net``) on cached or online target features.
+    """Trains an ``Eagle3Net`` (``nets.eagle3.net``) on cached or online target features.
 
     Args:
         model: the ``ModelPair`` (its target: init source, embedding, shapes).

@@ -1,2 +1,3 @@
-"""The H-RAD learner (SpecBranch): ``features`` (z_t), ``head`` (3-way MLP), ``data`` (labelled
-decoding steps), ``module`` (LightningModule + DataModule, class-weighted CE)."""
+"""Training the H-RAD classifier (SpecBranch): ``module`` (LightningModule + DataModule,
+class-weighted CE). Network: ``specdec.nets.hrad``; labelled decoding steps:
+``specdec.data.hrad``."""

@@ -24,12 +24,12 @@ import torch
 import torchmetrics
 from torch.utils.data import DataLoader, TensorDataset
 
+from specdec.data.hrad import SPLITS, load_hrad_data
 from specdec.errors import BadInput
-from specdec.learners.hrad.data import SPLITS, load_hrad_data
-from specdec.learners.hrad.head import CLASSES, HradHead, save_hrad
 from specdec.learners.install import export_folder
 from specdec.learners.loaders import SplitLoaders
 from specdec.models import ModelPair
+from specdec.nets.hrad.head import CLASSES, HradHead, save_hrad
 
 
 def class_weights(counts: torch.Tensor) -> torch.Tensor:
@@ -167,7 +167,7 @@ class HradLearner(L.LightningModule):
 
 
 class HradDataModule(SplitLoaders, L.LightningDataModule):
-    """The cached features and classes of ``learners.hrad.data``, split by prompt there."""
+    """The cached features and classes of ``data.hrad``, split by prompt there."""
 
     def __init__(self, path: str, batch_size: int = 32, num_workers: int = 0) -> None:
         super().__init__()

@@ -1,4 +1,4 @@
-"""The SpecBlock feature drafter: ``slots`` (masks, slot attention, rank features), ``net`` (block
-network, save/load), ``module`` (cross-block LightningModule, export). Data: EAGLE-3's cached
-traces and features (``data.features``). The decoding side is ``specdec.drafters.specblock``.
-"""
+"""Training the SpecBlock feature drafter: ``losses``, ``warm`` (warm start from EAGLE-3),
+``module`` (cross-block LightningModule, export). Network: ``specdec.nets.specblock``. Data:
+EAGLE-3's traces and features (``specdec.data.features``). The decoding side is
+``specdec.drafters.specblock``."""

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import torch
 
-from specdec.learners.specblock.slots import RANK_CLASSES
+from specdec.nets.specblock.slots import RANK_CLASSES
 
 
 def slot_labels(lab_ids: torch.Tensor, lab_logp: torch.Tensor, t2d: torch.Tensor, offset: int,

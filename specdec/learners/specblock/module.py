@@ -39,21 +39,21 @@ import torch
 from specdec.data.features import frozen_target, read_token_map
 from specdec.data.online_features import batch_features
 from specdec.errors import BadInput
-from specdec.learners.eagle3.net import load_eagle3
 from specdec.learners.install import export_folder
 from specdec.learners.optim import adamw_warmup_cosine
 from specdec.learners.specblock.losses import prefix_correct, rank_loss, slot_labels, unlock
-from specdec.learners.specblock.net import BlockOut, SpecBlockNet, new_specblock
-from specdec.learners.specblock.slots import (
+from specdec.learners.specblock.warm import warm_from_eagle3
+from specdec.models.reduced_draft import tokenizer_sha256
+from specdec.nets.eagle3.net import load_eagle3
+from specdec.nets.specblock.net import BlockOut, SpecBlockNet, new_specblock
+from specdec.nets.specblock.slots import (
     AppendKeys,
     ChainKeys,
     cross_visible,
     rank_buckets,
     slot_keys_positions,
 )
-from specdec.learners.specblock.store import load_specblock, save_specblock
-from specdec.learners.specblock.warm import warm_from_eagle3
-from specdec.models.reduced_draft import tokenizer_sha256
+from specdec.nets.specblock.store import load_specblock, save_specblock
 
 
 def unroll(net: SpecBlockNet, embed: torch.nn.Module, ids: torch.Tensor, feats: torch.Tensor,
@@ -92,7 +92,7 @@ def unroll(net: SpecBlockNet, embed: torch.nn.Module, ids: torch.Tensor, feats: 
 
 
 class SpecBlockLearner(L.LightningModule):
-    """Trains a ``SpecBlockNet`` (``learners.specblock.net``) on EAGLE-3's cached features.
+    """Trains a ``SpecBlockNet`` (``nets.specblock.net``) on EAGLE-3's cached features.
 
     Args:
         model: the ``ModelPair`` (its target: init source, embedding, shapes).

@@ -26,8 +26,8 @@ from __future__ import annotations
 import torch
 
 from specdec.errors import BadInput
-from specdec.learners.eagle3.net import Eagle3Net
-from specdec.learners.specblock.net import SpecBlockNet
+from specdec.nets.eagle3.net import Eagle3Net
+from specdec.nets.specblock.net import SpecBlockNet
 
 
 def warm_from_eagle3(net: SpecBlockNet, eagle: Eagle3Net, *, query_scale: float = 0.1

@@ -1,2 +1,3 @@
-"""The SpecDec++ acceptance-prediction head: ``head`` (nn.Module), ``data`` (labels from target
-traces), ``module`` (LightningModule + DataModule, weighted BCE with token mixing)."""
+"""Training the SpecDec++ acceptance-prediction head: ``module`` (LightningModule + DataModule,
+weighted BCE with token mixing). Network: ``specdec.nets.specdecpp``; labels from target traces:
+``specdec.data.specdecpp``."""

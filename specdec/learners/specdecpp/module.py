@@ -26,8 +26,8 @@ from torch.utils.data import DataLoader
 from specdec.errors import MissingInput
 from specdec.learners.install import export_folder
 from specdec.learners.loaders import SplitLoaders
-from specdec.learners.specdecpp.head import AcceptanceHead, save_head
 from specdec.models import ModelPair
+from specdec.nets.specdecpp.head import AcceptanceHead, save_head
 
 
 class SoftCalibrationError(torchmetrics.Metric):

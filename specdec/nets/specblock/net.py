@@ -48,7 +48,9 @@ from transformers.models.llama.modeling_llama import (
 )
 
 from specdec.errors import BadInput
-from specdec.learners.specblock.slots import (
+from specdec.models.exact import exact_float64
+from specdec.models.reduced_draft import copy_layer, draft_config, qkv_bias
+from specdec.nets.specblock.slots import (
     KV,
     NUM_RANK_FEATURES,
     RANK_CLASSES,
@@ -59,8 +61,6 @@ from specdec.learners.specblock.slots import (
     rank_features,
     slot_attention,
 )
-from specdec.models.exact import exact_float64
-from specdec.models.reduced_draft import copy_layer, draft_config, qkv_bias
 
 
 class BlockOut(NamedTuple):

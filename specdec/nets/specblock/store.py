@@ -16,9 +16,9 @@ import torch
 from transformers import LlamaConfig
 
 from specdec.errors import BadInput
-from specdec.learners.eagle3.net import load_weights, read_feature_drafter
-from specdec.learners.specblock.net import SpecBlockNet
 from specdec.models.shipped import WEIGHTS, write_asset
+from specdec.nets.eagle3.net import load_weights, read_feature_drafter
+from specdec.nets.specblock.net import SpecBlockNet
 
 TRAIN_COMMAND = "python -m specdec.train +experiment=specblock_<model>"
 

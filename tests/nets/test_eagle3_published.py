@@ -28,10 +28,10 @@ from specdec.drafters.eagle3 import Eagle3Drafter
 from specdec.drafters.policies import Fixed
 from specdec.engine import generate
 from specdec.errors import BadInput, InputError, MissingInput
-from specdec.learners.eagle3.interop import default_layers, save_eagle3_hf
-from specdec.learners.eagle3.net import load_eagle3
-from specdec.learners.eagle3.published import PublishedEagle3Net
 from specdec.lm import CachedLM
+from specdec.nets.eagle3.interop import default_layers, save_eagle3_hf
+from specdec.nets.eagle3.net import load_eagle3
+from specdec.nets.eagle3.published import PublishedEagle3Net
 from specdec.sampling import Sampling, TorchCoins
 from specdec.testing.eagle3_stub import (
     EPS,

@@ -35,8 +35,6 @@ from transformers import LlamaConfig
 from transformers.models.llama.modeling_llama import LlamaRMSNorm
 
 from specdec.errors import BadInput, MissingInput
-from specdec.learners.eagle3.interop import layout, read_published, resolve_folder
-from specdec.learners.eagle3.published import PublishedEagle3Net
 from specdec.models.cache_arg import cache_kwarg
 from specdec.models.exact import exact_float64
 from specdec.models.reduced_draft import (
@@ -55,6 +53,8 @@ from specdec.models.shipped import (
     read_tensors,
     write_asset,
 )
+from specdec.nets.eagle3.interop import layout, read_published, resolve_folder
+from specdec.nets.eagle3.published import PublishedEagle3Net
 
 DECODER_EMBED_KEY = f"decoder.{EMBED_KEY}"
 META_KEYS = ("target_layers", "target_hidden", "target_vocab")  # what ``check_target`` reads

@@ -35,7 +35,7 @@ from safetensors.torch import load_file, save_file
 from specdec.core import Context, Draft, Drafter, TargetView, Verdict
 from specdec.data.training import DEFAULT_SETS, split_of
 from specdec.errors import BadInput, MissingInput
-from specdec.learners.hrad.features import StepFeatures
+from specdec.nets.hrad.features import StepFeatures
 
 log = logging.getLogger(__name__)
 SPLITS = ("train", "validation", "test")
@@ -175,7 +175,7 @@ def generate_hrad_data(model, out_dir: str, *, source_dir: str | None = None,
     from specdec.drafters import ModelDrafter
     from specdec.drafters.policies import Fixed
     from specdec.engine import generate
-    from specdec.learners.hrad.features import hrad_layers
+    from specdec.nets.hrad.features import hrad_layers
     from specdec.sampling import Sampling, TorchCoins, prompt_seed
     from specdec.verifiers import Tokenwise
 

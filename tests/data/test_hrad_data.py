@@ -5,14 +5,14 @@ from __future__ import annotations
 import pytest
 import torch
 
-from specdec.learners.hrad.data import (
+from specdec.data.hrad import (
     committed_sequences,
     generate_hrad_data,
     hrad_class,
     load_hrad_data,
     synthetic_prompts,
 )
-from specdec.learners.hrad.features import hrad_features, hrad_layers
+from specdec.nets.hrad.features import hrad_features, hrad_layers
 
 GAMMA, K, PROMPTS = 3, 3, 6
 

@@ -14,7 +14,7 @@ the signal, and the classifier predicts how much of the draft hanging off ``x_t`
 accept.
 
 ``StepFeatures`` tracks ``f_{t-1}`` across prefill and steps; the data writer
-(``learners.hrad.data``) and a drafter that serves the head both call it, so the features cannot
+(``data.hrad``) and a drafter that serves the head both call it, so the features cannot
 drift between training and serving.
 """
 

@@ -33,7 +33,6 @@ from huggingface_hub.errors import HFValidationError, LocalEntryNotFoundError
 from transformers import LlamaConfig
 
 from specdec.errors import BadInput
-from specdec.learners.eagle3.published import ARCH, PublishedDecoder, PublishedEagle3Net
 from specdec.models.hf import looks_like_hub_id
 from specdec.models.shipped import (
     CONFIG,
@@ -43,6 +42,7 @@ from specdec.models.shipped import (
     read_tensors,
     write_asset,
 )
+from specdec.nets.eagle3.published import ARCH, PublishedDecoder, PublishedEagle3Net
 
 FORMATS = ("specdec", "eagle3_hf")  # export.format values
 BIN = "pytorch_model.bin"

@@ -23,18 +23,18 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from specdec.errors import EXIT_STATUS, BadInput, InputError
-from specdec.learners.draft_lm.net import (
+from specdec.learners.scale import exportable
+from specdec.models.reduced_draft import (
     draft_from_checkpoint,
     init_from_target,
     load_draft,
     save_draft,
 )
-from specdec.learners.eagle3.net import load_eagle3, save_eagle3
-from specdec.learners.hrad.head import load_hrad, save_hrad
-from specdec.learners.scale import exportable
-from specdec.learners.specblock.store import load_specblock, save_specblock
-from specdec.learners.specdecpp.head import head_from_checkpoint, load_head, save_head
 from specdec.models.tiny import tiny_pair
+from specdec.nets.eagle3.net import load_eagle3, save_eagle3
+from specdec.nets.hrad.head import load_hrad, save_hrad
+from specdec.nets.specblock.store import load_specblock, save_specblock
+from specdec.nets.specdecpp.head import head_from_checkpoint, load_head, save_head
 from specdec.testing.paths import REPO
 
 ROOT = REPO

@@ -14,10 +14,10 @@ import math
 import pytest
 import torch
 
-from specdec.learners.specblock.net import new_specblock
-from specdec.learners.specblock.slots import AppendKeys, ChainKeys, rank_buckets, rank_features
-from specdec.learners.specblock.store import load_specblock, save_specblock
 from specdec.models.tiny import tiny_lm
+from specdec.nets.specblock.net import new_specblock
+from specdec.nets.specblock.slots import AppendKeys, ChainKeys, rank_buckets, rank_features
+from specdec.nets.specblock.store import load_specblock, save_specblock
 
 LAYERS = (0, 1, 2)
 K = 4

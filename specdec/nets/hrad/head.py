@@ -82,7 +82,7 @@ class HradHead(nn.Module):
                 f"H-RAD features have width {features.shape[-1]} but this head reads "
                 f"{self.in_features} = (K + 1) * H (K={self.meta.get('layers', '?')} target layers "
                 f"+ the embedding, H={self.meta.get('target_hidden_size', '?')}); build them with "
-                "learners.hrad.features.hrad_features on the target the head was trained for")
+                "nets.hrad.features.hrad_features on the target the head was trained for")
         x = (features.to(self.mean.dtype) - self.mean) / self.std  # [..., D]
         return self.mlp(x)
 
