@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-from specdec.bench import sandbox_seccomp as sc
+from specdec.bench.sandbox import seccomp as sc
 from specdec.testing.paths import REPO
 
 ROOT = REPO
