@@ -19,8 +19,8 @@ PROMPT = 'def add(a, b):\n    """Return a + b."""\n'
 TEST = ("def check(candidate):\n    assert candidate(1, 2) == 3\n"
         "    assert candidate(a=-4, b=4) == 0  # tests-only-marker-5e1f\n")
 
-# walks its callers' frames and the heap to the sandbox's own end-of-run call and token, writes
-# "done" and every token it finds to every descriptor, and leaves with status 0
+# walks its callers' frames and the heap to the sandbox's own end-of-run call and calls it; else
+# writes the first token it finds (else "done") to every descriptor, and leaves with status 0
 FORGE_FRAMES = """\
     import gc, os, sys
     seen = []
@@ -28,24 +28,16 @@ FORGE_FRAMES = """\
     while frame is not None:
         seen += [frame.f_locals, frame.f_globals]
         frame = frame.f_back
-    for scope in seen:
-        for name, value in list(scope.items()):
-            if name == "finish" and callable(value):
-                value()
-            if isinstance(value, bytes) and len(value) == 32:
-                for fd in range(3, 64):
-                    try:
-                        os.write(fd, value)
-                    except OSError:
-                        pass
-    for obj in gc.get_objects():
-        if getattr(obj, "__name__", None) == "finish" and callable(obj):
-            obj()
-    for fd in range(3, 64):
-        try:
-            os.write(fd, b"done\\n")
-        except OSError:
-            pass
+    for value in [s.get("finish") for s in seen] + gc.get_objects():
+        if callable(value) and getattr(value, "__name__", None) == "finish":
+            value()
+    tokens = [v for s in seen for v in s.values() if isinstance(v, bytes) and len(v) == 32]
+    for data in tokens[:1] or [b"done\\n"]:
+        for fd in range(3, 64):
+            try:
+                os.write(fd, data)
+            except OSError:
+                pass
     os._exit(0)
 """
 # a result equal to everything
@@ -70,12 +62,20 @@ def test_a_result_equal_to_everything_fails():
 
 
 def test_the_programs_process_never_holds_the_tests():
-    # the completion searches its whole heap for the tests' text, then answers honestly
-    spy = ("    import gc\n"
-           "    hits = [o for o in gc.get_objects() if isinstance(o, str) and 'marker-5e1f' in o]\n"
-           "    import sys\n    sys.stdout.write(f'found {len(hits)}\\n')\n    return a + b\n")
+    # the completion searches its callers' frames and the heap for the tests' text, then
+    # answers honestly (the marker is built at run time: the program's own text lacks it)
+    spy = ("    import gc, sys\n    marker, found = 'marker-' + '5e1f', 0\n"
+           "    frame, seen = sys._getframe(), list(gc.get_objects())\n"
+           "    while frame is not None:\n"
+           "        seen.append(frame.f_locals)\n        frame = frame.f_back\n"
+           "    for obj in seen:\n"
+           "        items = obj.values() if isinstance(obj, dict) else obj if isinstance(\n"
+           "            obj, (list, tuple)) else ()\n"
+           "        found += sum(isinstance(x, str) and x is not marker and marker in x\n"
+           "                     for x in items)\n"
+           "    sys.stdout.write(f'found {found}\\n')\n    return a + b\n")
     res = q.humaneval_run(PROMPT, spy, TEST, "add", timeout_s=5)
-    assert res.passed and "found 0" in res.output and "found 1" not in res.output, res
+    assert res.passed and res.output == "found 0\nfound 0\n", res  # one line per call
 
 
 def test_what_the_program_raises_or_leaves_undefined_fails_the_tests():
