@@ -9,7 +9,7 @@ need beyond the decoding library, in two subsystems and what they share.
 * Shared, at this level: the summary's typed form (``run_summary``), the records file
   (``records``), atomic JSON and the run lock (``rundir``), the eval keys (``eval_keys``), the
   cost model (``pricing``, ``costfit``) and W&B artifact plumbing (``wandb_artifacts``). Also
-  here: the task quality checks (``quality``) and the sandbox they run code in (``sandbox*``),
+  here: the task quality checks (``quality``) and the sandbox they run code in (``sandbox``),
   used by the run side only, because ``conf/dataset/<name>.yaml`` names a check by its import
   path and that path is part of every records' config hash (``tests/test_eval_keys.py``).
 

@@ -8,10 +8,12 @@ its score as ``quality_<name>``.
 
 * ``GSM8KAccuracy`` (``gsm8k_accuracy``): the last number in the answer equals the GSM8K final
   answer (``#### n``, kept in the prompt's ``meta.answer``), compared as numbers.
-* ``HumanEvalPass1`` (``humaneval_pass1``): the completion (cut at HumanEval's stop sequences)
-  followed by the task's unit tests runs in ``specdec.bench.sandbox`` (its own process group,
-  empty environment, temporary folder, memory/CPU/process/file limits, no network and no writes
-  outside its folder where the OS allows); pass@1 with one sample per task (Chen et al. 2021).
+* ``HumanEvalPass1`` (``humaneval_pass1``): the prompt and the completion (cut at HumanEval's
+  stop sequences) run in ``specdec.bench.sandbox`` (its own process group, empty environment,
+  temporary folder, memory/CPU/process/file limits, no network, no host processes and no
+  writes outside its folder where the OS allows); the task's unit tests run apart, in the
+  sandbox's supervisor, and call the completed function across a pipe (``sandbox.judge``), so
+  the completion cannot reach the verdict. pass@1 with one sample per task (Chen et al. 2021).
   It scores 1.0 only on a clean pass. This executes model-written code, so it runs only with
   ``confirm_run_unsafe_code=true`` (``check_unsafe_code_confirmed``, called before any model
   loads), like lm-evaluation-harness's ``--confirm_run_unsafe_code``.
@@ -30,7 +32,7 @@ from typing import Protocol
 from hydra.utils import get_class
 from omegaconf import DictConfig
 
-from specdec.bench.sandbox import Limits, SandboxResult, run_sandboxed
+from specdec.bench.sandbox import Limits, SandboxResult, TaskTests, run_sandboxed
 from specdec.data.prompts import Prompt
 from specdec.errors import BadInput
 
@@ -62,9 +64,11 @@ def humaneval_run(
     prompt: str, completion: str, test: str, entry_point: str, *, timeout_s: float = 10.0,
     limits: Limits | None = None,
 ) -> SandboxResult:
-    """Run ``prompt + completion`` (cut at the stops) against ``check(entry_point)`` sandboxed."""
-    program = f"{prompt}{truncate_completion(completion)}\n\n{test}\n\ncheck({entry_point})\n"
-    return run_sandboxed(program, timeout_s=timeout_s, limits=limits)
+    """Run ``prompt + completion`` (cut at the stops) sandboxed; ``test``'s ``check`` is judged
+    apart, given the program's ``entry_point``."""
+    program = f"{prompt}{truncate_completion(completion)}\n"
+    return run_sandboxed(program, timeout_s=timeout_s, limits=limits,
+                         tests=TaskTests(code=test, entry_point=entry_point, context=prompt))
 
 
 def humaneval_pass(
@@ -166,5 +170,5 @@ def check_unsafe_code_confirmed(cfg: DictConfig) -> None:
     if risky:
         raise BadInput(
             f"quality=true on {', '.join(risky)} executes model-written code; add "
-            "confirm_run_unsafe_code=true to run it in the sandbox (specdec/bench/sandbox.py), "
+            "confirm_run_unsafe_code=true to run it in the sandbox (specdec/bench/sandbox/), "
             "or set quality=false")

@@ -54,10 +54,13 @@ def test_humaneval_runs_only_in_the_sandbox(monkeypatch):
     seen = []
     stub = q.SandboxResult(passed=False, timed_out=False, killed=False, reason="stub",
                            network_isolated=True, layers=(), returncode=1, pgid=0, output="")
-    monkeypatch.setattr(q, "run_sandboxed", lambda program, **kw: seen.append(program) or stub)
+    monkeypatch.setattr(q, "run_sandboxed",
+                        lambda program, **kw: seen.append((program, kw["tests"])) or stub)
     he = Prompt("H/0", "humaneval", "code", (PROMPT,), None, {"test": TEST, "entry_point": "add"})
     assert _check("humaneval")(he, ["    return a + b\n"], timeout_s=5) == 0.0
-    assert seen == [f"{PROMPT}    return a + b\n\n\n{TEST}\n\ncheck(add)\n"]
+    # the program is prompt + completion; the tests are judged apart (specdec.bench.sandbox.judge)
+    assert seen == [(f"{PROMPT}    return a + b\n\n",
+                     q.TaskTests(code=TEST, entry_point="add", context=PROMPT))]
 
 
 def test_rouge_l():

@@ -14,12 +14,13 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from specdec.bench.sandbox import Limits, run_sandboxed
+from specdec.bench.sandbox import Limits, SandboxResult, run_sandboxed
 
 LINUX = sys.platform.startswith("linux")
 
@@ -53,6 +54,41 @@ def _alive_in_group(pgid: int) -> list[int]:
         if pgrp == pgid and _alive(pid):
             members.append(pid)
     return members
+
+
+def _unique_name() -> str:
+    """A process name (``comm``, at most 15 bytes) no other process has."""
+    return f"sbx{os.getpid() % 1000}{time.monotonic_ns() % 10**8}"[:15]
+
+
+def _name_self(name: str) -> str:
+    """A line of code giving the calling process the name ``name`` (``PR_SET_NAME``)."""
+    return f"ctypes.CDLL(None).prctl(15, {name.encode()!r}, 0, 0, 0)"
+
+
+def _named(name: str) -> set[int]:
+    """Host pids of the processes whose ``comm`` is ``name``."""
+    found = set()
+    for p in Path("/proc").iterdir():
+        try:
+            if p.name.isdigit() and (p / "comm").read_text().strip() == name:
+                found.add(int(p.name))
+        except OSError:
+            continue
+    return found
+
+
+def _run_watching(name: str, source: str, **kw) -> tuple[SandboxResult, list[int]]:
+    """Run ``source`` sandboxed while watching the host's /proc for processes named ``name``."""
+    box: dict[str, SandboxResult] = {}
+    runner = threading.Thread(target=lambda: box.update(res=run_sandboxed(source, **kw)))
+    runner.start()
+    found: set[int] = set()
+    while runner.is_alive():
+        found |= _named(name)
+        time.sleep(0.02)
+    runner.join()
+    return box["res"], sorted(found)
 
 
 def _gone_soon(check, seconds: float = 2.0) -> bool:
@@ -151,29 +187,36 @@ def test_memory_is_capped_in_the_child_only():
 
 @pytest.mark.skipif(not LINUX, reason="reads the process table from /proc")
 def test_timeout_kills_the_whole_process_group_and_returns_on_time():
-    # The child prints its host pid (/proc/self is the host's view, also in a PID namespace),
-    # then both it and its parent sleep far past the timeout.
+    # The child names itself (its host pid is found by that name: the sandbox's own /proc
+    # shows its namespace's pids only), then both it and its parent sleep far past the timeout.
+    name = _unique_name()
     start = time.monotonic()
-    res = run_sandboxed("import os, time\n"
-                        "if os.fork() == 0:\n"
-                        "    print(os.readlink('/proc/self'), flush=True)\n"
-                        "    time.sleep(60)\n"
-                        "time.sleep(60)\n", timeout_s=3)
+    res, found = _run_watching(name, "import ctypes, os, time\n"
+                                     "if os.fork() == 0:\n"
+                                     f"    {_name_self(name)}\n"
+                                     "    time.sleep(60)\n"
+                                     "time.sleep(60)\n", timeout_s=3)
     assert time.monotonic() - start < 3 + 2
     assert res.timed_out and res.killed and not res.passed
-    grandchild = int(res.output.split()[0])
-    assert _gone_soon(lambda: _alive_in_group(res.pgid)) and not _alive(grandchild)
+    assert len(found) == 1, found  # the control: the grandchild was seen alive
+    assert _gone_soon(lambda: _alive_in_group(res.pgid)) and not _alive(found[0])
 
 
 @pytest.mark.skipif(not LINUX, reason="reads the process table from /proc")
 def test_a_process_that_leaves_the_group_dies_with_the_pid_namespace():
-    res = run_sandboxed("import os, time\n"
-                        "if os.fork() == 0:\n"
-                        "    os.setsid()\n"
-                        "    print(os.readlink('/proc/self'), flush=True)\n"
-                        "    time.sleep(60)\n"
-                        "time.sleep(0.5)\n", timeout_s=3)
-    escaped = int(res.output.split()[0])
+    name = _unique_name()
+    res, found = _run_watching(name, "import ctypes, os, time\n"
+                                     "pid = os.fork()\n"
+                                     "if pid == 0:\n"
+                                     "    os.setsid()\n"
+                                     f"    {_name_self(name)}\n"
+                                     "    time.sleep(60)\n"
+                                     "while open(f'/proc/{pid}/comm').read().strip() != "
+                                     f"{name!r}:\n"
+                                     "    time.sleep(0.01)\n"
+                                     "time.sleep(1.0)\n", timeout_s=5)
+    assert len(found) == 1, (found, res)  # the control: the escaped process was seen alive
+    escaped = found[0]
     if "pidns" not in res.layers:
         os.kill(escaped, 9)
         pytest.skip("no PID namespace here: a process that calls setsid() outlives the group")

@@ -16,22 +16,24 @@ import sys
 
 import pytest
 
-from specdec.bench import sandbox_seccomp as sc
+from specdec.bench.sandbox import seccomp as sc
 from specdec.testing.paths import REPO
 
 ROOT = REPO
 PRCTL = {"x86_64": 157, "aarch64": 167}
-CLONE = {"userns": 0x10000000, "mntns": 0x00020000}
+CLONE = {"userns": 0x10000000, "mntns": 0x00020000, "pidns": 0x20000000}
 LAYERS = {"userns": {"userns", "fresh-uid"},
-          "mntns": {"mntns", "empty-tmp", "tmpfs-disk", "ro-root", "fresh-uid"},
+          "mntns": {"mntns", "empty-tmp", "tmpfs-disk", "ro-root", "fresh-uid", "private-proc"},
+          "pidns": {"pidns", "private-proc"},
           "landlock": {"landlock-fs", "landlock-tcp", "landlock-signal"}, "seccomp": {"seccomp"}}
 PROGRAM = ("open('a', 'w').write('x')\nassert open('a').read() == 'x'\n"
            "assert 'NoNewPrivs:\\t1' in open('/proc/self/status').read()  # no setuid gains\n"
            "print('ran')\n")
 
 DRIVER = """
-import ctypes, json, os, struct, sys
+import ctypes, json, logging, os, struct, sys
 from specdec.bench.sandbox import run_sandboxed
+logging.basicConfig(level=logging.WARNING)  # the fallbacks' warnings, on stderr
 prog = json.loads(sys.argv[1])
 raw = b"".join(struct.pack("<HBBI", *ins) for ins in prog)
 buf = ctypes.create_string_buffer(raw, len(raw))
@@ -63,7 +65,7 @@ def _refusing(machine: str, refuse: tuple[str, ...]) -> list[tuple[int, int, int
         return [(sc.LD_W_ABS, 0, 0, 16), (test, 0, 1, value), (sc.RET_K, 0, 0, ret),
                 (sc.LD_W_ABS, 0, 0, sc.OFF_NR)]
 
-    for name in ("userns", "mntns"):
+    for name in ("userns", "mntns", "pidns"):
         if name in refuse:
             rule(sc.NR["unshare"][col], when_arg0(CLONE[name], sc.JSET_K, eperm))
     if "landlock" in refuse:
@@ -76,7 +78,7 @@ def _refusing(machine: str, refuse: tuple[str, ...]) -> list[tuple[int, int, int
 
 @pytest.mark.skipif(platform.machine() not in PRCTL or not sys.platform.startswith("linux"),
                     reason="the simulation needs seccomp on x86_64 or aarch64")
-@pytest.mark.parametrize("refuse", [("userns",), ("mntns",), ("userns", "mntns"),
+@pytest.mark.parametrize("refuse", [("userns",), ("mntns",), ("pidns",), ("userns", "mntns"),
                                     ("landlock", "seccomp"),
                                     ("userns", "mntns", "landlock", "seccomp")])
 def test_refused_layers_degrade_and_are_not_claimed(refuse):
@@ -92,3 +94,5 @@ def test_refused_layers_degrade_and_are_not_claimed(refuse):
     for name in refuse:
         assert not claimed & LAYERS[name], (name, res["layers"])
     assert "nocaps" in claimed  # giving up capabilities needs nothing the kernel can refuse
+    # a missing private /proc is logged (as every expected layer: specdec.bench.sandbox.fallbacks)
+    assert ("layer private-proc not obtained" in out.stderr) == ("private-proc" not in claimed)

@@ -1,4 +1,4 @@
-"""The four holes of issue 32 (item 2): each attempted inside the sandbox and checked from outside.
+"""Four holes of the sandbox, each attempted inside it and checked from outside.
 
 1. a path-based Unix-domain socket listener on the host;
 2. ``chmod`` (setuid included) and ``setxattr`` of a file outside the working folder;
@@ -218,14 +218,18 @@ def test_a_completion_cannot_forge_a_pass(monkeypatch):
 
 
 def test_the_sandboxs_own_folder_is_off_the_programs_path():
-    res = run_sandboxed("import sys\nprint([p for p in sys.path if p.endswith('bench')])\n",
-                        timeout_s=5)
-    assert res.passed and res.output == "[]\n"  # its modules (calibration, markdown) shadow nothing
+    res = run_sandboxed("import sys\n"
+                        "print([p for p in sys.path if p.endswith(('bench', 'sandbox'))])\n"
+                        "import importlib.util as u\n"
+                        "print([m for m in ('confine', 'judge', 'wire', 'uid', 'supervisor')\n"
+                        "       if u.find_spec(m) is not None])\n", timeout_s=5)
+    # its modules (calibration, markdown; confine, uid, wire) shadow nothing the program imports
+    assert res.passed and res.output == "[]\n[]\n", res.output
 
 
 @pytest.mark.parametrize("machine", ["x86_64", "aarch64"])
 def test_the_syscall_filter_is_well_formed(machine):
-    from specdec.bench import sandbox_seccomp as sc
+    from specdec.bench.sandbox import seccomp as sc
 
     for allow_inet in (True, False):
         prog = sc.build_filter(machine, allow_inet=allow_inet)

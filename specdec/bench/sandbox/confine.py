@@ -1,6 +1,6 @@
 """The sandbox's OS layers (Linux): namespaces, a private read-only mount view, no capabilities.
 
-Used by ``sandbox_child`` (which runs as a top-level module in the sandbox's interpreter), in
+Used by the ``supervisor`` and the ``program``'s process (in the sandbox's interpreter), in
 this order: ``enter_namespaces`` and ``private_mounts`` in the supervisor, then in the program's
 process ``drop_capabilities`` and ``landlock``. Each returns the layers it obtained and
 degrades to none where the OS refuses; nothing here raises for a refusal.
@@ -26,10 +26,7 @@ from __future__ import annotations
 import os
 import sys
 
-try:  # as the sandbox runs it: top-level modules side by side
-    import sandbox_uid
-except ImportError:  # imported from the package (linters, documentation)
-    from specdec.bench import sandbox_uid
+from . import uid as ids
 
 CLONE_FLAGS = {"user": 0x10000000, "mnt": 0x00020000, "net": 0x40000000, "pid": 0x20000000}
 # tried in order: unprivileged (user namespace) first, then root without a user namespace
@@ -60,7 +57,7 @@ def _libc():
 def enter_namespaces(*, fresh_uid: bool = False) -> tuple[str, ...]:
     """Unshare the first namespace set the OS allows; returns its names (empty: none).
 
-    ``fresh_uid``: this process already left uid 0 (``sandbox_uid``) and only sets with a user
+    ``fresh_uid``: this process already left uid 0 (``uid``) and only sets with a user
     and a mount namespace will do (its probe saw them work).
     """
     if not sys.platform.startswith("linux"):
@@ -76,7 +73,7 @@ def enter_namespaces(*, fresh_uid: bool = False) -> tuple[str, ...]:
             continue
         if libc.unshare(sum(CLONE_FLAGS[n] for n in names)) == 0:
             if "user" in names:
-                sandbox_uid.map_ids(uid, gid)
+                ids.map_ids(uid, gid)
             return names
     return ()
 
@@ -87,7 +84,7 @@ def private_mounts(workdir: str, disk_bytes: int, *, keep: tuple[str, ...] = (),
 
     ``workdir`` is made anew (empty) on its tmpfs and becomes the current directory. A temp
     dir holding one of ``keep`` (the interpreter's folders) stays visible, and ``empty-tmp`` is
-    then not claimed. Each of ``clones`` (cover, path, detached tree fd; see ``sandbox_uid``)
+    then not claimed. Each of ``clones`` (cover, path, detached tree fd; see ``uid``)
     is mounted at ``path`` on an empty tmpfs laid over ``cover``.
     """
     ctypes, libc = _libc()
@@ -104,7 +101,7 @@ def private_mounts(workdir: str, disk_bytes: int, *, keep: tuple[str, ...] = (),
     if all([mount("tmpfs", d, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0755")
             for d in hidden]) and hidden == present:
         layers.append("empty-tmp")
-    sandbox_uid.mount_clones(clones)  # rehearsed by give_up_root's probe
+    ids.mount_clones(clones)  # rehearsed by give_up_root's probe
     os.makedirs(workdir, exist_ok=True)  # anew where its parent was just hidden
     if mount("tmpfs", workdir, "tmpfs", MS_NOSUID | MS_NODEV, f"size={disk_bytes},mode=0700"):
         layers.append("tmpfs-disk")

@@ -6,7 +6,8 @@
 child of the caller's own cgroup, cgroup v1 (one hierarchy per controller) or v2 (where the
 caller's cgroup delegates the controller), joined by the host before the sandbox's program
 starts, and removed after its processes are killed. Where the hierarchy is not writable (no
-root, no delegation) no cgroup is made, and ``layers`` says so by leaving them out.
+root, no delegation) no cgroup is made, ``layers`` says so by leaving them out, and the host
+logs the fallback (``fallbacks``).
 """
 
 from __future__ import annotations

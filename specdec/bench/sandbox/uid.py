@@ -7,13 +7,13 @@ effective and saved uid and gid alike, with no supplementary groups; then it has
 
 Python itself must stay readable under that uid. Where the interpreter's prefix or a
 ``sys.path`` folder lies below a folder others may not enter (``/root`` in a pyenv install),
-that folder is cloned (``open_tree``) while still root, and ``sandbox_confine.private_mounts``
+that folder is cloned (``open_tree``) while still root, and ``confine.private_mounts``
 later covers the closed folder with an empty tmpfs and mounts the clone at its old path: the
 interpreter is found where it was, and nothing else of ``/root`` is visible.
 
 The switch happens only where it will work: a forked child first rehearses all of it (clones,
 uid, user and mount namespace, the mounts, listing every interpreter folder); where that fails
-``give_up_root`` returns None and the caller keeps the root path (``sandbox_confine``'s
+``give_up_root`` returns None and the caller keeps the root path (``confine``'s
 ``enter_namespaces`` without a fresh uid).
 """
 
