@@ -3,10 +3,11 @@
 DistillSpec (Zhou et al. 2024, "DistillSpec: Improving Speculative Decoding via Knowledge
 Distillation") finds on-policy data — sequences the target (or draft) generates — better than
 fixed reference text: the draft is judged on the target's continuations, so it is trained on them.
-Here ``make_traces`` runs batched generation (``data.batch_decode``) of the target on GSM8K-train and Alpaca-train
-prompts (eval prompts are excluded by exact text match), formatted exactly as the eval formats them
-(``specdec.data.prompts.encode_turn``), and stores ``prompt + continuation`` ids; ``token_map``
-picks the ``V_d`` most frequent continuation tokens (EAGLE-3's reduced draft vocabulary ``d2t``).
+Here ``make_traces`` runs batched generation (``data.batch_decode``) of the target on GSM8K-train
+and Alpaca-train prompts (eval prompts are excluded by exact text match), formatted exactly as the
+eval formats them (``specdec.data.prompts.encode_turn``), and stores ``prompt + continuation``
+ids; ``token_map`` picks the ``V_d`` most frequent continuation tokens (EAGLE-3's reduced draft
+vocabulary ``d2t``).
 
 Stored format (``traces.safetensors``): ``tokens [T_total]`` (int32), ``offsets [N+1]``,
 ``prompt_len [N]``; ``token_map.safetensors``: ``token_map [V_d]`` (sorted ids), ``counts [V]``.

@@ -1,6 +1,6 @@
-"""Batched trace generation (``specdec.data.batch_decode``, behind ``traces.generate_continuations``):
-each row's greedy output equals decoding its prompt alone, finished rows leave the batch, prompts
-are bucketed by length."""
+"""Batched trace generation (``specdec.data.batch_decode``, behind
+``traces.generate_continuations``): each row's greedy output equals decoding its prompt alone,
+finished rows leave the batch, prompts are bucketed by length."""
 
 from __future__ import annotations
 
