@@ -154,21 +154,24 @@ def write_token_map(vocab: int, tok, out: Path, source_dir: str | Path, size: in
     return out / "token_map.safetensors"
 
 
-def write_trace_chunks(model, out: Path, texts: Sequence[str], *, prefix: str = "traces",
+def write_trace_chunks(model, out: Path, texts: Sequence[str | list[dict]], *,
+                       prefix: str = "traces",
                        passes: Sequence[dict] = ({"temperature": 0.0},), max_new: int = 256,
                        batch_size: int = 16, topk: int = 8, max_minutes: float | None = None,
                        seed: int = 0, first_chunk: int = 0, chat_template: bool = True) -> bool:
     """Write ``<prefix>_p<pass>_<chunk>.safetensors`` for user turns ``texts``; resumable.
 
-    ``chat_template=False`` encodes each text as a plain completion prompt (``encode_turn``).
+    ``chat_template=False`` encodes each text as a plain completion prompt (``encode_turn``); an
+    item may also be a whole conversation (``[{"role": ..., "content": ...}, ...]``, ending with
+    a user turn).
 
     Returns:
         ``True`` when every chunk exists, ``False`` when ``max_minutes`` stopped it early.
     """
     out.mkdir(parents=True, exist_ok=True)
     tok = model.tokenizer
-    prompts = [encode_turn(tok, [{"role": "user", "content": t}], chat_template=chat_template)
-               for t in texts]
+    prompts = [encode_turn(tok, [{"role": "user", "content": t}] if isinstance(t, str) else t,
+                           chat_template=chat_template) for t in texts]
     start = time.monotonic()
     for i, spec in enumerate(passes):
         for c, b in enumerate(range(0, len(prompts), batch_size)):
