@@ -21,6 +21,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
+from specdec.data.breadth import breadth_conversations
 from specdec.data.code_prompts import write_code_prompts
 from specdec.data.online_features import target_features
 from specdec.data.self_instruct import self_instructions
@@ -167,12 +168,15 @@ def write_argmax_map(folder: Path, vocab: int, size: int, eos: int | None) -> Pa
 def make_eagle3_data(model, out_dir: str, target_layers: Sequence[int], *,
                      source_dir: str | None = None, synthetic: dict | None = None,
                      self_instruct: dict | None = None, code_completion: dict | None = None,
-                     feature_batch: int = 8, features: str = "cache", **trace_kwargs) -> Path:
+                     breadth: dict | None = None, feature_batch: int = 8,
+                     features: str = "cache", **trace_kwargs) -> Path:
     """``stage=data``: traces (from ``source_dir``'s training prompts, or ``synthetic``), the
     target's answers to ``self_instruct`` prompts (``data.self_instruct``: its
     keyword arguments, e.g. ``{count: 1500, starters: [...]}``) in ``traces_self_*`` files, its
     continuations of ``code_completion`` prompts (``data.code_prompts``: ``{count,
-    roots}``; no chat template) in ``traces_code_*`` files, then the features of every trace.
+    roots}``; no chat template) in ``traces_code_*`` files, conversations of the ``breadth``
+    domains (``data.breadth``: ``{domain: count}``) in ``traces_<domain>_*`` files, then the
+    features of every trace.
     Resumable: finished chunk files are kept. ``features=none`` writes traces and token map
     only, for training with ``datamodule.features=online`` (``online.py``)."""
     if features not in ("cache", "none"):
@@ -192,7 +196,14 @@ def make_eagle3_data(model, out_dir: str, target_layers: Sequence[int], *,
         texts = write_code_prompts(out_dir, source_dir=source_dir, **code_completion)
         write_trace_chunks(model, Path(out_dir), texts, prefix="traces_code", chat_template=False,
                            **chunk_kwargs)
-    if self_instruct or code_completion:  # the token map over every trace
+    if breadth:
+        if source_dir is None:
+            raise BadInput("data_gen.breadth needs data_gen.source_dir (the training splits)")
+        for domain, convs in breadth_conversations(source_dir, dict(breadth)).items():
+            log.info("breadth: %d %s conversations", len(convs), domain)
+            write_trace_chunks(model, Path(out_dir), convs, prefix=f"traces_{domain}",
+                               **chunk_kwargs)
+    if self_instruct or code_completion or breadth:  # the token map over every trace
         write_token_map(model.target.config.vocab_size, model.tokenizer, Path(out_dir),
                         source_dir, int(trace_kwargs.get("vocab_map_size", 8192)))
     if features == "cache":

@@ -3,10 +3,11 @@
 DistillSpec (Zhou et al. 2024, "DistillSpec: Improving Speculative Decoding via Knowledge
 Distillation") finds on-policy data — sequences the target (or draft) generates — better than
 fixed reference text: the draft is judged on the target's continuations, so it is trained on them.
-Here ``make_traces`` runs batched HF ``generate`` of the target on GSM8K-train and Alpaca-train
-prompts (eval prompts are excluded by exact text match), formatted exactly as the eval formats them
-(``specdec.data.prompts.encode_turn``), and stores ``prompt + continuation`` ids; ``token_map``
-picks the ``V_d`` most frequent continuation tokens (EAGLE-3's reduced draft vocabulary ``d2t``).
+Here ``make_traces`` runs batched generation (``data.batch_decode``) of the target on GSM8K-train
+and Alpaca-train prompts (eval prompts are excluded by exact text match), formatted exactly as the
+eval formats them (``specdec.data.prompts.encode_turn``), and stores ``prompt + continuation``
+ids; ``token_map`` picks the ``V_d`` most frequent continuation tokens (EAGLE-3's reduced draft
+vocabulary ``d2t``).
 
 Stored format (``traces.safetensors``): ``tokens [T_total]`` (int32), ``offsets [N+1]``,
 ``prompt_len [N]``; ``token_map.safetensors``: ``token_map [V_d]`` (sorted ids), ``counts [V]``.
@@ -24,6 +25,7 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
+from specdec.data.batch_decode import generate_batched
 from specdec.data.prompts import encode_turn
 from specdec.data.training import DEFAULT_SETS, reference_texts, training_prompts
 from specdec.errors import MissingInput
@@ -44,58 +46,21 @@ DATA_COMMAND = "python -m specdec.train +experiment=draft_lm_smollm2 stage=data"
 
 
 
-class TopKRecorder:
-    """A logits processor that records the top-``k`` log-probabilities of every generation step."""
-
-    def __init__(self, k: int) -> None:
-        self.k, self.steps = k, []
-
-    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
-        top = scores.float().log_softmax(-1).topk(self.k, dim=-1)  # [B, k]
-        self.steps.append((top.indices.int().cpu(), top.values.half().cpu()))
-        return scores
-
-
 @torch.inference_mode()
 def generate_continuations(model, tokenizer, prompts: list[list[int]], *, max_new: int,
                            temperature: float, seed: int, topk: int = 8
                            ) -> list[tuple[list[int], torch.Tensor, torch.Tensor]]:
-    """Left-padded batch ``generate``; each continuation is cut after its first EOS.
+    """The target's continuation of every prompt, each cut after its first EOS
+    (``data.batch_decode``: length buckets, a preallocated cache, finished rows dropped).
 
     Returns:
         per prompt ``(continuation ids, top-k ids [C, k], top-k log-probs [C, k])`` where row
         ``j`` is the target's (unwarped) distribution for continuation token ``j``.
     """
-    from transformers import LogitsProcessorList
-
     eos = tokenizer.eos_token_id
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos
-    device = next(model.parameters()).device
-    # 1. Left-pad the batch.
-    width = max(len(p) for p in prompts)
-    ids = torch.full((len(prompts), width), pad, dtype=torch.long)  # [B, W]
-    mask = torch.zeros_like(ids)
-    for r, p in enumerate(prompts):
-        ids[r, width - len(p):] = torch.tensor(p)
-        mask[r, width - len(p):] = 1
-    # 2. Generate, recording the target's top-k at every step.
-    recorder = TopKRecorder(topk)
-    kwargs = {"do_sample": temperature > 0, "max_new_tokens": max_new, "pad_token_id": pad,
-              "eos_token_id": eos, "logits_processor": LogitsProcessorList([recorder])}
-    if temperature > 0:
-        kwargs.update(temperature=temperature, top_k=0, top_p=1.0)
-    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
-        torch.manual_seed(seed)
-        gen = model.generate(input_ids=ids.to(device), attention_mask=mask.to(device),
-                             **kwargs)[:, width:].tolist()  # [B, <=max_new]
-    top_ids = torch.stack([s[0] for s in recorder.steps], 1)  # [B, S, k]
-    top_lp = torch.stack([s[1] for s in recorder.steps], 1)  # [B, S, k]
-    # 3. Cut each row after its first EOS.
-    out = []
-    for r, row in enumerate(gen):
-        n = row.index(eos) + 1 if eos in row else len(row)
-        out.append((row[:n], top_ids[r, :n], top_lp[r, :n]))
-    return out
+    return generate_batched(model, prompts, max_new=max_new, eos=eos, pad=pad,
+                            temperature=temperature, seed=seed, topk=topk)
 
 
 def save_traces(path: str | Path, prompts: list[list[int]],
@@ -189,21 +154,24 @@ def write_token_map(vocab: int, tok, out: Path, source_dir: str | Path, size: in
     return out / "token_map.safetensors"
 
 
-def write_trace_chunks(model, out: Path, texts: Sequence[str], *, prefix: str = "traces",
+def write_trace_chunks(model, out: Path, texts: Sequence[str | list[dict]], *,
+                       prefix: str = "traces",
                        passes: Sequence[dict] = ({"temperature": 0.0},), max_new: int = 256,
                        batch_size: int = 16, topk: int = 8, max_minutes: float | None = None,
                        seed: int = 0, first_chunk: int = 0, chat_template: bool = True) -> bool:
     """Write ``<prefix>_p<pass>_<chunk>.safetensors`` for user turns ``texts``; resumable.
 
-    ``chat_template=False`` encodes each text as a plain completion prompt (``encode_turn``).
+    ``chat_template=False`` encodes each text as a plain completion prompt (``encode_turn``); an
+    item may also be a whole conversation (``[{"role": ..., "content": ...}, ...]``, ending with
+    a user turn).
 
     Returns:
         ``True`` when every chunk exists, ``False`` when ``max_minutes`` stopped it early.
     """
     out.mkdir(parents=True, exist_ok=True)
     tok = model.tokenizer
-    prompts = [encode_turn(tok, [{"role": "user", "content": t}], chat_template=chat_template)
-               for t in texts]
+    prompts = [encode_turn(tok, [{"role": "user", "content": t}] if isinstance(t, str) else t,
+                           chat_template=chat_template) for t in texts]
     start = time.monotonic()
     for i, spec in enumerate(passes):
         for c, b in enumerate(range(0, len(prompts), batch_size)):

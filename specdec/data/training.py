@@ -15,6 +15,7 @@ import hashlib
 from collections.abc import Sequence
 from pathlib import Path
 
+from specdec.data.leakage import EvalGuard
 from specdec.data.registry import eval_texts, norm_text
 from specdec.data.sources import TrainRow, training_rows
 from specdec.errors import MissingInput
@@ -22,7 +23,25 @@ from specdec.errors import MissingInput
 __all__ = ["eval_texts", "hash_text", "norm_text", "reference_texts", "training_pairs",
            "training_prompts"]
 DEFAULT_SETS = ("gsm8k", "alpaca")  # registered datasets whose training splits are read by default
+PASSAGE_WORDS = 150  # a prompt this long (an article) is also screened for eval passages inside it
 HINT = "set train_data_dir (env SPECDEC_SHARED_DATA) to a folder laid out like shared/data"
+
+
+class _Banned:
+    """Eval prompts as exact keys; a prompt of ``PASSAGE_WORDS`` words or more is also refused
+    when it holds any passage of one (``leakage.EvalGuard``: an article re-wrapped or extended)."""
+
+    def __init__(self, source_dir: str | Path) -> None:
+        self.exact, self.guard = eval_texts(source_dir), None
+        self.source_dir = source_dir
+
+    def __contains__(self, key: str) -> bool:
+        if key in self.exact:
+            return True
+        if len(key.split()) < PASSAGE_WORDS:
+            return False
+        self.guard = self.guard or EvalGuard.from_source(self.source_dir)
+        return self.guard.leaks(key)
 
 
 def _rows(source_dir: str | Path, datasets: Sequence[str]) -> dict[str, list[TrainRow]]:
@@ -41,7 +60,7 @@ def training_prompts(source_dir: str | Path, datasets: Sequence[str] = DEFAULT_S
         MissingInput: naming the folder and the setting to change.
         BadInput: an unknown dataset or one without a training split.
     """
-    banned, per_set = eval_texts(source_dir), _rows(source_dir, datasets)
+    banned, per_set = _Banned(source_dir), _rows(source_dir, datasets)
     prompts: list[str] = []
     for name in datasets:
         seen: set[str] = set()  # duplicates within a set are dropped, across sets kept
@@ -60,7 +79,7 @@ def training_pairs(source_dir: str | Path, datasets: Sequence[str] = DEFAULT_SET
                    ) -> list[tuple[str, str]]:
     """``(prompt, reference answer)`` of the training splits, eval prompts excluded, hash order
     (a prompt met twice, in any set, is kept once)."""
-    banned, per_set = eval_texts(source_dir), _rows(source_dir, datasets)
+    banned, per_set = _Banned(source_dir), _rows(source_dir, datasets)
     seen: set[str] = set()
     out: list[tuple[str, str]] = []
     for name in datasets:
