@@ -1,11 +1,13 @@
 """Training conversations for the domains where drafters accept least: summarization, passage
 question answering, retrieval-augmented (RAG) prompts, translation and multi-turn follow-ups.
 
-Built only from registered *training* splits (``sources.training_rows``): the articles of
-``cnndm``'s training reader and the Alpaca training pairs. Each domain takes its articles from a
-disjoint hash bucket (an article feeds one domain only), and every conversation is screened by
-``leakage.EvalGuard`` (an eval prompt, or any 12-word part of one, never enters). Deterministic:
-the same folder gives the same conversations.
+Built only from registered *training* splits (``sources.training_rows``): the *passages* are the
+long reference answers of the Alpaca training pairs (explanatory prose of 600+ characters), never
+news articles: the only CNN/DailyMail file at hand (nano-PEARL's 1,000 articles) is likely the hub
+test split that ``prepare_data --hub`` evaluates on, so it stays eval-only. Each domain takes its
+passages from a disjoint hash bucket (a passage feeds one domain only), and every conversation is
+screened by ``leakage.EvalGuard`` (an eval prompt, or any 12-word part of one, never enters).
+Deterministic: the same folder gives the same conversations.
 
 - ``summarization``: ``Summarize: <article>`` (the eval's own format).
 - ``passage_qa``: an article's first paragraphs, then a question about them.
@@ -47,10 +49,15 @@ def _user(text: str) -> Conversation:
     return [{"role": "user", "content": text}]
 
 
+MIN_PASSAGE = 600  # characters: shorter answers make poor passages to summarise or ask about
+
+
 def _articles(source_dir: str | Path) -> list[str]:
-    """The ``cnndm`` training articles (the turn without its ``Summarize:`` prefix)."""
-    rows = training_rows("cnndm", source_dir)
-    return [re.sub(r"^Summarize:\s*", "", r.text) for r in rows]
+    """The passages: Alpaca training answers of at least ``MIN_PASSAGE`` characters, whitespace
+    collapsed (the multi-turn domain uses the shorter ones)."""
+    rows = training_rows("alpaca", source_dir)
+    return [re.sub(r"\s+", " ", r.answer).strip() for r in rows
+            if r.answer and len(r.answer) >= MIN_PASSAGE]
 
 
 def _paragraphs(article: str, chars: int) -> str:
@@ -120,7 +127,7 @@ def breadth_conversations(source_dir: str | Path, counts: dict[str, int],
                 out["translation"].append(_user(f"Translate English to {lang}: {s}"))
     if "multi_turn" in out:
         for r in sorted(training_rows("alpaca", source_dir), key=lambda r: hash_text(r.turn())):
-            if r.answer and len(r.answer) < 1500:
+            if r.answer and len(r.answer) < MIN_PASSAGE:
                 follow = FOLLOW_UPS[hash_text(r.turn()) % len(FOLLOW_UPS)]
                 out["multi_turn"].append(_user(r.turn("\n")) + [
                     {"role": "assistant", "content": r.answer},

@@ -35,7 +35,6 @@ OLD_EVAL_FILES = ["gsm8k/eagle_question.jsonl", "gsm8k/test.jsonl", "alpaca/eagl
                   "humaneval/eagle_question.jsonl", "humaneval/HumanEval.jsonl.gz",
                   "mt_bench/question.jsonl", "spec_bench/question.jsonl",
                   "cnn_dailymail/nano_pearl_CNNDM.jsonl"]
-TRAIN_CNN = "cnn_dailymail/nano_pearl_CNNDM.jsonl"
 LEAK_GSM = "Tom has 3 pens and buys 4. How many?"
 LEAK_ALPACA = ("Add these.", "2 and 2")
 NEW_DATASET = """\
@@ -130,21 +129,13 @@ def test_a_new_dataset_prepares_and_a_new_training_source_is_one_yaml_node(share
 
 
 def test_the_registry_covers_the_learners_old_exclusion_lists():
-    """The old lists, except the nano-PEARL CNN/DM articles: no eval split reads them, so they are
-    now cnndm's training split, less every article that is (or holds) a Spec-Bench eval one."""
-    assert set(OLD_EVAL_FILES) - {TRAIN_CNN} <= set(registry.eval_files())
+    assert set(OLD_EVAL_FILES) <= set(registry.eval_files())
     if not SHARED.is_dir():
         pytest.skip("no shared/data beside the clone: the texts are not compared")
     old = set()
     for rel in OLD_EVAL_FILES:
-        if rel != TRAIN_CNN:
-            old |= {registry.norm_text(t) for t in registry.file_turns(SHARED / rel)}
+        old |= {registry.norm_text(t) for t in registry.file_turns(SHARED / rel)}
     assert old <= registry.eval_texts(SHARED)
-    articles = {registry.norm_text(t) for t in registry.file_turns(SHARED / TRAIN_CNN)}
-    kept = {registry.norm_text(t) for t in training_prompts(SHARED, ["cnndm"])}
-    assert kept < articles and not kept & registry.eval_texts(SHARED)
-    # no article equals an eval prompt, but 10 hold one's article (re-wrapped or edited): out
-    assert not articles & registry.eval_texts(SHARED) and len(articles - kept) == 10
 
 
 @pytest.mark.skipif(not SHARED.is_dir(), reason="no shared/data beside the clone")
