@@ -81,10 +81,10 @@ def config_hash_of(summary: RunSummary) -> str | None:
 
 
 def _planned(summary: RunSummary) -> list[str]:
-    """The datasets the run set out to run, in order."""
+    """The datasets the run set out to run, in the order it runs them (``progress``'s)."""
     bench = (summary.config or {}).get("benchmark")
     named = list((bench.get("datasets") or {}) if isinstance(bench, dict) else {})
-    return list(dict.fromkeys([*named, *(summary.progress or {}), *summary.datasets]))
+    return list(dict.fromkeys([*(summary.progress or {}), *named, *summary.datasets]))
 
 
 def _hash_and_records(path: Path, summary: RunSummary, datasets: list[str]
@@ -128,8 +128,8 @@ def audit(path: Path, summary: RunSummary) -> Audit:
         # 1. What the records complete: a summarised dataset with every expected prompt.
         n, expected = counts[d], progress.get(d, {}).get("expected")
         of = f"{n} of {expected if expected is not None else '?'} prompts recorded"
-        if d not in summary.datasets:
-            unfinished.append(f"{d} ({of}; not summarised)")
+        if d not in summary.datasets:  # not summarised
+            unfinished.append(f"{d} ({of})")
         elif n == 0:
             unfinished.append(f"{d} (no records under config hash {chash!r})")
         elif expected is not None and n < expected:
