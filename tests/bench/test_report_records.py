@@ -68,12 +68,12 @@ def test_an_edited_prompt_count_shows_the_records_and_fails_strict(runs, tmp_pat
     cells = dict(zip(_header(board.text), _line(board.text, "sps")))
     assert cells["prompts"] == "2" and cells["complete"] == "yes"  # two records, both expected
     assert board.doubts == [f"{edited / 'summary.json'}: tiny: prompts 99, but 2 records"]
-    assert "## ✗ Summaries that disagree with their records" in board.text
+    assert "## ✗ Summaries against their records" in board.text
     assert f"- {board.doubts[0]}" in board.text
     args = [str(runs["ar"]), str(edited), "--no-plots", "--out", str(tmp_path / "cli")]
     plain, strict, err = _strict(args, capsys)
     assert (plain, strict) == (0, 2)
-    assert f"summary disagrees with its records: {board.doubts[0]}" in err
+    assert f"summary vs records: {board.doubts[0]}" in err
 
 
 def test_a_false_complete_shows_no_and_fails_strict(runs, tmp_path, capsys):
@@ -104,6 +104,17 @@ def test_a_changed_config_hash_keeps_the_greedy_check_and_is_named(runs, tmp_pat
                             f"record; its config hashes to '{real}'")
     args = [str(runs["ar"]), str(edited), "--no-plots", "--out", str(tmp_path / "cli")]
     assert _strict(args, capsys)[:2] == (0, 2)
+
+
+def test_a_run_killed_mid_dataset_is_incomplete_and_not_in_doubt(runs, tmp_path):
+    def started(s):  # the summary written when the run started: nothing summarised yet
+        s.update(complete=False, datasets_done=[], datasets={}, overall={},
+                 progress={"tiny": {"recorded": 0, "expected": 2}})
+
+    killed = _copy(runs["sps"], tmp_path / "sps", started, keep_records=1)
+    board = rp.board([runs["ar"], killed], tmp_path / "out", plots=False, warn=False)
+    assert board.doubts == []  # progress is a snapshot until the dataset is summarised
+    assert not [r for r in board.rows if r.run.path == killed]  # no dataset summarised
 
 
 def test_records_deleted_show_no_prompts_and_an_incomplete_run(runs, tmp_path, capsys):

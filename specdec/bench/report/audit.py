@@ -138,8 +138,8 @@ def audit(path: Path, summary: RunSummary) -> Audit:
         claimed = summary.datasets.get(d, {}).get("prompts")
         if d in summary.datasets and claimed != n:
             disagree.append(f"{d}: prompts {claimed}, but {n} records")
-        recorded = progress.get(d, {}).get("recorded")
-        if recorded is not None and recorded != n:
+        recorded = progress.get(d, {}).get("recorded")  # final once the dataset is summarised
+        if d in summary.datasets and recorded is not None and recorded != n:
             disagree.append(f"{d}: progress recorded {recorded}, but {n} records")
     total = summary.overall.get("prompts")
     if summary.datasets and total is not None and total != sum(

@@ -84,7 +84,7 @@ def board(paths: list[str | Path], out_dir: str | Path, *, baseline: str = "ar",
     out_dir = out_folder(out_dir)
     doubtful = doubts(runs)
     for line in doubtful if warn else []:
-        log.warning("summary disagrees with its records: %s", line)
+        log.warning("summary vs records: %s", line)
     rows = build_rows(runs, baseline=baseline)
     text = to_markdown(rows, skipped=unreadable, copies=copies, doubts=doubtful)
     (out_dir / "leaderboard.md").write_text(text)
@@ -144,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     for line in written.copies:
         print(f"counted once: {line}", file=sys.stderr)
     for line in written.doubts:
-        print(f"summary disagrees with its records: {line}", file=sys.stderr)
+        print(f"summary vs records: {line}", file=sys.stderr)
     for r in rows:
         if r.refused:
             print(f"refused: {r.label} on {r.dataset}: {r.refused}", file=sys.stderr)
@@ -185,7 +185,7 @@ def _specbench(args: argparse.Namespace) -> int:
     for line in done.left_out:
         print(f"left out (not complete): {line}", file=sys.stderr)
     for line in done.doubts:
-        print(f"summary disagrees with its records: {line}", file=sys.stderr)
+        print(f"summary vs records: {line}", file=sys.stderr)
     for mid, why in done.refused.items():
         print(f"no speedup: {mid}: {why}", file=sys.stderr)
     print(f"wrote {len(done.files)} answer files, speed.md and speed.csv in {args.out}",

@@ -182,7 +182,7 @@ def to_markdown(rows: list[Row], *, skipped: list[str] = (), copies: list[str] =
     if copies:
         lines += ["", "## Copies of a run (counted once)", "", *[f"- {x}" for x in copies]]
     if doubts:
-        lines += ["", "## ✗ Summaries that disagree with their records (the records are shown)",
+        lines += ["", "## ✗ Summaries against their records (the records' counts are shown)",
                   "", *[f"- {x}" for x in doubts]]
     refused = [r for r in rows if r.refused]
     if refused:

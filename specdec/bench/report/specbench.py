@@ -90,7 +90,7 @@ def to_markdown(rows: list[SpeedRow], refused: dict[str, str], skipped: list[str
     notes = ([f"- {n}" for n in notes]
              + [f"- no speedup for {mid}: {why}" for mid, why in refused.items()]
              + [f"- ✗ left out (not complete): {x}" for x in left_out]
-             + [f"- ✗ summary disagrees with its records: {x}" for x in doubtful]
+             + [f"- ✗ summary vs records: {x}" for x in doubtful]
              + [f"- skipped (unreadable): {s}" for s in skipped]
              + [f"- counted once: {c}" for c in copies])
     return "\n".join(lines + ([""] + notes if notes else [])) + "\n"
