@@ -5,7 +5,8 @@ Runs: the tiny pair, ``benchmark=tiny2`` (the tiny dataset and
 ``tests/fixtures/tiny_specbench.jsonl``: translation ×2, qa, a two-turn writing item), ``ar`` and
 ``sps`` at temperature 0, the latter with its draft equal to the target (every draft accepted,
 turns cut mid-step by the token budget). No statistical test here: every number is recomputed
-from the records (deterministic).
+from the records, or from the answer files as Spec-Bench's ``evaluation/speed.py`` defines its
+numbers (deterministic).
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ import pytest
 import specdec.bench.run.runner as ev
 from specdec.bench.report import board as rp
 from specdec.bench.report import specbench as sb
-from specdec.bench.report.categories import category_of
 from specdec.bench.report.runs import read_run
 from specdec.bench.report.specbench_answers import OLD_RECORD_NOTE
 from specdec.errors import BadInput
@@ -115,34 +115,78 @@ def _tokens_per_s(recs: list[dict]) -> float:
     return sum(r["new_tokens"] / r["total_s"] for r in recs) / len(recs)
 
 
-def test_speed_table_equals_tau_and_the_tokens_per_s_ratio(runs, exported):
+#: the categories speed.py's mt_bench task selects
+MT_BENCH = {"writing", "roleplay", "reasoning", "math", "coding", "extraction", "stem",
+            "humanities"}
+
+
+def _task(category: str) -> str:
+    return "mt_bench" if category in MT_BENCH else category
+
+
+def test_speed_table_equals_tau_and_the_tokens_per_s_of_the_records(runs, exported):
     out, done = exported
     recs = {m: _records(runs[m]) for m in ("ar", "sps")}
     summary = json.loads((runs["sps"] / "summary.json").read_text())
     by_key = {(r.model_id, r.category): r for r in done.rows}
-    cats = sorted({category_of(r) for r in recs["sps"]})
-    assert [r.category for r in done.rows if r.model_id == "sps-tiny"] == [*cats, "overall"]
-    assert "multi-turn" in cats and done.refused == {}
+    tasks = sorted({_task(r["category"]) for r in recs["sps"]})
+    assert [r.category for r in done.rows if r.model_id == "sps-tiny"] == [*tasks, "overall"]
+    assert "mt_bench" in tasks and done.refused == {}
     overall = by_key[("sps-tiny", "overall")]
     assert math.isclose(overall.mean_accepted_tokens, summary["overall"]["block_efficiency"])
-    for cat in [*cats, "overall"]:
-        mine = [r for r in recs["sps"] if cat == "overall" or category_of(r) == cat]
-        ids = {(r["dataset"], r["prompt_id"]) for r in mine}
-        base = [r for r in recs["ar"] if (r["dataset"], r["prompt_id"]) in ids]
-        row = by_key[("sps-tiny", cat)]
-        assert row.questions == len(mine) == len(base)
+    for task in [*tasks, "overall"]:
+        mine = [r for r in recs["sps"] if task == "overall" or _task(r["category"]) == task]
+        row = by_key[("sps-tiny", task)]
+        assert row.questions == len(mine)
         tau = sum(r["new_tokens"] for r in mine) / sum(r["target_forwards"] for r in mine)
         assert math.isclose(row.mean_accepted_tokens, tau)
         assert math.isclose(row.tokens_per_s, _tokens_per_s(mine))
-        assert math.isclose(row.baseline_tokens_per_s, _tokens_per_s(base))
-        assert math.isclose(row.speedup, _tokens_per_s(mine) / _tokens_per_s(base))
-        ar_row = by_key[("ar-tiny", cat)]
-        assert ar_row.mean_accepted_tokens == 1.0 and ar_row.speedup == 1.0
+        assert by_key[("ar-tiny", task)].mean_accepted_tokens == 1.0
     with (out / "speed.csv").open() as f:
         table = list(csv.DictReader(f))
     assert len(table) == len(done.rows) and tuple(table[0]) == sb.COLUMNS
     assert math.isclose(float(table[-1]["speedup"]), done.rows[-1].speedup)
     assert (out / "speed.md").read_text() == done.text and "| sps-tiny | overall |" in done.text
+
+
+def _speed_py(method: list[dict], base: list[dict], tokenizer, task: str) -> list[float]:
+    """Spec-Bench's speed.py numbers of one task, from its definition: the rows of each file
+    whose category is the task's; mean accepted tokens over every accept_lengths entry; per row
+    Σ new_tokens / Σ wall_time (the method) and Σ (len(tokenizer(turn).input_ids) - 1) /
+    Σ wall_time (the baseline: its text re-tokenised), each averaged over rows; their ratio."""
+    def pick(rows):
+        return [r["choices"][0] for r in rows if task == "overall" or _task(r["category"]) == task]
+
+    own, theirs = pick(method), pick(base)
+    accepted = [n for c in own for n in c["accept_lengths"]]
+    speed = sum(sum(c["new_tokens"]) / sum(c["wall_time"]) for c in own) / len(own)
+    base_speed = sum(sum(len(tokenizer(t).input_ids) - 1 for t in c["turns"])
+                     / sum(c["wall_time"]) for c in theirs) / len(theirs)
+    return [sum(accepted) / len(accepted), speed, base_speed, speed / base_speed]
+
+
+def test_speed_md_is_what_specbench_speed_py_computes_on_the_answer_files(exported):
+    from transformers import AutoTokenizer
+
+    out, done = exported
+    tokenizer = AutoTokenizer.from_pretrained(str(out / "tokenizer-tiny"))  # --tokenizer-path
+    base = _answers(out / "ar-tiny.jsonl")
+    # the re-tokenised count is not the generated one (the test would not tell them apart)
+    assert any(sum(len(tokenizer(t).input_ids) - 1 for t in r["choices"][0]["turns"])
+               != sum(r["choices"][0]["new_tokens"]) for r in base)
+    assert all(isinstance(r["question_id"], str) for r in base)  # the fixture's ids: strings
+    shown = {tuple(c.strip() for c in line.strip("|").split("|")[:2]): line
+             for line in done.text.splitlines() if line.startswith("| ") and "-tiny |" in line}
+    for row in done.rows:
+        method = _answers(out / f"{row.model_id}.jsonl")
+        want = _speed_py(method, base, tokenizer, row.category)
+        got = [row.mean_accepted_tokens, row.tokens_per_s, row.baseline_tokens_per_s,
+               row.speedup]
+        assert all(math.isclose(a, b, rel_tol=1e-9) for a, b in zip(got, want)), row
+        cells = [c.strip() for c in shown[(row.model_id, row.category)].strip("|").split("|")]
+        assert cells[3:] == [f"{x:.3f}" for x in want]  # speed.md to 3 digits
+    assert "re-tokenised with the tiny pair's byte-level tokenizer (--tokenizer-path " \
+           "tokenizer-tiny)" in done.text
 
 
 def test_an_old_record_becomes_one_turn_with_its_totals(runs, exported, tmp_path):
@@ -194,7 +238,7 @@ def test_cli_writes_specbench_skips_an_unreadable_run_and_keeps_the_default(runs
     assert f"skipped (unreadable): {broken / 'summary.json'}" in captured.err
     assert "| sps-tiny | overall |" in captured.out
     assert sorted(p.name for p in (tmp_path / "sb").iterdir()) == [
-        "ar-tiny.jsonl", "speed.csv", "speed.md", "sps-tiny.jsonl"]
+        "ar-tiny.jsonl", "speed.csv", "speed.md", "sps-tiny.jsonl", "tokenizer-tiny"]
     assert rp.main([*args, "--format", "specbench", "--strict"]) == 2
     capsys.readouterr()
     assert rp.main([str(broken), "--format", "specbench", "--out", str(tmp_path / "x")]) == 2

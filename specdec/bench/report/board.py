@@ -15,10 +15,17 @@ A ``summary.json`` that cannot be read (not JSON, no ``datasets``) is named and 
 warning (``--strict``: status 2); a folder given twice, or a copy of a run (same configuration
 and seed), counts once (``specdec.bench.report.repeats.drop_copies``), with a note.
 
-A run whose ``summary.json`` is not ``complete`` (stopped before its last dataset) shows ``no`` in
-the ``complete`` column and is listed with what it left unfinished; ``--strict`` exits with status
-2 for it too, and for a temperature-0 run whose outputs differ from ``ar``'s
-(``specdec.bench.report.greedy``).
+Counts, completeness and the greedy check come from the records, not from what ``summary.json``
+says (``specdec.bench.report.audit``): a dataset's ``prompts`` is its number of records, and a run
+is complete only when its summary says so and its records hold every prompt of every dataset. A
+summary that disagrees with its records, and a record file ending in a cut-off line, is named on
+stderr and in a Markdown section. Among copies of one run the complete one with the most prompts
+is kept, and the choice is printed.
+
+A run that is not complete (stopped before its last dataset, or its records say so) shows ``no``
+in the ``complete`` column and is listed with what it left unfinished; ``--strict`` exits with
+status 2 for it too, for a summary that disagrees with its records, a cut-off record line, and a
+temperature-0 run whose outputs differ from ``ar``'s (``specdec.bench.report.greedy``).
 
 Also: per-category tables for datasets with categories (``specdec.bench.report.categories``),
 repeats over seeds merged into mean ± std (``specdec.bench.report.repeats``), ``leaderboard.csv``
@@ -40,11 +47,12 @@ from pathlib import Path
 
 from specdec.bench.report.board_csv import write_csv
 from specdec.bench.report.markdown import to_markdown
+from specdec.bench.report.out_dir import check_out_folder, out_folder
 from specdec.bench.report.repeats import usable_runs
 from specdec.bench.report.row import Row
 from specdec.bench.report.rows import build_rows, paired_modeled_speedup
-from specdec.bench.report.runs import Run, load_runs, mismatches
-from specdec.errors import EXIT_STATUS, InputError
+from specdec.bench.report.runs import Run, doubts, load_runs, mismatches
+from specdec.errors import EXIT_STATUS, BadInput, InputError
 
 __all__ = ["Board", "Row", "Run", "board", "build_rows", "load_runs", "main", "mismatches",
            "paired_modeled_speedup", "report", "to_markdown"]
@@ -60,25 +68,32 @@ class Board:
     rows: list[Row]
     unreadable: list[str] = field(default_factory=list)  # "<file>: why" (skipped)
     copies: list[str] = field(default_factory=list)  # "<folder>: why" (counted once)
+    doubts: list[str] = field(default_factory=list)  # summaries their records contradict
 
 
 def board(paths: list[str | Path], out_dir: str | Path, *, baseline: str = "ar",
           plots: bool = True, warn: bool = True) -> Board:
     """Write ``leaderboard.md``, ``leaderboard.csv`` (and PNG plots) into ``out_dir``; unreadable
-    summaries and copies of a run are left out, each with a logged warning (``warn``) and a line
-    in the Markdown."""
+    summaries and copies of a run are left out, and summaries their records contradict are named,
+    each with a logged warning (``warn``) and a line in the Markdown.
+
+    Raises:
+        BadInput: ``out_dir`` is not a folder that can be made.
+    """
     runs, unreadable, copies = usable_runs(paths, warn=warn)
+    out_dir = out_folder(out_dir)
+    doubtful = doubts(runs)
+    for line in doubtful if warn else []:
+        log.warning("summary vs records: %s", line)
     rows = build_rows(runs, baseline=baseline)
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    text = to_markdown(rows, skipped=unreadable, copies=copies)
+    text = to_markdown(rows, skipped=unreadable, copies=copies, doubts=doubtful)
     (out_dir / "leaderboard.md").write_text(text)
     write_csv(rows, out_dir / "leaderboard.csv")
     if plots:
         from specdec.bench.report.plots import plot_all
 
         plot_all(rows, out_dir)
-    return Board(text, rows, unreadable, copies)
+    return Board(text, rows, unreadable, copies, doubtful)
 
 
 def report(paths: list[str | Path], out_dir: str | Path, *, baseline: str = "ar",
@@ -101,13 +116,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--wandb-project", default="specdec", help="W&B project (--wandb)")
     parser.add_argument("--strict", action="store_true",
                         help="exit with status 2 when any speedup was refused, any run is "
-                             "incomplete, any summary was unreadable or any greedy output "
+                             "incomplete, any summary was unreadable or disagrees with its "
+                             "records, a record line is cut off, or any greedy output "
                              "differs from the baseline's")
     parser.add_argument("--format", choices=("leaderboard", "specbench"), default="leaderboard",
                         help="leaderboard (default) or specbench: Spec-Bench answer files "
                              "(<model_id>.jsonl) and its speed table (speed.md, speed.csv); "
                              "--no-plots and --wandb apply to the leaderboard only")
     args = parser.parse_args(argv)
+    try:
+        check_out_folder(args.out)
+    except BadInput as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_STATUS
     if args.format == "specbench":
         return _specbench(args)
     try:
@@ -122,6 +143,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"skipped (unreadable): {line}", file=sys.stderr)
     for line in written.copies:
         print(f"counted once: {line}", file=sys.stderr)
+    for line in written.doubts:
+        print(f"summary vs records: {line}", file=sys.stderr)
     for r in rows:
         if r.refused:
             print(f"refused: {r.label} on {r.dataset}: {r.refused}", file=sys.stderr)
@@ -140,7 +163,8 @@ def main(argv: list[str] | None = None) -> int:
         name = WandbReport(project=args.wandb_project,
                            mode=os.environ.get("WANDB_MODE", "offline")).log(args.out, group=group)
         print(f"logged {args.out} as W&B artifact {name}", file=sys.stderr)
-    bad = incomplete or differ or written.unreadable or any(r.refused for r in rows)
+    bad = (incomplete or differ or written.unreadable or written.doubts
+           or any(r.refused for r in rows))
     return 2 if args.strict and bad else 0
 
 
@@ -158,11 +182,16 @@ def _specbench(args: argparse.Namespace) -> int:
         print(f"skipped (unreadable): {line}", file=sys.stderr)
     for line in done.copies:
         print(f"counted once: {line}", file=sys.stderr)
+    for line in done.left_out:
+        print(f"left out (not complete): {line}", file=sys.stderr)
+    for line in done.doubts:
+        print(f"summary vs records: {line}", file=sys.stderr)
     for mid, why in done.refused.items():
         print(f"no speedup: {mid}: {why}", file=sys.stderr)
     print(f"wrote {len(done.files)} answer files, speed.md and speed.csv in {args.out}",
           file=sys.stderr)
-    return 2 if args.strict and (done.unreadable or done.refused) else 0
+    bad = done.unreadable or done.refused or done.left_out or done.doubts
+    return 2 if args.strict and bad else 0
 
 
 if __name__ == "__main__":

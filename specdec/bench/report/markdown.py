@@ -159,9 +159,12 @@ def greedy_section(rows: list[Row]) -> list[str]:
     return lines
 
 
-def to_markdown(rows: list[Row], *, skipped: list[str] = (), copies: list[str] = ()) -> str:
+def to_markdown(rows: list[Row], *, skipped: list[str] = (), copies: list[str] = (),
+                doubts: list[str] = ()) -> str:
     """The leaderboard and its companion sections (see the module docstring); ``skipped``: the
-    unreadable summaries left out, ``copies``: the run folders counted once."""
+    unreadable summaries left out, ``copies``: the run folders counted once, ``doubts``: the
+    summaries' claims their records contradict and cut-off record lines
+    (``specdec.bench.report.audit``)."""
     lines = ["## Leaderboard", "", *main_table(rows), "", "## Speedup vs `ar` (method × dataset)",
              "", *pivot(rows), *modeled_pivot(rows), *category_tables(rows)]
     counted = [r for r in rows if r.metrics.get("counters")]
@@ -178,6 +181,9 @@ def to_markdown(rows: list[Row], *, skipped: list[str] = (), copies: list[str] =
         lines += ["", "## ✗ Unreadable summaries (skipped)", "", *[f"- {x}" for x in skipped]]
     if copies:
         lines += ["", "## Copies of a run (counted once)", "", *[f"- {x}" for x in copies]]
+    if doubts:
+        lines += ["", "## ✗ Summaries against their records (the records' counts are shown)",
+                  "", *[f"- {x}" for x in doubts]]
     refused = [r for r in rows if r.refused]
     if refused:
         lines += ["", "## Refused comparisons", ""]

@@ -51,22 +51,43 @@ def run_key(run: Run) -> str:
                       sort_keys=True, default=str)
 
 
+def _prompts(run: Run) -> int:
+    """The run's recorded prompts over its datasets (the records' count, ``Run.audit``)."""
+    if run.audit is not None:
+        return sum(run.audit.counts.values())
+    return sum(int(m.get("prompts") or 0) for m in run.summary.datasets.values())
+
+
+def _describe(run: Run) -> str:
+    return f"{'complete' if run.incomplete is None else 'incomplete'}, {_prompts(run)} prompts"
+
+
 def drop_copies(runs: list[Run]) -> tuple[list[Run], list[str]]:
-    """The runs without copies: a folder given twice, or a run whose configuration and seed
-    (``run_key``, ``seed``) equal an earlier one's (a copied folder is the same measurement, not a
-    repeat); and, per dropped run, ``"<path>: <why>"``."""
-    kept: dict[str, Run] = {}
-    dropped: list[str] = []
+    """The runs without copies: a folder given twice, or runs whose configuration and seed
+    (``run_key``, ``seed``) are equal (a copied folder is the same measurement, not a repeat);
+    and, per dropped run, ``"<path>: <why>"``. Of the copies the one kept is the complete one
+    with the most recorded prompts (the first given, among equals), in the place of the first."""
+    groups: dict[str, list[Run]] = {}
     for run in runs:
-        key = json.dumps([run_key(run), run.summary.seed], default=str)
-        first = kept.setdefault(key, run)
-        if first is not run:
-            same = first.path.resolve() == run.path.resolve()
+        groups.setdefault(json.dumps([run_key(run), run.summary.seed], default=str), []).append(run)
+    kept: list[Run] = []
+    dropped: list[str] = []
+    for group in groups.values():
+        # 1. The best copy: complete first, then the most prompts, then the first given.
+        best = max(enumerate(group), key=lambda ir: (ir[1].incomplete is None,
+                                                     _prompts(ir[1]), -ir[0]))[1]
+        kept.append(best)
+        # 2. Every other copy, named with the choice.
+        for run in group:
+            if run is best:
+                continue
+            same = best.path.resolve() == run.path.resolve()
             dropped.append(f"{run.path}: " + ("given twice" if same else
-                           f"same configuration and seed as {first.path} (a copy of one "
+                           f"same configuration and seed as {best.path} (a copy of one "
                            "measurement, not a repeat: repeats differ in their seed); counted "
-                           "once"))
-    return list(kept.values()), dropped
+                           f"once: kept {best.path} ({_describe(best)}) over this copy "
+                           f"({_describe(run)})"))
+    return kept, dropped
 
 
 def repeat_key(row: Row) -> str:

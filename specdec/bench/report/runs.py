@@ -9,8 +9,11 @@ kernel probe's timings (``MEASURED``) are left out of the pair: the kernel it ch
 Greedy equality (``specdec.bench.report.greedy``) needs only the pair, prompts and sampling to agree
 (``mismatches(..., only=OUTPUT_CHECKS)``): outputs do not depend on the machine's speed.
 
-``Run.records`` reads a dataset's per-prompt records (those of the summary's config hash), for
-the per-category table and greedy equality.
+``read_run`` checks the summary against its records (``specdec.bench.report.audit``): the run's
+summary is the records' view (their prompt counts; ``complete`` only where they agree) and
+``Run.audit`` keeps what the records hold, with every claim of the summary they contradict.
+``Run.records`` reads a dataset's per-prompt records (those of the audited config hash), for the
+per-category table, greedy equality and the Spec-Bench export.
 
 ``read_runs`` reads every ``summary.json`` below the given folders and names each one it cannot
 use (not JSON, unreadable, or without ``method`` and ``datasets``) instead of stopping at it; the
@@ -27,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from specdec.bench.records import dataset_records
+from specdec.bench.report.audit import Audit, audit, checked_summary
 from specdec.bench.run_summary import RunSummary
 from specdec.errors import BadInput, MissingInput
 
@@ -42,13 +46,15 @@ class Run:
 
     path: Path
     summary: RunSummary
+    audit: Audit | None = None  # what the records hold (read_run); None: not checked
     _records: dict[str, list[dict]] = field(default_factory=dict, repr=False, compare=False)
 
     def records(self, dataset: str) -> list[dict]:
-        """The dataset's records under the summary's config hash (read once, then cached)."""
+        """The dataset's records under the audited config hash (else the summary's; read once,
+        then cached)."""
         if dataset not in self._records:
-            self._records[dataset] = dataset_records(self.path, dataset,
-                                                     self.summary.config_hash or "")
+            chash = self.audit.record_hash if self.audit else self.summary.config_hash or ""
+            self._records[dataset] = dataset_records(self.path, dataset, chash)
         return self._records[dataset]
 
     @property
@@ -62,6 +68,8 @@ class Run:
             return "completeness not recorded (an older summary); rerun its eval command"
         if self.summary.complete:
             return None
+        if self.audit is not None and self.audit.unfinished:
+            return "stopped before finishing " + ", ".join(self.audit.unfinished)
         left = [f"{name} ({p['recorded']} of {p['expected']} prompts recorded)"
                 for name, p in (self.summary.progress or {}).items()
                 if name not in self.summary.datasets]
@@ -69,7 +77,8 @@ class Run:
 
 
 def read_run(file: Path) -> Run:
-    """The run of one ``summary.json``; BadInput naming the file when it cannot be used."""
+    """The run of one ``summary.json``, checked against its records; BadInput naming the file
+    when it cannot be used (a corrupt record line included)."""
     try:
         summary = json.loads(file.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
@@ -79,7 +88,9 @@ def read_run(file: Path) -> Run:
             or "method" not in summary:
         raise BadInput(f"{file}: not an eval summary (no `method` and `datasets`); rerun its "
                        "eval command or leave the folder out")
-    return Run(file.parent, RunSummary.from_json(summary))
+    claimed = RunSummary.from_json(summary)
+    found = audit(file.parent, claimed)
+    return Run(file.parent, checked_summary(claimed, found), found)
 
 
 def read_runs(paths: list[str | Path]) -> tuple[list[Run], list[str]]:
@@ -164,3 +175,14 @@ def mismatches(a: Run, b: Run, dataset: str, *, target_only: bool = False,
     return [d for name, x, y in checks
             if name in only and (d := _diff(name, x, y)) is not None]
 
+
+
+def doubts(runs: list[Run]) -> list[str]:
+    """Per run, each claim of its summary its records contradict (``"<summary.json>: <claim>,
+    but ..."``) and each cut-off record line (``"<records file>: ..."``), in run order."""
+    out: list[str] = []
+    for run in runs:
+        if run.audit is not None:
+            out += [f"{run.path / 'summary.json'}: {d}" for d in run.audit.disagreements]
+            out += list(run.audit.cut_off)
+    return list(dict.fromkeys(out))

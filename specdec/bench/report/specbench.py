@@ -1,21 +1,25 @@
 """``python -m specdec.report --format specbench RUN_DIRS``: Spec-Bench answers and speed table.
 
 Writes, into the output folder, one Spec-Bench answer file per run (``<model_id>.jsonl``, format
-and field meanings in ``specdec.bench.report.specbench_answers``) and Spec-Bench's speed report as
-``speed.md`` and ``speed.csv``: per run, per category (the report's, ``category_of``) and
-``overall``, the questions, mean accepted tokens, tokens/s, the baseline's tokens/s over the same
-questions and the speedup, computed from the answer rows as Spec-Bench's ``evaluation/speed.py``
-(repository ``hemingkx/Spec-Bench``) computes them:
+and field meanings in ``specdec.bench.report.specbench_answers``), Spec-Bench's speed report as
+``speed.md`` and ``speed.csv`` (per run, per speed.py task and ``overall``: the questions, mean
+accepted tokens, tokens/s, the baseline's tokens/s and the speedup, computed from the answer rows
+exactly as Spec-Bench's ``evaluation/speed.py`` computes them,
+``specdec.bench.report.specbench_speed``) and each baseline's tokenizer as ``tokenizer-<pair>/``,
+the folder to give speed.py as ``--tokenizer-path``: on these files speed.py prints the table's
+numbers.
 
-* mean accepted tokens = mean of every ``accept_lengths`` entry (= Σ new tokens / Σ steps = τ);
-* tokens/s = mean over questions of Σ ``new_tokens`` / Σ ``wall_time`` (prefill included);
-* speedup = method tokens/s / baseline tokens/s.
+One difference stays by construction: speed.py counts the baseline's tokens by re-tokenising its
+answer text (``specdec.bench.report.specbench_tokens``), not its generated ids, so the baseline's
+tokens/s (and every speedup) is Spec-Bench's number, not the leaderboard's; where the baseline's
+tokenizer cannot be loaded offline the table counts generated ids and its notes say so (speed.py
+would then differ). Prefill is inside ``wall_time`` here, outside the leaderboard's timings.
 
-The baseline is the first run of the ``--baseline`` method (``ar``) that compares with the run on
-every one of its datasets (``specdec.bench.report.runs.mismatches``, target only) and answered every
-question the run answered; a baseline run is its own (speedup 1). Otherwise the speedup is left
-empty and the table says why. Unreadable summaries are named and skipped, copies of a run count
-once, as in the leaderboard (``specdec.bench.report.board``).
+The runs are checked against their records first (``specdec.bench.report.audit``): a run the
+records do not complete (stopped early, records deleted) is left out and named, as are record files
+ending in a cut-off line and summaries that disagree with their records; ``--strict`` exits 2 on
+any of them. Unreadable summaries are named and skipped and copies of a run count once, as in the
+leaderboard (``specdec.bench.report.board``).
 """
 
 from __future__ import annotations
@@ -23,13 +27,17 @@ from __future__ import annotations
 import csv
 import logging
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from specdec.bench.report.out_dir import out_folder
 from specdec.bench.report.repeats import usable_runs
-from specdec.bench.report.runs import Run, mismatches
-from specdec.bench.report.specbench_answers import OVERALL, Entry, choice_of, entries, model_id
+from specdec.bench.report.runs import doubts
+from specdec.bench.report.specbench_answers import choice_of as choice_of
 from specdec.bench.report.specbench_answers import write_answers as write_answers
+from specdec.bench.report.specbench_speed import SpeedRow, SpeedTable, model_ids, speed_table
+from specdec.errors import BadInput
 
 __all__ = ["Export", "SpeedRow", "choice_of", "export", "model_ids", "speed_table",
            "write_answers"]
@@ -37,19 +45,6 @@ __all__ = ["Export", "SpeedRow", "choice_of", "export", "model_ids", "speed_tabl
 log = logging.getLogger(__name__)
 COLUMNS = ("model_id", "category", "questions", "mean_accepted_tokens", "tokens_per_s",
            "baseline_tokens_per_s", "speedup")
-
-
-@dataclass
-class SpeedRow:
-    """One line of the speed table: a run on one category (or ``overall``)."""
-
-    model_id: str
-    category: str
-    questions: int
-    mean_accepted_tokens: float
-    tokens_per_s: float
-    baseline_tokens_per_s: float | None = None
-    speedup: float | None = None
 
 
 @dataclass
@@ -62,95 +57,9 @@ class Export:
     refused: dict[str, str] = field(default_factory=dict)  # model_id: why no speedup
     unreadable: list[str] = field(default_factory=list)
     copies: list[str] = field(default_factory=list)
-
-
-def model_ids(runs: list[Run]) -> list[str]:
-    """``model_id`` of each run; where two share one, the run folder's name is appended (and a
-    number, where that repeats too)."""
-    plain = [model_id(r) for r in runs]
-    out: list[str] = []
-    for run, mid in zip(runs, plain):
-        name = mid if plain.count(mid) == 1 else f"{mid}-{run.path.name}"
-        k, unique = 2, name
-        while unique in out:
-            unique, k = f"{name}-{k}", k + 1
-        out.append(unique)
-    return out
-
-
-def _tokens_per_s(rows: list[dict]) -> float:
-    """Spec-Bench's tokens/s: mean over questions of Σ new tokens / Σ wall time."""
-    speeds = [sum(c["new_tokens"]) / sum(c["wall_time"]) if sum(c["wall_time"]) else math.nan
-              for c in (r["choices"][0] for r in rows)]
-    return sum(speeds) / len(speeds) if speeds else math.nan
-
-
-def _accepted(rows: list[dict]) -> float:
-    lengths = [n for r in rows for n in r["choices"][0]["accept_lengths"]]
-    return sum(lengths) / len(lengths) if lengths else math.nan
-
-
-def _baseline(run: Run, runs: list[Run], method: str) -> tuple[Run | None, str | None]:
-    """The run's baseline run, or None and why there is none."""
-    if run.method == method:
-        return run, None
-    datasets = list(run.summary.datasets)
-    candidates = [b for b in runs if b.method == method
-                  and all(d in b.summary.datasets for d in datasets)]
-    if not candidates:
-        return None, f"no `{method}` run of {', '.join(datasets)} among the inputs"
-    reasons = {b.path: [m for d in datasets for m in mismatches(run, b, d, target_only=True)]
-               for b in candidates}
-    match = next((b for b in candidates if not reasons[b.path]), None)
-    if match is None:
-        first = candidates[0]
-        return None, f"`{method}` run {first.path} refused: " + "; ".join(reasons[first.path])
-    return match, None
-
-
-def _groups(own: list[Entry]) -> dict[str, list[Entry]]:
-    by_cat: dict[str, list[Entry]] = {}
-    for e in own:
-        by_cat.setdefault(e.category, []).append(e)
-    return {**dict(sorted(by_cat.items())), OVERALL: own}
-
-
-def _rows_of(mid: str, own: list[Entry], base: list[Entry] | None) -> list[SpeedRow]:
-    theirs = {(e.dataset, e.row["question_id"]): e.row for e in base or []}
-    out = []
-    for cat, group in _groups(own).items():
-        rows = [e.row for e in group]
-        line = SpeedRow(mid, cat, len(rows), _accepted(rows), _tokens_per_s(rows))
-        if base is not None:
-            line.baseline_tokens_per_s = _tokens_per_s(
-                [theirs[(e.dataset, e.row["question_id"])] for e in group])
-            line.speedup = (line.tokens_per_s / line.baseline_tokens_per_s
-                            if line.baseline_tokens_per_s else math.nan)
-        out.append(line)
-    return out
-
-
-def speed_table(runs: list[Run], baseline: str = "ar") -> tuple[list[SpeedRow], dict[str, str]]:
-    """Speed rows of every run (categories then ``overall``), and per model id why its speedup
-    is missing."""
-    mids = model_ids(runs)
-    answers = {run.path: entries(run, mid) for run, mid in zip(runs, mids)}
-    rows: list[SpeedRow] = []
-    refused: dict[str, str] = {}
-    for run, mid in zip(runs, mids):
-        base_run, why = _baseline(run, runs, baseline)
-        base = answers[base_run.path] if base_run is not None else None
-        if base is not None:
-            have = {(e.dataset, e.row["question_id"]) for e in base}
-            missing = [e.row["question_id"] for e in answers[run.path]
-                       if (e.dataset, e.row["question_id"]) not in have]
-            if missing:
-                base, why = None, (f"`{baseline}` run {base_run.path} lacks questions "
-                                   + ", ".join(map(str, missing[:5])))
-        if why:
-            refused[mid] = why
-        rows += _rows_of(mid, answers[run.path], base)
-    return rows, refused
+    left_out: list[str] = field(default_factory=list)  # "<run>: why" (not complete)
+    doubts: list[str] = field(default_factory=list)  # summaries vs records, cut-off lines
+    notes: list[str] = field(default_factory=list)  # each baseline and its token count
 
 
 def _fmt(x: float | int | str | None) -> str:
@@ -162,17 +71,26 @@ def _fmt(x: float | int | str | None) -> str:
 
 
 def to_markdown(rows: list[SpeedRow], refused: dict[str, str], skipped: list[str],
-                copies: list[str]) -> str:
+                copies: list[str], *, left_out: list[str] = (), doubtful: list[str] = (),
+                notes: list[str] = ()) -> str:
     """The speed table as Markdown, with the notes on what was refused or left out."""
     head = ["model_id", "category", "questions", "#mean accepted tokens", "tokens/s",
             "baseline tokens/s", "speedup"]
     lines = ["# Spec-Bench speed", "",
              "Spec-Bench's evaluation/speed.py on these answer files: mean accepted tokens = "
              "Σ accept_lengths / steps (τ); tokens/s = mean over questions of Σ new_tokens / "
-             "Σ wall_time (prefill included); speedup = tokens/s / the baseline's.", "",
+             "Σ wall_time (prefill included); baseline tokens/s = the same over the baseline's "
+             "questions of the task, its tokens re-tokenised from its answer text as speed.py "
+             "counts them (len(tokenizer(turn).input_ids) - 1 per turn, not the generated ids); "
+             "speedup = tokens/s / baseline tokens/s. Check: python evaluation/speed.py "
+             "--file-path <model_id>.jsonl --base-path <baseline>.jsonl --tokenizer-path "
+             "<its tokenizer folder, below>.", "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     lines += ["| " + " | ".join(_fmt(getattr(r, c)) for c in COLUMNS) + " |" for r in rows]
-    notes = ([f"- no speedup for {mid}: {why}" for mid, why in refused.items()]
+    notes = ([f"- {n}" for n in notes]
+             + [f"- no speedup for {mid}: {why}" for mid, why in refused.items()]
+             + [f"- ✗ left out (not complete): {x}" for x in left_out]
+             + [f"- ✗ summary vs records: {x}" for x in doubtful]
              + [f"- skipped (unreadable): {s}" for s in skipped]
              + [f"- counted once: {c}" for c in copies])
     return "\n".join(lines + ([""] + notes if notes else [])) + "\n"
@@ -186,15 +104,50 @@ def write_csv(rows: list[SpeedRow], path: Path) -> None:
             writer.writerow(["" if getattr(r, c) is None else getattr(r, c) for c in COLUMNS])
 
 
+def _notes(table: SpeedTable, out_dir: Path) -> list[str]:
+    """Per run its baseline and how the baseline's tokens were counted; each loaded tokenizer is
+    saved as ``tokenizer-<pair>/`` in ``out_dir`` (once)."""
+    saved: dict[int, str] = {}
+    notes = []
+    for mid, (base_mid, counter) in table.baselines.items():
+        if counter.tokenizer is None:
+            notes.append(f"baseline of {mid}: {base_mid}, its tokens counted as generated ids: "
+                         f"{counter.why_not}; speed.py re-tokenises the text and may differ")
+            continue
+        if id(counter) not in saved:
+            name = "tokenizer-" + re.sub(r"[^A-Za-z0-9._+-]+", "_", counter.pair)
+            counter.save(out_dir / name)
+            saved[id(counter)] = name
+        notes.append(f"baseline of {mid}: {base_mid}, its tokens re-tokenised with "
+                     f"{counter.name} (--tokenizer-path {saved[id(counter)]})")
+    return notes
+
+
 def export(paths: list[str | Path], out_dir: str | Path, *, baseline: str = "ar",
            warn: bool = True) -> Export:
-    """Write every run's answer file, ``speed.md`` and ``speed.csv`` into ``out_dir``."""
+    """Write every complete run's answer file, ``speed.md``, ``speed.csv`` and the baselines'
+    tokenizers into ``out_dir``.
+
+    Raises:
+        BadInput: no run among the inputs is complete, or ``out_dir`` is not a folder.
+    """
     runs, unreadable, copies = usable_runs(paths, warn=warn)
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    doubtful = doubts(runs)
+    left_out = [f"{run.path}: {run.incomplete}" for run in runs if run.incomplete]
+    for line in (doubtful + left_out) if warn else []:
+        log.warning("%s", line)
+    runs = [run for run in runs if not run.incomplete]
+    if not runs:
+        raise BadInput("no complete run among the inputs (Spec-Bench's numbers need every "
+                       "question answered): " + "; ".join(left_out) + "; rerun their eval "
+                       "commands (they resume)")
+    out_dir = out_folder(out_dir)
     files = [write_answers(run, out_dir, mid) for run, mid in zip(runs, model_ids(runs))]
-    rows, refused = speed_table(runs, baseline)
-    text = to_markdown(rows, refused, unreadable, copies)
+    table = speed_table(runs, baseline)
+    notes = _notes(table, out_dir)
+    text = to_markdown(table.rows, table.refused, unreadable, copies, left_out=left_out,
+                       doubtful=doubtful, notes=notes)
     (out_dir / "speed.md").write_text(text, encoding="utf-8")
-    write_csv(rows, out_dir / "speed.csv")
-    return Export(text, rows, files, refused, unreadable, copies)
+    write_csv(table.rows, out_dir / "speed.csv")
+    return Export(text, table.rows, files, table.refused, unreadable, copies, left_out,
+                  doubtful, notes)

@@ -16,14 +16,15 @@ as its answer writer ``evaluation/eval.py`` (``get_model_answers``) and speed sc
   tokens/s / the baseline's tokens/s over the same questions.
 
 Here: ``model_id`` = ``<method>-<pair name>`` (with the run folder's name appended where two runs
-would share one); ``question_id`` = our prompt id; ``category`` = the prompt's own category
-(MT-bench's eight in Spec-Bench's file); ``answer_id`` = a digest of the run's config hash and the
-prompt id (stable; Spec-Bench draws a random one); ``tstamp`` = the run's ``summary.json`` time.
-``wall_time`` is the turn's prefill + decode between CUDA syncs (``turn_s`` of a record), as
-Spec-Bench times the whole call, so these tokens/s include prefill while the leaderboard's do not.
-The speed table groups by the report's categories (``specdec.bench.report.categories.category_of``:
-a multi-turn prompt counts as ``multi-turn``, Spec-Bench's ``mt_bench``). Unlike ``speed.py``, which
-re-tokenises the baseline's text, both sides count ``new_tokens`` (the generated ids).
+would share one); ``question_id`` = the question file's id, an integer as Spec-Bench writes it
+(our prompt ids are strings: one that spells an integer is written as that integer, any other
+stays a string); ``category`` = the prompt's own category (MT-bench's eight in Spec-Bench's file);
+``answer_id`` = a digest of the run's config hash and the prompt id (stable; Spec-Bench draws a
+random one); ``tstamp`` = the run's ``summary.json`` time. ``wall_time`` is the turn's prefill +
+decode between CUDA syncs (``turn_s`` of a record), as Spec-Bench times the whole call, so these
+tokens/s include prefill while the leaderboard's do not. The speed table groups rows as speed.py
+selects them (``task_of``): ``mt_bench`` = a category among MT-bench's eight, any other category
+by itself. speed.py re-tokenises the baseline's text (``specdec.bench.report.specbench_tokens``).
 
 A record written before per-turn timings (no ``turn_s``/``turn_steps``) with several turns
 becomes one turn holding the prompt's totals (its answers joined), with a ``note`` in the row;
@@ -39,11 +40,14 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from specdec.bench.report.categories import category_of
 from specdec.bench.report.runs import Run
 from specdec.errors import BadInput
 
 OVERALL = "overall"
+MT_BENCH = "mt_bench"
+#: the categories speed.py's ``mt_bench`` task selects (MT-bench's eight)
+MT_BENCH_CATEGORIES = frozenset({"writing", "roleplay", "reasoning", "math", "coding",
+                                 "extraction", "stem", "humanities"})
 OLD_RECORD_NOTE = ("per-prompt totals as one turn: the record predates per-turn timings "
                    "(turn_s, turn_steps); rerun its eval command for per-turn entries")
 
@@ -53,8 +57,20 @@ class Entry:
     """One answer row with what the speed table groups it by."""
 
     dataset: str
-    category: str  # the report's category (category_of)
+    category: str  # speed.py's task of the row (task_of)
     row: dict  # the Spec-Bench answer row
+
+
+def task_of(category: object) -> str:
+    """The speed.py task that selects an answer row of ``category``: ``mt_bench`` for MT-bench's
+    eight categories, else the category itself."""
+    return MT_BENCH if category in MT_BENCH_CATEGORIES else str(category)
+
+
+def question_id(prompt_id: str) -> int | str:
+    """The Spec-Bench ``question_id`` of a prompt id: the integer it spells, else the id."""
+    return int(prompt_id) if re.fullmatch(r"-?[0-9]+", prompt_id) and str(
+        int(prompt_id)) == prompt_id else prompt_id
 
 
 def model_id(run: Run) -> str:
@@ -137,12 +153,12 @@ def entries(run: Run, mid: str | None = None) -> list[Entry]:
         for rec in run.records(dataset):
             choice, note = choice_of(rec)
             digest = hashlib.sha256(f"{chash}:{dataset}:{rec['prompt_id']}".encode()).hexdigest()
-            row = {"question_id": rec["prompt_id"], "category": rec.get("category"),
+            row = {"question_id": question_id(rec["prompt_id"]), "category": rec.get("category"),
                    "answer_id": digest[:22], "model_id": mid, "choices": [choice],
                    "tstamp": tstamp}
             if note:
                 row["note"] = note
-            out.append(Entry(dataset, category_of(rec), row))
+            out.append(Entry(dataset, task_of(rec.get("category")), row))
     return out
 
 
