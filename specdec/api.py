@@ -17,13 +17,16 @@ prompt reproduces that prompt's eval answer, sampled ones included::
         print(chunk.text, end="")
 
 Bad input (an unknown method, a key the config lacks, a value out of range, a model that cannot
-load) raises ``specdec.errors.BadInput`` / ``MissingInput`` naming the input and the fix.
+load, a prompt that is not one: ``specdec.api_inputs``) raises ``specdec.errors.BadInput`` /
+``MissingInput`` naming the input and the fix. A ``Decoder`` runs one call at a time: a call from
+another thread waits for the running one (``specdec.turns``).
 """
 
 from __future__ import annotations
 
 import copy
 import re
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -32,15 +35,17 @@ from typing import TYPE_CHECKING
 
 from omegaconf import DictConfig, open_dict
 
+from specdec.api_inputs import check_call, parse_prompt
 from specdec.errors import BadInput, InputError, input_error
-from specdec.streaming import Chunk, Stream
+from specdec.streaming import Chunk, Stream, StreamCancelled
+from specdec.turns import Turns
 
 if TYPE_CHECKING:
     from specdec.bench.run.method import Method
     from specdec.models import ModelPair
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
-__all__ = ["Chunk", "Decoder", "Output", "load", "overrides_for"]
+__all__ = ["Chunk", "Decoder", "Output", "StreamCancelled", "load", "overrides_for"]
 
 
 @dataclass(frozen=True)
@@ -163,13 +168,27 @@ def input_errors() -> Iterator[None]:
 
 
 class Decoder:
-    """A loaded pair with a method built on it; ``generate`` answers prompts."""
+    """A loaded pair with a method built on it; ``generate`` answers prompts.
+
+    One call at a time: the pair's caches and the drafter hold the running generation's state, so
+    a call (``generate``; building the method of a new temperature included) takes the decoder's
+    turn, and a call from another thread **waits** until the running one ends; threads sharing a
+    decoder get the tokens they would get one after the other. A stream holds the turn from its
+    first ``next`` until its loop ends: read it to the end or close it (``stream.close()``,
+    ``with``, ``break``, an exception or Ctrl-C in the loop reading it) to free the decoder at
+    once. If the thread that opened a stream calls the decoder again while that stream is still
+    open, the stream is cancelled (reading it raises ``StreamCancelled``) and the new call runs.
+    Every call starts from reset caches, so a call after a stream closed early answers as a fresh
+    decoder would.
+    """
 
     def __init__(self, cfg: DictConfig, pair: ModelPair, method: Method) -> None:
         """``cfg``: the composed eval config; ``pair``: its ``ModelPair``; ``method``: the
         ``Method`` built from ``cfg`` on ``pair``."""
         self.cfg, self.pair, self.tokenizer = cfg, pair, pair.tokenizer
         self._methods = {float(cfg.sampling.temperature): method}
+        self._turns = Turns()
+        self._tokenizer_lock = threading.Lock()  # a stream's reader decodes outside the turn
 
     @property
     def method(self) -> Method:
@@ -197,63 +216,64 @@ class Decoder:
     def encode(self, prompt: str | Sequence[Mapping[str, str]] | Sequence[int]) -> list[int]:
         """Prompt ids: a string is one user turn and a list of ``{"role", "content"}`` a
         conversation, both through the chat template as the eval encodes them; ids (a list, or a
-        ``[T]`` / ``[1, T]`` tensor) pass as they are."""
-        import torch
-
+        ``[T]`` / ``[1, T]`` integer tensor) pass as they are. Anything else (bytes, an int,
+        ``None``, a ``[B, T]`` batch, an empty prompt) raises ``BadInput``."""
         from specdec.data.prompts import encode_turn
 
-        if isinstance(prompt, str):
-            prompt = [{"role": "user", "content": prompt}]
-        elif hasattr(prompt, "tolist"):  # a tensor or array of ids: [T] or [1, T]
-            prompt = [int(t) for t in torch.as_tensor(prompt).reshape(-1).tolist()]
-        items = list(prompt)
-        if not items:
-            raise BadInput("empty prompt: give a string, chat messages or token ids")
-        if all(isinstance(t, int) and not isinstance(t, bool) for t in items):
-            vocab = self.method.target.vocab_size
-            bad = [t for t in items if not 0 <= t < vocab]
-            if bad:
-                raise BadInput(f"prompt token ids {bad[:5]} are outside the vocabulary "
-                               f"[0, {vocab}); encode the text with Decoder.tokenizer")
-            return [int(t) for t in items]
-        for m in items:
-            if not (isinstance(m, Mapping) and isinstance(m.get("role"), str)
-                    and isinstance(m.get("content"), str)):
-                raise BadInput(f"chat message {m!r} is not {{'role': str, 'content': str}}; "
-                               "give a string, a list of such messages or token ids")
-        return encode_turn(self.tokenizer, [dict(m) for m in items], chat_template=True)
+        parsed = parse_prompt(prompt, self.method.target.vocab_size)
+        if parsed and isinstance(parsed[0], int):
+            return parsed  # type: ignore[return-value]
+        with self._tokenizer_lock:
+            return encode_turn(self.tokenizer, parsed, chat_template=True)
 
     def generate(self, prompt: str | Sequence[Mapping[str, str]] | Sequence[int], *,
                  max_new_tokens: int = 128, temperature: float | None = None, seed: int = 0,
                  stream: bool = False, prompt_id: str = "api") -> Output | Stream[Output]:
         """Answer ``prompt``; with ``stream=True`` a ``Stream`` of per-step ``Chunk``s whose
-        ``result`` is the ``Output`` once iterated.
+        ``result`` is the ``Output`` once iterated (the arguments are checked now, the decoding
+        starts with the first chunk).
 
         Args:
-            prompt: a string, chat messages (``[{"role": ..., "content": ...}]``) or token ids.
+            prompt: a string, chat messages (``[{"role": ..., "content": ...}]``) or token ids
+                (a list of ints, a ``[T]`` / ``[1, T]`` tensor); one prompt per call.
             max_new_tokens: at most this many new tokens (the tokenizer's EOS stops earlier).
             temperature: ``None``: the config's ``sampling.temperature``; else this one.
             seed, prompt_id: the coins are ``TorchCoins(prompt_seed(seed, prompt_id))``, turn 0,
-                as the eval seeds the first turn of prompt ``prompt_id`` under ``seed=``.
+                as the eval seeds the first turn of prompt ``prompt_id`` under ``seed=``
+                (``seed``: an integer >= 0; ``prompt_id``: a non-empty string).
+            stream: return a ``Stream`` (see the class docstring for when it frees the decoder).
         """
+        check_call(max_new_tokens=max_new_tokens, seed=seed, prompt_id=prompt_id, stream=stream)
+        with self._turns.hold():
+            run = self._prepare(prompt, max_new_tokens, temperature, seed, prompt_id)
+            if not stream:
+                return run(None)
+        return Stream(run, self._decode, take=self._turns.take, give_back=self._turns.give_back)
+
+    def _prepare(self, prompt: object, max_new_tokens: int, temperature: float | None,
+                 seed: int, prompt_id: str) -> Callable[[Callable[[list[int]], None] | None],
+                                                         Output]:
+        """The generation ``generate`` asked for, as a function of its ``on_step`` hook."""
+        import torch
+
         from specdec.bench.run.checks import context_limits, fit_context
         from specdec.drafters.ahead import BackgroundError
         from specdec.engine import generate
         from specdec.metrics import summarize
         from specdec.sampling import TorchCoins, prompt_seed, turn_coins
 
-        if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) \
-                or max_new_tokens < 1:
-            raise BadInput(f"max_new_tokens must be an integer >= 1, got {max_new_tokens!r}")
         method = self._method_at(temperature)
         where = f"the prompt {prompt_id!r} given to Decoder.generate"
         ids, _ = fit_context(self.encode(prompt), max_new_tokens=max_new_tokens,
                              limits=context_limits(self.pair),
                              truncate=self.cfg.get("truncate_prompts"), where=where)
         eos = self.tokenizer.eos_token_id
-        coins = turn_coins(TorchCoins(prompt_seed(seed, prompt_id)), 0)
+        budget = torch.get_num_threads()  # the caller's; a stream's worker thread runs with it
 
-        def run(on_step: Callable[[list[int]], None] | None = None) -> Output:
+        def run(on_step: Callable[[list[int]], None] | None) -> Output:
+            if torch.get_num_threads() != budget:
+                torch.set_num_threads(budget)
+            coins = turn_coins(TorchCoins(prompt_seed(seed, prompt_id)), 0)  # fresh per run
             try:
                 out = generate(ids, method.target, method.drafter, method.verifier,
                                sampling=method.sampling, coins=coins,
@@ -265,7 +285,8 @@ class Decoder:
             stats["tau"] = stats["block_efficiency"]
             return Output(self._decode(out.tokens), [int(t) for t in out.tokens], stats)
 
-        return Stream(run, self._decode) if stream else run()
+        return run
 
     def _decode(self, tokens: list[int]) -> str:
-        return self.tokenizer.decode(tokens, skip_special_tokens=True)
+        with self._tokenizer_lock:
+            return self.tokenizer.decode(tokens, skip_special_tokens=True)

@@ -17,25 +17,32 @@ along its own match. The draft is a deterministic function of the committed toke
 verification accepts ``x`` with ``p(x)`` and resamples from ``p`` with ``x`` zeroed, and ``rrs``
 verifies the tree's distinct siblings without replacement; both are exact at any temperature.
 
-Search: ``NgramIndex`` maps every n-gram of the context to the positions that followed it and is
-updated with the tokens each step commits, so a step costs a few dict operations (~1 us) plus the
-new tokens' n-grams; building it for a 2k-token prompt costs ~4 ms once, inside the prefill. A
-vectorised search (``unfold`` + compare over the context, per n) cost 0.07-0.4 ms per step on a
-2k-token context on this CPU, so the index wins after a few dozen steps; both are far below a target
-forward (~25 ms for SmolLM2 on this CPU).
+Search: ``NgramIndex`` (``specdec.drafters.ngram_index``) indexes every n-gram of the context
+with the latest position that followed it per distinct next token, in memory linear in the
+context (a lazily built trie), and is updated with the tokens each step commits, so a step costs
+a few dict operations plus the new tokens' n-grams; building it for a 2k-token prompt costs a few
+ms once, inside the prefill. A vectorised search (``unfold`` + compare over the context, per n)
+cost 0.07-0.4 ms per step on a 2k-token context on this CPU, so the index wins after a few dozen
+steps; both are far below a target forward (~25 ms for SmolLM2 on this CPU). ``max_ngram`` is
+capped at ``MAX_NGRAM`` (64) and ``branches`` at ``MAX_BRANCHES`` (64), refused above.
 
 History (``history: true``): the outputs of the drafter's earlier generations go into a second
-index that ``reset`` keeps, searched after the context (vLLM/SuffixDecoding-style output cache).
+index that ``reset`` keeps, searched after the context (vLLM/SuffixDecoding-style output cache);
+it keeps at most ``MAX_HISTORY_TOKENS`` (65536) tokens, the oldest generations leaving first.
 """
 
 from __future__ import annotations
-
-from collections.abc import Iterator
 
 import torch
 
 from specdec.core import LM, Context, Draft, Drafter, Verdict
 from specdec.drafters.limits import check_nodes
+from specdec.drafters.ngram_index import (
+    MAX_HISTORY_TOKENS,
+    NgramIndex,
+    check_branches,
+    check_lookup,
+)
 from specdec.drafters.policies import Policy
 from specdec.errors import BadInput
 from specdec.placement import Placement
@@ -43,34 +50,6 @@ from specdec.sampling import Sampling
 
 #: separates generations in the history index (no real token id; n-grams across it never match)
 SEPARATOR = -1
-
-
-class NgramIndex:
-    """Every n-gram (``min_n <= n <= max_n``) of a growing token list -> where its next token is.
-
-    Args:
-        min_n, max_n: the n-gram sizes indexed.
-    """
-
-    def __init__(self, min_n: int, max_n: int) -> None:
-        self.min_n, self.max_n = min_n, max_n
-        self.ids: list[int] = []
-        self.table: dict[tuple[int, ...], list[int]] = {}  # n-gram -> next positions, ascending
-
-    def extend(self, tokens: list[int]) -> None:
-        """Append ``tokens``; each appended position ``j`` indexes the n-grams ending at ``j-1``."""
-        ids, table = self.ids, self.table
-        for tok in tokens:
-            ids.append(tok)
-            j = len(ids) - 1
-            for n in range(self.min_n, min(self.max_n, j) + 1):
-                table.setdefault(tuple(ids[j - n : j]), []).append(j)
-
-    def candidates(self, suffix: list[int]) -> Iterator[int]:
-        """Positions that followed the n-grams ending ``suffix``: longest n first (at most
-        ``len(suffix)``), most recent first within an n."""
-        for n in range(min(self.max_n, len(suffix)), self.min_n - 1, -1):
-            yield from reversed(self.table.get(tuple(suffix[len(suffix) - n :]), ()))
 
 
 class PromptLookupDrafter(Drafter):
@@ -94,14 +73,11 @@ class PromptLookupDrafter(Drafter):
                  placement: Placement | None = None) -> None:
         if policy is None:
             raise BadInput("the lookup drafter needs a policy: set drafter/policy=fixed")
-        if not 1 <= min_ngram <= max_ngram:
-            raise BadInput(f"need 1 <= drafter.min_ngram <= drafter.max_ngram, got {min_ngram} "
-                           f"and {max_ngram}")
-        if branches < 1:
-            raise BadInput(f"drafter.branches must be >= 1, got {branches}")
+        check_lookup(max_ngram, min_ngram, branches)  # integers, 1 <= min <= max <= the cap
         depth = policy.longest()  # each branch follows its own match to the draft length
         check_nodes(1 + int(branches) * depth, what=f"drafter.branches={branches} x depth {depth}",
                     fix="drafter.branches or drafter.policy.gamma")
+        check_branches(branches)
         self.policy, self.max_ngram, self.min_ngram = policy, int(max_ngram), int(min_ngram)
         self.branches, self.makes_trees = int(branches), branches > 1
         self.models: tuple[LM, ...] = ()
@@ -113,6 +89,8 @@ class PromptLookupDrafter(Drafter):
     def reset(self) -> None:
         if self.past is not None and len(self.index.ids) > self.prompt_len:
             self.past.extend([*self.index.ids[self.prompt_len :], SEPARATOR])
+            if len(self.past) > MAX_HISTORY_TOKENS:  # the oldest generations leave, half at once
+                self.past = self.past.tail(MAX_HISTORY_TOKENS // 2, SEPARATOR)
         self.policy.reset()
         self.index = NgramIndex(self.min_ngram, self.max_ngram)
         self.seen = torch.empty(0, dtype=torch.long)  # [T] the tokens indexed (the last context)

@@ -124,6 +124,54 @@ def test_bad_generate_arguments(sps):
         sps.generate(PROMPT, max_new_tokens=4, temperature="hot")
 
 
+@pytest.mark.parametrize("prompt, words", [
+    (torch.tensor([[1, 2, 3], [4, 5, 6]]), r"batch of shape \[2, 3\].*once per row"),
+    ([[1, 2], [3, 4]], "batch of 2 prompt"),
+    (["Hi", "Bye"], "batch of 2 prompt"),
+    (b"Hello", r"bytes: decode it to a string first"),
+    (bytearray(b"Hi"), "bytes"),
+    (5, r"one int \(5\): give token ids as a list"),
+    (None, "prompt is None"),
+    ("", "empty prompt"),
+    (torch.tensor([], dtype=torch.long), "empty prompt"),
+    (torch.tensor([1.0, 2.0]), "dtype torch.float32"),
+    (torch.tensor(3), "0-d tensor"),
+    (torch.ones(1, 1, 3, dtype=torch.long), r"shape \[1, 1, 3\]"),
+    ({"role": "user", "content": "Hi"}, "one chat message"),
+    (3.5, "prompt is a float"),
+    ([1, "a"], "not a mix"),
+])
+def test_a_prompt_that_is_not_one_is_refused(sps, prompt, words):
+    """Before: a [2, T] batch was flattened into one prompt, bytes were read as ids, an int or
+    None raised TypeError."""
+    with pytest.raises(BadInput, match=words):
+        sps.generate(prompt, max_new_tokens=2)
+
+
+@pytest.mark.parametrize("kwargs, words", [
+    ({"seed": -1}, "seed must be an integer >= 0"),
+    ({"seed": 1.5}, "seed"),
+    ({"seed": True}, "seed"),
+    ({"seed": "1"}, "seed"),
+    ({"prompt_id": None}, "prompt_id must be a non-empty string"),
+    ({"prompt_id": ""}, "prompt_id"),
+    ({"prompt_id": 3}, "prompt_id"),
+    ({"stream": "yes"}, "stream must be True or False"),
+])
+def test_bad_seed_prompt_id_and_stream_are_refused(sps, kwargs, words):
+    with pytest.raises(BadInput, match=words):
+        sps.generate(PROMPT, max_new_tokens=2, **kwargs)
+
+
+def test_one_row_of_ids_in_any_container_is_one_prompt(sps):
+    import numpy as np
+
+    ids = sps.encode(PROMPT)
+    want = sps.generate(ids, max_new_tokens=4).tokens
+    for same in ([ids], tuple(ids), np.array([ids]), torch.tensor(ids, dtype=torch.int32)):
+        assert sps.generate(same, max_new_tokens=4).tokens == want
+
+
 def test_missing_asset_fails_before_loading(monkeypatch, tmp_path):
     import specdec.models.tiny as tiny
 
