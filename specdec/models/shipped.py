@@ -38,6 +38,7 @@ from specdec.models.shards import INDEX, write_weights
 
 CONFIG = "config.json"
 WEIGHTS = "model.safetensors"
+FILE_MODE = 0o644  # an asset's files: rw-r--r-- (served by another user, e.g. an engine's)
 
 
 def _reason(err: BaseException) -> str:
@@ -288,4 +289,7 @@ def write_asset(folder: str | Path, state: dict[str, torch.Tensor], config: dict
     with replace_folder(folder) as tmp:
         write_weights(tmp, state, WEIGHTS, max_shard_mib)
         (tmp / CONFIG).write_text(json.dumps(config, indent=2, default=str))
+        for file in tmp.iterdir():  # safetensors writes 0600: an asset is for others to read
+            if file.is_file() and not file.is_symlink():
+                file.chmod(FILE_MODE)
     return folder

@@ -1,11 +1,12 @@
 """Stub EAGLE-3 heads in the published layouts, with random weights, for tests.
 
 ``write_stub`` writes a folder a released head would be: the ``LlamaForCausalLMEagle3`` layout
-(SpecForge / SGLang / vLLM: flat Llama config + ``draft_vocab_size`` + ``eagle_config``;
-``midlayer.*`` tensors) or vLLM speculators' (``transformer_layer_config`` nested, ``layers.0.*``
-tensors), for a target of a given hidden size and vocabulary, with ``V_d < V`` and ``d2t``/``t2d``.
-The draft layer's shapes (``HEADS``, ``KV``: grouped-query attention, ``HEAD_DIM``, ``INTER``)
-are this module's constants, independent of the target's.
+(SpecForge / SGLang / vLLM: flat Llama config + ``draft_vocab_size`` + the target layers under
+vLLM's top-level key, as ``hidden_states`` indices; ``midlayer.*`` tensors) or vLLM
+speculators' (``transformer_layer_config`` nested, ``layers.0.*`` tensors), for a target of a
+given hidden size and vocabulary, with ``V_d < V`` and ``d2t``/``t2d``. The draft layer's shapes
+(``HEADS``, ``KV``: grouped-query attention, ``HEAD_DIM``, ``INTER``) are this module's
+constants, independent of the target's.
 """
 
 from __future__ import annotations
@@ -48,7 +49,8 @@ def stub_tensors(hidden: int, vocab: int, seed: int = 0) -> dict[str, torch.Tens
 
 
 def stub_config(hidden: int, vocab: int, layers: list[int] | None) -> dict:
-    """The ``LlamaForCausalLMEagle3`` ``config.json`` (``layers``: pinned target layers)."""
+    """The ``LlamaForCausalLMEagle3`` ``config.json`` (``layers``: pinned target layers, as
+    ``hidden_states`` indices under vLLM's key: ``nets/eagle3/layer_ids.py``)."""
     cfg = {"architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama",
            "hidden_size": hidden, "intermediate_size": INTER, "num_attention_heads": HEADS,
            "num_key_value_heads": KV, "head_dim": HEAD_DIM, "num_hidden_layers": 1,
@@ -56,8 +58,7 @@ def stub_config(hidden: int, vocab: int, layers: list[int] | None) -> dict:
            "rope_theta": THETA, "max_position_embeddings": 512, "hidden_act": "silu",
            "tie_word_embeddings": False}
     if layers is not None:
-        cfg["eagle_config"] = {"eagle_aux_hidden_state_layer_ids": layers,
-                               "use_aux_hidden_state": True}
+        cfg["eagle_aux_hidden_state_layer_ids"] = layers
     return cfg
 
 
@@ -70,8 +71,8 @@ def write_stub(folder: Path, hidden: int = 32, vocab: int = 259, layers: list[in
     state, cfg = stub_tensors(hidden, vocab, seed), stub_config(hidden, vocab, layers) | extra
     if fmt == "speculators":
         state = {k.replace("midlayer.", "layers.0."): v for k, v in state.items()}
-        layer_cfg = {k: v for k, v in cfg.items() if k not in ("architectures", "eagle_config",
-                                                                "draft_vocab_size")}
+        layer_cfg = {k: v for k, v in cfg.items() if k not in (
+            "architectures", "eagle_aux_hidden_state_layer_ids", "draft_vocab_size")}
         cfg = {"architectures": ["Eagle3Speculator"], "speculators_model_type": "eagle3",
                "transformer_layer_config": layer_cfg, "draft_vocab_size": V_D,
                "norm_before_residual": False, "target_hidden_size": None,

@@ -1,12 +1,15 @@
-"""EAGLE-3 interop (issue 29): training the published architecture here (``learner.arch=eagle3``).
+"""EAGLE-3 interop: training the published architecture here (``learner.arch=eagle3``).
 
 * the training unroll (TTT) of a ``PublishedEagle3Net`` gives, at step ``j`` and position ``t``,
   the logits the decoding path gives a depth-``j`` chain node (fp64, tiny target): the next
   condition is the pre-norm output in both;
-* ``+experiment=eagle3_tiny learner.arch=eagle3 export.format=eagle3_hf`` trains, exports the
+* ``+experiment=eagle3_tiny learner.arch=eagle3 export.format=eagle3_hf`` (on the one target
+  layer an engine can capture in the 2-layer target) trains, exports the
   ``LlamaForCausalLMEagle3`` layout, and the export decodes greedily exactly like ``ar``;
 * the loss falls when the published net fits one batch;
-* mismatched ``learner.arch`` / ``export.format`` / ``init_from`` fail naming the fix.
+* mismatched ``learner.arch`` / ``export.format`` / ``init_from`` fail naming the fix, and
+  ``export.format=eagle3_hf`` with the default architecture or with layers no engine captures is
+  refused before anything trains.
 Deterministic (fixed seeds, greedy): no false-failure probability.
 """
 
@@ -25,6 +28,7 @@ from specdec.testing.eagle3_stub import write_stub
 from specdec.testing.paths import REPO
 
 LAYERS = (0, 1, 2)
+SERVED = (1, 1, 1)  # the 2-layer target's one layer input an engine captures, three times
 
 
 def test_published_training_unroll_equals_the_decoding_chain(tiny64):
@@ -72,13 +76,15 @@ def test_tiny_experiment_trains_and_exports_the_published_layout(tmp_path, compo
 
     overrides = ["+experiment=eagle3_tiny", f"eagle3.traces_dir={tmp_path / 'data'}",
                  f"export.folder={tmp_path / 'e3'}", "data_gen.synthetic.prompts=8",
-                 "learner.arch=eagle3", "export.format=eagle3_hf"]
+                 "learner.arch=eagle3", "export.format=eagle3_hf",
+                 f"eagle3.target_layers={list(SERVED)}"]
     train(compose("train", [*overrides, "stage=data"]))
     metrics = train(compose("train", [*overrides, "trainer=debug"]))
     assert "test/acc0" in metrics
     cfg = json.loads((tmp_path / "e3" / "config.json").read_text())
     assert cfg["architectures"] == ["LlamaForCausalLMEagle3"]
-    assert cfg["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == list(LAYERS)
+    assert cfg["eagle_aux_hidden_state_layer_ids"] == list(SERVED)  # vLLM's key and meaning
+    assert cfg["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == [0, 0, 0]  # SGLang's
     pair = tiny_pair()
     assert isinstance(load_eagle3(tmp_path / "e3", pair.target), PublishedEagle3Net)
     greedy, prompt = Sampling(temperature=0.0), pair.tokenizer.encode("hello")
@@ -90,7 +96,7 @@ def test_tiny_experiment_trains_and_exports_the_published_layout(tmp_path, compo
     assert run(Eagle3Drafter(None, Fixed(3), greedy, str(tmp_path / "e3"))) == run(EmptyDrafter())
     # a warm start from the export needs the same arch; unknown arch / wrong format refused
     data = str(tmp_path / "data")
-    learner = Eagle3Learner(pair, data, list(LAYERS), lr=3e-3, arch="eagle3")
+    learner = Eagle3Learner(pair, data, list(SERVED), lr=3e-3, arch="eagle3")
     rows = load_feature_traces(data)
     batch = collate([{"ids": t.ids, "feats": f, "plen": t.prompt_len, "topk_ids": t.topk_ids,
                       "topk_logp": t.topk_logp} for t, f in rows])
@@ -103,12 +109,12 @@ def test_tiny_experiment_trains_and_exports_the_published_layout(tmp_path, compo
         opt.step()
         losses.append(float(loss.detach()))
     assert losses[-1] < 0.7 * losses[0], losses
-    warm = Eagle3Learner(pair, data, list(LAYERS), init_from=str(tmp_path / "e3"), arch="eagle3")
+    warm = Eagle3Learner(pair, data, list(SERVED), init_from=str(tmp_path / "e3"), arch="eagle3")
     assert isinstance(warm.net, PublishedEagle3Net)
     with pytest.raises(BadInput, match="set learner.arch to match"):
-        Eagle3Learner(pair, data, list(LAYERS), init_from=str(tmp_path / "e3"))
+        Eagle3Learner(pair, data, list(SERVED), init_from=str(tmp_path / "e3"))
     with pytest.raises(BadInput, match="learner.arch='gpt' is unknown"):
-        Eagle3Learner(pair, data, list(LAYERS), arch="gpt")
+        Eagle3Learner(pair, data, list(SERVED), arch="gpt")
     from specdec.learners.eagle3.module import export_eagle3
 
     with pytest.raises(BadInput, match="set export.format=eagle3_hf"):
@@ -124,10 +130,32 @@ def test_export_format_switch(tiny64, tmp_path):
     ours = new_eagle3(tiny64.target, torch.arange(259), LAYERS)
     learner = SimpleNamespace(net=ours, _target=[tiny64.target])
     assert (export_eagle3(learner, str(tmp_path), format="specdec") / "config.json").exists()
-    with pytest.raises(BadInput, match="use export.format=specdec"):
+    with pytest.raises(BadInput, match="learner.arch=eagle3.*use export.format=specdec"):
         export_eagle3(learner, str(tmp_path), folder=str(tmp_path / "x"), format="eagle3_hf")
     with pytest.raises(BadInput, match=r"export.format='onnx' is unknown; use one of"):
         export_eagle3(learner, str(tmp_path), format="onnx")
+
+
+@pytest.mark.parametrize("overrides, fix", [
+    ([], r"export.format=eagle3_hf writes .* learner.arch=specdec does not train; set "
+         r"learner.arch=eagle3"),
+    (["learner.arch=eagle3"], r"target layers \[0, 1, 2\] include \[0, 2\]: .* set "
+                              r"eagle3.target_layers to layers inside 1..1"),
+])
+def test_eagle3_hf_export_that_cannot_be_written_is_refused_before_training(tmp_path, compose,
+                                                                           overrides, fix):
+    import re
+
+    from specdec.errors import input_error
+    from specdec.train import train
+
+    cfg = compose("train", ["+experiment=eagle3_tiny", f"eagle3.traces_dir={tmp_path / 'none'}",
+                            "export.format=eagle3_hf", *overrides])
+    with pytest.raises(Exception) as info:  # Hydra wraps it; the entry point prints its cause
+        train(cfg)  # no training data exists: the refusal comes before anything reads or trains
+    err = input_error(info.value)
+    assert isinstance(err, BadInput) and re.search(fix, str(err)), info.value
+    assert not list(tmp_path.rglob("*.ckpt")) and not (tmp_path / "none").exists()
 
 
 def test_eval_config_runs_a_released_head_greedy_like_ar(compose, tiny64, tmp_path):

@@ -1,10 +1,10 @@
-"""EAGLE-3 interop (issue 29): heads in the published layouts load, decode, round-trip, fail well.
+"""EAGLE-3 interop: heads in the published layouts load, decode, round-trip, fail well.
 
 * a random-weight stub head in the ``LlamaForCausalLMEagle3`` layout (and in vLLM speculators'
   layout) for the tiny target, with ``V_d < V`` and ``d2t``/``t2d``, decodes greedily exactly like
   ``ar`` through the engine (``RecursiveRejection``);
-* published files -> loaded net -> ``save_eagle3_hf`` -> loaded again: identical tensors and
-  identical drafted trees;
+* published files -> loaded net -> ``save_eagle3_hf`` -> loaded again: identical tensors,
+  target layers (under both engines' keys: ``test_eagle3_engines.py``) and drafted trees;
 * an independent float64 reference of the published forward, written here from the format
   description with plain torch ops (RMSNorm, RoPE, causal GQA attention, SiLU MLP), gives the
   loaded module's logits and next conditions;
@@ -85,7 +85,7 @@ def test_stub_head_decodes_greedy_identically_to_ar(tiny64, tmp_path, fmt):
 
 
 def test_round_trip_keeps_tensors_and_drafts(tiny64, tmp_path):
-    first = write_stub(tmp_path / "speculators", fmt="speculators", seed=1)
+    first = write_stub(tmp_path / "speculators", fmt="speculators", seed=1, layers=[1, 1, 1])
     again = save_eagle3_hf(load_eagle3(first), tmp_path / "hf", dtype=torch.float64)
     third = save_eagle3_hf(load_eagle3(again), tmp_path / "hf2", dtype=torch.float64)
     want = {k: v for k, v in stub_tensors(32, 259, seed=1).items() if k != "embed_tokens.weight"}
@@ -96,7 +96,8 @@ def test_round_trip_keeps_tensors_and_drafts(tiny64, tmp_path):
             assert got[key].dtype == value.dtype and torch.equal(got[key], value), key
         cfg = json.loads((folder / "config.json").read_text())
         assert cfg["architectures"] == ["LlamaForCausalLMEagle3"]
-        assert cfg["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == LAYERS
+        assert cfg["eagle_aux_hidden_state_layer_ids"] == [1, 1, 1]  # vLLM: hidden_states[i]
+        assert cfg["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == [0, 0, 0]  # SGLang
         assert cfg["draft_vocab_size"] == V_D and cfg["vocab_size"] == 259
     prompt = [7, 3, 9, 100, 4]
     assert drafts_and_tokens(first, tiny64, prompt) == drafts_and_tokens(third, tiny64, prompt)

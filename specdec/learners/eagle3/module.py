@@ -38,6 +38,7 @@ from specdec.learners.install import export_folder
 from specdec.learners.optim import adamw_warmup_cosine
 from specdec.models.reduced_draft import tokenizer_sha256
 from specdec.nets.eagle3.interop import FORMATS, save_eagle3_hf
+from specdec.nets.eagle3.layer_ids import default_layers, servable
 from specdec.nets.eagle3.net import (
     DECODER_EMBED_KEY,
     Eagle3Net,
@@ -112,18 +113,23 @@ class Eagle3Learner(L.LightningModule):
             drafter's own map is kept.
         arch: ``specdec`` (``Eagle3Net``) or ``eagle3`` (the published architecture,
             ``published.PublishedEagle3Net``: export it with ``export.format=eagle3_hf``).
+        export_format: the run's ``export.format`` (None: no export), checked here, before
+            training, against ``arch`` and, for ``eagle3_hf``, the target layers an engine can
+            feed (``check_export_format``).
     """
 
     def __init__(self, model, traces_dir: str, target_layers: list[int], ttt_steps: int = 3,
                  step_weight: float = 0.8, soft_weight: float = 0.5, lr: float = 5e-4,
                  weight_decay: float = 0.0, warmup_steps: int = 50, total_steps: int = 2000,
                  init_from: str | None = None, remap_vocab: bool = False,
-                 arch: str = "specdec") -> None:
+                 arch: str = "specdec", export_format: str | None = None) -> None:
         super().__init__()
         if ttt_steps < 1:
             raise BadInput(f"learner.ttt_steps must be >= 1, got {ttt_steps}")
         if arch not in ARCHS:
             raise BadInput(f"learner.arch={arch!r} is unknown; use one of {list(ARCHS)}")
+        check_export_format(export_format, arch, target_layers,
+                            model.target.config.num_hidden_layers)
         self.save_hyperparameters({  # plain types: checkpoints load with weights_only=True
             "traces_dir": str(traces_dir), "target_layers": [int(i) for i in target_layers],
             "ttt_steps": int(ttt_steps), "step_weight": float(step_weight),
@@ -209,6 +215,28 @@ class Eagle3Learner(L.LightningModule):
             del state[key]
 
 
+def check_export_format(export_format: str | None, arch: str, target_layers: list[int],
+                        num_layers: int) -> None:
+    """Refuse, before training, an ``export.format`` the trained head could not be written in:
+    ``eagle3_hf`` needs ``learner.arch=eagle3`` and target layers every engine can capture
+    (``layer_ids.servable``), ``specdec`` the default architecture."""
+    if export_format is None:
+        return
+    if export_format not in FORMATS:
+        raise BadInput(f"export.format={export_format!r} is unknown; use one of {list(FORMATS)}")
+    if export_format == "eagle3_hf" and arch != "eagle3":
+        raise BadInput(f"export.format=eagle3_hf writes the published EAGLE-3 architecture, "
+                       f"which learner.arch={arch} does not train; set learner.arch=eagle3 (or "
+                       f"export.format=specdec)")
+    if export_format == "specdec" and arch == "eagle3":
+        raise BadInput("a head of the published architecture (learner.arch=eagle3) exports only "
+                       "in its own layout; set export.format=eagle3_hf")
+    if export_format == "eagle3_hf":
+        servable(target_layers, num_layers,
+                 f"set eagle3.target_layers to layers inside 1..{num_layers - 1}, e.g. "
+                 f"{default_layers(num_layers)} (EAGLE-3's low / middle / high)")
+
+
 def export_eagle3(learner: Eagle3Learner, out_dir: str, folder: str | None = None,
                   dtype: str = "float32", format: str = "specdec", *, install: bool = False,
                   asset: str | None = None, force: bool = False,
@@ -227,8 +255,10 @@ def export_eagle3(learner: Eagle3Learner, out_dir: str, folder: str | None = Non
         raise BadInput("export.max_shard_mib shards the specdec format only; drop it or set "
                        "export.format=specdec")
     dest = export_folder(out_dir, folder=folder, install=install, asset=asset, force=force)
+    tcfg = learner._target[0].config
     if format == "eagle3_hf":
-        return save_eagle3_hf(learner.net, dest, dtype=getattr(torch, dtype))
-    vocab = learner._target[0].config.vocab_size
+        return save_eagle3_hf(learner.net, dest, dtype=getattr(torch, dtype),
+                              target_layers_count=tcfg.num_hidden_layers)
+    vocab = tcfg.vocab_size
     return save_eagle3(learner.net, dest, target_vocab=vocab, dtype=getattr(torch, dtype),
                        max_shard_mib=max_shard_mib)

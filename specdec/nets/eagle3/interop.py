@@ -17,9 +17,10 @@ Tensors (``model.safetensors`` or ``pytorch_model.bin``): ``fc.weight [H, 3H]``,
 ``norm.weight``, ``lm_head.weight [V_d, H]``, ``d2t [V_d]`` (target id = draft id + ``d2t``),
 ``t2d [V]`` (bool: the target ids in the draft vocabulary) and, in some heads, a copy of the
 target's ``embed_tokens.weight`` (not read: the target's own embedding is used, as vLLM does when
-a head ships none). Target layers: the ``eagle_aux_hidden_state_layer_ids`` are indices into
-transformers' ``hidden_states`` (id ``j`` = the input of target layer ``j``); vLLM's default when
-a head pins none is ``(2, L // 2, L - 3)`` for an ``L``-layer target (``default_layers``).
+a head ships none). Target layers: ``layer_ids.py`` (the top-level
+``eagle_aux_hidden_state_layer_ids`` in vLLM's convention, ``eagle_config``'s in SGLang's /
+SpecForge's; ``save_eagle3_hf`` writes both, plus the RoPE keys of both transformers 4 --
+``rope_theta``, ``rope_scaling`` -- and 5 -- ``rope_parameters``).
 """
 
 from __future__ import annotations
@@ -42,17 +43,19 @@ from specdec.models.shipped import (
     read_tensors,
     write_asset,
 )
+from specdec.nets.eagle3.layer_ids import (  # noqa: F401  (default_layers: re-exported)
+    KEY,
+    default_layers,
+    engine_keys,
+    pinned,
+    servable,
+)
 from specdec.nets.eagle3.published import ARCH, PublishedDecoder, PublishedEagle3Net
 
 FORMATS = ("specdec", "eagle3_hf")  # export.format values
 BIN = "pytorch_model.bin"
 LOOKED_FOR = ("'eagle3' (specdec)", f"architectures: [{ARCH!r}] (SpecForge/SGLang/vLLM)",
               "'speculators_config' or speculators_model_type: 'eagle3' (vllm speculators)")
-
-
-def default_layers(num_layers: int) -> list[int]:
-    """vLLM's default target layers for an ``L``-layer target: ``[2, L // 2, L - 3]``."""
-    return [2, num_layers // 2, num_layers - 3]
 
 
 def resolve_folder(path: str | Path) -> Path:
@@ -104,17 +107,18 @@ def _tensors(folder: Path, fix: str) -> dict[str, torch.Tensor]:
     return out
 
 
-def _config(raw: dict, kind: str) -> tuple[dict, list[int] | None]:
-    """The flat Llama config dict and the pinned target layers (``None``: not pinned)."""
+def _config(raw: dict, kind: str, folder: Path, *, read_pins: bool = True
+            ) -> tuple[dict, list[int] | None]:
+    """The flat Llama config dict and the pinned target layers as ``hidden_states`` indices
+    (``None``: not pinned, or ``read_pins`` false); speculators' key is vLLM's
+    (``layer_ids.py``)."""
     if kind == "speculators":
         cfg = dict(raw.get("transformer_layer_config") or {})
         for key in ("draft_vocab_size", "norm_before_residual", "target_hidden_size"):
             if raw.get(key) is not None:
                 cfg[key] = raw[key]
-        return cfg, raw.get("eagle_aux_hidden_state_layer_ids")
-    eagle = raw.get("eagle_config") or {}
-    return dict(raw), (eagle.get("eagle_aux_hidden_state_layer_ids")
-                       or raw.get("eagle_aux_hidden_state_layer_ids"))
+        return cfg, [int(i) for i in raw[KEY]] if read_pins and raw.get(KEY) else None
+    return dict(raw), pinned(raw, folder) if read_pins else None
 
 
 def read_published(folder: Path, raw: dict, kind: str, *, target_layers_count: int | None = None,
@@ -122,16 +126,19 @@ def read_published(folder: Path, raw: dict, kind: str, *, target_layers_count: i
                    fix: str = "`hf download <id>`") -> PublishedEagle3Net:
     """A ``PublishedEagle3Net`` from a head in the ``eagle3_hf`` / ``speculators`` layout.
 
-    Target layers: ``target_layers`` if given, else the ones the config pins, else vLLM's default
-    for a ``target_layers_count``-layer target. Raises ``BadInput`` naming the file and key at
-    fault (missing keys, a draft hidden size other than the target's, a broken token map).
+    Target layers (``hidden_states`` indices): ``target_layers`` if given, else the ones the
+    config pins (each key read in its engine's convention, ``layer_ids.pinned``), else the
+    engines' default for a ``target_layers_count``-layer target. Raises ``BadInput`` naming the
+    file and key at fault (missing keys, a draft hidden size other than the target's, a broken
+    token map, keys pinning different layers for vLLM and SGLang).
     """
-    cfg_dict, pinned = _config(raw, kind)
+    layers = [int(i) for i in target_layers] if target_layers else None
+    cfg_dict, pins = _config(raw, kind, folder, read_pins=layers is None)
     where = folder / CONFIG
     lacking = [k for k in ("hidden_size", "vocab_size", "num_attention_heads") if k not in cfg_dict]
     if lacking:
         raise BadInput(f"EAGLE-3 config {where} ({kind}) lacks {lacking}; re-export the head")
-    layers = target_layers or pinned
+    layers = layers or pins
     if layers is None:
         if target_layers_count is None:
             raise BadInput(f"EAGLE-3 head {folder} pins no target layers "
@@ -145,7 +152,8 @@ def read_published(folder: Path, raw: dict, kind: str, *, target_layers_count: i
         raise BadInput(f"EAGLE-3 head {folder} has hidden size {hidden} but target_hidden_size "
                        f"{target_hidden}; specdec feeds the target's embedding to the head, so "
                        f"use a head whose hidden size is the target's")
-    cfg_dict.pop("eagle_config", None)
+    for key in ("eagle_config", KEY):
+        cfg_dict.pop(key, None)
     if cfg_dict.get("layer_types"):  # the one layer's type (a config may list the target's)
         cfg_dict["layer_types"] = cfg_dict["layer_types"][:1]
     cfg = LlamaConfig.from_dict({**cfg_dict, "num_hidden_layers": 1})
@@ -185,14 +193,35 @@ def _token_map(state: dict, draft_vocab: int, vocab: int, folder: Path) -> torch
     return token_map
 
 
+def rope_keys(cfg: dict) -> dict:
+    """``rope_theta`` and ``rope_scaling`` (what transformers-4 stacks read: SGLang, older vLLM)
+    from transformers 5's ``rope_parameters``; ``rope_scaling`` is null for the default RoPE."""
+    rope = dict(cfg.get("rope_parameters") or {})
+    if "rope_theta" not in rope:
+        return {}
+    kind = rope.get("rope_type", rope.get("type", "default"))
+    scaling = None if kind == "default" else {k: v for k, v in rope.items() if k != "rope_theta"}
+    return {"rope_theta": rope["rope_theta"], "rope_scaling": scaling}
+
+
 def save_eagle3_hf(net: PublishedEagle3Net, folder: str | Path, *,
-                   dtype: torch.dtype = torch.float32) -> Path:
-    """Write ``net`` in the ``eagle3_hf`` layout (``LlamaForCausalLMEagle3``) atomically."""
+                   dtype: torch.dtype = torch.float32, target_layers_count: int | None = None,
+                   fix: str = "train it with eagle3.target_layers inside 1..L-1") -> Path:
+    """Write ``net`` in the ``eagle3_hf`` layout (``LlamaForCausalLMEagle3``) atomically, read
+    alike by vLLM, SGLang and SpecForge: the target layers under both engines' keys
+    (``layer_ids.engine_keys``), RoPE under both transformers' keys (``rope_keys``).
+
+    Raises:
+        BadInput: ``net`` is not of the published architecture, or it reads target layers no
+            engine can capture (``layer_ids.servable``; ``target_layers_count``: the target's
+            ``L``, when known), naming ``fix``.
+    """
     if not isinstance(net, PublishedEagle3Net):
         raise BadInput("export.format=eagle3_hf needs a head of the published EAGLE-3 "
-                       "architecture; specdec's own head projects [e; g] to H before a stock "
-                       "decoder layer, which the LlamaForCausalLMEagle3 layout cannot hold; "
-                       "use export.format=specdec")
+                       "architecture: train it with learner.arch=eagle3 (specdec's own head "
+                       "projects [e; g] to H before a stock decoder layer, which the "
+                       "LlamaForCausalLMEagle3 layout cannot hold), or use export.format=specdec")
+    servable(net.target_layers, target_layers_count, fix)
     dec = net.decoder
     vocab, token_map = int(dec.config.vocab_size), dec.token_map.cpu()
     state = {"fc.weight": net.fc.weight, "norm.weight": dec.norm.weight,
@@ -208,8 +237,6 @@ def save_eagle3_hf(net: PublishedEagle3Net, folder: str | Path, *,
         cfg.pop(key, None)
     cfg |= {"architectures": [ARCH], "num_hidden_layers": 1, "draft_vocab_size":
             int(token_map.numel()), "target_hidden_size": int(net.meta["target_hidden"]),
-            "torch_dtype": str(dtype).removeprefix("torch."),
-            "eagle_config": {"eagle_aux_hidden_state_layer_ids": list(net.target_layers),
-                             "use_aux_hidden_state": True}}
+            "tie_word_embeddings": False, "torch_dtype": str(dtype).removeprefix("torch.")}
+    cfg |= rope_keys(cfg) | engine_keys(net.target_layers)
     return write_asset(folder, state, cfg)
-

@@ -55,6 +55,7 @@ from specdec.models.shipped import (
 )
 from specdec.nets.eagle3.interop import layout, read_published, resolve_folder
 from specdec.nets.eagle3.published import PublishedEagle3Net
+from specdec.nets.eagle3.rotary import keep_rotary_float32
 
 DECODER_EMBED_KEY = f"decoder.{EMBED_KEY}"
 META_KEYS = ("target_layers", "target_hidden", "target_vocab")  # what ``check_target`` reads
@@ -87,6 +88,7 @@ class Eagle3Net(nn.Module):
                            "target_vocab": int(decoder.config.vocab_size),
                            "draft_vocab_size": int(decoder.token_map.numel())}
         exact_float64(self)  # float64 (tests) stays float64 in the norms (specdec.models.exact)
+        keep_rotary_float32(self)  # a bfloat16 cast keeps RoPE's frequencies float32 (rotary.py)
 
     @property
     def hidden_size(self) -> int:

@@ -42,6 +42,7 @@ from transformers.models.llama.modeling_llama import (
 
 from specdec.models.cache_arg import cache_kwarg, output_cache_field
 from specdec.models.reduced_draft import draft_config
+from specdec.nets.eagle3.rotary import keep_rotary_float32
 
 ARCH = "LlamaForCausalLMEagle3"  # the published heads' ``architectures`` entry
 # create_causal_mask's cache keyword (``cache`` after transformers' rename, else past_key_values)
@@ -95,6 +96,7 @@ class PublishedDecoder(LlamaPreTrainedModel):
         self.midlayer = Midlayer(config)
         self.norm = LlamaRMSNorm(config.hidden_size, eps=config.rms_norm_eps)
         self.rotary_emb = LlamaRotaryEmbedding(config=config)
+        keep_rotary_float32(self.rotary_emb)  # float32 frequencies through casts (rotary.py)
         self.lm_head = nn.Linear(config.hidden_size, config.draft_vocab_size, bias=False)
         self.register_buffer("token_map", torch.arange(config.draft_vocab_size), persistent=True)
         self.post_init()
