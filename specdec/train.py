@@ -137,14 +137,18 @@ def train(cfg: DictConfig) -> dict[str, float]:
     ckpt_path = resume_checkpoint(cfg, out_dir)
     import lightning as L
 
+    from specdec.learners.data_fit import check_data_fits, data_key
     from specdec.learners.resumable import make_resumable
     from specdec.learners.rng_state import RngState
 
-    L.seed_everything(cfg.seed, workers=True)
+    L.seed_everything(cfg.seed, workers=True, verbose=False)  # stderr: only an error line
+    log.info("seed set to %d", cfg.seed)
     datamodule = instantiate(cfg.datamodule)
     learner = instantiate(cfg.learner)
+    # data or a checkpoint of another target or architecture: one error line, not a traceback
+    check_data_fits(learner, datamodule, data_key=data_key(cfg))
     if ckpt_path is not None:
-        check_fits(learner, ckpt_path, cfg)  # another architecture's: one error line
+        check_fits(learner, ckpt_path, cfg)
     logger = build_logger(cfg)
     # RngState: generator states in each checkpoint, so a resumed fit repeats the straight one
     trainer = instantiate(cfg.trainer, logger=logger,
