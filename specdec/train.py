@@ -11,7 +11,8 @@ Stages (``stage=``):
   from elsewhere cannot run code.
 
 The run folder is ``outputs/train/<task_name>/<config hash>/`` (``learners/resume.py``):
-rerunning a killed command resumes it, mid-epoch included (``learners/resumable.py``), and the
+rerunning a killed command resumes it, mid-epoch included (``learners/resumable.py``), with the
+random generators where the killed run had them (``learners/rng_state.py``), and the
 W&B run is named ``<task_name>-<config hash>`` in group ``<task_name>``
 (``conf/logger/wandb.yaml``).
 The export goes to ``<run dir>/export/``; ``export.install=true`` writes the shipped folder the
@@ -45,7 +46,7 @@ from specdec.cli_check import check_command_line
 from specdec.config import register_resolvers
 from specdec.errors import BadInput, exit_on_input_error
 from specdec.learners.install import export_folder
-from specdec.learners.resume import resume_checkpoint, save_last, train_hash
+from specdec.learners.resume import check_fits, resume_checkpoint, save_last, train_hash
 from specdec.learners.scale import check_single_process, exportable
 
 if TYPE_CHECKING:
@@ -136,13 +137,22 @@ def train(cfg: DictConfig) -> dict[str, float]:
     ckpt_path = resume_checkpoint(cfg, out_dir)
     import lightning as L
 
+    from specdec.learners.data_fit import check_data_fits, data_key
     from specdec.learners.resumable import make_resumable
+    from specdec.learners.rng_state import RngState
 
-    L.seed_everything(cfg.seed, workers=True)
+    L.seed_everything(cfg.seed, workers=True, verbose=False)  # stderr: only an error line
+    log.info("seed set to %d", cfg.seed)
     datamodule = instantiate(cfg.datamodule)
     learner = instantiate(cfg.learner)
+    # data or a checkpoint of another target or architecture: one error line, not a traceback
+    check_data_fits(learner, datamodule, data_key=data_key(cfg))
+    if ckpt_path is not None:
+        check_fits(learner, ckpt_path, cfg)
     logger = build_logger(cfg)
-    trainer = instantiate(cfg.trainer, logger=logger, callbacks=build_callbacks(cfg))
+    # RngState: generator states in each checkpoint, so a resumed fit repeats the straight one
+    trainer = instantiate(cfg.trainer, logger=logger,
+                          callbacks=[*build_callbacks(cfg), RngState()])
     if trainer.world_size == 1:  # several ranks: Lightning's DistributedSampler orders each epoch
         make_resumable(datamodule, cfg.seed)
     try:

@@ -75,7 +75,7 @@ class Eagle3Drafter(FeatureDrafter):
                                                 target_layers=target_layers),
             cache=lambda net: CachedLM(net.decoder, role="draft",
                                        vocab_size=net.meta["target_vocab"]),
-            experiment=experiment, placement=placement)
+            experiment=experiment, placement=placement, asset=path)
         self.net: Eagle3Net | PublishedEagle3Net
         self.vocab = self.net.decoder.token_map  # [V_d]
         check_width("drafter.topk", self.topk, int(self.vocab.numel()))

@@ -48,6 +48,7 @@ from specdec.core import LM, Context, Draft, Drafter, TargetView, Verdict
 from specdec.drafters.candidates import Candidates
 from specdec.drafters.policies import Policy
 from specdec.errors import BadInput
+from specdec.models.retrain import retrain_command
 from specdec.nets.eagle3.net import check_target
 from specdec.placement import Held, Placement, matches
 
@@ -63,6 +64,7 @@ class FeatureDrafter(Drafter):
         cache: the draft cache (an ``LM`` over the placed net: its forwards are logged and
             priced), or ``None`` for a net that keeps no cache of its own.
         experiment: the training experiment named in errors.
+        asset: the folder the net loads from: the command named in errors exports there.
         placement: the pair's: the net goes to the target's device and dtype with the pair's CPU
             kernels (None: the CPU, the asset's dtype).
     """
@@ -75,8 +77,8 @@ class FeatureDrafter(Drafter):
 
     def __init__(self, policy: Policy, load: Callable[[str], nn.Module], *,
                  cache: Callable[[nn.Module], LM] | None = None, experiment: str,
-                 placement: Placement | None) -> None:
-        self.command = f"python -m specdec.train +experiment={experiment}"
+                 placement: Placement | None, asset: str | None = None) -> None:
+        self.command = retrain_command(experiment, asset)  # writes `asset`, not <run>/export/
         self.net = self.place(load(self.command), placement)
         self.policy = policy
         self.target_layers = tuple(self.net.target_layers)

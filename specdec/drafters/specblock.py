@@ -109,7 +109,7 @@ class SpecBlockDrafter(FeatureDrafter):
                                int(max_blocks), int(beam))
         super().__init__(policy, lambda command: load_specblock(path, train_command=command),
                          cache=lambda net: BlockLM(net, net.meta["target_vocab"]),
-                         experiment=experiment, placement=placement)
+                         experiment=experiment, placement=placement, asset=path)
         self.shape.check_vocab(int(self.net.token_map.numel()))
 
     @property

@@ -69,6 +69,7 @@ from specdec.drafters.tree import TreeGrower
 from specdec.errors import BadInput
 from specdec.lm import CachedLM
 from specdec.metrics import BRANCHES, DRAFT_TOKENS, HITS, MISSES, ROLLED_BACK
+from specdec.models.retrain import experiment_of, export_args
 from specdec.nets.hrad.features import StepFeatures
 from specdec.nets.hrad.head import HradHead, check_target, load_hrad
 from specdec.placement import Held, Placement, drafter_modules
@@ -120,9 +121,11 @@ class SpecBranchDrafter(Drafter):
         self.models = [lm]
         self.head: HradHead | None = None
         if hrad is not None:
-            # the asset folder is named after the model: specdec/assets/hrad/<model>
+            # errors name the experiment that trains it (hrad_<model> for a folder named after a
+            # preset's pair) with the export overrides that write this very folder
             self.head = (placement or Placement.cpu()).place(
-                load_hrad(Path(hrad), experiment=f"hrad_{Path(hrad).name}"), "features", cast=False)
+                load_hrad(Path(hrad), experiment=f"{experiment_of('hrad', hrad)} "
+                          f"{export_args(hrad)}".strip()), "features", cast=False)
             self.target_layers = tuple(range(-int(self.head.meta["layers"]), 0))
             trained = self.head.meta.get("gamma_max")
             if trained is not None and int(trained) != policy.limit():

@@ -8,6 +8,9 @@ for a ``ResumableLoader`` over the same dataset:
 
 * its order is a function of ``(seed, epoch)`` (``EpochSampler``; Lightning calls ``set_epoch``
   before each epoch), so the resumed epoch has the order the killed run had;
+* it draws its workers' base seed from a generator of its own, seeded by ``(seed, epoch)``, not
+  from torch's global one, so a resumed run's fresh pass leaves the global generator where the
+  uninterrupted run had it (``rng_state.py`` restores that one);
 * it is stateful (``state_dict`` / ``load_state_dict``, which Lightning saves in and restores
   from the checkpoint): it records the batches it handed out in the current epoch, and a restored
   loader skips that many before its next pass. Lightning does not prefetch from a loader with a
@@ -71,6 +74,8 @@ class ResumableLoader(DataLoader):
 
     def __iter__(self) -> Iterator[Any]:  # type: ignore[override]
         self.yielded = 0
+        if self.generator is not None:  # the workers' base seed: a function of (seed, epoch)
+            self.generator.manual_seed(self.sampler.seed * 1_000_003 + self.sampler.epoch + 7)
         self.sampler.started_at = 0
         for batch in super().__iter__():
             self.yielded += 1
@@ -99,7 +104,7 @@ def resumable_copy(loader: DataLoader, seed: int) -> DataLoader:
         loader.dataset, batch_size=loader.batch_size, sampler=sampler,
         collate_fn=loader.collate_fn, num_workers=loader.num_workers,
         pin_memory=loader.pin_memory, drop_last=loader.drop_last, timeout=loader.timeout,
-        worker_init_fn=loader.worker_init_fn,
+        worker_init_fn=loader.worker_init_fn, generator=torch.Generator(),
         persistent_workers=loader.persistent_workers if loader.num_workers else False)
 
 

@@ -23,8 +23,11 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import torch
 from omegaconf import DictConfig, OmegaConf
+from torch import nn
 
+from specdec.errors import BadInput
 from specdec.models.shipped import read_checkpoint
 
 if TYPE_CHECKING:
@@ -50,20 +53,47 @@ def hash_resolver(*, _root_: DictConfig) -> str:
     return train_hash(_root_)
 
 
+CKPT_FIX = "pass ckpt_path=<a checkpoint a fit of this experiment wrote> or drop it"
+LAST_FIX = "resume=false starts the run over (or delete that file)"
+
+
 def resume_checkpoint(cfg: DictConfig, out_dir: str | Path) -> str | None:
     """The checkpoint ``fit`` starts from: ``ckpt_path`` when given, else (``resume=true``) the
     run folder's ``checkpoints/last.ckpt`` when a killed or finished run left one; None: from
     scratch."""
     if cfg.get("ckpt_path"):
         # a truncated or foreign file: one error line naming it, before anything trains
-        read_checkpoint(cfg.ckpt_path, "pass ckpt_path=<a checkpoint a fit wrote> or drop it")
+        read_checkpoint(cfg.ckpt_path, CKPT_FIX)
         return str(cfg.ckpt_path)
     last = Path(out_dir) / LAST
     if cfg.get("resume", True) and last.is_file():
-        read_checkpoint(last, "resume=false starts the run over (or delete that file)")
+        read_checkpoint(last, LAST_FIX)
         log.info("resuming from %s (resume=false starts over)", last)
         return str(last)
     return None
+
+
+def check_fits(learner: nn.Module, ckpt_path: str | Path, cfg: DictConfig) -> None:
+    """Refuse (``BadInput``) a checkpoint that is not of ``learner``'s architecture before the fit
+    loads it (Lightning's strict load would end in a traceback): tensors of another shape, keys
+    the learner lacks, and keys it has that the checkpoint lacks (unless the learner loads
+    non-strictly: its checkpoints leave out shared weights). Names the file and the fix."""
+    fix = CKPT_FIX if cfg.get("ckpt_path") else LAST_FIX
+    theirs = read_checkpoint(ckpt_path, fix)["state_dict"]
+    mine = learner.state_dict()
+    shapes = [f"{k} {tuple(theirs[k].shape)} (the learner's {tuple(mine[k].shape)})"
+              for k in sorted(set(mine) & set(theirs))
+              if isinstance(theirs[k], torch.Tensor) and theirs[k].shape != mine[k].shape]
+    unexpected = sorted(set(theirs) - set(mine))
+    missing = sorted(set(mine) - set(theirs)) if getattr(learner, "strict_loading", True) else []
+    if not (shapes or unexpected or missing):
+        return
+    what = "; ".join(part for part in (
+        f"tensors of another shape: {', '.join(shapes[:3])}" if shapes else "",
+        f"keys the learner lacks: {unexpected[:3]}" if unexpected else "",
+        f"keys it lacks: {missing[:3]}" if missing else "") if part)
+    raise BadInput(f"training checkpoint {ckpt_path} is not of this learner's architecture "
+                   f"({type(learner).__name__}, {cfg.get('task_name')}): {what}; {fix}")
 
 
 def save_last(trainer: L.Trainer, out_dir: str | Path) -> None:

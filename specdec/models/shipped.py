@@ -11,21 +11,17 @@ command that re-creates it (``fix_cmd``, already quoted in backticks, e.g.
 line instead of a traceback. ``read_checkpoint`` does the same for the Lightning checkpoints the
 learners read back.
 
-``replace_folder`` writes an asset atomically: the files go into a temporary sibling folder that
-then takes the old folder's place by rename, so a kill while exporting leaves the old asset (or,
-within the instant between two renames, none), never a half-written one; the next export of
-that folder deletes the temporary folder a killed one left behind.
+``write_asset`` writes an asset atomically (``folder_swap.replace_folder``): the files go into a
+temporary sibling folder that then takes the old folder's place by rename, so a kill while
+exporting leaves the old asset or the new one, never a half-written one; a kill between the two
+renames is completed or undone by the next export (``folder_swap.recover_folder``).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import pickle
-import shutil
-import uuid
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
 
 import torch
@@ -34,6 +30,7 @@ from safetensors.torch import load_file
 from torch import nn
 
 from specdec.errors import BadInput, MissingInput
+from specdec.models.folder_swap import replace_folder
 from specdec.models.shards import INDEX, write_weights
 
 CONFIG = "config.json"
@@ -180,104 +177,6 @@ def read_checkpoint(path: str | Path, fix_cmd: str) -> dict:
         raise BadInput(f"training checkpoint {path} holds no state_dict (not a Lightning "
                        f"checkpoint); {fix_cmd}")
     return ckpt
-
-
-def _is_weights(name: str) -> bool:
-    """A weights file of either layout: never carried into a rewritten folder, where a stale one
-    would shadow (or mix with) the new weights."""
-    return name in (WEIGHTS, INDEX) or (name.startswith("model-") and ".safetensors" in name)
-
-
-def _carry_over(old: Path, new: Path) -> None:
-    """Link (else copy) into ``new`` the entries of ``old`` that ``new`` lacks (a model card),
-    weights files left out (``_is_weights``)."""
-    for entry in old.iterdir():
-        dest = new / entry.name
-        if dest.exists() or dest.is_symlink() or _is_weights(entry.name):
-            continue
-        if entry.is_symlink():
-            shutil.copy2(entry, dest, follow_symlinks=False)  # the link itself
-        elif entry.is_dir():
-            shutil.copytree(entry, dest, symlinks=True)
-        else:
-            try:
-                os.link(entry, dest)
-            except OSError:  # no hard links here
-                shutil.copy2(entry, dest)
-
-
-def _fsync_files(folder: Path) -> None:
-    """Flush the files written into ``folder`` to disk before the rename publishes them."""
-    for file in folder.iterdir():
-        if file.is_file() and not file.is_symlink():
-            fd = os.open(file, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process
-        return True
-    return True
-
-
-def _sweep(folder: Path) -> None:
-    """Delete the temporary siblings (``.<name>.<pid>.<hex>.tmp``) that killed exports of
-    ``folder`` left behind; those of live processes are theirs to finish."""
-    for stale in folder.parent.glob(f".{folder.name}.*.tmp"):
-        pid = stale.name[len(folder.name) + 2:].split(".")[0]
-        if pid.isdigit() and not _alive(int(pid)):
-            shutil.rmtree(stale, ignore_errors=True)
-
-
-@contextmanager
-def replace_folder(folder: str | Path) -> Iterator[Path]:
-    """Yield an empty temporary sibling of ``folder`` to write an asset into.
-
-    On a clean exit the entries of the old ``folder`` that were not rewritten (a model card) are
-    carried over and the temporary folder takes ``folder``'s place; on an exception it is
-    deleted and ``folder`` is left as it was. Usage::
-
-        with replace_folder(dest) as tmp:
-            save_file(state, str(tmp / WEIGHTS))
-    """
-    folder = Path(os.path.abspath(folder))  # a name even for "."
-    if folder.is_symlink():
-        folder = folder.resolve()  # write where the link points, as writing through it did
-    if folder.exists() and not folder.is_dir():
-        raise BadInput(f"cannot export into {folder}: it is a file, not a folder; choose another "
-                       "export folder or remove the file")
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    _sweep(folder)
-    tag = f"{os.getpid()}.{uuid.uuid4().hex[:8]}"
-    tmp = folder.with_name(f".{folder.name}.{tag}.tmp")  # same file system: rename is atomic
-    tmp.mkdir()
-    try:
-        if folder.is_dir():
-            shutil.copymode(folder, tmp)
-        yield tmp
-        if folder.is_dir():
-            _carry_over(folder, tmp)
-        _fsync_files(tmp)
-        if folder.is_dir():
-            old = folder.with_name(f".{folder.name}.{tag}.old")
-            os.rename(folder, old)
-            try:
-                os.rename(tmp, folder)  # a kill just before this leaves the old one at ``old``
-            except OSError:
-                os.rename(old, folder)
-                raise
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.rename(tmp, folder)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)  # gone after a rename; the half asset otherwise
 
 
 def write_asset(folder: str | Path, state: dict[str, torch.Tensor], config: dict, *,

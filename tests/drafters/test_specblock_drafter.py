@@ -120,7 +120,9 @@ def test_drafter_refuses_another_target_before_generating(tiny64, tmp_path):
                         rank_hidden=8)
     save_specblock(net, tmp_path / "sb")
     greedy = Sampling(temperature=0.0)
-    fix = ".*retrain it with `python -m specdec.train \\+experiment=specblock_<model>`"
+    # the command writes the drafter's own folder (without export.*: <run>/export/)
+    fix = (".*retrain it with `python -m specdec.train \\+experiment=specblock_<model> "
+           f"export\\.folder={tmp_path / 'sb'} export\\.force=true`")
     cases = [(tiny_lm(vocab, hidden=16, layers=2, heads=2, seed=0, dtype=torch.float64),
               "SpecBlock drafter .* hidden size 32, but this target has 16" + fix),
              (tiny_lm(vocab + 5, hidden=32, layers=2, heads=2, seed=0, dtype=torch.float64),
