@@ -1,0 +1,99 @@
+"""An eval run whose timing is unreliable says so everywhere and claims no speedup.
+
+The audit case, reproduced on the tiny pair: a γ=2 ``sps`` run whose cost table prices the 1-token
+target forward ~480x above the larger ones (72 ms against 0.15 ms on a loaded machine). The
+table is injected (the run's real fit, that one price scaled), and the load readings are pinned
+quiet, so the verdict depends on nothing this machine does.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+
+import pytest
+
+import specdec.bench.run.summary as run_summary
+import specdec.bench.timing as timing
+import specdec.eval as entry
+from specdec.bench.costfit import fit_cost_table, monotone_violations
+from specdec.bench.report import board as rp
+from specdec.testing.eval_cfg import eval_cfg
+
+
+def _non_monotone_fit(logs, fallback=None, **kwargs):
+    """The run's real fit with the target's 1-token price 480x (the audit's 72 vs 0.15 ms)."""
+    table, report = fit_cost_table(logs, fallback, **kwargs)
+    table.times["target"][1] *= 480
+    report["monotone_violations"]["target"] = monotone_violations(table.times["target"])
+    return table, report
+
+
+@pytest.fixture
+def quiet(monkeypatch):
+    """Strict mode, and a machine whose load never exceeds the run's own threads."""
+    monkeypatch.setenv(timing.ENV, "strict")
+    monkeypatch.setattr(timing, "load_average", lambda: (0.0, 0.0, 0.0))
+
+
+def test_the_gamma_2_case_is_flagged_and_claims_no_speedup(tmp_path, quiet, monkeypatch,
+                                                            capsys, caplog):
+    common = ["benchmark=tiny", "logger=csv", "warmup=0"]
+    entry.evaluate(eval_cfg(tmp_path / "ar", ["method=ar", *common]))
+    monkeypatch.setattr(run_summary, "fit_cost_table", _non_monotone_fit)
+    value = entry.evaluate(eval_cfg(tmp_path / "sps", ["method=sps", "drafter.policy.gamma=2",
+                                                       *common]))
+    # the sweep objective is not a number: Optuna fails the trial, W&B logs NaN
+    assert math.isnan(value)
+    summary = json.loads((tmp_path / "sps" / "summary.json").read_text())
+    check = summary["timing"]
+    assert check["reliable"] is False
+    assert any("target forward time drops as tokens grow" in r for r in check["reasons"])
+    assert summary["overall"]["sweep_objective"] is None  # NaN in strict JSON
+    assert "modeled_speedup_vs_ar" not in summary["overall"]
+    assert summary["sweep_objective_source"].startswith("not a number: timing unreliable (")
+    # stdout and the log say it
+    printed = capsys.readouterr().out
+    assert "timing: unreliable (" in printed
+    assert any("timing: unreliable" in r.getMessage() for r in caplog.records)
+    # the run's logger (CSV here, the same calls as W&B) gets the flag and the reasons
+    with (tmp_path / "sps" / "metrics.csv").open() as f:
+        logged = {r["metric"]: r["value"] for r in csv.DictReader(f) if r["dataset"] == "overall"}
+    assert float(logged["timing_reliable"]) == 0.0 and "drops as tokens grow" in \
+        logged["timing_reasons"]
+    # the leaderboard: the flag, no speedup claimed, the reasons listed
+    text, _ = rp.report([tmp_path / "ar", tmp_path / "sps"], tmp_path / "board", plots=False)
+    sps = next(line for line in text.splitlines() if line.startswith("| sps | tiny |"))
+    assert "**unreliable ✗**" in sps and "| unreliable |" in sps
+    assert not any(c.strip().endswith("x") for c in sps.split("|"))  # no "5.24x" anywhere
+    assert "## ✗ Unreliable timing (no speedup claimed)" in text
+    with (tmp_path / "board" / "leaderboard.csv").open() as f:
+        row = next(r for r in csv.DictReader(f) if r["method"] == "sps")
+    assert row["timing"] == "unreliable" and "drops as tokens grow" in row["timing_reasons"]
+    assert row["speedup"] == row["modeled_speedup_vs_ar"] == row["self_modeled_speedup"] == ""
+    assert float(row["block_efficiency"]) > 0  # the rest of the row stays
+
+
+def test_lenient_keeps_the_numbers_beside_the_flag(tmp_path, quiet, monkeypatch):
+    monkeypatch.setenv(timing.ENV, "lenient")
+    monkeypatch.setattr(run_summary, "fit_cost_table", _non_monotone_fit)
+    value = entry.evaluate(eval_cfg(tmp_path, ["method=sps", "drafter.policy.gamma=2",
+                                               "warmup=0"]))
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["timing"]["reliable"] is False
+    assert value == summary["overall"]["sweep_objective"] == \
+        summary["overall"]["self_modeled_speedup"]
+
+
+def test_a_quiet_run_is_reliable_and_keeps_its_objective(tmp_path, quiet, monkeypatch):
+    def steady(name, table, fit, calibration):  # this machine's real tables vary under load
+        return []
+
+    monkeypatch.setattr(run_summary, "_table_reasons", steady)
+    value = entry.evaluate(eval_cfg(tmp_path, ["method=sps", "warmup=0"]))
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["timing"]["reliable"] is True and summary["timing"]["reasons"] == []
+    assert [r[0] for r in summary["timing"]["load"]] == ["start", "end"]
+    assert value == summary["overall"]["sweep_objective"] and not math.isnan(value)
+    assert summary["overall"]["timing_reliable"] is True
