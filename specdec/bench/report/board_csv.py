@@ -43,7 +43,6 @@ import os
 from pathlib import Path
 
 from specdec.bench.report.row import Row
-from specdec.bench.timing import strict
 from specdec.bench.wandb_artifacts import RunTag
 
 METRICS = ("tokens_per_s", "speedup", "modeled_speedup_vs_ar", "self_modeled_speedup",
@@ -105,7 +104,7 @@ def csv_row(r: Row, root: Path | None = None) -> dict[str, object]:
     for key in [*METRICS, *[k for k in r.metrics if k.startswith("quality_")]]:
         out[key] = values.get(key)
         out[f"{key}_std"] = r.std.get(key)
-    if r.unreliable and strict():  # no speedup claimed (rows.py withheld the paired ones)
+    if r.claims_withheld:  # no speedup claimed (rows.py withheld the paired ones)
         for key in ("speedup", "modeled_speedup_vs_ar", "self_modeled_speedup"):
             out[key] = out[f"{key}_std"] = None
     return out

@@ -59,7 +59,7 @@ def greedy_cell(r: Row) -> str:
 
 def _claim(r: Row, value, fmt: str, std: float | None = None) -> str:
     """A speedup cell: the value, or ``unreliable`` where the row's timing withheld it."""
-    if value is None and r.unreliable:
+    if value is None and r.claims_withheld:
         return "unreliable"
     return _fmt(value, fmt, std)
 
@@ -77,8 +77,7 @@ def main_table(rows: list[Row]) -> list[str]:
     """The leaderboard table, one line per row."""
     quality = sorted({k for r in rows for k in r.metrics if k.startswith("quality_")})
     modeled = any("modeled_s" in r.metrics for r in rows)
-    priced = any(r.modeled_speedup_vs_ar is not None or (r.unreliable and r.baseline)
-                 for r in rows)
+    priced = any(r.modeled_speedup_vs_ar is not None or r.claims_withheld for r in rows)
     timed = any(r.checked for r in rows)
     repeated = any(r.members for r in rows)
     greedy = any(r.greedy is not None for r in rows)
@@ -134,8 +133,7 @@ def pivot(rows: list[Row]) -> list[str]:
 def modeled_pivot(rows: list[Row]) -> list[str]:
     """Modeled speedup vs the baseline, method × dataset, and its mean over the datasets: what a
     sweep of that method's run maximises (``sweep_objective``, ``specdec.bench.run.paired``)."""
-    if not any(r.modeled_speedup_vs_ar is not None or (r.unreliable and r.baseline)
-               for r in rows):
+    if not any(r.modeled_speedup_vs_ar is not None or r.claims_withheld for r in rows):
         return []
     datasets, body = sorted({r.dataset for r in rows}), []
     for m in sorted({r.label for r in rows}):
@@ -145,7 +143,7 @@ def modeled_pivot(rows: list[Row]) -> list[str]:
         mean = sum(known) / len(known) if known and len(known) == len(values) else None
         body.append([m, *[_claim(own[d], values[d], "{:.2f}x") if d in own else "-"
                           for d in datasets],
-                     "unreliable" if any(r.unreliable for r in own.values()) and mean is None
+                     "unreliable" if any(r.claims_withheld for r in own.values()) and mean is None
                      else _fmt(mean, "{:.4f}x")])
     return ["", "## Modeled speedup vs `ar` (method × dataset; mean = the sweep objective)", "",
             *_table(["method", *datasets, "mean"], body, left=1)]
@@ -158,7 +156,7 @@ def category_tables(rows: list[Row]) -> list[str]:
         cats = categories(r)
         if not cats:
             continue
-        withheld = bool(r.unreliable) and r.speedup is None  # no speedup claimed for the row
+        withheld = r.claims_withheld  # no speedup claimed for the row
         body = [[cat, *["unreliable" if withheld and "speedup" in key
                         else _fmt(values[key][0], fmt, None if key == "prompts" else values[key][1])
                         for key, _, fmt in CATEGORY_COLUMNS]] for cat, values in cats.items()]
@@ -190,7 +188,7 @@ def timing_section(rows: list[Row]) -> list[str]:
     bad = [r for r in rows if r.unreliable]
     if not bad:
         return []
-    withheld = any(r.speedup is None and r.modeled_speedup_vs_ar is None for r in bad)
+    withheld = any(r.claims_withheld for r in bad)
     lines = ["", "## ✗ Unreliable timing" + (" (no speedup claimed)" if withheld else ""), ""]
     lines += [f"- {r.label} on {r.dataset}: " + "; ".join(r.unreliable) for r in bad]
     return lines + ["", "A run's forward times back a speedup only when its cost table grows "

@@ -27,6 +27,7 @@ class Row:
         timing: why the row's timing is unreliable (``specdec.bench.timing``): the run's own
             reasons, its baseline's, and those against pricing the two together; empty:
             reliable; None: not checked (an older run, or no cost model).
+        withheld: its speedups were withheld for those reasons (strict mode).
     """
 
     run: Run
@@ -41,6 +42,7 @@ class Row:
     members: list[Row] = field(default_factory=list)
     std: dict[str, float] = field(default_factory=dict)
     timing: list[str] | None = None
+    withheld: bool = False
 
     @property
     def runs(self) -> list[Run]:
@@ -57,3 +59,8 @@ class Row:
     def checked(self) -> bool:
         """Whether any run of the row had its timing checked."""
         return any(m.timing is not None for m in self.members or [self])
+
+    @property
+    def claims_withheld(self) -> bool:
+        """Whether the row's speedups were withheld (any merged run's)."""
+        return any(m.withheld for m in self.members or [self])

@@ -109,8 +109,9 @@ def _row(run: Run, dataset: str, runs: list[Run], baseline: str) -> Row:
         row.refused = (f"speedup vs `{baseline}` run {b.path} refused: "
                        + "; ".join(reasons[b.path]))
     row.greedy = find_greedy(run, candidates, dataset, preferred=match)
-    if match is None and run.summary.timing is not None:
+    if match is None and run.summary.timing is not None:  # no baseline: its own verdict
         row.timing = run.summary.timing.reasons
+        row.withheld = bool(row.timing) and strict()
     return row
 
 
@@ -129,6 +130,7 @@ def _judge(row: Row, base: Run, pairing: list[str]) -> None:
     row.timing = list(dict.fromkeys(reasons))
     if row.timing and strict():
         row.speedup = row.modeled_speedup_vs_ar = None
+        row.withheld = True
 
 
 def build_rows(runs: list[Run], *, baseline: str = "ar") -> list[Row]:

@@ -78,7 +78,9 @@ def sweep_metric(summary: dict, name: str | None, *, sweeping: bool = True) -> f
             "gets None", name)
         return None
     if isinstance(value, float) and math.isnan(value):
-        say("optimized_metric=%s is NaN for this run", name)
+        why = summary.get("sweep_objective_source") or ""
+        say("optimized_metric=%s is NaN for this run%s", name,
+            f" ({why})" if why.startswith("not a number") else "")
     return float(value)
 
 
