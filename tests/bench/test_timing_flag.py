@@ -14,6 +14,7 @@ import math
 
 import pytest
 
+import specdec.bench.report.rows as rows
 import specdec.bench.run.summary as run_summary
 import specdec.bench.timing as timing
 import specdec.eval as entry
@@ -86,14 +87,31 @@ def test_lenient_keeps_the_numbers_beside_the_flag(tmp_path, quiet, monkeypatch)
         summary["overall"]["self_modeled_speedup"]
 
 
-def test_a_quiet_run_is_reliable_and_keeps_its_objective(tmp_path, quiet, monkeypatch):
+def test_a_quiet_run_is_reliable_until_paired_with_a_run_calibrated_elsewhere(tmp_path, quiet,
+                                                                               monkeypatch):
     def steady(name, table, fit, calibration):  # this machine's real tables vary under load
         return []
 
     monkeypatch.setattr(run_summary, "_table_reasons", steady)
-    value = entry.evaluate(eval_cfg(tmp_path, ["method=sps", "warmup=0"]))
-    summary = json.loads((tmp_path / "summary.json").read_text())
+    entry.evaluate(eval_cfg(tmp_path / "ar", ["method=ar", "warmup=0"]))
+    value = entry.evaluate(eval_cfg(tmp_path / "sps", ["method=sps", "warmup=0"]))
+    path = tmp_path / "sps" / "summary.json"
+    summary = json.loads(path.read_text())
     assert summary["timing"]["reliable"] is True and summary["timing"]["reasons"] == []
     assert [r[0] for r in summary["timing"]["load"]] == ["start", "end"]
     assert value == summary["overall"]["sweep_objective"] and not math.isnan(value)
     assert summary["overall"]["timing_reliable"] is True
+    monkeypatch.setattr(rows, "table_reasons", lambda *a: [])  # the joint table: steady too
+    _, board = rp.report([tmp_path / "ar", tmp_path / "sps"], tmp_path / "ok", plots=False)
+    assert [(r.label, r.timing, r.modeled_speedup_vs_ar is not None) for r in board] == [
+        ("ar", [], True), ("sps", [], True)]
+    # the same run, as if calibrated on a machine twice as slow as the `ar` run's
+    theirs = json.loads((tmp_path / "ar" / "summary.json").read_text())["calibration"]
+    summary["calibration"]["times"]["target"] = {
+        n: 2 * t for n, t in theirs["times"]["target"].items()}
+    path.write_text(json.dumps(summary))
+    text, board = rp.report([tmp_path / "ar", tmp_path / "sps"], tmp_path / "off", plots=False)
+    sps = next(r for r in board if r.label == "sps")
+    assert sps.timing == ["this run's calibration is 2x the `ar` run's (median over 13 sizes; "
+                          "limit 1.5x)"]
+    assert sps.speedup is None and sps.modeled_speedup_vs_ar is None and sps.withheld
