@@ -20,6 +20,11 @@ import specdec.bench.timing as timing
 import specdec.eval as entry
 from specdec.bench.costfit import fit_cost_table, monotone_violations
 from specdec.bench.report import board as rp
+from specdec.bench.run.loggers import WandbLogger
+from specdec.bench.run.paired import pair_run
+from specdec.bench.run.summary import sweep_metric
+from specdec.bench.run_summary import RunSummary
+from specdec.bench.timing import TimingCheck
 from specdec.testing.eval_cfg import eval_cfg
 
 
@@ -40,7 +45,7 @@ def quiet(monkeypatch):
 
 def test_the_gamma_2_case_is_flagged_and_claims_no_speedup(tmp_path, quiet, monkeypatch,
                                                             capsys, caplog):
-    common = ["benchmark=tiny", "logger=csv", "warmup=0"]
+    common = ["benchmark=tiny", "logger=csv", "warmup=0", "limit=1"]
     entry.evaluate(eval_cfg(tmp_path / "ar", ["method=ar", *common]))
     monkeypatch.setattr(run_summary, "fit_cost_table", _non_monotone_fit)
     value = entry.evaluate(eval_cfg(tmp_path / "sps", ["method=sps", "drafter.policy.gamma=2",
@@ -76,15 +81,26 @@ def test_the_gamma_2_case_is_flagged_and_claims_no_speedup(tmp_path, quiet, monk
     assert float(row["block_efficiency"]) > 0  # the rest of the row stays
 
 
-def test_lenient_keeps_the_numbers_beside_the_flag(tmp_path, quiet, monkeypatch):
-    monkeypatch.setenv(timing.ENV, "lenient")
-    monkeypatch.setattr(run_summary, "fit_cost_table", _non_monotone_fit)
-    value = entry.evaluate(eval_cfg(tmp_path, ["method=sps", "drafter.policy.gamma=2",
-                                               "warmup=0"]))
-    summary = json.loads((tmp_path / "summary.json").read_text())
-    assert summary["timing"]["reliable"] is False
-    assert value == summary["overall"]["sweep_objective"] == \
-        summary["overall"]["self_modeled_speedup"]
+@pytest.mark.parametrize(("mode", "kept"), [("strict", False), ("lenient", True)])
+def test_pairing_an_unreliable_run_withholds_its_objective_unless_lenient(tmp_path, quiet,
+                                                                          monkeypatch, mode,
+                                                                          kept):
+    monkeypatch.setenv(timing.ENV, mode)
+    check = TimingCheck(table=["tiny: target forward time drops as tokens grow"], cores=2)
+    summary = RunSummary("sps", {}, cost_model=True, overall={"self_modeled_speedup": 3.73},
+                         timing=check)
+    pair_run(summary, tmp_path, None)  # no `ar` run known: the run's own estimate
+    assert summary.overall["timing_reliable"] is False
+    assert summary.overall["timing_reasons"] == check.table
+    assert check.load[-1][0] == "end"  # the end's load was read
+    if kept:
+        assert summary.overall["sweep_objective"] == 3.73
+        assert summary.sweep_objective_source.startswith("self_modeled_speedup (")
+    else:
+        assert math.isnan(summary.overall["sweep_objective"])
+        assert summary.sweep_objective_source == (
+            "not a number: timing unreliable (tiny: target forward time drops as tokens grow)")
+        assert math.isnan(sweep_metric(summary.to_json(), "sweep_objective"))
 
 
 def test_a_quiet_run_is_reliable_until_paired_with_a_run_calibrated_elsewhere(tmp_path, quiet,
@@ -93,8 +109,8 @@ def test_a_quiet_run_is_reliable_until_paired_with_a_run_calibrated_elsewhere(tm
         return []
 
     monkeypatch.setattr(run_summary, "_table_reasons", steady)
-    entry.evaluate(eval_cfg(tmp_path / "ar", ["method=ar", "warmup=0"]))
-    value = entry.evaluate(eval_cfg(tmp_path / "sps", ["method=sps", "warmup=0"]))
+    entry.evaluate(eval_cfg(tmp_path / "ar", ["method=ar", "warmup=0", "limit=1"]))
+    value = entry.evaluate(eval_cfg(tmp_path / "sps", ["method=sps", "warmup=0", "limit=1"]))
     path = tmp_path / "sps" / "summary.json"
     summary = json.loads(path.read_text())
     assert summary["timing"]["reliable"] is True and summary["timing"]["reasons"] == []
@@ -115,3 +131,24 @@ def test_a_quiet_run_is_reliable_until_paired_with_a_run_calibrated_elsewhere(tm
     assert sps.timing == ["this run's calibration is 2x the `ar` run's (median over 13 sizes; "
                           "limit 1.5x)"]
     assert sps.speedup is None and sps.modeled_speedup_vs_ar is None and sps.withheld
+
+
+class FakeRun:
+    """What ``WandbLogger`` uses of a W&B run: ``log`` and a ``summary`` mapping."""
+
+    def __init__(self) -> None:
+        self.logged: dict = {}
+        self.summary: dict = {}
+
+    def log(self, values: dict) -> None:
+        self.logged.update(values)
+
+
+def test_the_wandb_logger_gets_the_flag_and_its_reasons():
+    logger = WandbLogger.__new__(WandbLogger)  # no W&B run started: a stand-in records the calls
+    logger.run = FakeRun()
+    logger.log_dataset("overall", {"sweep_objective": math.nan, "timing_reliable": False,
+                                   "timing_reasons": ["tiny: a", "load b"]})
+    assert logger.run.logged["eval/overall/timing_reliable"] == 0.0
+    assert math.isnan(logger.run.logged["eval/overall/sweep_objective"])
+    assert logger.run.summary["eval/overall/timing_reasons"] == "tiny: a; load b"
