@@ -14,6 +14,9 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("WANDB_MODE", "offline")
+# the tiny pair's timings on a shared test machine are load and noise: runs keep their speedups
+# beside the timing flag (specdec/bench/timing.py); the tests of the strict mode set it themselves
+os.environ.setdefault("SPECDEC_TIMING", "lenient")
 
 
 @pytest.fixture(scope="session", autouse=True)

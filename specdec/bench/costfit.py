@@ -22,9 +22,11 @@ on them:
    priced on another run (the ``ar`` baseline of a speedup) still covers its sizes -- the fit's
    report says which sizes are ``fitted`` and which ``calibrated``, with the
    ``calibration_scale``;
-4. ``monotone_violations`` lists the sizes whose time drops by more than 10 % below a smaller size's
-   (a table that says a bigger verify is cheaper than a smaller one is suspect); the summary
-   flags them.
+4. ``monotone_violations`` lists the sizes whose time drops by more than ``MONOTONE_TOLERANCE``
+   (10 %) below a smaller size's and, where both sizes were fitted, by more than
+   ``NOISE_SIGMAS`` standard errors of the two means (``stderr`` in the report): a table that says
+   a bigger verify is cheaper than a smaller one, beyond its noise, is suspect, and the run's
+   timing is marked unreliable (``specdec.bench.timing``).
 
 Pairs of runs (a method and its ``ar`` baseline) are priced with one table fitted on both runs'
 logs (``fit_cost_table`` takes any number of logs).
@@ -39,6 +41,8 @@ from specdec.bench.pricing import CostTable
 from specdec.forwards import ForwardRecord
 
 Columns = dict[str, list]  # a forward log as columns (see ``log_columns``)
+MONOTONE_TOLERANCE = 0.10  # a bigger forward may look this much cheaper than a smaller one
+NOISE_SIGMAS = 3.0  # ... and, between two fitted sizes, only a drop beyond this many errors counts
 
 
 def log_columns(forwards: Sequence[ForwardRecord]) -> Columns:
@@ -94,7 +98,8 @@ def fit_cost_table(logs: Iterable[Sequence[ForwardRecord]], fallback: CostTable 
 
     Returns:
         the table and a report ``{"fitted": {role: {"n": count}}, "calibrated": {role: [n...]},
-        "monotone_violations": {role: [n...]}}``.
+        "monotone_violations": {role: [n...]}, "calibration_scale": {role: ratio},
+        "stderr": {role: {"n": seconds}}}`` (``stderr``: of each fitted size's mean).
 
     Raises:
         ValueError: no forwards and no fallback (nothing to price with).
@@ -112,6 +117,7 @@ def fit_cost_table(logs: Iterable[Sequence[ForwardRecord]], fallback: CostTable 
     times: dict[str, dict[int, float]] = {}
     slopes: dict[str, float] = {}
     report: dict = {"fitted": {}, "calibrated": {}, "monotone_violations": {}}
+    errors: dict[str, dict[int, float]] = {}
     roles = sorted(set(samples) | set(fallback.times if fallback else {}))
     for role in roles:
         sizes = samples.get(role, {})
@@ -121,8 +127,11 @@ def fit_cost_table(logs: Iterable[Sequence[ForwardRecord]], fallback: CostTable 
         base_slope = fallback.slopes.get(role, 0.0) if fallback else 0.0
         slopes[role] = sum(w * s for w, s in fits) / sum(w for w, _ in fits) if fits else base_slope
         # 2. T(n) at c_ref for every well-sampled size.
-        times[role] = {n: trimmed_mean([t - slopes[role] * (c - ref_context) for c, t in pts], trim)
-                       for n, pts in sizes.items() if len(pts) >= min_samples}
+        at_ref = {n: [t - slopes[role] * (c - ref_context) for c, t in pts]
+                  for n, pts in sizes.items() if len(pts) >= min_samples}
+        times[role] = {n: trimmed_mean(ts, trim) for n, ts in at_ref.items()}
+        errors[role] = {n: statistics.stdev(ts) / len(ts) ** 0.5 for n, ts in at_ref.items()
+                        if len(ts) > 1}
         report["fitted"][role] = {str(n): len(sizes[n]) for n in sorted(times[role])}
     # 3. Sizes the run (nearly) never made: the calibration, rescaled to the run's speed.
     for role in roles:
@@ -136,7 +145,9 @@ def fit_cost_table(logs: Iterable[Sequence[ForwardRecord]], fallback: CostTable 
             times[role] = {n: statistics.median(t for _, t in pts)
                            for n, pts in samples[role].items()}
         times[role] = dict(sorted(times[role].items()))
-        report["monotone_violations"][role] = monotone_violations(times[role])
+        report["monotone_violations"][role] = monotone_violations(times[role], errors[role])
+    report["stderr"] = {role: {str(n): e for n, e in sorted(errs.items())}
+                        for role, errs in errors.items()}
     return CostTable(times=times, slopes=slopes, ref_context=ref_context), report
 
 
@@ -155,11 +166,21 @@ def _speed_ratio(times: dict[str, dict[int, float]], fallback: CostTable,
     return statistics.median(ratios) if ratios else 1.0
 
 
-def monotone_violations(table: dict[int, float], tolerance: float = 0.1) -> list[int]:
-    """Sizes whose time is more than ``tolerance`` below the largest time of a smaller size."""
-    out, peak = [], 0.0
+def monotone_violations(table: dict[int, float], stderr: dict[int, float] | None = None,
+                        tolerance: float = MONOTONE_TOLERANCE,
+                        sigmas: float = NOISE_SIGMAS) -> list[int]:
+    """Sizes whose time is more than ``tolerance`` below the largest time of a smaller size (the
+    peak) and, when ``stderr`` knows both sizes (fitted means), more than ``sigmas`` combined
+    standard errors below it: a drop within the noise of two means is no evidence."""
+    stderr = stderr or {}
+    out: list[int] = []
+    peak, peak_n = 0.0, None
     for n in sorted(table):
-        if table[n] < (1 - tolerance) * peak:
+        drop = peak - table[n]
+        noise = (sigmas * (stderr[n] ** 2 + stderr[peak_n] ** 2) ** 0.5
+                 if n in stderr and peak_n in stderr else 0.0)
+        if drop > tolerance * peak and drop > noise:
             out.append(n)
-        peak = max(peak, table[n])
+        if table[n] > peak:
+            peak, peak_n = table[n], n
     return out

@@ -9,11 +9,13 @@ declared: the run's identity (what it ran, on which pair, prompts, sampling, mac
 ``specdec.metrics.summarize`` plus what makes runs comparable and the modeled times;
 ``overall``) and the resolved ``config``. The keys after ``config`` are written only once they
 exist: ``world_size`` (a data-parallel run), the run's own pricing (``calibration``, ``cost_fit``,
-``cost_tables``, ``cost_fits``, ``cost_table_monotone``: ``specdec.bench.run.summary.price_run``)
+``cost_tables``, ``cost_fits``, ``cost_table_monotone``: ``specdec.bench.run.summary.price_run``),
+``timing`` (whether those times can back a speedup claim: ``specdec.bench.timing.TimingCheck``)
 and ``sweep_objective_source`` (``specdec.bench.run.paired``).
 
 ``from_json`` reads any summary the report accepts (``method`` and ``datasets`` present): a key an
-older summary lacks reads as None (``complete`` None: completeness not recorded), a key this
+older summary lacks reads as None (``complete`` None: completeness not recorded; ``timing``
+None: not checked), a key this
 version does not know (a failed job's ``error``) is kept in ``extra`` and written back after the
 known ones, and a dataset's ``modeled_speedup`` (the run's own estimate before its rename) reads as
 ``self_modeled_speedup``. ``from_json(d).to_json() == d``, key order included, for every summary
@@ -25,12 +27,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from specdec.bench.timing import TimingCheck
+
 Metrics = dict[str, Any]  # specdec.metrics.summarize plus a summary's own keys (module docstring)
 Progress = dict[str, dict[str, int]]  # dataset -> {"recorded": n, "expected": m}
 
 #: written only once set (None: absent from the file)
 LATE = ("world_size", "calibration", "cost_fit", "cost_tables", "cost_fits",
-        "cost_table_monotone", "sweep_objective_source")
+        "cost_table_monotone", "timing", "sweep_objective_source")
 
 
 @dataclass
@@ -51,6 +55,7 @@ class RunSummary:
         datasets: dataset -> its metrics, for the datasets summarised so far.
         overall: the metrics over every summarised dataset, and the paired sweep objective.
         config: the resolved eval config (without ``hydra``).
+        timing: the run's timing verdict (None: not checked: ``cost_model=false`` or older).
         extra: keys this version does not know, kept as read.
     """
 
@@ -79,6 +84,7 @@ class RunSummary:
     cost_tables: dict[str, dict[str, Any]] | None = None
     cost_fits: dict[str, dict[str, Any]] | None = None
     cost_table_monotone: bool | None = None
+    timing: TimingCheck | None = None
     sweep_objective_source: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -87,6 +93,8 @@ class RunSummary:
         set), then ``extra``."""
         out = {f.name: getattr(self, f.name) for f in fields(self)
                if f.name != "extra" and not (f.name in LATE and getattr(self, f.name) is None)}
+        if self.timing is not None:
+            out["timing"] = self.timing.to_json()
         order = [*ORDER, *LATE]
         return {**{k: out[k] for k in order if k in out}, **self.extra}
 
@@ -100,6 +108,8 @@ class RunSummary:
         known = {f.name for f in fields(cls)} - {"extra"}
         summary = cls(**{k: v for k, v in data.items() if k in known},
                       extra={k: v for k, v in data.items() if k not in known})
+        if isinstance(summary.timing, dict):
+            summary.timing = TimingCheck.from_json(summary.timing)
         summary.datasets = {name: _renamed(m) for name, m in summary.datasets.items()}
         summary.overall = _renamed(summary.overall)
         return summary

@@ -74,6 +74,23 @@ def test_a_table_that_gets_cheaper_with_size_is_flagged():
     assert monotone_violations({1: 0.025, 2: 0.024, 8: 0.03}) == []  # within 10 %
 
 
+def test_a_drop_within_the_noise_of_two_fitted_means_is_not_a_violation():
+    table = {1: 0.025, 2: 0.021}  # 16 % cheaper at 2 tokens
+    assert monotone_violations(table) == [2]  # nothing known of the noise: flagged
+    assert monotone_violations(table, {1: 0.002, 2: 0.001}) == []  # 3 errors = 6.7 ms > 4 ms
+    assert monotone_violations(table, {1: 0.0005, 2: 0.0005}) == [2]  # 2.1 ms < 4 ms: a drop
+    assert monotone_violations(table, {1: 0.002}) == [2]  # size 2 calibrated: tolerance only
+
+
+def test_the_fit_reports_each_fitted_sizes_standard_error():
+    log = _log(4)
+    _, report = fit_cost_table([log], ref_context=100)
+    err = report["stderr"]["target"]["5"]
+    # 5 % uniform noise on ~27 ms over 400 forwards (plus the spread of the context slope)
+    assert 0.0 < err < 0.027 * 0.05
+    assert set(report["stderr"]["target"]) == set(report["fitted"]["target"])
+
+
 def test_no_forwards_and_no_calibration_is_an_error():
     with pytest.raises(ValueError, match="no forwards"):
         fit_cost_table([[]])

@@ -20,6 +20,7 @@ from specdec.bench.report.runs import read_run
 from specdec.bench.run.summary import write_summaries
 from specdec.bench.run_summary import LATE, ORDER, RunSummary
 from specdec.bench.rundir import dumps
+from specdec.bench.timing import TimingCheck
 from specdec.testing.paths import FIXTURES
 
 OLD = FIXTURES / "summary_934fe81"
@@ -66,7 +67,8 @@ def _full() -> RunSummary:
         cost_table={"times": {}}, overall={"prompts": 2, "wall_s": 1.5}, config={"seed": 0},
         world_size=2, calibration={"times": {}}, cost_fit={"fitted": 1},
         cost_tables={"tiny": {"times": {}}}, cost_fits={"tiny": {"fitted": 1}},
-        cost_table_monotone=True, sweep_objective_source="self_modeled_speedup (why)")
+        cost_table_monotone=True, sweep_objective_source="self_modeled_speedup (why)",
+        timing=TimingCheck(table=["tiny: why"], load=[["start", 0.5, 0.4, 0.3]], cores=2))
 
 
 def test_round_trip_keeps_every_field_and_the_file_order():

@@ -54,9 +54,10 @@ def test_decide_never_picks_a_kernel_slower_than_stock(stock, packed, want):
 def test_probe_times_every_kernel_and_row_count_with_the_injected_clock():
     model = small_model()
     clock = KernelClock(model[0], {nn.Linear: 0.25, PackedLinear: 0.125})  # exact in binary
-    timings = kp.probe(kp.linear_layers([model, model]), clock=clock)
+    passes = kp.probe(kp.linear_layers([model, model]), clock=clock)
     # per pass: the 8x8 shape's cost scaled by 3 layers / 2 timed, plus the 16x8 shape's
-    assert timings == {"stock": {1: 625.0, 4: 625.0}, "packed": {1: 312.5, 4: 312.5}}
+    assert kp.best(passes) == {"stock": {1: 625.0, 4: 625.0}, "packed": {1: 312.5, 4: 312.5}}
+    assert kp.spread(passes) == 0.0  # a steady clock: REPEATS passes are enough
     # two reads per shape and pass; one untimed and REPEATS timed passes per kernel and row count
     assert clock.calls == 2 * 2 * len(kp.CANDIDATES) * len(kp.ROWS) * (kp.REPEATS + 1)
     assert [type(m) for m in model] == [PackedLinear, PackedLinear, nn.Linear, PackedLinear]
@@ -119,8 +120,8 @@ def test_given_kernels_small_models_and_other_devices_are_not_probed(tmp_path):
 def test_the_pair_records_the_measured_choice_and_its_timings(tmp_path, monkeypatch):
     monkeypatch.setattr(kp, "PROBE_MIN_BYTES", 0)
     monkeypatch.setenv("SPECDEC_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(kp, "probe", lambda linears, clock: {"stock": {1: 1.0, 4: 2.0},
-                                                            "packed": {1: 3.0, 4: 4.0}})
+    passes = {"stock": {1: [1.0, 1.0], 4: [2.0, 2.0]}, "packed": {1: [3.0, 3.0], 4: [4.0, 4.0]}}
+    monkeypatch.setattr(kp, "probe", lambda linears, clock: passes)
     pair = tiny_pair()
     described = pair.describe()
     assert described["linear_kernel"] == "stock"
@@ -129,3 +130,49 @@ def test_the_pair_records_the_measured_choice_and_its_timings(tmp_path, monkeypa
     assert described["attention"] == "sdpa"  # stock leaves the models as loaded
     assert {type(m) for m in pair.target.modules() if isinstance(m, nn.Linear)} == {nn.Linear}
     assert tiny_pair().describe() == described  # the next load reads the same record
+
+
+class NoisyClock(KernelClock):
+    """A ``KernelClock`` on a loaded machine: each timed pass costs twice the one before it (the
+    same for both kernels), so the best two passes of a kernel always differ by 100 %."""
+
+    def __call__(self) -> float:
+        self.calls += 1
+        if self.calls % 2 == 0:
+            self.now += self.costs[type(self.watch)] * 2.0 ** (self.calls // 2)
+        return self.now
+
+
+def test_a_probe_on_a_noisy_clock_repeats_then_keeps_stock_and_caches_nothing(tmp_path,
+                                                                              monkeypatch,
+                                                                              caplog):
+    monkeypatch.setattr(kp, "PROBE_MIN_BYTES", 0)
+    model = small_model()
+    # packed is 2.5x faster per pass: a steady clock picks it (next test)
+    clock = NoisyClock(model[0], {nn.Linear: 0.010, PackedLinear: 0.004})
+    with caplog.at_level("WARNING", logger=kp.__name__):
+        choice = kp.choose_linear_kernel("auto", [model], cache_dir=tmp_path, clock=clock)
+    assert choice.kernel == "stock" and choice.note.startswith("probe unstable (")
+    assert not (tmp_path / kp.CACHE_FILE).exists()  # the next load probes again
+    assert "-> stock for this run, not cached" in caplog.text
+    # bounded: one untimed and MAX_REPEATS timed passes per row count, two reads per shape
+    assert clock.calls == 2 * 2 * len(kp.CANDIDATES) * len(kp.ROWS) * (kp.MAX_REPEATS + 1)
+
+
+def test_a_probe_on_a_steady_clock_decides_and_caches(tmp_path, monkeypatch):
+    monkeypatch.setattr(kp, "PROBE_MIN_BYTES", 0)
+    model = small_model()
+    clock = KernelClock(model[0], {nn.Linear: 0.010, PackedLinear: 0.004})
+    choice = kp.choose_linear_kernel("auto", [model], cache_dir=tmp_path, clock=clock)
+    assert choice.kernel == "packed" and choice.note.startswith("probe: stock 1:")
+    (entry,) = json.loads((tmp_path / kp.CACHE_FILE).read_text()).values()
+    assert entry["kernel"] == "packed"
+    assert clock.calls == 2 * 2 * len(kp.CANDIDATES) * len(kp.ROWS) * (kp.REPEATS + 1)
+
+
+def test_the_spread_is_the_worst_gap_between_the_best_two_passes():
+    passes = {"stock": {1: [10.0, 10.4, 30.0], 4: [20.0, 20.0]},
+              "packed": {1: [5.0, 6.0], 4: [8.0, 8.2]}}
+    assert kp.spread(passes) == pytest.approx(0.2)  # packed at 1 row: 6 vs 5
+    assert kp.best(passes) == {"stock": {1: 10.0, 4: 20.0}, "packed": {1: 5.0, 4: 8.0}}
+    assert kp.spread({"stock": {1: [3.0]}, "packed": {1: [1.0, 1.0]}}) == float("inf")

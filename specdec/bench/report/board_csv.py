@@ -28,6 +28,10 @@ Columns, in order:
   (``specdec.bench.report.greedy``; empty: not compared), ``greedy_prompts``: prompts compared;
 * ``baseline_dir``: the baseline run paired with the row (relative, as ``run_dirs``);
   ``refused``: why a speedup was refused;
+* ``timing`` (``ok`` / ``unreliable``; empty: not checked) and ``timing_reasons`` (``;``
+  between them), once any row's run had its timing checked (``specdec.bench.timing``): an
+  unreliable row's ``speedup``, ``modeled_speedup_vs_ar`` and ``self_modeled_speedup`` (and their
+  ``_std``) are empty unless ``SPECDEC_TIMING=lenient``;
 * ``quality_<name>`` and ``quality_<name>_std`` for each quality check measured.
 """
 
@@ -60,6 +64,7 @@ def columns(rows: list[Row]) -> list[str]:
             "complete", "temperature", "prompts",
             *[c for m in METRICS for c in (m, f"{m}_std")], "modeled_over_wall",
             "greedy_equal", "greedy_prompts", "baseline_dir", "refused",
+            *(["timing", "timing_reasons"] if any(r.checked for r in rows) else []),
             *[c for q in quality for c in (q, f"{q}_std")]]
 
 
@@ -93,10 +98,15 @@ def csv_row(r: Row, root: Path | None = None) -> dict[str, object]:
         "greedy_prompts": r.greedy.prompts if r.greedy is not None else None,
         "baseline_dir": _rel(r.baseline.path, root) if r.baseline is not None else None,
         "refused": r.refused,
+        "timing": ("unreliable" if r.unreliable else "ok") if r.checked else None,
+        "timing_reasons": "; ".join(r.unreliable) or None,
     }
     for key in [*METRICS, *[k for k in r.metrics if k.startswith("quality_")]]:
         out[key] = values.get(key)
         out[f"{key}_std"] = r.std.get(key)
+    if r.claims_withheld:  # no speedup claimed (rows.py withheld the paired ones)
+        for key in ("speedup", "modeled_speedup_vs_ar", "self_modeled_speedup"):
+            out[key] = out[f"{key}_std"] = None
     return out
 
 

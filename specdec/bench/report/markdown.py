@@ -7,6 +7,11 @@ repeats (``specdec.bench.report.repeats``) shows ``mean ± std`` and its number 
 ``greedy = ar`` (temperature-0 runs only, ``specdec.bench.report.greedy``) is the share of prompts
 whose output token ids equal the ``ar`` run's; below 1 it is marked ``✗`` and the mismatching
 prompts are listed.
+
+Timing (``specdec.bench.timing``): once any row's run had its timing checked, a ``timing`` column
+says ``ok`` or ``unreliable ✗``; an unreliable row's speedup cells say ``unreliable`` instead of a
+number (``SPECDEC_TIMING=lenient``: the number stays beside the flag) and its reasons are listed
+under "Unreliable timing".
 """
 
 from __future__ import annotations
@@ -52,6 +57,18 @@ def greedy_cell(r: Row) -> str:
     return text if r.greedy.equal == r.greedy.prompts else f"**{text} ✗**"
 
 
+def _claim(r: Row, value, fmt: str, std: float | None = None) -> str:
+    """A speedup cell: the value, or ``unreliable`` where the row's timing withheld it."""
+    if value is None and r.claims_withheld:
+        return "unreliable"
+    return _fmt(value, fmt, std)
+
+
+def timing_cell(r: Row) -> str:
+    """``ok``, ``**unreliable ✗**`` or ``-`` (not checked)."""
+    return "**unreliable ✗**" if r.unreliable else ("ok" if r.checked else "-")
+
+
 def _incomplete(r: Row) -> list[str]:
     return [f"{run.path}: {run.incomplete}" for run in r.runs if run.incomplete]
 
@@ -60,14 +77,15 @@ def main_table(rows: list[Row]) -> list[str]:
     """The leaderboard table, one line per row."""
     quality = sorted({k for r in rows for k in r.metrics if k.startswith("quality_")})
     modeled = any("modeled_s" in r.metrics for r in rows)
-    priced = any(r.modeled_speedup_vs_ar is not None for r in rows)
+    priced = any(r.modeled_speedup_vs_ar is not None or r.claims_withheld for r in rows)
+    timed = any(r.checked for r in rows)
     repeated = any(r.members for r in rows)
     greedy = any(r.greedy is not None for r in rows)
     hits = any("hit_rate" in r.metrics for r in rows)  # methods that draft ahead
     branches = any("branches_per_step" in r.metrics for r in rows)  # SpecBranch
     header = ["method", "dataset", "lossless", *(["runs"] if repeated else []), "prompts",
-              "complete", *[c[1] for c in COLUMNS], *(["hit rate"] if hits else []),
-              *(["branches/step"] if branches else [])]
+              "complete", *(["timing"] if timed else []), *[c[1] for c in COLUMNS],
+              *(["hit rate"] if hits else []), *(["branches/step"] if branches else [])]
     header += (["modeled speedup vs ar"] if priced else []) + (["modeled/wall"] if modeled else [])
     header += (["greedy = ar"] if greedy else []) + [q.removeprefix("quality_") for q in quality]
     body = []
@@ -76,18 +94,19 @@ def main_table(rows: list[Row]) -> list[str]:
         prompts = r.run.summary.datasets[r.dataset].get("prompts", "-")
         cells = [r.label, r.dataset, "yes" if r.run.summary.lossless else "no",
                  *([str(len(r.runs))] if repeated else []), str(prompts),
-                 "no" if _incomplete(r) else "yes"]
+                 "no" if _incomplete(r) else "yes", *([timing_cell(r)] if timed else [])]
         for key, _, fmt in COLUMNS:
             cells.append("refused" if key == "speedup" and r.refused and r.speedup is None
-                         else _fmt(values.get(key), fmt, r.std.get(key)))
+                         else _claim(r, values.get(key), fmt, r.std.get(key))
+                         if key == "speedup" else _fmt(values.get(key), fmt, r.std.get(key)))
         if hits:
             cells.append(_fmt(r.metrics.get("hit_rate"), "{:.3f}", r.std.get("hit_rate")))
         if branches:
             cells.append(_fmt(r.metrics.get("branches_per_step"), "{:.2f}",
                               r.std.get("branches_per_step")))
         if priced:
-            cells.append(_fmt(r.modeled_speedup_vs_ar, "{:.2f}x",
-                              r.std.get("modeled_speedup_vs_ar")))
+            cells.append(_claim(r, r.modeled_speedup_vs_ar, "{:.2f}x",
+                                r.std.get("modeled_speedup_vs_ar")))
         if modeled:
             m, w = r.metrics.get("modeled_s"), r.metrics.get("wall_s")
             cells.append(_fmt(m / w if m is not None and w else None, "{:.2f}"))
@@ -105,7 +124,7 @@ def pivot(rows: list[Row]) -> list[str]:
         cells = [m]
         for d in datasets:
             found = [r for r in rows if r.label == m and r.dataset == d]
-            cells.append(", ".join(_fmt(r.speedup, "{:.2f}x", r.std.get("speedup"))
+            cells.append(", ".join(_claim(r, r.speedup, "{:.2f}x", r.std.get("speedup"))
                                    if not r.refused else "refused" for r in found))
         body.append(cells)
     return _table(["method", *datasets], body, left=1)
@@ -114,15 +133,18 @@ def pivot(rows: list[Row]) -> list[str]:
 def modeled_pivot(rows: list[Row]) -> list[str]:
     """Modeled speedup vs the baseline, method × dataset, and its mean over the datasets: what a
     sweep of that method's run maximises (``sweep_objective``, ``specdec.bench.run.paired``)."""
-    if not any(r.modeled_speedup_vs_ar is not None for r in rows):
+    if not any(r.modeled_speedup_vs_ar is not None or r.claims_withheld for r in rows):
         return []
     datasets, body = sorted({r.dataset for r in rows}), []
     for m in sorted({r.label for r in rows}):
-        values = {r.dataset: r.modeled_speedup_vs_ar for r in rows if r.label == m}
+        own = {r.dataset: r for r in rows if r.label == m}
+        values = {d: r.modeled_speedup_vs_ar for d, r in own.items()}
         known = [v for v in values.values() if v is not None and not math.isnan(v)]
         mean = sum(known) / len(known) if known and len(known) == len(values) else None
-        body.append([m, *[_fmt(values.get(d), "{:.2f}x") for d in datasets],
-                     _fmt(mean, "{:.4f}x")])
+        body.append([m, *[_claim(own[d], values[d], "{:.2f}x") if d in own else "-"
+                          for d in datasets],
+                     "unreliable" if any(r.claims_withheld for r in own.values()) and mean is None
+                     else _fmt(mean, "{:.4f}x")])
     return ["", "## Modeled speedup vs `ar` (method × dataset; mean = the sweep objective)", "",
             *_table(["method", *datasets, "mean"], body, left=1)]
 
@@ -134,7 +156,9 @@ def category_tables(rows: list[Row]) -> list[str]:
         cats = categories(r)
         if not cats:
             continue
-        body = [[cat, *[_fmt(values[key][0], fmt, None if key == "prompts" else values[key][1])
+        withheld = r.claims_withheld  # no speedup claimed for the row
+        body = [[cat, *["unreliable" if withheld and "speedup" in key
+                        else _fmt(values[key][0], fmt, None if key == "prompts" else values[key][1])
                         for key, _, fmt in CATEGORY_COLUMNS]] for cat, values in cats.items()]
         lines += ["", f"### {r.label} on {r.dataset}", "",
                   *_table(["category", *[c[1] for c in CATEGORY_COLUMNS]], body, left=1)]
@@ -157,6 +181,21 @@ def greedy_section(rows: list[Row]) -> list[str]:
               "flipped by scoring several tokens in one forward. Check such prompts in fp64 "
               "(model dtype) before trusting the method's numbers."]
     return lines
+
+
+def timing_section(rows: list[Row]) -> list[str]:
+    """The rows whose timing is unreliable, with the reasons."""
+    bad = [r for r in rows if r.unreliable]
+    if not bad:
+        return []
+    withheld = any(r.claims_withheld for r in bad)
+    lines = ["", "## ✗ Unreliable timing" + (" (no speedup claimed)" if withheld else ""), ""]
+    lines += [f"- {r.label} on {r.dataset}: " + "; ".join(r.unreliable) for r in bad]
+    return lines + ["", "A run's forward times back a speedup only when its cost table grows "
+                    "with the tokens of a forward (within its noise), agrees with the "
+                    "calibration, the machine was not loaded beyond the run's own threads at "
+                    "its start and end, and (against `ar`) both runs' calibrations agree: "
+                    "rerun on a quiet machine."]
 
 
 def to_markdown(rows: list[Row], *, skipped: list[str] = (), copies: list[str] = (),
@@ -184,6 +223,7 @@ def to_markdown(rows: list[Row], *, skipped: list[str] = (), copies: list[str] =
     if doubts:
         lines += ["", "## ✗ Summaries against their records (the records' counts are shown)",
                   "", *[f"- {x}" for x in doubts]]
+    lines += timing_section(rows)
     refused = [r for r in rows if r.refused]
     if refused:
         lines += ["", "## Refused comparisons", ""]

@@ -24,6 +24,10 @@ class Row:
         members: the per-run rows a merged row averages (empty for a single run).
         std: sample standard deviation over ``members`` per metric name (and ``speedup``,
             ``modeled_speedup_vs_ar``).
+        timing: why the row's timing is unreliable (``specdec.bench.timing``): the run's own
+            reasons, its baseline's, and those against pricing the two together; empty:
+            reliable; None: not checked (an older run, or no cost model).
+        withheld: its speedups were withheld for those reasons (strict mode).
     """
 
     run: Run
@@ -37,8 +41,26 @@ class Row:
     greedy: Greedy | None = None
     members: list[Row] = field(default_factory=list)
     std: dict[str, float] = field(default_factory=dict)
+    timing: list[str] | None = None
+    withheld: bool = False
 
     @property
     def runs(self) -> list[Run]:
         """The runs behind the row."""
         return [m.run for m in self.members] or [self.run]
+
+    @property
+    def unreliable(self) -> list[str]:
+        """Why the row's timing (any merged run's) is unreliable; empty: reliable or unchecked."""
+        rows = self.members or [self]
+        return list(dict.fromkeys(r for m in rows for r in (m.timing or [])))
+
+    @property
+    def checked(self) -> bool:
+        """Whether any run of the row had its timing checked."""
+        return any(m.timing is not None for m in self.members or [self])
+
+    @property
+    def claims_withheld(self) -> bool:
+        """Whether the row's speedups were withheld (any merged run's)."""
+        return any(m.withheld for m in self.members or [self])

@@ -14,6 +14,12 @@ forwards, ``specdec.bench.run.summary``). Wall-clock speedups on a shared machin
 (±0.2 on the project's 2-core VM). A baseline run is paired with itself (speedup 1), never with
 another baseline run.
 
+Timing (``specdec.bench.timing``): a row of a run whose timing was checked carries the reasons
+its timing is unreliable (``Row.timing``): the run's own verdict, its baseline's, and, against a
+baseline, two runs' calibrations that disagree or a table fitted on both logs that drops with
+size beyond its noise. Such a row claims no speedup (``speedup`` and ``modeled_speedup_vs_ar``
+None) unless ``SPECDEC_TIMING=lenient``.
+
 Each row also carries its greedy equality against the baseline at temperature 0
 (``specdec.bench.report.greedy``). Runs that differ only in their seed are merged into one row of
 means with standard deviations (``specdec.bench.report.repeats``); a method with several distinct
@@ -34,25 +40,30 @@ from specdec.bench.report.greedy import find_greedy
 from specdec.bench.report.repeats import aggregate
 from specdec.bench.report.row import Row
 from specdec.bench.report.runs import Run, mismatches
+from specdec.bench.timing import paired_reasons, strict, table_reasons
 
 
-def paired_modeled_speedup(run: Run, base: Run, dataset: str) -> float | None:
+def paired_modeled_speedup(run: Run, base: Run, dataset: str,
+                           reasons: list[str] | None = None) -> float | None:
     """Baseline forwards / method forwards per generated token, both priced by one cost table.
 
     The table is fitted on both runs' forward logs of the dataset (``specdec.bench.costfit``,
     with ``run``'s calibration for sizes neither made), so each size is priced by what it took
     in the runs and both sides share one price list. Records without forward logs (older runs):
     both forward profiles priced by ``run``'s own table. None when ``run`` has no cost table or
-    either side lacks forwards.
+    either side lacks forwards. ``reasons`` (when given) gets what makes the joint table
+    unreliable (``specdec.bench.timing.table_reasons``).
     """
     table = run.summary.cost_table
     mine_recs, theirs_recs = run.records(dataset), base.records(dataset)
     if table and mine_recs and theirs_recs and all(
             "forward_log" in r for r in [*mine_recs, *theirs_recs]):
         calibration = run.summary.calibration
-        joint, _ = fit_cost_table(
+        joint, fit = fit_cost_table(
             [log_rows(r["forward_log"]) for r in [*mine_recs, *theirs_recs]],
             CostTable.from_dict(calibration) if calibration else None)
+        if reasons is not None and run is not base:
+            reasons += table_reasons(f"{dataset} table of both runs", joint.to_dict(), fit)
         own = sum(record_modeled_s(r, joint) for r in mine_recs) / _tokens(mine_recs)
         theirs_s = sum(record_modeled_s(r, joint) for r in theirs_recs) / _tokens(theirs_recs)
         return theirs_s / own if own else math.nan
@@ -88,7 +99,9 @@ def _row(run: Run, dataset: str, runs: list[Run], baseline: str) -> Row:
         base_s = base_m["wall_s"] / max(base_m.get("new_tokens", 1), 1)  # seconds per token
         s = metrics["wall_s"] / max(metrics.get("new_tokens", 1), 1)
         row.speedup = base_s / s if s else math.nan
-        row.modeled_speedup_vs_ar = paired_modeled_speedup(run, match, dataset)
+        pairing: list[str] = []
+        row.modeled_speedup_vs_ar = paired_modeled_speedup(run, match, dataset, pairing)
+        _judge(row, match, pairing)
     elif not candidates:
         row.refused = f"no `{baseline}` run of dataset {dataset} among the inputs"
     else:
@@ -96,7 +109,28 @@ def _row(run: Run, dataset: str, runs: list[Run], baseline: str) -> Row:
         row.refused = (f"speedup vs `{baseline}` run {b.path} refused: "
                        + "; ".join(reasons[b.path]))
     row.greedy = find_greedy(run, candidates, dataset, preferred=match)
+    if match is None and run.summary.timing is not None:  # no baseline: its own verdict
+        row.timing = run.summary.timing.reasons
+        row.withheld = bool(row.timing) and strict()
     return row
+
+
+def _judge(row: Row, base: Run, pairing: list[str]) -> None:
+    """Set the row's timing reasons (its run's, its baseline's, ``pairing`` and the two runs'
+    calibrations) when its run was checked; withhold its speedups when there are any (strict)."""
+    own = row.run.summary.timing
+    if own is None:
+        return
+    reasons = list(own.reasons)
+    if base is not row.run:
+        theirs = base.summary.timing
+        reasons += [f"the `{base.method}` run's {r}" for r in (theirs.reasons if theirs else [])]
+        reasons += pairing + paired_reasons(row.run.summary.calibration,
+                                            base.summary.calibration, base.method)
+    row.timing = list(dict.fromkeys(reasons))
+    if row.timing and strict():
+        row.speedup = row.modeled_speedup_vs_ar = None
+        row.withheld = True
 
 
 def build_rows(runs: list[Run], *, baseline: str = "ar") -> list[Row]:

@@ -26,6 +26,7 @@ from pathlib import Path
 import torch
 
 from specdec.bench.pricing import CostTable
+from specdec.bench.timing import TimingCheck
 from specdec.lm import CachedLM
 
 log = logging.getLogger(__name__)
@@ -126,23 +127,47 @@ def _feed(lm: CachedLM, tokens: torch.Tensor) -> None:
         lm.forward(tokens, inputs_embeds=torch.zeros(tokens.numel(), width, dtype=lm.dtype))
 
 
-def previous_calibration(summary_path: Path, config_hash: str, machine: dict) -> CostTable | None:
-    """The calibration an earlier run of this folder stored in its ``summary.json`` under the
-    same config hash on the same machine, or None.
+def previous_summary(summary_path: Path, config_hash: str, machine: dict) -> dict | None:
+    """The ``summary.json`` an earlier run of this folder wrote under the same config hash on the
+    same machine (this run resumed or rerun), or None."""
+    try:
+        old = json.loads(summary_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if (not isinstance(old, dict) or old.get("config_hash") != config_hash
+            or old.get("machine") != machine):
+        return None
+    return old
+
+
+def previous_calibration(previous: dict | None) -> CostTable | None:
+    """The calibration of the run's earlier summary (``previous_summary``), or None.
 
     A run keeps one calibration: resuming it, or rerunning it once complete, reuses the table
     instead of measuring a fresh one, so its priced numbers (``self_modeled_speedup``, the sweep
     objective) do not move on a rerun that generates nothing (a fresh calibration moved one from
     0.231 to 0.285: the sizes a run never made are priced by it).
     """
-    try:
-        old = json.loads(summary_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    if not previous or not previous.get("calibration"):
         return None
-    if (not isinstance(old, dict) or old.get("config_hash") != config_hash
-            or old.get("machine") != machine or not old.get("calibration")):
-        return None
-    return CostTable.from_dict(old["calibration"])
+    return CostTable.from_dict(previous["calibration"])
+
+
+def start_timing(previous: dict | None, machine: dict) -> TimingCheck:
+    """The run's timing check, its start load read now (before the calibration), after the load
+    readings of the run's earlier processes (``previous_summary``): a resumed run's forwards were
+    timed under every one of them."""
+    earlier = (previous or {}).get("timing")
+    return TimingCheck.begin(int(machine.get("torch_threads", 1)),
+                             TimingCheck.from_json(earlier) if isinstance(earlier, dict) else None)
+
+
+def resumed_state(summary_path: Path, config_hash: str,
+                  machine: dict) -> tuple[CostTable | None, TimingCheck]:
+    """What a run starting now takes from its folder's earlier run (``previous_summary``): that
+    run's calibration (None: none) and its timing check, with this start's load read."""
+    previous = previous_summary(summary_path, config_hash, machine)
+    return previous_calibration(previous), start_timing(previous, machine)
 
 
 def run_cost_table(enabled: bool, resume: bool, target: CachedLM, draft: CachedLM | None,

@@ -20,6 +20,10 @@ summary files once the run is summarised (``log_summary``), and always calls ``f
   ``specdec.bench.run.paired``), a table of records per dataset and the
   summary files as a ``summary`` artifact. ``WANDB_DIR`` is honoured; otherwise W&B files go into
   the run directory.
+
+The timing verdict (``specdec.bench.timing``, in ``overall`` once the run is paired) reaches both
+loggers: ``timing_reliable`` (1 or 0) as a metric, ``timing_reasons`` as text (CSV: one row, ``;``
+between reasons; W&B: the run summary's ``eval/overall/timing_reasons``).
 """
 
 from __future__ import annotations
@@ -47,6 +51,12 @@ def scalar_metrics(metrics: dict) -> dict[str, float]:
         elif key == "counters":
             out.update({f"counter_{k}": float(v) for k, v in value.items()})
     return out
+
+
+def reasons_text(metrics: dict) -> str | None:
+    """``timing_reasons`` of a metrics dict as one line (None: absent; empty: reliable)."""
+    reasons = metrics.get("timing_reasons")
+    return None if reasons is None else "; ".join(str(r) for r in reasons)
 
 
 class EvalLogger:
@@ -81,6 +91,8 @@ class CSVLogger(EvalLogger):
             writer = csv.writer(f)
             for key, value in scalar_metrics(metrics).items():
                 writer.writerow([name, key, value])
+            if reasons_text(metrics) is not None:
+                writer.writerow([name, "timing_reasons", reasons_text(metrics)])
 
 
 class WandbLogger(EvalLogger):
@@ -113,6 +125,8 @@ class WandbLogger(EvalLogger):
         values = {f"eval/{name}/{k}": v for k, v in scalar_metrics(metrics).items()}
         self.run.log(values)
         self.run.summary.update(values)
+        if reasons_text(metrics) is not None:
+            self.run.summary[f"eval/{name}/timing_reasons"] = reasons_text(metrics)
 
     def log_records(self, name: str, records: list[dict]) -> None:
         columns = [c for c in RECORD_COLUMNS if any(c in r for r in records)]

@@ -24,10 +24,20 @@ folder ``python -m specdec.eval method=ar`` with the same overrides writes: ``ba
 
 Both are stable: a rerun of a complete run reuses the run's calibration
 (``specdec.bench.run.calibration.previous_calibration``) and its records, so it reproduces them.
+
+Timing (``specdec.bench.timing``): pairing also reads the load at the run's end and the reasons
+against pricing the run with that ``ar`` run (their calibrations disagree, the table fitted on both
+logs drops with size beyond its noise, the ``ar`` run's own timing is unreliable: the run's
+``timing.paired``). ``overall`` gets ``timing_reliable`` and ``timing_reasons`` (what the loggers
+show), and a run whose timing is unreliable claims no speedup: no ``modeled_speedup_vs_ar``, and
+``sweep_objective`` NaN, which ``python -m specdec.eval`` returns (Optuna marks a trial whose value
+is NaN failed; W&B logs NaN) and ``summary.json`` writes as null; ``sweep_objective_source`` says
+why (``SPECDEC_TIMING=lenient`` keeps the numbers beside the flag).
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 from pathlib import Path
@@ -37,7 +47,10 @@ from omegaconf import DictConfig
 from specdec.bench.report.rows import build_rows
 from specdec.bench.report.runs import Run, read_run
 from specdec.bench.run_summary import RunSummary
+from specdec.bench.timing import strict
 from specdec.errors import InputError
+
+log = logging.getLogger(__name__)
 
 BASELINE = "ar"
 
@@ -83,10 +96,11 @@ def _read_base(base: Path) -> tuple[Run | None, str]:
     return run, ""
 
 
-def paired_speedup(summary: RunSummary, out_dir: Path,
-                   base: Path | None) -> tuple[float | None, str]:
+def paired_speedup(summary: RunSummary, out_dir: Path, base: Path | None,
+                   pairing: list[str] | None = None) -> tuple[float | None, str]:
     """The mean over the run's datasets of its leaderboard ``modeled_speedup_vs_ar`` against the
-    ``ar`` run at ``base``; None and why when there is none."""
+    ``ar`` run at ``base``; None and why when there is none. ``pairing`` (when given) gets the
+    reasons against the pairing's timing beyond the run's own."""
     if base is None:
         return None, "no `ar` run folder known (not a Hydra job)"
     me = Run(Path(out_dir), summary)
@@ -97,10 +111,14 @@ def paired_speedup(summary: RunSummary, out_dir: Path,
             return None, why
         runs.append(theirs)
     mine = [r for r in build_rows(runs, baseline=BASELINE) if r.run is me]
+    own = summary.timing.reasons if summary.timing is not None else []
+    if pairing is not None:
+        pairing += list(dict.fromkeys(x for r in mine for x in r.unreliable if x not in own))
     for r in mine:
         value = r.modeled_speedup_vs_ar
         if value is None or math.isnan(value):
-            return None, r.refused or f"no modeled speedup vs `{BASELINE}` on {r.dataset}"
+            return None, r.refused or "; ".join(r.unreliable) or \
+                f"no modeled speedup vs `{BASELINE}` on {r.dataset}"
     if not mine:
         return None, "the run has no dataset"
     return sum(r.modeled_speedup_vs_ar for r in mine) / len(mine), ""
@@ -111,11 +129,26 @@ def pair_run(summary: RunSummary, out_dir: Path, base: Path | None) -> None:
     ``overall``, and ``sweep_objective_source``, in place (see the module docstring)."""
     if not summary.cost_model:
         return  # nothing is priced: no modeled speedup of either kind
+    timing, pairing = summary.timing, []
+    if timing is not None:
+        timing.end()
+        timing.paired = []
     try:
-        paired, why = paired_speedup(summary, out_dir, base)
+        paired, why = paired_speedup(summary, out_dir, base, pairing)
     except (KeyError, TypeError, ValueError) as err:  # an odd `ar` folder never fails the run
         paired, why = None, f"the `{BASELINE}` run at {base} could not be paired ({err!r})"
     overall = summary.overall
+    if timing is not None:
+        timing.paired = pairing
+        overall.update(timing_reliable=timing.reliable, timing_reasons=timing.reasons)
+        if not timing.reliable:
+            log.warning("%s", timing.line())
+        if not timing.reliable and strict():
+            overall.pop("modeled_speedup_vs_ar", None)
+            overall["sweep_objective"] = math.nan
+            summary.sweep_objective_source = ("not a number: timing unreliable ("
+                                              + "; ".join(timing.reasons) + ")")
+            return
     if paired is not None:
         overall.update(modeled_speedup_vs_ar=paired, sweep_objective=paired)
         summary.sweep_objective_source = f"modeled_speedup_vs_ar (paired with {base})"

@@ -9,12 +9,12 @@ weights, ``specdec.bench.run.fingerprint``, and of each prompt file's bytes,
 seeded from (seed, prompt id), append one JSONL record per prompt → ``summary.json`` (metrics of
 ``specdec.metrics`` per dataset and overall; ``modeled_s`` priced by a cost table fitted on the
 run's own forward log, ``specdec.bench.costfit``; paired with the command's ``ar`` run,
-``specdec.bench.run.paired``) → logger. A record is ``GenerationStats.to_record()`` plus the
-prompt's identity, text and timings, its decode forwards (``forward_log``), and per turn the new
-token ids (``output_ids``: greedy equality in the report) and the prompt's length
-(``prompt_tokens``: AR-equivalent forwards, ``specdec.bench.pricing.ar_profile``), seconds and
-decoding steps (``turn_s``, ``turn_steps``: Spec-Bench's per-turn fields,
-``specdec.bench.report.specbench``).
+``specdec.bench.run.paired``; whether its times back a speedup claim: ``specdec.bench.timing``)
+→ logger. A record is ``GenerationStats.to_record()`` plus the prompt's identity, text and timings,
+its decode forwards (``forward_log``), and per turn the new token ids (``output_ids``: greedy
+equality in the report) and the prompt's length (``prompt_tokens``: AR-equivalent forwards,
+``specdec.bench.pricing.ar_profile``), seconds and decoding steps (``turn_s``, ``turn_steps``:
+Spec-Bench's fields, ``specdec.bench.report.specbench``).
 
 Timing rules (the same for every method, AR included):
 
@@ -28,7 +28,7 @@ Timing rules (the same for every method, AR included):
    method that overlaps work across devices is then timed serially: run it with
    ``cost_model=false`` for its wall clock).
 4. Time spent outside generation (tokenising, decoding text, quality checks, writing records)
-   is not counted. ``total_s`` in a record is prefill + decode between the two syncs.
+   is not counted; ``total_s`` in a record is prefill + decode between the two syncs.
 
 Artifacts in the run directory: ``records/<dataset>.jsonl`` (see ``specdec.bench.records``),
 ``summary.json`` (every dataset + ``overall``, with ``complete`` and ``progress``: see
@@ -37,8 +37,8 @@ Artifacts in the run directory: ``records/<dataset>.jsonl`` (see ``specdec.bench
 
 Data-parallel (``torchrun``, ``specdec.bench.run.ranks``): each rank answers its round-robin share
 of each dataset into its own file; after each dataset the ranks meet, and rank 0 merges the files
-(``specdec.bench.run.shards``), prices and summarises as one process would. A rank with no prompts
-(more ranks than prompts) just joins the meetings.
+(``specdec.bench.run.shards``), prices and summarises as one process would (a rank with no prompts
+just joins the meetings).
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ from specdec.bench.costfit import log_columns
 from specdec.bench.pricing import forward_profile
 from specdec.bench.quality import check_unsafe_code_confirmed
 from specdec.bench.records import RecordFile, config_hash
-from specdec.bench.run.calibration import previous_calibration, run_cost_table
+from specdec.bench.run.calibration import resumed_state, run_cost_table
 from specdec.bench.run.checks import check_placement
 from specdec.bench.run.fingerprint import (
     learned_weights,
@@ -255,9 +255,9 @@ def _run(cfg: DictConfig, out_dir: Path, ranks: Ranks, device: str) -> dict:
             ranks.barrier(f"dataset {ds_run.name}", timeout)
         return ranks.broadcast(None)
     machine = machine_tag(pair.devices())
+    previous, timing = resumed_state(out_dir / "summary.json", chash, machine)  # load read now
     cost = run_cost_table(bool(cfg.get("cost_model", False)), bool(cfg.resume), method.target,
-                          next(iter(method.drafter.models), None),
-                          previous_calibration(out_dir / "summary.json", chash, machine))
+                          next(iter(method.drafter.models), None), previous)
     summary = RunSummary(
         method=cfg.method_name, datasets={}, lossless=bool(method.verifier.lossless),
         model=pair.describe(), learned_weights=weights, prompt_files=prompt_files,
@@ -265,7 +265,8 @@ def _run(cfg: DictConfig, out_dir: Path, ranks: Ranks, device: str) -> dict:
         software=software_versions(), provenance=provenance(), config_hash=chash,
         complete=False, datasets_done=[], progress={}, cost_model=cost is not None,
         cost_table=cost.to_dict() if cost is not None else None, overall={}, config=resolved,
-        world_size=ranks.world if ranks.world > 1 else None)
+        world_size=ranks.world if ranks.world > 1 else None,
+        timing=timing if cost is not None else None)
     write_summaries(out_dir, summary, {r.name: r.progress() for r in runs})  # not complete yet
     logger: EvalLogger = instantiate(cfg.logger.eval)  # conf/logger/: the eval node
     try:
@@ -293,6 +294,7 @@ def _run(cfg: DictConfig, out_dir: Path, ranks: Ranks, device: str) -> dict:
                             *sorted((out_dir / "summary").glob("*.json"))])
     finally:
         logger.finish()
-    print(format_table(cfg.method_name, {**summary.datasets, "overall": summary.overall}))
+    note = "" if summary.timing is None else "\n" + summary.timing.line()  # timing: ok | ...
+    print(format_table(cfg.method_name, {**summary.datasets, "overall": summary.overall}) + note)
     log.info("wrote %s", out_dir / "summary.json")
     return ranks.broadcast(summary.to_json())

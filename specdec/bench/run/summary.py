@@ -37,6 +37,7 @@ from specdec.bench.costfit import fit_cost_table, log_rows
 from specdec.bench.pricing import CostTable, ar_profile, merge_profiles
 from specdec.bench.run_summary import Progress, RunSummary
 from specdec.bench.rundir import write_json
+from specdec.bench.timing import calibration_reasons, table_reasons
 from specdec.data.prompts import prompt_ids_hash
 from specdec.errors import BadInput
 from specdec.metrics import GenerationStats, summarize
@@ -77,7 +78,9 @@ def sweep_metric(summary: dict, name: str | None, *, sweeping: bool = True) -> f
             "gets None", name)
         return None
     if isinstance(value, float) and math.isnan(value):
-        say("optimized_metric=%s is NaN for this run", name)
+        why = summary.get("sweep_objective_source") or ""
+        say("optimized_metric=%s is NaN for this run%s", name,
+            f" ({why})" if why.startswith("not a number") else "")
     return float(value)
 
 
@@ -126,7 +129,10 @@ def price_run(summary: RunSummary, records: dict[str, list[dict]],
     modeled/wall 6.7 on one dataset and 0.44 on another). ``overall`` adds the datasets' modeled
     seconds. ``cost_table`` is the run-wide fit (what per-category and profile-only pricing use
     when a dataset has no table of its own), ``cost_table_monotone`` is false when any table has
-    a monotonicity violation. Without a calibration (``cost_model=false``) nothing is priced.
+    a monotonicity violation. ``timing.table`` (``specdec.bench.timing``) names what makes any of
+    those tables unreliable: a drop with size beyond the noise, a size priced at zero or less, a
+    size the run made whose time is far from the calibration's. Without a calibration
+    (``cost_model=false``) nothing is priced.
     """
     if calibration is None:
         return
@@ -135,13 +141,14 @@ def price_run(summary: RunSummary, records: dict[str, list[dict]],
     table, fit = fit_cost_table([log for recs in logs.values() for log in recs], calibration)
     summary.cost_table, summary.calibration = table.to_dict(), calibration.to_dict()
     summary.cost_fit, summary.cost_tables, summary.cost_fits = fit, {}, {}
-    fits, priced = [fit], []
+    fits, priced, reasons = [fit], [], []
     for name, recs in records.items():
         if name not in summary.datasets:
             continue
         own, own_fit = fit_cost_table(logs[name], calibration) if logs[name] else (table, fit)
         summary.cost_tables[name], summary.cost_fits[name] = own.to_dict(), own_fit
         fits.append(own_fit)
+        reasons += _table_reasons(name, summary.cost_tables[name], own_fit, summary.calibration)
         summary.datasets[name].update(modeled_metrics(recs, own))
         priced.append(summary.datasets[name])
     summary.cost_table_monotone = not any(v for f in fits
@@ -152,6 +159,14 @@ def price_run(summary: RunSummary, records: dict[str, list[dict]],
         overall["self_modeled_speedup"] = (overall["ar_modeled_s"] / overall["modeled_s"]
                                            if overall["modeled_s"] else float("nan"))
     summary.overall.update(overall)
+    if summary.timing is not None:  # each dataset's table (the run-wide one: none priced yet)
+        summary.timing.table = reasons if priced else _table_reasons(
+            "run", summary.cost_table, fit, summary.calibration)
+
+
+def _table_reasons(name: str, table: dict, fit: dict, calibration: dict) -> list[str]:
+    """What makes one fitted table unreliable (``specdec.bench.timing`` checks 1-2)."""
+    return [*table_reasons(name, table, fit), *calibration_reasons(name, table, fit, calibration)]
 
 
 def check_counts(summary: RunSummary, progress: Progress) -> None:
