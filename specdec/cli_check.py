@@ -173,11 +173,17 @@ def _first_job(override, text: str) -> str | None:
     return f"{text.split('=', 1)[0]}={values[0]}" if values else None
 
 
-def _stray_overrides(argv: list[str], overrides: list[str], unknown: list[str],
-                     config_name: str) -> None:
+def check_flag_order(argv: list[str], config_name: str) -> None:
     """Refuse overrides placed after a flag (``a=1 -m b=2``): Hydra's parser takes the overrides
     as one run of words and stops with ``unrecognized arguments``; name the command that works,
     every flag first."""
+    from hydra._internal.utils import get_args_parser
+
+    try:
+        args, unknown = get_args_parser().parse_known_args(argv)
+    except SystemExit:  # Hydra's own parser will say what is wrong
+        return
+    overrides = list(args.overrides)
     stray = [word for word in unknown if not word.startswith("-")]
     if not stray:
         return
@@ -202,14 +208,14 @@ def check_command_line(argv: list[str], config_name: str) -> None:
     from hydra._internal.utils import get_args_parser
 
     try:
-        args, unknown = get_args_parser().parse_known_args(argv)
+        args, _ = get_args_parser().parse_known_args(argv)
     except SystemExit:  # Hydra's own parser will say what is wrong
         return
     if (args.help or args.hydra_help or args.cfg or args.info is not None or args.shell_completion
             or args.config_name or args.config_path or args.config_dir
             or args.experimental_rerun):
         return
-    _stray_overrides(argv, list(args.overrides), unknown, config_name)
+    check_flag_order(argv, config_name)
     check_overrides(list(args.overrides), config_name)
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from specdec.compose import Method
+from specdec.core import Drafter
 from specdec.errors import BadInput
 from specdec.models import ModelPair
 
@@ -113,26 +113,44 @@ def _command(cfg: DictConfig, node: str) -> str:
     return f"`python -m specdec.train +experiment={name}`" if name else "its training experiment"
 
 
-def check_drafter_fits(cfg: DictConfig, pair: ModelPair, method: Method) -> None:
-    """The drafter's trained net, draft models and policy head fit this target and draft."""
+def check_drafter_fits(cfg: DictConfig, pair: ModelPair, drafter: Drafter) -> None:
+    """The drafter's trained net, draft models and policy head fit this target and draft (run
+    as soon as the drafter is built, before the engine's own vocabulary check)."""
     from specdec.learners.eagle3.net import check_target
 
-    drafter, config = method.drafter, getattr(pair.target, "config", None)
+    config = getattr(pair.target, "config", None)
+    vocab = int(pair.target.get_output_embeddings().weight.shape[0])  # CachedLM's vocab_size
     meta = getattr(getattr(drafter, "net", None), "meta", None)
     if isinstance(meta, dict) and config is not None and "target_hidden" in meta:
-        check_target(meta, hidden=int(config.hidden_size), vocab=int(method.target.vocab_size),
+        check_target(meta, hidden=int(config.hidden_size), vocab=int(vocab),
                      layers=int(config.num_hidden_layers), where=_asset(cfg, "drafter", "path"),
                      train_command=str(getattr(drafter, "command", "") or
                                        _command(cfg, "drafter").strip("`")),
                      name=getattr(drafter, "name", type(drafter).__name__))
     for lm in drafter.models:
-        if lm.vocab_size != method.target.vocab_size:
+        if lm.vocab_size != vocab:
             owner = (_asset(cfg, "drafter", "path") if "path" in cfg.drafter else
                      _asset(cfg, "model", "draft"))
             raise BadInput(f"{owner}: the draft model has a vocabulary of {lm.vocab_size} tokens "
-                           f"but the target {pair.name} has {method.target.vocab_size}: it was "
+                           f"but the target {pair.name} has {vocab}: it was "
                            f"made for another target; give one sharing the target's tokenizer, "
                            f"or train one for this pair with {_command(cfg, 'drafter')}")
+    meta = getattr(getattr(drafter, "head", None), "meta", None)  # an H-RAD head
+    if isinstance(meta, dict) and config is not None and "target_hidden_size" in meta:
+        wrong = [f"{key} {meta[f'target_{key}']} (this target: {mine})" for key, mine in (
+            ("hidden_size", config.hidden_size), ("num_layers", config.num_hidden_layers),
+            ("vocab_size", vocab)) if int(meta[f"target_{key}"]) != int(mine)]
+        if wrong:
+            from specdec.config import experiment_for
+
+            try:
+                name = experiment_for("hrad", _root_=cfg)
+            except Exception:  # composed without Hydra's choices
+                name = f"hrad_{pair.name}"
+            raise BadInput(f"{_asset(cfg, 'drafter', 'hrad')}: the H-RAD head was trained for a "
+                           f"target with {', '.join(wrong)}; train one for this pair with "
+                           f"`python -m specdec.train +experiment={name} stage=data` then without "
+                           "stage=data, or set drafter.hrad=null")
     head = getattr(getattr(drafter, "policy", None), "head", None)
     want, draft_config = getattr(head, "hidden_size", None), getattr(pair.draft, "config", None)
     if want is not None and draft_config is not None and want != draft_config.hidden_size:
@@ -157,8 +175,3 @@ def check_target_output(pair: ModelPair) -> None:
                        "hold NaN/inf (a corrupt or diverged checkpoint: load another copy) or "
                        "the dtype overflows (model.dtype=float16: use bfloat16 or float32)")
 
-
-def check_built(cfg: DictConfig, pair: ModelPair, method: Method) -> None:
-    """Before any generation: the drafter fits the pair, and the target's output is finite."""
-    check_drafter_fits(cfg, pair, method)
-    check_target_output(pair)
