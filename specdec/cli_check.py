@@ -126,7 +126,8 @@ def _missing_segment(base: DictConfig, key: str) -> BadInput | None:
             return BadInput(f"{wrong} is not a key of the config{suggest(part, keys)} (keys of "
                             f"{parent or 'the top level'}: {', '.join(where + k for k in keys)})"
                             f"; to add a new key write +{key}=...")
-        node = node._get_node(part)  # a value or an interpolation ends the walk
+        node = OmegaConf.select(node, part, throw_on_missing=False,  # a value ends the walk
+                                throw_on_resolution_failure=False)
     return None
 
 

@@ -160,6 +160,11 @@ def check_drafter_fits(cfg: DictConfig, pair: ModelPair, drafter: Drafter) -> No
                        f"for this pair with {_command(cfg, 'drafter.policy')}")
 
 
+class NonFiniteTarget(BadInput, FloatingPointError):
+    """The target's output is NaN or infinite before any decoding: an input error (its weights or
+    its dtype), and a ``FloatingPointError`` as the engine's own check raises mid-decoding."""
+
+
 @torch.inference_mode()
 def check_target_output(pair: ModelPair) -> None:
     """The target's logits on one token are finite (NaN weights, or a dtype that overflows)."""
@@ -170,8 +175,8 @@ def check_target_output(pair: ModelPair) -> None:
     logits = pair.target(input_ids=torch.tensor([[int(token)]], device=device)).logits  # [1,1,V]
     if not bool(torch.isfinite(logits).all()):
         source = pair.info.get("target", pair.name) if isinstance(pair.info, dict) else pair.name
-        raise BadInput(f"the target {source} outputs NaN or infinite logits on a one-token "
-                       f"prompt (dtype {next(pair.target.parameters()).dtype}): its weights "
-                       "hold NaN/inf (a corrupt or diverged checkpoint: load another copy) or "
-                       "the dtype overflows (model.dtype=float16: use bfloat16 or float32)")
-
+        raise NonFiniteTarget(
+            f"the target model produced NaN or +inf logits on a one-token prompt, before any "
+            f"decoding: the target {source} (dtype {next(pair.target.parameters()).dtype}) holds "
+            "NaN/inf weights (a corrupt or diverged checkpoint: load another copy) or its dtype "
+            "overflows (model.dtype=float16: use bfloat16 or float32)")
