@@ -11,12 +11,17 @@ or option dump and exit status 1, before the entry point's ``main`` runs, so
 * a group choice (``method=``, ``model=``, ``benchmark=``, ``drafter/policy=``, ... and each value
   of a sweep ``-m method=a,b``) with no ``conf/<group>/<choice>.yaml``: the nearest names
   (``difflib``) and the group's options;
-* a key the composed config does not have: the nearest keys of its parent node;
+* a key the composed config does not have: the nearest keys of the node where its path leaves
+  the config (``model.tagret.path``: the keys of ``model``);
+* overrides after a flag (``a=1 -m b=2``: argparse's ``unrecognized arguments``): the command
+  with every flag first;
 * ``key={}`` on a mapping the preset fills: Hydra merges the empty mapping, which changes nothing;
 * any other composition error Hydra raises (``ConfigCompositionException``), with its message.
 
 Nothing runs for ``--help``, ``--cfg``, ``--info`` and the other Hydra flags, or with a config
 other than the entry point's own (``--config-name``/``--config-path``/``--config-dir``).
+``check_overrides`` is the same check on a list of overrides, for callers that compose the config
+themselves (the Python API).
 """
 
 from __future__ import annotations
@@ -104,9 +109,32 @@ def _compose(config_name: str, overrides: list[str]) -> DictConfig:
         GlobalHydra.instance().clear()
 
 
+def _missing_segment(base: DictConfig, key: str) -> BadInput | None:
+    """The error for the first segment of a dotted ``key`` that its parent node lacks (a typo in a
+    middle segment, ``model.tagret.path``, included), with the nearest keys of that parent; None
+    when every segment is there or a segment's parent is not a mapping."""
+    node: object = base
+    parts = key.split(".")
+    for i, part in enumerate(parts):
+        if not isinstance(node, DictConfig):
+            return None
+        keys = [str(k) for k in node.keys()]  # keys() lists a missing (???) value too
+        if part not in keys:
+            parent = ".".join(parts[:i])
+            where = f"{parent}." if parent else ""
+            wrong = ".".join(parts[: i + 1])
+            return BadInput(f"{wrong} is not a key of the config{suggest(part, keys)} (keys of "
+                            f"{parent or 'the top level'}: {', '.join(where + k for k in keys)})"
+                            f"; to add a new key write +{key}=...")
+        node = OmegaConf.select(node, part, throw_on_missing=False,  # a value ends the walk
+                                throw_on_resolution_failure=False)
+    return None
+
+
 def _unknown_key(config_name: str, parsed: list, text: list[str]) -> None:
     """After a failed compose: refuse the first changed key the config lacks, with the nearest
-    keys of its parent (composed with the group choices only, so the preset's keys are there)."""
+    keys of the node where its path leaves the config (composed with the group choices only, so
+    the preset's keys are there)."""
     groups = [t for o, t in zip(parsed, text, strict=True)
               if group_options(o.key_or_group.replace(".", "/")) is not None]
     try:
@@ -119,14 +147,9 @@ def _unknown_key(config_name: str, parsed: list, text: list[str]) -> None:
             continue
         if key.startswith("hydra") or group_options(key.replace(".", "/")) is not None:
             continue
-        parent, _, leaf = key.rpartition(".")
-        node = OmegaConf.select(base, parent) if parent else base
-        if isinstance(node, DictConfig) and leaf not in node:
-            keys = [str(k) for k in node]
-            where = f"{parent}." if parent else ""
-            raise BadInput(f"{key} is not a key of the config{suggest(leaf, keys)} (keys of "
-                           f"{parent or 'the top level'}: {', '.join(where + k for k in keys)}); "
-                           f"to add a new key write +{key}=...")
+        error = _missing_segment(base, key)
+        if error is not None:
+            raise error
 
 
 def _empty_merges(cfg: DictConfig, parsed: list) -> None:
@@ -151,8 +174,30 @@ def _first_job(override, text: str) -> str | None:
     return f"{text.split('=', 1)[0]}={values[0]}" if values else None
 
 
+def check_flag_order(argv: list[str], config_name: str) -> None:
+    """Refuse overrides placed after a flag (``a=1 -m b=2``): Hydra's parser takes the overrides
+    as one run of words and stops with ``unrecognized arguments``; name the command that works,
+    every flag first."""
+    from hydra._internal.utils import get_args_parser
+
+    try:
+        args, unknown = get_args_parser().parse_known_args(argv)
+    except SystemExit:  # Hydra's own parser will say what is wrong
+        return
+    overrides = list(args.overrides)
+    stray = [word for word in unknown if not word.startswith("-")]
+    if not stray:
+        return
+    flags = [word for word in argv if word not in overrides and word not in stray]
+    fixed = " ".join([f"python -m specdec.{config_name}", *flags, *overrides, *stray])
+    raise BadInput(f"the overrides {' '.join(stray)} come after the flag {' '.join(flags)}, and "
+                   "Hydra reads only the overrides before a flag; put the flags first: "
+                   f"{fixed}")
+
+
 def check_command_line(argv: list[str], config_name: str) -> None:
-    """Check an entry point's overrides the way Hydra will compose them (see the module doc).
+    """Check an entry point's command line the way Hydra will read and compose it (see the module
+    doc): overrides after a flag (``a=1 -m b=2``), then ``check_overrides``.
 
     Args:
         argv: the command's arguments (``sys.argv[1:]``).
@@ -162,7 +207,6 @@ def check_command_line(argv: list[str], config_name: str) -> None:
         BadInput: naming the override and the fix.
     """
     from hydra._internal.utils import get_args_parser
-    from hydra.errors import HydraException
 
     try:
         args, _ = get_args_parser().parse_known_args(argv)
@@ -172,7 +216,26 @@ def check_command_line(argv: list[str], config_name: str) -> None:
             or args.config_name or args.config_path or args.config_dir
             or args.experimental_rerun):
         return
-    text = list(args.overrides)
+    check_flag_order(argv, config_name)
+    check_overrides(list(args.overrides), config_name)
+
+
+def check_overrides(overrides: list[str], config_name: str) -> None:
+    """Check overrides the way Hydra will compose them: each parses, each group choice has a
+    YAML file, each key is in the config (the nearest names suggested), no empty merge. The
+    command line's check, and the one for any caller that composes overrides itself (the Python
+    API's ``method=``, ``model=``, keys).
+
+    Args:
+        overrides: ``key=value`` strings (a sweep ``a,b`` is checked as its first job).
+        config_name: the config they apply to (``eval`` or ``train``).
+
+    Raises:
+        BadInput: naming the override and the fix.
+    """
+    from hydra.errors import HydraException
+
+    text = list(overrides)
     parsed = _parse(text)
     check_groups(parsed)
     job = ""

@@ -21,6 +21,7 @@ from specdec.bench.run.launcher import stop_with_launcher
 from specdec.bench.run.paired import in_sweep
 from specdec.bench.run.runner import run
 from specdec.bench.run.summary import sweep_metric
+from specdec.bench.rundir import register_run_name
 from specdec.cli_check import check_command_line
 from specdec.config import register_resolvers
 from specdec.errors import exit_on_input_error
@@ -44,6 +45,7 @@ def main(cfg: DictConfig) -> float | None:
 
 if __name__ == "__main__":
     register_resolvers()
+    register_run_name()  # ${specdec_run_name:...}: the run folder's last name (conf/eval.yaml)
     with exit_on_input_error():  # Hydra's own errors come before main: cli_check.py
         check_command_line(sys.argv[1:], "eval")
     main()

@@ -11,23 +11,58 @@ removed by the next write of the same file, once its pid is no longer running.
 
 ``RunLock`` holds ``fcntl.flock`` on ``<run dir>/.lock`` for the whole run: two runs of the same
 folder would both see the same prompts as unrecorded and record each of them twice. The second
-run fails at once, naming the folder and the holder's pid. The kernel drops the lock when the
+run fails at once with ``RunDirInUse`` (an input error: one ``error:`` line, exit 2), naming the
+folder, the holder's pid and the fix. The kernel drops the lock when the
 holder exits, however it exits (SIGKILL included), so a stale lock file never blocks a rerun.
 In a data-parallel eval (``specdec.bench.run.ranks``) rank 0 holds ``.lock`` and rank ``r`` > 0
 holds ``.lock.rank<r>`` (each rank appends to its own record file): a second launch, or a
 single-process run, of a folder in use fails the same way.
+
+``run_folder_name`` is the last part of an eval run folder (``${specdec_run_name:...}`` in
+``conf/eval.yaml``, around Hydra's ``override_dirname``): the overrides as Hydra writes them, as
+one folder name. A name without ``/`` is kept as it is, so the folders of existing runs (and their
+records) stay where they are; a path or hub id in a value (``model.target=/models/x``) would nest
+folders, so each ``/`` becomes ``--`` (a hub id's ``org--name``, as asset folders write it), a
+leading one is dropped, and a name past 255 bytes keeps its first ``MAX_NAME`` characters and a
+digest.
 """
 
 from __future__ import annotations
 
 import fcntl
 import glob
+import hashlib
 import json
 import math
 import os
+import re
 from pathlib import Path
 from types import TracebackType
 from typing import IO
+
+from specdec.errors import InputError
+
+MAX_NAME = 200  # characters of a rewritten run folder's name (file systems allow 255 bytes)
+
+
+def run_folder_name(dirname: str) -> str:
+    """One safe folder name for Hydra's ``override_dirname`` (see the module docstring)."""
+    if "/" not in dirname and len(dirname.encode()) <= 255:
+        return dirname
+    name = re.sub(r"(^|[=,])/+", r"\1", dirname).replace("/", "--")
+    if len(name) > MAX_NAME:
+        digest = hashlib.sha256(dirname.encode()).hexdigest()[:12]
+        name = f"{name[:MAX_NAME - 13]}-{digest}"
+    return name
+
+
+def register_run_name() -> None:
+    """Register ``${specdec_run_name:<override_dirname>}`` (``run_folder_name``) for the eval's
+    run folder."""
+    from omegaconf import OmegaConf
+
+    if not OmegaConf.has_resolver("specdec_run_name"):
+        OmegaConf.register_new_resolver("specdec_run_name", run_folder_name)
 
 
 def json_safe(obj: object) -> object:
@@ -81,11 +116,16 @@ def pid_running(pid: int) -> bool:
     return True
 
 
+class RunDirInUse(InputError, RuntimeError):
+    """Another process holds the run directory's lock (a ``RuntimeError`` as before, and an
+    input error: the fix is to wait or to pick another folder)."""
+
+
 class RunLock:
     """Exclusive, non-blocking lock on a run directory, held inside ``with``.
 
     Raises:
-        RuntimeError: on entry, when another process holds the folder's lock.
+        RunDirInUse: on entry, when another process holds the folder's lock.
     """
 
     def __init__(self, run_dir: str | Path, name: str = ".lock") -> None:
@@ -101,7 +141,7 @@ class RunLock:
             f.seek(0)
             holder = f.read().strip() or "unknown"
             f.close()
-            raise RuntimeError(
+            raise RunDirInUse(
                 f"run directory {self.path.parent} is in use by another eval (pid {holder}); "
                 "wait for it to finish, or give this run another folder (other overrides or "
                 "hydra.run.dir=...)") from None

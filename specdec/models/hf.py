@@ -3,21 +3,33 @@
 ``hf_pair`` is ``load_pair`` with the two conveniences a command line needs: ``draft=none`` (the
 string Hydra passes for ``model.draft=none``) means no draft, and the pair's name defaults to the
 target's reference (a hub id as written, a local folder's name). ``check_reference`` tells,
-before any weights load, whether a reference can load at all: a local folder needs a
-``config.json``; a hub id must be a valid repository name, and when the hub is offline
-(``HF_HUB_OFFLINE=1``) its ``config.json`` must be in the local Hugging Face cache.
+before any weights load, whether a reference can load at all: a local folder needs what
+``save_pretrained`` writes (``check_folder``: ``config.json``, a weights file whose safetensors
+header covers the file, the tokenizer's files); a hub id must be a valid repository name, and
+when the hub is offline (``HF_HUB_OFFLINE=1``) its ``config.json`` must be in the local Hugging
+Face cache. A folder that still fails to load, or loads weights that are NaN or infinite
+(``check_finite``), is refused naming the folder, not with the loader's traceback.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
-from specdec.errors import BadInput, MissingInput
+import torch
+from safetensors import SafetensorError
+
+from specdec.errors import BadInput, InputError, MissingInput
 from specdec.models.pair import ModelPair, load_pair
 from specdec.models.placement import DeviceMap
 
 NO_DRAFT = ("", "none", "null")  # model.draft values meaning "no draft" (case-insensitive)
+WEIGHTS = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
+           "pytorch_model.bin.index.json")  # what save_pretrained writes (one of them)
+TOKENIZER = ("tokenizer.json", "tokenizer.model", "vocab.json", "spiece.model")
+SAVE_FIX = ("write it again with model.save_pretrained(folder) and "
+            "tokenizer.save_pretrained(folder), or give a hub id")
 
 
 def no_draft(draft: object) -> bool:
@@ -63,9 +75,7 @@ def check_reference(ref: str, key: str) -> None:
 
     path = Path(ref).expanduser()
     if path.is_dir():
-        if not (path / "config.json").is_file():
-            raise BadInput(f"{key}={ref} is a folder without config.json, not a saved model; give "
-                           "a folder written by save_pretrained, or a hub id")
+        check_folder(path, key)
         return
     if ref.startswith((".", "/", "~")) or ref.count("/") > 1 or path.exists():
         raise BadInput(f"{key}={ref}: no model folder there; give an existing folder written by "
@@ -80,6 +90,66 @@ def check_reference(ref: str, key: str) -> None:
             f"{key}={ref} is not in the local Hugging Face cache and HF_HUB_OFFLINE=1 forbids "
             f"downloading it; fetch it once with `hf download {ref}` (network needed), or give a "
             f"local folder: {key}=<path>")
+
+
+def check_safetensors(file: Path, key: str) -> None:
+    """A safetensors file whose header parses and whose tensors end where the file ends (a copy
+    cut short, or a file still downloading, fails here); reads the header only."""
+    size = file.stat().st_size
+    try:
+        with file.open("rb") as f:
+            length = int.from_bytes(f.read(8), "little")
+            if not 0 < length <= size - 8:
+                raise ValueError(f"header length {length} does not fit in {size} bytes")
+            header = json.loads(f.read(length))
+        ends = [int(v["data_offsets"][1]) for k, v in header.items() if k != "__metadata__"]
+    except (ValueError, KeyError, TypeError, IndexError) as err:
+        raise BadInput(f"{key}: the weights file {file} is not a readable safetensors file "
+                       f"({err}); {SAVE_FIX}") from None
+    if 8 + length + max(ends, default=0) != size:
+        raise BadInput(f"{key}: the weights file {file} is truncated or padded ({size} bytes, its "
+                       f"header describes {8 + length + max(ends, default=0)}); {SAVE_FIX}")
+
+
+def check_folder(path: Path, key: str) -> None:
+    """Refuse a local model folder that lacks what ``save_pretrained`` writes, naming it.
+
+    Raises:
+        BadInput: no ``config.json``, no weights file, a truncated safetensors file, or no
+            tokenizer file (the pair reads the tokenizer from each folder).
+    """
+    if not (path / "config.json").is_file():
+        raise BadInput(f"{key}={path} is a folder without config.json, not a saved model; give "
+                       "a folder written by save_pretrained, or a hub id")
+    if not any((path / name).is_file() for name in WEIGHTS):
+        raise BadInput(f"{key}={path} holds no weights file ({' or '.join(WEIGHTS)}); {SAVE_FIX}")
+    for file in sorted(path.glob("*.safetensors")):
+        check_safetensors(file, key)
+    if not any((path / name).is_file() for name in TOKENIZER):
+        raise BadInput(f"{key}={path} holds no tokenizer ({' or '.join(TOKENIZER)}); save the "
+                       "tokenizer into it with tokenizer.save_pretrained(folder), or give a "
+                       "hub id")
+
+
+def check_finite(model: torch.nn.Module, key: str, ref: str) -> None:
+    """Refuse loaded weights that hold NaN or infinity, naming the reference and the tensor."""
+    for name, param in model.named_parameters():
+        if not bool(torch.isfinite(param).all()):
+            raise BadInput(f"{key}={ref}: the weight {name} holds NaN or infinite values (a "
+                           "corrupt file, or a model that diverged in training); load another "
+                           f"copy, or {SAVE_FIX}")
+
+
+def _not_loading(refs: dict[str, str | None], err: Exception) -> None:
+    """A local folder that passed ``check_folder`` but still fails to load (the loader's error
+    does not say which file): name the local folders of the pair; hub ids keep the error."""
+    folders = [f"{key}={ref}" for key, ref in refs.items()
+               if ref is not None and Path(ref).expanduser().is_dir()]
+    if isinstance(err, InputError) or not folders:
+        return
+    reason = " ".join(str(err).split())[:300] or type(err).__name__
+    raise BadInput(f"{' or '.join(folders)}: the folder does not load ({type(err).__name__}: "
+                   f"{reason}); {SAVE_FIX}") from err
 
 
 def hf_pair(
@@ -112,9 +182,17 @@ def hf_pair(
     draft = None if no_draft(draft) else str(draft)
     if draft is not None:
         check_reference(draft, "model.draft")
-    return load_pair(name or pair_name(str(target)), str(target), draft, dtype=dtype,
-                     device=device, trust_remote_code=trust_remote_code,
-                     attn_implementation=attn_implementation, linear_kernel=linear_kernel,
-                     draft_device=draft_device, draft_threads=draft_threads,
-                     device_map=device_map, max_memory=max_memory,
-                     static_cache=static_cache, max_cache_len=max_cache_len)
+    try:
+        pair = load_pair(name or pair_name(str(target)), str(target), draft, dtype=dtype,
+                         device=device, trust_remote_code=trust_remote_code,
+                         attn_implementation=attn_implementation, linear_kernel=linear_kernel,
+                         draft_device=draft_device, draft_threads=draft_threads,
+                         device_map=device_map, max_memory=max_memory,
+                         static_cache=static_cache, max_cache_len=max_cache_len)
+    except (OSError, SafetensorError, ValueError) as err:  # a file the loader cannot read
+        _not_loading({"model.target": str(target), "model.draft": draft}, err)
+        raise
+    check_finite(pair.target, "model.target", str(target))
+    if pair.draft is not None:
+        check_finite(pair.draft, "model.draft", str(draft))
+    return pair

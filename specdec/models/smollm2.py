@@ -117,6 +117,12 @@ def load_target(cache_dir: str | Path | None = None, dtype: str = "float32",
             f"{folder} and rerun: it is recreated from {GGUF_NAME}. Cause: "
             + " ".join(str(err).split())
         ) from err
+    bad = next((name for name, p in model.named_parameters()
+                if not bool(torch.isfinite(p).all())), None)
+    if bad is not None:  # a cache file written wrong: the GGUF itself de-quantizes to finite
+        raise BadInput(f"the SmolLM2 cache {folder / 'model.safetensors'} holds NaN or infinite "
+                       f"values (weight {bad}); delete the folder {folder} and rerun: it is "
+                       f"recreated from {GGUF_NAME}")
     return model.to(device).eval(), tok
 
 

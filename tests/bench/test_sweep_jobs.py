@@ -90,7 +90,8 @@ def test_a_failing_job_records_its_error_and_the_sweep_exits_naming_it(tmp_path,
         callback.on_multirun_end(OmegaConf.create({}))
     assert stop.value.code == 1
     err = capsys.readouterr().err
-    assert "error: 3 sweep job(s) failed" in err and f"sps ({bad}): error: max_new_tokens" in err
+    assert "error: 3 sweep job(s) failed" in err and f"sps ({bad}) (its error is above)" in err
+    assert "max_new_tokens must be >= 1" not in err  # printed once, when the job failed
     # ... and 2 when every failure was an input error
     assert fl.exit_status([f for f in callback.failed if f.bad_input]) == 2
     assert fl.exit_status([]) == 0

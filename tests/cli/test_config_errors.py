@@ -1,5 +1,5 @@
 """Every class of bad config value ends in one ``error:`` line and exit 2 naming the input and the
-fix (issue 32 items 3-4, issue 31 item 6), and every tree size knob is refused before allocation.
+fix, and every tree size knob is refused before allocation.
 
 Table-driven, one row per case, in process where the check runs (``check_command_line`` for what
 Hydra would reject, the eval runner for the rest); a few subprocess rows check the wiring of the
@@ -9,6 +9,7 @@ entry points. Before this change each row ended in a traceback, Hydra's option d
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import sys
 
@@ -16,7 +17,7 @@ import pytest
 
 import specdec.bench.run.method as method_module
 import specdec.bench.run.runner as ev
-from specdec.cli_check import check_command_line
+from specdec.cli_check import check_command_line, check_flag_order, check_overrides
 from specdec.drafters.ahead import machine_cores
 from specdec.drafters.limits import ENV, MAX_TREE_NODES, max_tree_nodes
 from specdec.errors import EXIT_STATUS, BadInput, input_error
@@ -42,6 +43,17 @@ COMMAND_LINE = [  # (config, argv, words of the message) -- Hydra rejected these
     ("eval", ["method=specblock_bandit", "drafter.arms={}"], "merges an empty mapping"),
     ("train", ["+experiment=eagle3_tny"], "did you mean 'eagle3_tiny'"),
     ("train", ["lerner=x"], "did you mean 'learner'"),
+    # a typo in a middle segment: the node where the path leaves the config, its nearest keys
+    ("eval", ["method=pld", "drafter.max_ngarm.x=1"],
+     "drafter.max_ngarm is not a key of the config; did you mean 'max_ngram'"),
+    ("eval", ["model=hf", "model.target=x", "model.tagret.path=x"],
+     "model.tagret is not a key of the config; did you mean 'target'"),
+    # a key only the sweep's other method has: named, not the pair's mandatory model.target
+    ("eval", ["-m", "method=ar,eagle3", "model=hf", "model.target=/tmp", "drafter.path=/x"],
+     "drafter.path is not a key of the config (keys of drafter: drafter._target_)"),
+    # overrides after a flag: argparse would say only "unrecognized arguments"
+    ("eval", ["model=tiny", "-m", "method=ar,sps", "benchmark=tiny"],
+     "put the flags first: python -m specdec.eval -m model=tiny method=ar,sps benchmark=tiny"),
 ]
 
 
@@ -51,6 +63,36 @@ def test_hydra_composition_errors_name_the_override_and_the_nearest_names(config
     with pytest.raises(BadInput) as err:
         check_command_line(argv, config)
     assert words in str(err.value)
+
+
+def test_the_python_api_check_suggests_the_nearest_method():
+    """``check_overrides``: the check ``specdec.load`` runs on the overrides it composes."""
+    with pytest.raises(BadInput, match="method=spss is not an option of conf/method/; did you "
+                       "mean 'sps'"):
+        check_overrides(["method=spss", "model=tiny"], "eval")
+    check_overrides(["method=sps", "model=tiny", "drafter.policy.gamma=3"], "eval")
+
+
+def _readme_commands(config: str) -> list[list[str]]:
+    """The ``python -m specdec.<config>`` command lines of the README's code blocks
+    (continuations joined), as argument lists after the module name; lines with shell variables
+    are left out."""
+    blocks = (ROOT / "README.md").read_text().split("```")[1::2]
+    out = []
+    for line in "\n".join(blocks).replace("\\\n", " ").splitlines():
+        start = line.find(f"python -m specdec.{config} ")
+        if start < 0 or "$" in line:
+            continue
+        words = shlex.split(line[start:].split("&&")[0].split("|")[0], comments=True)
+        out.append(words[3:])
+    return out
+
+
+def test_readme_eval_commands_put_flags_before_overrides():
+    commands = _readme_commands("eval")
+    assert len(commands) > 5 and any("-m" in words for words in commands)
+    for words in commands:
+        check_flag_order([w for w in words if "<" not in w], "eval")
 
 
 @pytest.mark.parametrize("argv", [
@@ -82,6 +124,9 @@ BEFORE_LOADING = [  # (overrides, words) -- checked by schema.validate from the 
     (["method=sps", "+drafter.foo=1"], "takes no argument 'foo'"),
     (["method=sps", "drafter=tree"], "verifies chains only; pick a tree verifier (verifier="),
     (["optimized_metric=bogus"], "optimized_metric='bogus' is not a run metric"),
+    # torch accepts cpu:1 and runs on the one CPU device while the records would say cpu:1
+    (["model.draft_device=cpu:1"], "model.draft_device=cpu:1: torch has one CPU device"),
+    (["device=cpu:1"], "device=cpu:1: torch has one CPU device"),
 ]
 
 

@@ -1,7 +1,7 @@
 """Bad input ends with one ``error: ...`` line and status 2, no traceback (specdec/errors.py).
 
-Issue 16's target "0 raw tracebacks for bad config values": before errors.py every check raised a
-plain ValueError, which Hydra printed under a traceback of the checking code.
+Before errors.py every check raised a plain ValueError, which Hydra printed under a traceback of
+the checking code. In a multirun (the eval's default mode) a failed job's error line shows once.
 """
 
 from __future__ import annotations
@@ -99,3 +99,21 @@ def test_entry_points_report_bad_input_without_a_traceback(tmp_path, module, ove
     assert proc.returncode == EXIT_STATUS, proc.stderr[-3000:]
     assert "error: " in proc.stderr and words in proc.stderr, proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr + proc.stdout, proc.stderr[-3000:]
+
+
+def test_a_failed_sweep_job_prints_its_error_once_in_one_run_folder(tmp_path):
+    """A missing asset in a one-job multirun: its line once (not again in the board's list and the
+    sweep's summary), exit 2, and the job's folder one level deep although the override holds a
+    path."""
+    cmd = [sys.executable, "-m", "specdec.eval", "-m", "method=eagle3", "model=tiny",
+           "benchmark=tiny", f"drafter.path={tmp_path / 'absent'}", "limit=1", "warmup=0",
+           "progress=false", f"paths.log_dir={tmp_path / 'logs'}"]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline"}
+    env.pop("HYDRA_FULL_ERROR", None)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=ROOT, env=env)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == EXIT_STATUS, out[-3000:]
+    assert out.count("the trained asset is missing") == 1, out[-3000:]
+    assert "Traceback" not in out
+    (summary,) = (tmp_path / "logs" / "eval" / "tiny" / "tiny" / "eagle3").glob("*/summary.json")
+    assert "drafter.path=" in summary.parent.name

@@ -8,7 +8,9 @@ or, for the pair, after the models loaded. ``check_components`` checks from the 
 * every key of a group node is an argument of its ``_target_`` (``config.binding_error``), and
   its value fits the argument's annotation (``values.check_value``: int, float, bool, str, None,
   ``Literal``, lists of these);
-* the pair's placement and kernel keys, shared by every pair loader: ``model.draft_device`` is a
+* the pair's placement and kernel keys, shared by every pair loader: ``device`` and
+  ``model.draft_device`` name no CPU index but 0 (torch accepts ``cpu:1`` and places the tensors
+  on the one CPU device, so the run would not be where it says); ``model.draft_device`` is a
   device this machine has that holds weights (``meta`` holds none; ``device=meta`` is left to
   ``checks.check_placement``, which its tests use as a device a loader may ignore),
   ``model.draft_threads`` is within the CPU cores this process may use, ``model.linear_kernel``
@@ -86,10 +88,26 @@ def check_arguments(key: str, node: DictConfig) -> None:
             check_value(f"{key}.{name}", value, hints[name])
 
 
+def check_cpu_index(key: str, device: object) -> None:
+    """``cpu`` or ``cpu:0``: torch has one CPU device, and ``cpu:1`` tensors land on it."""
+    import torch
+
+    try:
+        dev = torch.device(str(device))
+    except (RuntimeError, TypeError):  # not a device at all: check_device names it
+        return
+    if dev.type == "cpu" and dev.index not in (None, 0):
+        raise BadInput(f"{key}={device}: torch has one CPU device (cpu, or cpu:0), so {device} "
+                       f"would run on it while the records say {device}; use {key}=cpu (a "
+                       "draft's own CPU threads: model.draft_threads=N) or cuda[:i] for a GPU")
+
+
 def check_placement_key(key: str, device: object) -> None:
     """A device this machine has and that holds data (``meta`` does not)."""
     from specdec.models.placement import check_device
 
+    if device is not None:
+        check_cpu_index(key, device)
     if device is not None and check_device(str(device), key=key).type == "meta":
         raise BadInput(f"{key}=meta holds no weights (a meta tensor has no data), so the model "
                        "could not run; use cpu, cuda[:i] or mps")
@@ -144,6 +162,8 @@ def check_components(cfg: DictConfig) -> None:
     Raises:
         BadInput: naming the first bad key, its value and the fix.
     """
+    if cfg.get("device") is not None:
+        check_cpu_index("device", cfg.device)
     for key in GROUPS:
         node = OmegaConf.select(cfg, key)
         if isinstance(node, DictConfig) and "_target_" in node:

@@ -13,7 +13,8 @@ after it. Inside a multirun ``run_job`` catches the job's error instead:
 3. it notes the failure for the sweep (``failed()``) and returns None, so the next job runs.
 
 At the end of the sweep the leaderboard callback (``specdec.bench.run.leaderboard``) lists the
-failed jobs and ends the process with status 2 when every failure was an input error, else 1.
+failed jobs (an error line printed in step 1 is not printed again) and ends the process with
+status 2 when every failure was an input error, else 1.
 """
 
 from __future__ import annotations
@@ -139,13 +140,20 @@ def summary_error(run_dir: Path) -> str | None:
 
 
 def end_sweep(failures: list[Failure]) -> None:
-    """Name the failed jobs on stderr and exit with ``exit_status`` (nothing when none failed)."""
+    """Name the failed jobs on stderr and exit with ``exit_status`` (nothing when none failed).
+    A job whose error ``run_job`` already printed is named by its folder only, so each error line
+    shows once; a sweep whose only failure was printed adds nothing but the exit status."""
     status = exit_status(failures)
     if not status:
         return
+    printed = [f for f in failures if f in _FAILED]
+    if len(failures) == 1 and printed:
+        sys.stderr.flush()
+        raise SystemExit(status)
     print(f"error: {len(failures)} sweep job(s) failed (summary.json in each folder has the "
           "error; rerun the command to resume them):", file=sys.stderr)
     for f in failures:
-        print(f"  {f.method} ({f.run_dir}): {f.line}", file=sys.stderr)
+        said = " (its error is above)" if f in printed else f": {f.line}"
+        print(f"  {f.method} ({f.run_dir}){said}", file=sys.stderr)
     sys.stderr.flush()
     raise SystemExit(status)

@@ -115,9 +115,11 @@ class PrintLeaderboard(Callback):
             print(f"leaderboard not written: {err}")
             return
         keep_sweep_files(config, out)
-        if self.failed:  # the board says which jobs are missing from it
+        if self.failed:  # the board says which jobs are missing from it (their errors: on
+            # stderr, once; in the board's file, with each job)
             failed = "".join(f"- {f.method} (`{f.run_dir}`): {f.line}\n" for f in self.failed)
-            text += f"\n\nFailed jobs (not in the table):\n\n{failed}"
+            text += "\n\nFailed jobs (not in the table):\n\n" + "".join(
+                f"- {f.method} (`{f.run_dir}`): see stderr\n" for f in self.failed)
             with (out / "leaderboard.md").open("a", encoding="utf-8") as md:
                 md.write(f"\n## Failed jobs\n\n{failed}")
         print(text)

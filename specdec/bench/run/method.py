@@ -22,7 +22,7 @@ from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from specdec.bench.run.checks import context_limits, fit_context
+from specdec.bench.run.checks import check_drafter_fits, context_limits, fit_context
 from specdec.compose import Method, compose_method
 from specdec.core import Drafter
 from specdec.data.prompts import Prompt, encode_turn, format_turn
@@ -49,7 +49,9 @@ def build_method(cfg: DictConfig, pair: ModelPair) -> Method:
         given: dict[str, object] = {"lm": lm, "sampling": smp}
         if cfg.drafter.get("policy") is not None:
             given["policy"] = _construct(cfg.drafter.policy, {}, pair.placement)
-        return _construct(cfg.drafter, given, pair.placement)
+        drafter = _construct(cfg.drafter, given, pair.placement)
+        check_drafter_fits(cfg, pair, drafter)  # its assets were trained for this pair
+        return drafter
 
     return compose_method(
         pair, sampling, make_drafter, lambda: instantiate(cfg.verifier),

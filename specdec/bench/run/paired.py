@@ -47,6 +47,7 @@ from omegaconf import DictConfig
 from specdec.bench.report.rows import build_rows
 from specdec.bench.report.runs import Run, read_run
 from specdec.bench.run_summary import RunSummary
+from specdec.bench.rundir import run_folder_name
 from specdec.bench.timing import strict
 from specdec.errors import InputError
 
@@ -67,7 +68,7 @@ def baseline_dir(output_dir: Path, method_name: str, task_overrides: list[str],
                   if o.split("=", 1)[0].lstrip("+~") not in exclude_keys
                   and not o.lstrip("+~").startswith(("drafter", "verifier")))
     base = method_root.parent / baseline
-    return base / ",".join(kept) if kept else base
+    return base / run_folder_name(",".join(kept)) if kept else base
 
 
 def baseline_for(cfg: DictConfig) -> Path | None:

@@ -15,8 +15,9 @@ fail first, each as one ``InputError`` naming the key and the fix (``specdec.err
    None)`` does not; ``ModelDrafter(lm: LM)`` does).
 3. **Trained assets**: every non-null value under ``cfg.drafter`` (the policy included) whose key
    is one of ``ASSET_KEYS`` is a trained asset folder (``specdec/assets/<kind>/<model>``) and must
-   exist; a missing one names the training experiment (the node's ``experiment`` key, else
-   ``<kind>_<model>`` from the folder) and says when ``conf/experiment/`` has no such experiment.
+   exist and hold a ``config.json``; a missing one names the training experiment for this pair
+   (the node's ``experiment`` key, else ``config.experiment_for`` of the asset's kind) and says
+   when ``conf/experiment/`` has no such experiment.
 """
 
 from __future__ import annotations
@@ -120,29 +121,54 @@ def _asset_values(node: DictConfig, where: str) -> Iterator[tuple[str, DictConfi
             yield f"{where}.{key}", node, value
 
 
+def _experiment(cfg: DictConfig, key: str, node: DictConfig, folder: Path) -> str:
+    """The experiment that trains the asset at ``key`` for this pair: the node's ``experiment``
+    key, else ``${specdec_experiment:<kind>}`` (``config.experiment_for``) with the kind the key
+    names (``hrad``) or the asset folder's kind (``specdec/assets/<kind>/<pair>``)."""
+    from specdec.config import experiment_for
+
+    try:
+        experiment = node.get("experiment", None)
+    except OmegaConfBaseException:
+        experiment = None
+    if experiment:
+        return str(experiment)
+    leaf = key.rsplit(".", 1)[-1]
+    kind = leaf if leaf not in ASSET_KEYS[:2] else folder.parent.name
+    try:
+        return experiment_for(kind, _root_=cfg)
+    except Exception:  # no pair name here (composed without Hydra's choices)
+        return f"{kind}_{_model_choice(cfg)}"
+
+
+def _train_hint(cfg: DictConfig, key: str, node: DictConfig, folder: Path) -> str:
+    """``train it with `python -m specdec.train +experiment=...``` (or how to write one)."""
+    experiment = _experiment(cfg, key, node, folder)
+    command = f"`python -m specdec.train +experiment={experiment}`"
+    example = CONF / "experiment" / f"{folder.parent.name}_tiny.yaml"
+    after = f" after conf/experiment/{example.name}" if example.is_file() else ""
+    # a generic experiment comes with its pair's overrides: "eagle3 model=hf model.target=..."
+    name = experiment.split()[0]
+    return (f"train it with {command}" if (CONF / "experiment" / f"{name}.yaml").is_file() else
+            f"no experiment trains it yet (conf/experiment/{name}.yaml does not exist: write "
+            f"one{after}, then run {command})")
+
+
 def check_assets(cfg: DictConfig) -> None:
-    """Every trained asset folder the drafter (or its policy) names exists (or, given as a hub
-    id, is in the offline cache)."""
+    """Every trained asset folder the drafter (or its policy) names exists and holds a
+    ``config.json`` (or, given as a hub id, is in the offline cache)."""
     from specdec.models.hf import check_reference, looks_like_hub_id
 
     for key, node, value in _asset_values(cfg.drafter, "drafter"):
         folder = Path(value)
-        if folder.exists():
+        if folder.is_dir() and (folder / "config.json").is_file():
             continue
-        try:
-            experiment = node.get("experiment", None)
-        except OmegaConfBaseException:
-            experiment = None
-        experiment = str(experiment or f"{folder.parent.name}_{folder.name}")
-        command = f"`python -m specdec.train +experiment={experiment}`"
-        example = CONF / "experiment" / f"{folder.parent.name}_tiny.yaml"
-        after = f" after conf/experiment/{example.name}" if example.is_file() else ""
-        # a generic experiment comes with its pair's overrides: "eagle3 model=hf model.target=..."
-        name = experiment.split()[0]
-        how = (f"train it with {command}"
-               if (CONF / "experiment" / f"{name}.yaml").is_file() else
-               f"no experiment trains it yet (conf/experiment/{name}.yaml does not exist: "
-               f"write one{after}, then run {command})")
+        how = _train_hint(cfg, key, node, folder)
+        if folder.is_dir():
+            raise MissingInput(f"{key}={folder} holds no config.json, so it is no trained asset; "
+                               f"{how}, or point {key}=<folder> at one you trained")
+        if folder.exists():
+            continue  # a file: its loader says what it expects
         if looks_like_hub_id(value):
             try:
                 check_reference(value, key)  # cached offline: the loader reads it
