@@ -100,9 +100,11 @@ def compose_eval(overrides: Sequence[str]) -> DictConfig:
     from hydra.core.global_hydra import GlobalHydra
     from hydra.errors import HydraException
 
+    from specdec.cli_check import check_overrides
     from specdec.config import register_resolvers
 
     register_resolvers()
+    check_overrides(list(overrides), "eval")  # a typo names the nearest choice (spss -> sps)
     GlobalHydra.instance().clear()
     try:
         with initialize_config_dir(str(CONF), version_base="1.3"):

@@ -182,3 +182,12 @@ def test_missing_asset_fails_before_loading(monkeypatch, tmp_path):
 
 def _no_loading(*args, **kwargs):
     raise AssertionError("the pair loaded before the config's checks")
+
+
+def test_a_typo_in_the_method_suggests_the_nearest_preset():
+    """``load(method="spss")`` names ``sps`` (the command line's own check), before any model."""
+    import specdec
+    from specdec.errors import BadInput
+
+    with pytest.raises(BadInput, match=r"method=spss .*did you mean 'sps'"):
+        specdec.load(method="spss")
