@@ -18,7 +18,7 @@ from specdec.core import LM, Coins, Context, Draft, Verdict
 from specdec.drafters.model import ModelDrafter
 from specdec.drafters.policies import Policy
 from specdec.forwards import lane
-from specdec.placement import Placement
+from specdec.models.placement import Placement
 from specdec.sampling import Sampling, warp
 
 

@@ -26,11 +26,11 @@ class PointMassChain(ModelDrafter):
 
 
 SHAPES: dict[str, Callable[..., Drafter]] = {
-    "chain": lambda lm, pol, s: ModelDrafter(lm, pol, s),
-    "chain_point_mass": lambda lm, pol, s: PointMassChain(lm, pol, s),
-    "multi2": lambda lm, pol, s: MultiDraftDrafter(lm, pol, s, num_drafts=2),
-    "multi3": lambda lm, pol, s: MultiDraftDrafter(lm, pol, s, num_drafts=3),
-    "topk_tree": lambda lm, pol, s: TopKTreeDrafter(lm, pol, s, branching=[2, 2, 1]),
+    "chain": lambda lm, pol, s: ModelDrafter(lm, pol),
+    "chain_point_mass": lambda lm, pol, s: PointMassChain(lm, pol),
+    "multi2": lambda lm, pol, s: MultiDraftDrafter(lm, pol, num_drafts=2),
+    "multi3": lambda lm, pol, s: MultiDraftDrafter(lm, pol, num_drafts=3),
+    "topk_tree": lambda lm, pol, s: TopKTreeDrafter(lm, pol, branching=[2, 2, 1]),
 }
 
 

@@ -33,7 +33,7 @@ PRESETS = {"specbranch": {"hrad": ASSET}, "specbranch_no_branch": {"hrad": ASSET
 
 
 def _drafter(draft_model, sampling, mode="thread", gamma=4, **kw) -> SpecBranchDrafter:
-    return SpecBranchDrafter(CachedLM(draft_model, role="draft"), Fixed(gamma), sampling,
+    return SpecBranchDrafter(CachedLM(draft_model, role="draft"), Fixed(gamma),
                              mode=mode, **kw)
 
 
@@ -123,7 +123,7 @@ def test_the_hrad_class_sets_the_draft_length(tiny64, threshold, lengths):
         drafter.features = lambda ctx, view: torch.zeros(4)  # the stub ignores z
         log = drafter.lm.forward_log
         before = len(log)
-        draft = drafter.propose(Context(tokens=ids, coins=TorchCoins(0)))
+        draft = drafter.propose(Context(tokens=ids, coins=TorchCoins(0), sampling=sampling))
         drafter.ahead.discard()
         assert max(depths(draft.parent.tolist())) == want, (cls, threshold)
         # one forward per depth over every branch: the catch-up (root), then depths 1..want-1

@@ -27,7 +27,7 @@ def method_distribution(
     target = TableLM(vocab, seed)
     draft = TableLM(vocab, seed + 1000, role="draft")
     sampling = Sampling(temperature=temperature)
-    drafter = ModelDrafter(draft, Fixed(gamma), sampling)
+    drafter = ModelDrafter(draft, Fixed(gamma))
 
     def run(coins):
         out = generate(

@@ -10,7 +10,7 @@ or, for the pair, after the models loaded. ``check_components`` checks from the 
   ``Literal``, lists of these);
 * the pair's placement and kernel keys, shared by every pair loader: ``model.draft_device`` is a
   device this machine has that holds weights (``meta`` holds none; ``device=meta`` is left to
-  ``checks.check_placement``, which its tests use as a device a loader may ignore),
+  ``checks.check_where_loaded``, which its tests use as a device a loader may ignore),
   ``model.draft_threads`` is within the CPU cores this process may use, ``model.linear_kernel``
   and ``model.dtype`` are known names;
 * a drafter class that makes trees is paired with a verifier class that takes them (class
