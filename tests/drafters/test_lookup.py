@@ -239,7 +239,7 @@ class FrequencyQLookup(PromptLookupDrafter):
 def test_the_harness_catches_a_lookup_drafter_with_a_made_up_q():
     sampling, length = Sampling(temperature=1.0), 4
     target = TableLM(VOCAB, 3, scale=2.5)
-    drafter = FrequencyQLookup(None, Fixed(2), sampling)
+    drafter = FrequencyQLookup(Fixed(2))
     got = enumerate_outcomes(lambda coins: tuple(generate(
         PROMPT, target, drafter, Tokenwise(), sampling=sampling, coins=coins,
         max_new_tokens=length).tokens))

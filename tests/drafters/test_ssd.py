@@ -107,7 +107,7 @@ def _plain_q(drafter: SsdDrafter, ctx, draft) -> torch.Tensor:
     lm = TableLM(VOCAB, drafter.lm.seed)
     ids = ctx.tokens.tolist() + draft.tokens[1:].tolist()
     return warp(torch.stack([lm.logits(tuple(ids[:i])) for i in range(len(ctx.tokens), len(ids))]),
-                drafter.sampling)
+                ctx.sampling)
 
 
 def test_saguaro_for_sampling_only_is_caught():
