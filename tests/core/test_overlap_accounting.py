@@ -82,7 +82,7 @@ def test_serial_run_stamps_every_forward_with_its_step(tiny64):
 def _background_run(tiny64, seed: int):
     target = CachedLM(tiny64.target)
     drafter = BackgroundDrafter(CachedLM(tiny64.draft, role="draft"),
-                                CachedLM(tiny64.draft, role="draft"), Fixed(2), SAMPLING)
+                                CachedLM(tiny64.draft, role="draft"), Fixed(2))
     out = generate(tiny64.tokenizer.encode("Hello there"), target, drafter, Tokenwise(),
                    sampling=SAMPLING, coins=TorchCoins(seed), max_new_tokens=16)
     return out

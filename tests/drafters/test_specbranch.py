@@ -164,9 +164,13 @@ def test_a_head_trained_for_another_draft_length_is_warned_about(tiny64, caplog)
         _drafter(tiny64.draft, Sampling(), "inline", gamma=7, hrad=ASSET)
     (record,) = caplog.records
     assert "gamma_max=2" in record.getMessage() and "drafter.policy.gamma=2" in record.getMessage()
-    caplog.clear()  # the tiny head was labelled at T = 1: a greedy run is told so
+    caplog.clear()  # the tiny head was labelled at T = 1: a greedy generation is told so, once
+    drafter = _drafter(tiny64.draft, Sampling(), "inline", gamma=2, hrad=ASSET)
     with caplog.at_level("WARNING", logger="specdec.drafters.specbranch"):
-        _drafter(tiny64.draft, Sampling(temperature=0.0), "inline", gamma=2, hrad=ASSET)
+        _generate(tiny64, drafter, Sampling(temperature=1.0), 0, n=3)
+        assert not caplog.records
+        for seed in (0, 1):
+            _generate(tiny64, drafter, Sampling(temperature=0.0), seed, n=3)
     (record,) = caplog.records
     assert "labelled at temperature 1.0 but this run samples at 0.0" in record.getMessage()
 
