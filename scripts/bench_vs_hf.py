@@ -39,7 +39,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def ours(pair, ids: list[int], gamma: int, max_new: int) -> tuple[list[int], float, int]:
     sampling = Sampling(temperature=0.0)
-    drafter = ModelDrafter(CachedLM(pair.draft, role="draft"), Fixed(gamma), sampling)
+    drafter = ModelDrafter(CachedLM(pair.draft, role="draft"), Fixed(gamma))
     start = time.perf_counter()
     out = generate(ids, CachedLM(pair.target), drafter, Tokenwise(), sampling=sampling,
                    coins=TorchCoins(0), max_new_tokens=max_new,

@@ -79,14 +79,14 @@ def main() -> None:
         # 2. Exact BE and TV per chain verifier; 3. multi-draft on small instances.
         base = None
         for name, make in CHAIN.items():
-            be, tv = measure(make(), ModelDrafter(draft, Fixed(gamma), sampling), target,
+            be, tv = measure(make(), ModelDrafter(draft, Fixed(gamma)), target,
                              sampling, gamma)
             base = be if base is None else base
             ratios[name].append(be / base)
             worst_tv[name] = max(worst_tv[name], tv)
         if gamma <= args.multi_max_gamma and vocab ** (2 * gamma) <= 256:
             for name, make in MULTI.items():
-                drafter = MultiDraftDrafter(draft, Fixed(gamma), sampling, num_drafts=2)
+                drafter = MultiDraftDrafter(draft, Fixed(gamma), num_drafts=2)
                 be, tv = measure(make(), drafter, target, sampling, gamma)
                 ratios[name].append(be / base)
                 worst_tv[name] = max(worst_tv[name], tv)

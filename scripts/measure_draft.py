@@ -32,7 +32,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def run(pair, target, draft, prompts, gamma, temperature, max_new, cost):
     """Totals over the prompts for one method (gamma 0 = ar)."""
     sampling = Sampling(temperature=temperature)
-    drafter = EmptyDrafter() if gamma == 0 else ModelDrafter(draft, Fixed(gamma), sampling)
+    drafter = EmptyDrafter() if gamma == 0 else ModelDrafter(draft, Fixed(gamma))
     tot = {"tokens": 0, "drafted": 0, "accepted": 0, "steps": 0, "wall": 0.0, "modeled": 0.0,
            "draft_s": 0.0}
     for i, ids in enumerate(prompts):

@@ -24,12 +24,11 @@ another thread waits for the running one (``specdec.turns``).
 
 from __future__ import annotations
 
-import copy
 import re
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -43,6 +42,7 @@ from specdec.turns import Turns
 if TYPE_CHECKING:
     from specdec.bench.run.method import Method
     from specdec.models import ModelPair
+    from specdec.sampling import Sampling
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 __all__ = ["Chunk", "Decoder", "Output", "StreamCancelled", "load", "overrides_for"]
@@ -137,7 +137,7 @@ def load(target: str = "tiny", draft: str | None = None, method: str = "sps",
     """
     from hydra.utils import instantiate
 
-    from specdec.bench.run.checks import check_placement
+    from specdec.bench.run.checks import check_where_loaded
     from specdec.bench.run.method import build_method
     from specdec.bench.run.preflight import preflight
     from specdec.bench.run.schema import validate
@@ -151,7 +151,7 @@ def load(target: str = "tiny", draft: str | None = None, method: str = "sps",
         torch.set_num_threads(int(cfg.threads))
     with input_errors():  # a loader's BadInput, not Hydra's InstantiationException around it
         pair = instantiate(cfg.model)
-        check_placement(pair, str(cfg.device))
+        check_where_loaded(pair, str(cfg.device))
         return Decoder(cfg, pair, build_method(cfg, pair))
 
 
@@ -187,33 +187,19 @@ class Decoder:
     def __init__(self, cfg: DictConfig, pair: ModelPair, method: Method) -> None:
         """``cfg``: the composed eval config; ``pair``: its ``ModelPair``; ``method``: the
         ``Method`` built from ``cfg`` on ``pair``."""
-        self.cfg, self.pair, self.tokenizer = cfg, pair, pair.tokenizer
-        self._methods = {float(cfg.sampling.temperature): method}
+        self.cfg, self.pair, self.tokenizer, self.method = cfg, pair, pair.tokenizer, method
         self._turns = Turns()
         self._tokenizer_lock = threading.Lock()  # a stream's reader decodes outside the turn
 
-    @property
-    def method(self) -> Method:
-        """The method at the config's temperature."""
-        return self._methods[float(self.cfg.sampling.temperature)]
+    def _sampling_at(self, temperature: float | None) -> Sampling:
+        """The method's sampling with ``temperature`` (None: the config's). The drafter holds no
+        sampling (each step reads ``Context.sampling``), so the same method serves it."""
 
-    def _method_at(self, temperature: float | None) -> Method:
-        """The method built for ``temperature`` (drafters hold their sampling: a new one is
-        built, from the same config with ``sampling.temperature`` changed, and kept)."""
-        from specdec.bench.run.method import build_method
-        from specdec.bench.run.schema import validate
-
-        if temperature is not None and (isinstance(temperature, bool)
-                                        or not isinstance(temperature, int | float)):
+        if temperature is None:
+            return self.method.sampling
+        if isinstance(temperature, bool) or not isinstance(temperature, int | float):
             raise BadInput(f"temperature must be a number >= 0 or None, got {temperature!r}")
-        key = float(self.cfg.sampling.temperature if temperature is None else temperature)
-        if key not in self._methods:
-            cfg = copy.deepcopy(self.cfg)
-            cfg.sampling.temperature = key
-            validate(cfg)
-            with input_errors():
-                self._methods[key] = build_method(cfg, self.pair)
-        return self._methods[key]
+        return replace(self.method.sampling, temperature=float(temperature))
 
     def encode(self, prompt: str | Sequence[Mapping[str, str]] | Sequence[int]) -> list[int]:
         """Prompt ids: a string is one user turn and a list of ``{"role", "content"}`` a
@@ -264,7 +250,7 @@ class Decoder:
         from specdec.metrics import summarize
         from specdec.sampling import TorchCoins, prompt_seed, turn_coins
 
-        method = self._method_at(temperature)
+        method, sampling = self.method, self._sampling_at(temperature)
         where = f"the prompt {prompt_id!r} given to Decoder.generate"
         ids, _ = fit_context(self.encode(prompt), max_new_tokens=max_new_tokens,
                              limits=context_limits(self.pair),
@@ -278,7 +264,7 @@ class Decoder:
             coins = turn_coins(TorchCoins(prompt_seed(seed, prompt_id)), 0)  # fresh per run
             try:
                 out = generate(ids, method.target, method.drafter, method.verifier,
-                               sampling=method.sampling, coins=coins,
+                               sampling=sampling, coins=coins,
                                max_new_tokens=max_new_tokens,
                                stop_ids=[eos] if eos is not None else [], on_step=on_step)
             except BackgroundError as err:  # a drafter's worker failed: say on which prompt

@@ -8,9 +8,10 @@ rows, ``specdec.vocab``, and run on the pair's draft threads), builds the drafte
 (``make_drafter``; ``None`` when the pair has no draft) and then the verifier, checks that the
 verifier takes the drafter's drafts (``engine.check_compatible``), switches flash-attention
 models to ``sdpa`` when the drafter makes trees (``models.gpu.fit_attention``, recorded in the
-pair's ``Placement``), and checks that every tensor the method holds sits where the placement says
-(``specdec.placement.check_placement``), before any decoding. The caches are static (preallocated,
-bucketed forwards: ``specdec.static_cache``) when the pair was loaded with ``static_cache``.
+pair's ``Placement``), and checks that every tensor the method holds sits where the placement
+says (``specdec.models.placement.check_built``), before any decoding. The caches are static
+(preallocated, bucketed forwards: ``specdec.static_cache``) when the pair was loaded with
+``static_cache``.
 """
 
 from __future__ import annotations
@@ -23,13 +24,14 @@ from specdec.engine import check_compatible
 from specdec.lm import CachedLM
 from specdec.models import ModelPair
 from specdec.models.gpu import TREE_FALLBACK, fit_attention
-from specdec.placement import Held, check_placement
+from specdec.models.placement import Held, check_built
 from specdec.sampling import Sampling
 
 
 @dataclass(frozen=True)
 class Method:
-    """What a method preset builds: the target with its cache, a drafter, a verifier, sampling."""
+    """What a method preset builds: the target with its cache, a drafter, a verifier, and the
+    sampling a generation uses unless given another (the parts hold none: ``Context.sampling``)."""
 
     target: CachedLM
     drafter: Drafter
@@ -42,12 +44,14 @@ class Method:
 
 
 def compose_method(pair: ModelPair, sampling: Sampling,
-                   make_drafter: Callable[[CachedLM | None, Sampling], Drafter],
+                   make_drafter: Callable[[CachedLM | None], Drafter],
                    make_verifier: Callable[[], Verifier], *, synchronize: bool = False) -> Method:
     """Build a method on ``pair`` (see module).
 
     Args:
-        make_drafter: ``(draft LM or None, sampling) -> Drafter``, called once.
+        sampling: the method's default sampling (``Method.sampling``); the drafter gets none: the
+            engine hands each step's sampling to it in ``Context.sampling``.
+        make_drafter: ``draft LM or None -> Drafter``, called once.
         make_verifier: called once, after the drafter.
         synchronize: a CUDA sync after every forward (needed to time forwards one by one).
     """
@@ -60,7 +64,7 @@ def compose_method(pair: ModelPair, sampling: Sampling,
         # the target's rows: a draft with other (padding) rows is fitted to them (specdec.vocab)
         draft = CachedLM(pair.draft, role="draft", threads=pair.draft_threads,
                          synchronize=synchronize, vocab_size=target.vocab_size, **static)
-    drafter = make_drafter(draft, sampling)
+    drafter = make_drafter(draft)
     verifier = make_verifier()
     check_compatible(target, drafter, verifier)
     # flash-attention cannot take tree masks: such models run sdpa, recorded in the fingerprint
@@ -72,5 +76,5 @@ def compose_method(pair: ModelPair, sampling: Sampling,
     if "draft" in switched:
         pair.info.update(draft_attention=TREE_FALLBACK)
     method = Method(target, drafter, verifier, sampling)
-    check_placement(method.modules(), pair.placement)
+    check_built(method.modules(), pair.placement)
     return method

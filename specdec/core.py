@@ -1,6 +1,6 @@
 """The decoding vocabulary of every method: Draft, Verdict, Context, Drafter, Verifier, Coins.
 
-Terms (vLLM's, see ARCHITECTURE.md B3):
+Terms (vLLM's):
 
 * **root**: the last committed token. It is never in the target cache when a step starts.
 * **drafted** nodes: tokens a drafter proposes below the root; each is later **accepted**,
@@ -23,11 +23,12 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import torch
 
+from specdec.sampling_params import Sampling
 from specdec.trees import is_chain
 
 if TYPE_CHECKING:
     from specdec.forwards import ForwardRecord
-    from specdec.placement import Held
+    from specdec.models.placement import Held
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,6 @@ class Draft:
         if self.q is not None:
             assert self.q.dim() == 2 and self.q.shape[0] == self.tokens.shape[0]
 
-    # --- constructors -------------------------------------------------------------------------
     @staticmethod
     def empty(root: int, device: torch.device | str = "cpu") -> Draft:
         """The draft of plain autoregressive decoding: the root alone."""
@@ -72,7 +72,6 @@ class Draft:
         parent = torch.arange(-1, ids.shape[0] - 1, device=device)  # [N]
         return Draft(ids, parent, q)
 
-    # --- structure ----------------------------------------------------------------------------
     @property
     def size(self) -> int:
         """Number of nodes including the root."""
@@ -211,6 +210,7 @@ class Context:
         tokens: ``[T]`` every committed token (prompt + generated); the root is last.
         coins: randomness for drafting (so exact enumeration covers draft randomness too);
             background work draws from ``coins.fork(key)``.
+        sampling: this generation's warp (drafters read it here, not from their constructor).
         step: index of this decoding step (0-based), e.g. for fork keys.
         budget: tokens the generation may still emit; a step emits at most ``drafted + 1``
             tokens, so drafting more than ``budget - 1`` is wasted work (drafters cap at it).
@@ -222,6 +222,7 @@ class Context:
 
     tokens: torch.Tensor
     coins: Coins
+    sampling: Sampling
     step: int = 0
     budget: int = 1 << 30
     target_features: torch.Tensor | None = None
@@ -252,8 +253,8 @@ class Drafter:
     reads_target: bool = False
 
     def modules(self) -> dict[str, Held]:
-        """Every module held, with its role (``specdec.placement.drafter_modules``)."""
-        from specdec.placement import drafter_modules
+        """Every module held, with its role (``specdec.models.placement.drafter_modules``)."""
+        from specdec.models.placement import drafter_modules
         return drafter_modules(self)
 
     def reset(self) -> None:

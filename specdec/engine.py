@@ -1,4 +1,4 @@
-"""generate(): the one decoding loop every method runs through, AR included (ARCHITECTURE B4).
+"""generate(): the one decoding loop every method runs through, AR included.
 
 A method is a (drafter, verifier) pair. Each step the drafter proposes a token tree rooted at the
 last committed token (the *root*), the target scores root + drafted nodes in one forward, the
@@ -68,7 +68,8 @@ def generate(
         target: the target model with its cache (``lm.CachedLM`` or a test double).
         drafter: proposes drafts; owns its draft model(s) in ``drafter.models``.
         verifier: accept/resample rule.
-        sampling: temperature / top-k / top-p applied to the target logits.
+        sampling: temperature / top-k / top-p of this generation: applied to the target logits
+            and handed to the drafter in every step's ``Context`` (a drafter holds none).
         coins: all randomness of this generation (drafting and verification).
         max_new_tokens: upper bound on new tokens (0 returns nothing).
         stop_ids: token ids that end the generation (kept in the output and counted).
@@ -119,8 +120,9 @@ def generate(
         committed[: prompt.numel()] = prompt
         length, root, new, features, step = prompt.numel(), int(prompt[-1]), [], None, 0
         while len(new) < max_new_tokens:
-            ctx = Context(tokens=committed[:length], coins=coins, step=step, stop_ids=stops,
-                          budget=max_new_tokens - len(new), target_features=features)
+            ctx = Context(tokens=committed[:length], coins=coins, sampling=sampling, step=step,
+                          stop_ids=stops, budget=max_new_tokens - len(new),
+                          target_features=features)
             # 2.1 Propose a draft rooted at the last committed token.
             t0 = time.perf_counter()
             draft = drafter.propose(ctx)

@@ -1,6 +1,7 @@
 """Turning logits into the distributions that speculative decoding verifies, and production coins.
 
-``warp`` applies temperature, top-k and top-p (nucleus) exactly as a sampler would, so that the
+``warp`` applies temperature, top-k and top-p (nucleus; ``Sampling``, declared in
+``specdec.sampling_params``) exactly as a sampler would, so that the
 target distribution ``p`` the verifiers reproduce is the *warped* one; drafters warp their own
 logits with the same settings. Temperature 0 returns one-hot argmax rows, so greedy decoding is
 tokenwise verification against a one-hot ``p`` and needs no separate code path.
@@ -16,36 +17,12 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Hashable
-from dataclasses import dataclass
 
 import torch
 
 from specdec.core import Coins
-from specdec.errors import BadInput
 from specdec.rowops import argmax_rows
-
-
-@dataclass(frozen=True)
-class Sampling:
-    """Sampling settings shared by target and draft.
-
-    Attributes:
-        temperature: 0 means greedy (one-hot rows).
-        top_k: keep the ``top_k`` most likely tokens (0 = off).
-        top_p: keep the smallest set with cumulative probability ≥ ``top_p`` (1.0 = off).
-    """
-
-    temperature: float = 1.0
-    top_k: int = 0
-    top_p: float = 1.0
-
-    def __post_init__(self) -> None:
-        if self.temperature < 0:
-            raise BadInput(f"sampling.temperature must be >= 0, got {self.temperature}")
-        if self.top_k < 0:
-            raise BadInput(f"sampling.top_k must be >= 0 (0 disables it), got {self.top_k}")
-        if not 0.0 < self.top_p <= 1.0:
-            raise BadInput(f"sampling.top_p must be in (0, 1] (1 disables it), got {self.top_p}")
+from specdec.sampling_params import Sampling
 
 
 def warp(logits: torch.Tensor, sampling: Sampling, top: torch.Tensor | None = None) -> torch.Tensor:

@@ -1,8 +1,8 @@
 """The keys of ``conf/eval.yaml``, declared once: type, default, range, hashed, in the run folder.
 
-Each scalar key is a field of ``EvalKeys`` (``sampling``: ``SamplingKeys``; each dataset's keys that
-shape generation: ``DatasetKeys``); the other top-level nodes (config groups, ``paths``, ``hydra``)
-are ``GROUPS``. A field's ``metadata`` holds
+Each scalar key is a field of ``EvalKeys`` (``sampling``: ``SamplingKeys``, i.e. ``Sampling``;
+each dataset's keys that shape generation: ``DatasetKeys``); the other top-level nodes (config
+groups, ``paths``, ``hydra``) are ``GROUPS``. A field's ``metadata`` holds
 
 - ``ge`` / ``gt`` / ``le``: its range (``bounds``; checked by
 ``specdec.bench.run.schema.validate``);
@@ -23,6 +23,8 @@ import typing
 from dataclasses import Field, dataclass, field, fields
 from typing import Literal
 
+from specdec.sampling_params import Sampling
+
 _BOUND_NAMES = ("ge", "gt", "le")
 
 
@@ -36,13 +38,9 @@ def bounds(f: Field) -> dict[str, float]:
     return {k: v for k, v in f.metadata.items() if k in _BOUND_NAMES}
 
 
-@dataclass(frozen=True)
-class SamplingKeys:
-    """``sampling``: applied to target and draft alike (``specdec.sampling.Sampling``)."""
-
-    temperature: float = _key(0.0, ge=0.0)
-    top_k: int = _key(0, ge=0)
-    top_p: float = _key(1.0, gt=0.0, le=1.0)
+#: ``sampling``: applied to target and draft alike; its keys, defaults and ranges are the fields
+#: of ``Sampling`` (declared once, in ``specdec.sampling_params``)
+SamplingKeys = Sampling
 
 
 @dataclass(frozen=True)

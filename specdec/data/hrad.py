@@ -182,7 +182,7 @@ def generate_hrad_data(model, out_dir: str, *, source_dir: str | None = None,
     if model.draft is None:
         raise BadInput("H-RAD labels need a draft model: pick a pair with a draft "
                          "(model.draft=none has none)")
-    smp = Sampling(**(sampling or {"temperature": 0.0}))
+    smp = Sampling(**(sampling or {}))
     texts = prompt_texts(source_dir=source_dir, datasets=list(datasets), limit=limit,
                          synthetic=synthetic)
     cfg = model.target.config
@@ -197,8 +197,7 @@ def generate_hrad_data(model, out_dir: str, *, source_dir: str | None = None,
                      "test_fraction": test_fraction})
     tok, width = model.tokenizer, (layers + 1) * int(cfg.hidden_size)
     # the eval's composition (specdec.compose): a γ_max chain drafter and the tokenwise verifier
-    method = compose_method(model, smp, lambda lm, s: ModelDrafter(lm, Fixed(gamma_max), s),
-                            Tokenwise)
+    method = compose_method(model, smp, lambda lm: ModelDrafter(lm, Fixed(gamma_max)), Tokenwise)
     stop_ids = [tok.eos_token_id] if tok.eos_token_id is not None else []
 
     def decode(text: str) -> tuple[list[int], list[int], HradRecorder]:

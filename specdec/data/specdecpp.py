@@ -108,6 +108,7 @@ def generate_acceptance_data(
     """Write the acceptance-head dataset (see module docstring) to ``out_dir``; returns it.
 
     Args:
+        sampling: the deployment sampling (``Sampling``'s keys; None: its defaults, greedy).
         batch_size: greedy (T = 0) answers are generated this many prompts at a time with HF
             ``generate`` (the target's greedy answer either way; ~6x faster on CPU); T > 0 always
             samples one prompt at a time through the engine with the deployment coins.
@@ -128,7 +129,7 @@ def generate_acceptance_data(
     if len({pid for pid, _ in prompts}) != len(prompts):
         raise BadInput("duplicate prompt ids across sources")
     # the eval's composition (specdec.compose) of the ar method: the target answers alone
-    ar = compose_method(model, smp, lambda lm, s: EmptyDrafter(), Tokenwise)
+    ar = compose_method(model, smp, lambda lm: EmptyDrafter(), Tokenwise)
     tok = model.tokenizer
     stop_ids = [tok.eos_token_id] if tok.eos_token_id is not None else []
     encoded = [(pid, encode_turn(tok, [{"role": "user", "content": text}], chat_template=True))

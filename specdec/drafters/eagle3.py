@@ -30,39 +30,39 @@ import math
 
 import torch
 
-from specdec.core import LM, Context
+from specdec.core import Context
 from specdec.drafters.candidates import Candidates
 from specdec.drafters.features import FeatureDrafter
 from specdec.drafters.limits import check_nodes, check_width
 from specdec.drafters.policies import Policy
 from specdec.errors import BadInput
 from specdec.lm import CachedLM
+from specdec.models.placement import Placement
 from specdec.nets.eagle3.net import Eagle3Net, load_eagle3
 from specdec.nets.eagle3.published import PublishedEagle3Net
-from specdec.placement import Placement
-from specdec.sampling import Sampling
 
 
 class Eagle3Drafter(FeatureDrafter):
     """Dynamic-tree drafting with a trained EAGLE-3 network.
 
     Args:
-        lm: unused (the drafter brings its own network); accepted like every drafter's.
         policy: ``policy.limit()`` caps the tree depth.
-        sampling: unused (the tree ranks raw draft log-probabilities; ``q = None``).
         path: folder of the shipped drafter (``nets.eagle3.net.save_eagle3``), or of a head
             in a published layout, or a hub id cached offline (``nets.eagle3.interop``).
         topk: children per expanded node and nodes expanded per depth.
         total_tokens: drafted nodes kept (the target verifies ``total_tokens + 1``).
         experiment: the training experiment named in errors (``eagle3_<model>``).
         target_layers: the target layers of a published head that pins none (else unused).
-        placement: the pair's (``specdec.placement``): the net goes to the target's device and
-            dtype with the pair's CPU kernels (None: the CPU, the asset's dtype).
+        placement: the pair's (``specdec.models.placement``): the net goes to the target's
+            device and dtype with the pair's CPU kernels (None: the CPU, the asset's dtype).
+
+    No draft LM and no sampling: the net is its own draft, and the tree ranks raw draft
+    log-probabilities (``q = None``).
     """
 
     name = "EAGLE-3"
 
-    def __init__(self, lm: LM | None, policy: Policy, sampling: Sampling, path: str,
+    def __init__(self, policy: Policy, path: str,
                  topk: int = 2, total_tokens: int = 4, experiment: str = "eagle3_<model>",
                  target_layers: list[int] | None = None,
                  placement: Placement | None = None) -> None:

@@ -7,20 +7,12 @@ runs through the same loop and accounting as every speculative method.
 from __future__ import annotations
 
 from specdec.core import LM, Context, Draft, Drafter
-from specdec.placement import Placement
-from specdec.sampling import Sampling
 
 
 class EmptyDrafter(Drafter):
-    """Proposes ``Draft.empty(root)`` every step.
+    """Proposes ``Draft.empty(root)`` every step (no draft model)."""
 
-    Args:
-        lm: ignored (AR has no draft model); accepted so every drafter is built the same way.
-        sampling: ignored, for the same reason.
-    """
-
-    def __init__(self, lm: LM | None = None, sampling: Sampling | None = None,
-                 placement: Placement | None = None) -> None:
+    def __init__(self) -> None:
         self.models: list[LM] = []
 
     def propose(self, ctx: Context) -> Draft:

@@ -5,10 +5,11 @@ small net fed the target's own features. This base owns:
 
 * **loading**: ``load(train_command)`` (the subclass's loader, e.g. ``load_eagle3``) gives the net;
   a missing or mismatched asset names ``python -m specdec.train +experiment=<experiment>``;
-* **placement** (``specdec.placement``): the net reads the target's features, embedding and head,
-  so it goes to the target's device in the target's dtype (``Placement.place(net, "features")``);
-  the drafter never picks its own. ``reads_target`` makes ``model.draft_device`` refused before
-  loading, and ``attach`` refuses a target elsewhere than the placement said;
+* **placement** (``specdec.models.placement``): the net reads the target's features, embedding and
+  head, so it goes to the target's device in the target's dtype
+  (``Placement.place(net, "features")``); the drafter never picks its own. ``reads_target``
+  makes ``model.draft_device`` refused before loading, and ``attach`` refuses a target elsewhere
+  than the placement said;
 * **target checks** at ``attach`` (before the first generation): the net's recorded hidden size,
   vocabulary and target layers against the target's (``nets.eagle3.net.check_target``);
 * **catching up**: a cache of *verified* positions, each computed from the target's features
@@ -24,8 +25,7 @@ A subclass (a third feature drafter) implements only its net and its expansion r
 
     class MyDrafter(FeatureDrafter):
         name = "Mine"                              # in errors
-        def __init__(self, lm, policy, sampling, path, total_tokens=4, experiment="mine",
-                     placement=None):
+        def __init__(self, policy, path, total_tokens=4, experiment="mine", placement=None):
             self.total = total_tokens
             super().__init__(policy, lambda command: load_mine(path, train_command=command),
                              cache=lambda net: CachedLM(net.decoder, role="draft", ...),
@@ -48,9 +48,9 @@ from specdec.core import LM, Context, Draft, Drafter, TargetView, Verdict
 from specdec.drafters.candidates import Candidates
 from specdec.drafters.policies import Policy
 from specdec.errors import BadInput
+from specdec.models.placement import Held, Placement, matches
 from specdec.models.retrain import retrain_command
 from specdec.nets.eagle3.net import check_target
-from specdec.placement import Held, Placement, matches
 
 
 class FeatureDrafter(Drafter):

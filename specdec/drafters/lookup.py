@@ -45,8 +45,6 @@ from specdec.drafters.ngram_index import (
 )
 from specdec.drafters.policies import Policy
 from specdec.errors import BadInput
-from specdec.placement import Placement
-from specdec.sampling import Sampling
 
 #: separates generations in the history index (no real token id; n-grams across it never match)
 SEPARATOR = -1
@@ -56,21 +54,17 @@ class PromptLookupDrafter(Drafter):
     """Drafts the continuation of the latest longest n-gram match in the context (no draft model).
 
     Args:
-        lm: ignored (no draft model; ``models = ()``); accepted so every drafter is built alike.
         policy: ``policy.limit()`` is the most tokens a chain (a tree's depth) may hold.
-        sampling: ignored (the draft is deterministic, ``q=None``).
         max_ngram, min_ngram: n-gram sizes searched, longest first (``1 <= min <= max``).
         branches: root children of the draft (1: a chain; k > 1: a tree of up to k matches with
             distinct next tokens, verified by ``rrs``).
         history: also search the outputs of earlier generations (kept across ``reset``).
-        placement: unused (no network: the draft comes from the context); accepted like every
-            drafter's.
+
+    No draft model and no sampling: the draft is deterministic (``q=None``).
     """
 
-    def __init__(self, lm: LM | None = None, policy: Policy | None = None,
-                 sampling: Sampling | None = None, *, max_ngram: int = 3, min_ngram: int = 1,
-                 branches: int = 1, history: bool = False,
-                 placement: Placement | None = None) -> None:
+    def __init__(self, policy: Policy | None = None, *, max_ngram: int = 3, min_ngram: int = 1,
+                 branches: int = 1, history: bool = False) -> None:
         if policy is None:
             raise BadInput("the lookup drafter needs a policy: set drafter/policy=fixed")
         check_lookup(max_ngram, min_ngram, branches)  # integers, 1 <= min <= max <= the cap

@@ -16,9 +16,8 @@ import torch
 from specdec.core import LM, Context, Draft, Drafter, Verdict
 from specdec.drafters.policies import DraftState, Policy
 from specdec.errors import BadInput
-from specdec.placement import Placement
 from specdec.rowops import argmax_rows
-from specdec.sampling import Sampling, warp
+from specdec.sampling import warp
 
 
 class ModelDrafter(Drafter):
@@ -27,14 +26,15 @@ class ModelDrafter(Drafter):
     Args:
         lm: the draft model with its cache.
         policy: decides the draft length.
-        sampling: the same warp settings as the target (``q`` must be what tokens are drawn from).
+
+    ``q`` is warped with the step's sampling (``ctx.sampling``, the target's: ``q`` must be what
+    the tokens are drawn from).
     """
 
-    def __init__(self, lm: LM, policy: Policy, sampling: Sampling,
-                 placement: Placement | None = None) -> None:
+    def __init__(self, lm: LM, policy: Policy) -> None:
         if lm is None:
             raise BadInput("a chain drafter needs a draft model: set model=<pair> with a draft")
-        self.lm, self.policy, self.sampling = lm, policy, sampling
+        self.lm, self.policy = lm, policy
         self.models = [lm]
 
     def reset(self) -> None:
@@ -51,18 +51,19 @@ class ModelDrafter(Drafter):
         # Greedy with a policy that ignores q: the proposals are point masses on the argmax, so
         # the draft carries q = None (the verifiers' point-mass rule gives the same verdicts as
         # one-hot rows) and no [V] row is built per token.
-        greedy = self.sampling.temperature == 0
+        sampling = ctx.sampling
+        greedy = sampling.temperature == 0
         point_masses = greedy and not self.policy.wants_q
         while len(tokens) < self._limit(ctx):
             # 2. Warp the draft logits of the last position into q for the next token (greedy:
             #    the argmax, found once and shared with warp).
             row = out.logits[-1:]  # [1, V]
             top = argmax_rows(row) if greedy else None  # [1]
-            q = None if point_masses else warp(row, self.sampling, top)[0]  # [V]
+            q = None if point_masses else warp(row, sampling, top)[0]  # [V]
             hidden = out.hidden[-1, 0] if layers else None  # [H]
             # 3. Ask the policy, then sample the token through the shared coins (a point mass
             #    draws no coin: greedy takes the argmax).
-            if not self.policy.should_draft(DraftState(len(tokens), q, hidden, row[0])):
+            if not self.policy.should_draft(DraftState(len(tokens), q, hidden, row[0], sampling)):
                 break
             tokens.append(int(top) if top is not None else ctx.coins.categorical(q))
             if q is not None:

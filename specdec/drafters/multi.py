@@ -30,8 +30,7 @@ from specdec.drafters.limits import check_nodes
 from specdec.drafters.policies import Policy
 from specdec.drafters.tree import TreeGrower
 from specdec.errors import BadInput
-from specdec.placement import Placement
-from specdec.sampling import Sampling, warp
+from specdec.sampling import warp
 
 
 class MultiDraftDrafter(Drafter):
@@ -40,19 +39,17 @@ class MultiDraftDrafter(Drafter):
     Args:
         lm: the draft model with its cache.
         policy: ``policy.limit()`` is the chain length γ (stop rules are not consulted).
-        sampling: the warp settings of the target (the chains are drawn from the warped q).
         num_drafts: K ≥ 1 (K = 1 is an ordinary chain).
     """
 
     makes_trees = True
 
-    def __init__(self, lm: LM, policy: Policy, sampling: Sampling, num_drafts: int = 2,
-                 placement: Placement | None = None) -> None:
+    def __init__(self, lm: LM, policy: Policy, num_drafts: int = 2) -> None:
         if lm is None:
             raise BadInput("a multi-draft drafter needs a draft model: set model=<pair>")
         if num_drafts < 1:
             raise BadInput(f"drafter.num_drafts must be >= 1, got {num_drafts}")
-        self.lm, self.policy, self.sampling = lm, policy, sampling
+        self.lm, self.policy = lm, policy
         self.num_drafts = int(num_drafts)
         gamma = policy.longest()
         check_nodes(1 + self.num_drafts * gamma,
@@ -80,7 +77,7 @@ class MultiDraftDrafter(Drafter):
                 if node is None:
                     continue
                 if node not in q_rows:
-                    q_rows[node] = warp(grower.logits[node][None], self.sampling)[0]  # [V]
+                    q_rows[node] = warp(grower.logits[node][None], ctx.sampling)[0]  # [V]
                 # 2. Chain k draws its next token; a repeated token adds a duplicate leaf.
                 tok = ctx.coins.categorical(q_rows[node])
                 tokens.append(tok)

@@ -55,6 +55,7 @@ verifier rejected), so ``rollback_rate = rolled_back / draft_tokens`` and
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 from functools import partial
 
 import torch
@@ -66,8 +67,6 @@ from specdec.drafters.policies import Fixed, Policy
 from specdec.errors import BadInput
 from specdec.lm import CachedLM
 from specdec.metrics import DRAFT_TOKENS, HITS, MISSES, ROLLED_BACK
-from specdec.placement import Placement
-from specdec.sampling import Sampling
 
 #: the fewest tokens a block must be allowed so that a hit saves a draft (e_1 and e_2)
 MIN_BLOCK = 2
@@ -80,22 +79,20 @@ class PearlDrafter(Drafter):
         lm: the draft model with its cache (the worker's; the main lane's only in PRE steps with
             ``pre_draft``, before the worker starts).
         policy: the block length γ (``Fixed``; an adaptive policy also works, lossless alike).
-        sampling: the warp shared with the target (``q`` is what the tokens are drawn from).
         pre_draft: tokens a PRE step drafts serially on the main lane (0: PEARL's schedule).
         mode: ``auto`` (a worker when the configuration can overlap, else inline), ``thread``
             (worker thread / CUDA side stream) or ``inline`` (serial; exact tests).
         lane: the worker's lane in the forward log.
     """
 
-    def __init__(self, lm: CachedLM, policy: Policy, sampling: Sampling, *, pre_draft: int = 0,
-                 mode: str = "auto", lane: str = "pearl",
-                 placement: Placement | None = None) -> None:
+    def __init__(self, lm: CachedLM, policy: Policy, *, pre_draft: int = 0, mode: str = "auto",
+                 lane: str = "pearl") -> None:
         if pre_draft < 0:
             raise BadInput(f"drafter.pre_draft must be >= 0 (0: PEARL's one-token PRE step), "
                              f"got {pre_draft}")
-        self.chain = ModelDrafter(lm, policy, sampling)  # the worker's chain drafting
+        self.chain = ModelDrafter(lm, policy)  # the worker's chain drafting
         # the main lane's PRE draft (same model and cache, used only while the worker is idle)
-        self.pre = ModelDrafter(lm, Fixed(pre_draft), sampling) if pre_draft else None
+        self.pre = ModelDrafter(lm, Fixed(pre_draft)) if pre_draft else None
         self.models = [lm]
         self.ahead: Ahead[Draft] = Ahead(lane, device=lm.device, threads=lm.threads, mode=mode)
         self._next: Draft | None = None
@@ -123,9 +120,9 @@ class PearlDrafter(Drafter):
         budget = ctx.budget - draft.num_drafted
         tail = draft.tokens[1:]  # [k]
         if budget > MIN_BLOCK and not ctx.stop_ids.intersection(tail.tolist()):
-            ahead = Context(tokens=torch.cat([ctx.tokens, tail]), step=ctx.step, budget=budget,
+            ahead = replace(ctx, tokens=torch.cat([ctx.tokens, tail]), budget=budget,
                             coins=ctx.coins.fork(("pearl", ctx.step, int(ctx.tokens.numel()))),
-                            stop_ids=ctx.stop_ids)
+                            target_features=None)
             self.ahead.submit(ctx.step, partial(self.chain.propose, ahead))
         return draft
 

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 import torch
 
 from specdec.errors import BadInput
-from specdec.placement import Held, Placement
+from specdec.models.placement import Held
+from specdec.sampling_params import Sampling
 
 log = logging.getLogger(__name__)
 
@@ -39,12 +40,14 @@ class DraftState:
         hidden: ``[H]`` draft last-layer hidden state that produced ``q`` (when ``wants_hidden``),
             i.e. the state at the position of the last drafted token (of the root at depth 0).
         logits: ``[V]`` raw draft logits that produced ``q`` (None for drafters without them).
+        sampling: the step's sampling (``Context.sampling``) that warped ``q`` (None: not given).
     """
 
     depth: int
     q: torch.Tensor | None
     hidden: torch.Tensor | None = None
     logits: torch.Tensor | None = None
+    sampling: Sampling | None = None
 
 
 class Policy:
@@ -71,7 +74,8 @@ class Policy:
         """Called after each verification with the step's drafted and accepted counts."""
 
     def modules(self) -> dict[str, Held]:
-        """The modules the policy holds, with their placement roles (``specdec.placement``)."""
+        """The modules the policy holds, with their placement roles
+        (``specdec.models.placement``)."""
         return {}
 
 
@@ -88,7 +92,7 @@ class Fixed(Policy):
         gamma: draft length γ ≥ 1.
     """
 
-    def __init__(self, gamma: int = 4, placement: Placement | None = None) -> None:
+    def __init__(self, gamma: int = 4) -> None:
         if gamma < 1:
             raise BadInput(f"drafter.policy.gamma must be >= 1, got {gamma}; use method=ar")
         self.gamma = int(gamma)
@@ -112,8 +116,7 @@ class Heuristic(Policy):
         max_len: upper bound on the draft length.
     """
 
-    def __init__(self, initial: int = 5, max_len: int = 20,
-                 placement: Placement | None = None) -> None:
+    def __init__(self, initial: int = 5, max_len: int = 20) -> None:
         check_bounds("initial", initial, max_len)
         self.initial, self.max_len = int(initial), int(max_len)
         self.current = self.initial
@@ -169,7 +172,7 @@ class AdaEDL(Policy):
     """
 
     def __init__(self, threshold: float = 0.5, entropy_scale: float = 0.2, *, min_len: int = 1,
-                 max_len: int = 8, ema: float = 0.9, placement: Placement | None = None) -> None:
+                 max_len: int = 8, ema: float = 0.9) -> None:
         check_bounds("min_len", min_len, max_len)
         if not 0.0 <= threshold <= 1.0:
             raise BadInput(f"drafter.policy.threshold={threshold} is not valid: expected a "

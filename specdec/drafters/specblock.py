@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 import torch
 
-from specdec.core import LM, Context
+from specdec.core import Context
 from specdec.drafters.block_lm import BlockLM
 from specdec.drafters.candidates import Candidates
 from specdec.drafters.features import FeatureDrafter
@@ -42,10 +42,9 @@ from specdec.drafters.limits import check_nodes, check_width
 from specdec.drafters.policies import Policy
 from specdec.drafters.rank_tree import Leaf, grow_block
 from specdec.errors import BadInput
+from specdec.models.placement import Placement
 from specdec.nets.specblock.slots import RANK_CLASSES
 from specdec.nets.specblock.store import load_specblock
-from specdec.placement import Placement
-from specdec.sampling import Sampling
 
 
 @dataclass(frozen=True)
@@ -84,9 +83,7 @@ class SpecBlockDrafter(FeatureDrafter):
     """Rank-guided block drafting with a trained SpecBlock network.
 
     Args:
-        lm: unused (the drafter brings its own network); accepted like every drafter's.
         policy: ``policy.limit()`` caps the tree depth.
-        sampling: unused (the tree ranks raw draft log-probabilities; ``q = None``).
         path: folder of the shipped drafter (``nets.specblock.net.save_specblock``).
         widths: tokens per slot (greedy included) for rank classes 0..3; 0 = give up.
         root_width: width of block 1's slot 0 whatever its class (``None``: the table).
@@ -94,13 +91,16 @@ class SpecBlockDrafter(FeatureDrafter):
         max_blocks: 1 (block 1 only) or 2 (extend pending leaves once).
         beam: pending leaves block 2 extends at most.
         experiment: the training experiment named in errors (``specblock_<model>``).
-        placement: the pair's (``specdec.placement``): the net goes to the target's device and
-            dtype with the pair's CPU kernels (None: the CPU, the asset's dtype).
+        placement: the pair's (``specdec.models.placement``): the net goes to the target's
+            device and dtype with the pair's CPU kernels (None: the CPU, the asset's dtype).
+
+    No draft LM and no sampling: the net is its own draft, and the tree ranks raw draft
+    log-probabilities (``q = None``).
     """
 
     name = "SpecBlock"
 
-    def __init__(self, lm: LM | None, policy: Policy, sampling: Sampling, path: str,
+    def __init__(self, policy: Policy, path: str,
                  widths: Sequence[int] = (1, 2, 3, 0), root_width: int | None = 3,
                  total_tokens: int = 8, max_blocks: int = 1, beam: int = 2,
                  experiment: str = "specblock_<model>",

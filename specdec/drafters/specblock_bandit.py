@@ -65,13 +65,12 @@ from dataclasses import dataclass, fields, replace
 
 import torch
 
-from specdec.core import LM, Context, Draft, Verdict
+from specdec.core import Context, Draft, Verdict
 from specdec.drafters.bandit import DiscountedUCB, StepClock
 from specdec.drafters.policies import Policy
 from specdec.drafters.specblock import SpecBlockDrafter, TreeShape
 from specdec.errors import BadInput
-from specdec.placement import Placement
-from specdec.sampling import Sampling
+from specdec.models.placement import Placement
 
 DEFAULT_ARMS: dict[str, dict | None] = {
     "skip": None,
@@ -119,7 +118,7 @@ class SpecBlockBanditDrafter(SpecBlockDrafter):
         persist: keep the bandit's statistics across generations (``reset`` keeps them).
     """
 
-    def __init__(self, lm: LM | None, policy: Policy, sampling: Sampling, path: str,
+    def __init__(self, policy: Policy, path: str,
                  arms: Mapping[str, Mapping | None] | None = None, discount: float = 0.99,
                  exploration: float = 0.5, explore: float = 0.0,
                  context_edges: Sequence[int] = (), costs: Mapping | None = None,
@@ -135,7 +134,7 @@ class SpecBlockBanditDrafter(SpecBlockDrafter):
         self.rule = DiscountedUCB(len(arms), discount=discount, exploration=exploration,
                                   explore=explore, contexts=len(self.edges) + 1)
         self.clock, self.persist = StepClock(costs), bool(persist)
-        super().__init__(lm, policy, sampling, path, widths=widths, root_width=root_width,
+        super().__init__(policy, path, widths=widths, root_width=root_width,
                          total_tokens=total_tokens, max_blocks=max_blocks, beam=beam,
                          experiment=experiment, placement=placement)
         self.shapes = [arm_shape(self.shape, name, spec) for name, spec in arms.items()]

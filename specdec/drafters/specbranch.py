@@ -1,10 +1,9 @@
 """SpecBranch: branch at the uncertain token, and draft each branch's next round while verifying.
 
 Shen et al. 2025, "SpecBranch: Speculative Decoding via Hybrid Drafting and Rollback-Aware
-Branch Parallelism" (``shared/papers/specbranch_000_*``; public code digest §1.3). Symbols:
-γ_max = ``policy.limit()``; ε = ``threshold``; k_max; the branch point b and the branch count
-``k = max(1, ⌊k_max·(1 − q(x_b))⌋)`` (``drafters.branch_tree``); H-RAD's class s_t ∈ {0, 1, 2}
-(``learners.hrad``). PEARL (``drafters.pearl``) is the schedule it extends.
+Branch Parallelism". Symbols: γ_max = ``policy.limit()``; ε = ``threshold``; k_max; the branch
+point b and the branch count ``k = max(1, ⌊k_max·(1 − q(x_b))⌋)`` (``drafters.branch_tree``);
+H-RAD's class s_t ∈ {0, 1, 2} (``learners.hrad``); PEARL (``drafters.pearl``) is its schedule.
 
 A step (``propose`` → target forward + verifier → ``observe``):
 
@@ -38,7 +37,7 @@ subtree under y is a fresh branch tree after ``prefix + y`` (as PEARL's block is
 ``tests/drafters/test_specbranch_exact.py`` enumerates it exactly through the engine.
 
 Differences from the paper and its public code, and why: the public code forks top-k and is lossless
-only at T = 0 (digest §1.3); here ``branching=sample`` forks i.i.d. draws that RRS verifies
+only at T = 0; here ``branching=sample`` forks i.i.d. draws that RRS verifies
 exactly at T > 0 (``auto``: top-k at T = 0, sampled otherwise). The target verifies one tree per
 step on this engine, so the branches a worker drafted are verified in the next step's tree, not
 matched token by token against the current one; H-RAD's class is computed once per step from the
@@ -69,11 +68,11 @@ from specdec.drafters.tree import TreeGrower
 from specdec.errors import BadInput
 from specdec.lm import CachedLM
 from specdec.metrics import BRANCHES, DRAFT_TOKENS, HITS, MISSES, ROLLED_BACK
+from specdec.models.placement import Held, Placement, drafter_modules
 from specdec.models.retrain import experiment_of, export_args
 from specdec.nets.hrad.features import StepFeatures
 from specdec.nets.hrad.head import HradHead, check_target, load_hrad
-from specdec.placement import Held, Placement, drafter_modules
-from specdec.sampling import Sampling
+from specdec.sampling_params import Sampling
 from specdec.trees import depths
 
 log = logging.getLogger(__name__)
@@ -86,7 +85,6 @@ class SpecBranchDrafter(Drafter):
     Args:
         lm: the draft model with its cache.
         policy: ``policy.limit()`` is γ_max (the worker's branches reach γ_max + 1 below a leaf).
-        sampling: the warp shared with the target.
         threshold: ε, the confidence below which a drafted token is the branch point.
         k_max: the most branches at a branch point (1: a chain, ``specbranch_no_branch``).
         branching: ``sample`` (i.i.d. forks, ``q`` given), ``topk`` (``q = None``) or ``auto``
@@ -94,13 +92,15 @@ class SpecBranchDrafter(Drafter):
         hrad: path of an H-RAD head (``learners.hrad``), or ``None`` for the soft stop alone.
         mode: the worker's mode (``drafters.ahead``: ``auto``, ``thread`` or ``inline``).
         lane: the worker's lane in the forward log.
-        placement: the pair's (``specdec.placement``): the H-RAD head reads the target's
-            features, so it goes to the target's device (in its own dtype).
+        placement: the pair's (``specdec.models.placement``): the H-RAD head reads the
+            target's features, so it goes to the target's device (in its own dtype).
+
+    The forks are warped with the step's sampling (``ctx.sampling``, the target's).
     """
 
     makes_trees = True
 
-    def __init__(self, lm: CachedLM, policy: Policy, sampling: Sampling, *,
+    def __init__(self, lm: CachedLM, policy: Policy, *,
                  threshold: float = 0.5, k_max: int = 3, branching: str = "auto",
                  hrad: str | None = None, mode: str = "auto", lane: str = "specbranch",
                  placement: Placement | None = None) -> None:
@@ -111,13 +111,12 @@ class SpecBranchDrafter(Drafter):
                              f"{threshold} and {k_max}")
         if branching not in BRANCHINGS:
             raise BadInput(f"drafter.branching={branching!r}; use one of {list(BRANCHINGS)}")
-        self.lm, self.policy, self.sampling = lm, policy, sampling
+        self.lm, self.policy, self.branching = lm, policy, branching
         self.threshold, self.k_max = float(threshold), int(k_max)
         # no vocabulary bound: i.i.d. forks (branching=sample) may repeat a token
         gamma = policy.longest()  # k_max branches, each as long as the chain at most
         check_nodes(1 + self.k_max * gamma, what=f"drafter.k_max={k_max} branches of length "
                     f"{gamma}", fix="drafter.k_max or the policy's draft length")
-        self.topk = branching == "topk" or (branching == "auto" and sampling.temperature == 0)
         self.models = [lm]
         self.head: HradHead | None = None
         if hrad is not None:
@@ -136,19 +135,11 @@ class SpecBranchDrafter(Drafter):
                             "draft length; set drafter.policy.gamma=%s or train a head with "
                             "hrad.gamma_max=%d", hrad, trained, policy.limit(), int(trained) - 1,
                             int(trained), trained, policy.limit())
-            labelled = (self.head.meta.get("sampling") or {}).get("temperature")
-            if labelled is not None and float(labelled) != sampling.temperature:
-                # acceptance lengths, hence the classes' frequencies, depend on the temperature
-                log.warning("drafter.hrad %s was labelled at temperature %s but this run samples "
-                            "at %s; its classes may be miscalibrated (train a head at this "
-                            "temperature: sampling.temperature in the hrad experiment)", hrad,
-                            labelled, sampling.temperature)
+        self.hrad, self.checked = hrad, set()  # the temperatures compared with H-RAD's labels
         self.features, self.view = StepFeatures(), None
         self.ahead: Ahead[tuple] = Ahead(lane, device=lm.device, threads=lm.threads, mode=mode)
-        self._next: Draft | None = None
-        self._counts: Counter[str] = Counter()
+        self._next, self._counts = None, Counter()  # the worker's subtree; counters()
 
-    # --- lifecycle ----------------------------------------------------------------------------
     def attach(self, target: TargetView) -> None:
         if self.head is not None:
             check_target(self.head.meta, target, where="drafter.hrad",
@@ -173,7 +164,6 @@ class SpecBranchDrafter(Drafter):
         head = {} if self.head is None else {"drafter.hrad": Held("features", self.head)}
         return {**drafter_modules(self), **head}
 
-    # --- the hybrid rule ----------------------------------------------------------------------
     def hrad_class(self, ctx: Context) -> int | None:
         """H-RAD's class for the draft rooted at ``ctx.root`` (``None``: no head, or no verified
         position yet)."""
@@ -195,8 +185,24 @@ class SpecBranchDrafter(Drafter):
             return BranchRule(depth, self.threshold, self.k_max, stop_at_branch=False)
         return BranchRule(depth, self.threshold, self.k_max, stop_at_branch=True)
 
-    # --- a step -------------------------------------------------------------------------------
+    def topk_at(self, sampling: Sampling) -> bool:
+        """Forks are the top-k (``q = None``): ``topk``, or ``auto`` at T = 0; else i.i.d."""
+        return self.branching == "topk" or (self.branching == "auto" and not sampling.temperature)
+
+    def check_labels(self, sampling: Sampling) -> None:
+        """Warn once per temperature other than the labels' (acceptance lengths depend on it)."""
+        if self.head is None or sampling.temperature in self.checked:
+            return
+        self.checked.add(sampling.temperature)
+        labelled = (self.head.meta.get("sampling") or {}).get("temperature")
+        if labelled is not None and float(labelled) != sampling.temperature:
+            log.warning("drafter.hrad %s was labelled at temperature %s but this run samples "
+                        "at %s; its classes may be miscalibrated (train a head at this "
+                        "temperature: sampling.temperature in the hrad experiment)", self.hrad,
+                        labelled, sampling.temperature)
+
     def propose(self, ctx: Context) -> Draft:
+        self.check_labels(ctx.sampling)
         gamma = max(0, min(self.policy.limit(), ctx.budget - 1))
         cls = self.hrad_class(ctx)
         draft, self._next = self._next, None
@@ -248,12 +254,11 @@ class SpecBranchDrafter(Drafter):
                 rolled += added
         self._counts[ROLLED_BACK] += rolled
 
-    # --- drafting -----------------------------------------------------------------------------
     def _grow(self, ctx: Context, tokens: list[int], parent: list[int],
               heads: list[tuple[int, BranchRule]], coins, extra: list[int] = ()) -> Draft:
         grower = TreeGrower(self.lm, ctx.tokens.tolist())
-        bg = BranchGrower(grower, tokens, parent, self.sampling, topk=self.topk, coins=coins,
-                          stop_ids=ctx.stop_ids)
+        bg = BranchGrower(grower, tokens, parent, ctx.sampling, topk=self.topk_at(ctx.sampling),
+                          coins=coins, stop_ids=ctx.stop_ids)
         bg.grow(heads, extra)
         grower.close()
         return Draft(torch.tensor(tokens), torch.tensor(parent), bg.q(self.lm.vocab_size))

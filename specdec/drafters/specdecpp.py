@@ -14,7 +14,8 @@ import torch
 
 from specdec.drafters.policies import DraftState, Policy, check_bounds
 from specdec.errors import BadInput
-from specdec.placement import Held, Placement
+from specdec.models.placement import Held, Placement
+from specdec.sampling_params import Sampling
 
 log = logging.getLogger(__name__)
 
@@ -43,15 +44,17 @@ class SpecDecPP(Policy):
         threshold: stop threshold h on the predicted probability of a rejection.
         min_len, max_len: draft-length bounds (paper: 2 and 20).
         experiment: the training experiment, named in errors about a missing or mismatched head.
-        sampling: the run's sampling settings; a warning is logged when the head's labels were
-            computed with other ones (its probabilities then describe another acceptance law).
-        placement: where the head goes (the draft's device; ``specdec.placement``).
+        placement: where the head goes (the draft's device; ``specdec.models.placement``).
+
+    A warning is logged, once per sampling, when a step's sampling (``DraftState.sampling``)
+    differs from the one the head's labels were computed with (its probabilities then describe
+    another acceptance law).
     """
 
     wants_hidden = True
 
     def __init__(self, head: str, threshold: float = 0.3, *, min_len: int = 2, max_len: int = 20,
-                 experiment: str = "specdecpp_<model>", sampling: dict | None = None,
+                 experiment: str = "specdecpp_<model>",
                  placement: Placement | None = None) -> None:
         from specdec.nets.specdecpp.head import load_head
 
@@ -61,10 +64,7 @@ class SpecDecPP(Policy):
         self.head = (placement or Placement.cpu()).place(
             load_head(head, experiment=experiment), "draft", cast=False)
         self.experiment = experiment
-        trained = self.head.meta.get("sampling")
-        if sampling is not None and trained is not None and dict(sampling) != dict(trained):
-            log.warning("acceptance head %s was trained with sampling %s but runs with %s; "
-                        "retrain it with the run's sampling", head, trained, dict(sampling))
+        self.path, self.checked = head, set()  # the samplings already compared with the labels
         self.threshold, self.min_len, self.max_len = float(threshold), int(min_len), int(max_len)
         self.reset()
 
@@ -88,8 +88,22 @@ class SpecDecPP(Policy):
             )
         return float(self.head.accept_prob(hidden))
 
+    def check_sampling(self, sampling: Sampling) -> None:
+        """Warn once per ``sampling`` that differs from the labels' (the head's ``sampling``)."""
+        trained = self.head.meta.get("sampling")
+        if sampling in self.checked or trained is None:
+            return
+        self.checked.add(sampling)
+        run = {"temperature": sampling.temperature, "top_k": sampling.top_k,
+               "top_p": sampling.top_p}
+        if {k: trained.get(k) for k in run} != run:
+            log.warning("acceptance head %s was trained with sampling %s but runs with %s; "
+                        "retrain it with the run's sampling", self.path, trained, run)
+
     def should_draft(self, state: DraftState) -> bool:
         assert state.hidden is not None, "SpecDecPP needs the draft hidden state (wants_hidden)"
+        if state.sampling is not None:
+            self.check_sampling(state.sampling)
         if state.depth == 0:
             self.cap, self.survive = self.max_len, 1.0
         else:

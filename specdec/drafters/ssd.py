@@ -72,8 +72,6 @@ from specdec.drafters.ssd_fanout import FanOut
 from specdec.errors import BadInput
 from specdec.lm import CachedLM
 from specdec.metrics import DRAFT_TOKENS, HITS, MISSES, ROLLED_BACK
-from specdec.placement import Placement
-from specdec.sampling import Sampling
 
 BACKUPS = ("auto", "jit", "none")
 
@@ -84,7 +82,6 @@ class SsdDrafter(Drafter):
     Args:
         lm: the draft model with its cache (the worker's while a job runs).
         policy: ``policy.limit()`` is the chain length ``γ`` (``Fixed``).
-        sampling: the warp shared with the target.
         budget: ``B``, candidate tokens pre-drafted per step (``Σ F_k``).
         r: the miss-rate exponent of the fan-out rule.
         saguaro_c: SAGUARO's ``C`` in (0, 1] (1: plain ``q``).
@@ -96,11 +93,11 @@ class SsdDrafter(Drafter):
         lane: the worker's lane in the forward log.
     """
 
-    def __init__(self, lm: CachedLM, policy: Policy, sampling: Sampling, *, budget: int = 6,
+    def __init__(self, lm: CachedLM, policy: Policy, *, budget: int = 6,
                  r: float = 0.5, saguaro_c: float = 1.0, saguaro_top: int = 1,
                  backup: str = "auto", cost_ratio: float = 0.1, prior_accept: float = 0.7,
                  prior_miss: float = 0.3, prior_weight: float = 8.0, mode: str = "auto",
-                 lane: str = "ssd", placement: Placement | None = None) -> None:
+                 lane: str = "ssd") -> None:
         if lm is None:
             raise BadInput("ssd needs a draft model: set model=<pair> with a draft")
         if backup not in BACKUPS:
@@ -110,7 +107,7 @@ class SsdDrafter(Drafter):
             raise BadInput(f"drafter.cost_ratio must be >= 0 (draft / target forward time), "
                              f"got {cost_ratio}")
         check_saguaro(saguaro_top, saguaro_c)
-        self.lm, self.policy, self.sampling, self.models = lm, policy, sampling, [lm]
+        self.lm, self.policy, self.models = lm, policy, [lm]
         self.fan = FanOut(budget, r, prior_accept=prior_accept, prior_miss=prior_miss,
                           prior_weight=prior_weight)
         gamma = policy.longest()  # each candidate pre-drafts a chain of up to gamma tokens
@@ -140,7 +137,7 @@ class SsdDrafter(Drafter):
             self._counts["root_steps"] += 1
             return Draft.empty(ctx.root)
         self._counts["jit_steps"] += 1
-        draft = jit_chain(self.lm, ctx.tokens.tolist(), gamma, self.sampling, self.top, self.c,
+        draft = jit_chain(self.lm, ctx.tokens.tolist(), gamma, ctx.sampling, self.top, self.c,
                           ctx.coins, ctx.stop_ids)
         self._counts[DRAFT_TOKENS] += draft.num_drafted
         return draft
@@ -165,7 +162,7 @@ class SsdDrafter(Drafter):
             plan = Plan(ids=ctx.tokens.tolist(), draft=s, fanout=fanout, lengths=self._lengths,
                         coins=ctx.coins.fork(("ssd", ctx.step, int(ctx.tokens.numel()))),
                         stop_ids=ctx.stop_ids)
-            self.ahead.submit(ctx.step, partial(speculate, self.lm, plan, self.sampling,
+            self.ahead.submit(ctx.step, partial(speculate, self.lm, plan, ctx.sampling,
                                                 self.top, self.c))
         return draft
 

@@ -21,8 +21,6 @@ from specdec.core import LM, Context, Draft, Drafter, Verdict
 from specdec.drafters.limits import check_nodes, check_width, tree_nodes
 from specdec.drafters.policies import Policy
 from specdec.errors import BadInput
-from specdec.placement import Placement
-from specdec.sampling import Sampling
 
 
 class TreeGrower:
@@ -72,22 +70,19 @@ class TopKTreeDrafter(Drafter):
     Args:
         lm: the draft model with its cache.
         policy: ``policy.limit()`` caps the tree depth.
-        sampling: unused (candidates are ranked by raw draft logits, the same order as the warped
-            distribution); accepted so every drafter is built the same way.
         branching: children per node at each depth (depth ``d`` uses ``branching[d]``, then 1).
     """
 
     makes_trees = True
 
     def __init__(
-        self, lm: LM, policy: Policy, sampling: Sampling, branching: list[int] = (2, 2, 1),
-        placement: Placement | None = None,
+        self, lm: LM, policy: Policy, branching: list[int] = (2, 2, 1),
     ) -> None:
         if lm is None:
             raise BadInput("a tree drafter needs a draft model: set model=<pair> with a draft")
         if not branching or min(branching) < 1:
             raise BadInput(f"drafter.branching must be a list of ints >= 1, got {branching}")
-        self.lm, self.policy, self.sampling = lm, policy, sampling
+        self.lm, self.policy = lm, policy
         self.branching = [int(b) for b in branching]
         for b in self.branching:
             check_width("drafter.branching", b, lm.vocab_size)

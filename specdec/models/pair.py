@@ -3,8 +3,8 @@
 Every pair, the tiny random one included, ends up as a ``ModelPair``; ``describe()`` is the pair's
 fingerprint in summaries, so the report refuses to compare runs on different pairs.
 
-Every loader honours ``device`` (and ``draft_device``) or fails: ``check_device`` refuses a device
-this machine does not have (``device=cuda`` on a CPU-only machine) before any weights load,
+Every loader honours ``device`` (and ``draft_device``) or fails: ``check_before_loading`` refuses
+a device this machine does not have (``device=cuda`` on a CPU-only machine) before any weights load,
 instead of running on the CPU under a ``cuda`` label. A big target is split over devices by
 ``model.device_map`` / ``model.max_memory`` (``specdec.models.placement``); flash-attention is
 checked before loading (``specdec.models.gpu``). The draft must share the target's tokenizer; its
@@ -28,14 +28,7 @@ from specdec.errors import BadInput, MissingInput
 from specdec.models.attention import use_cpu_attention
 from specdec.models.gpu import check_attention
 from specdec.models.kernel_probe import resolve_for
-from specdec.models.placement import (
-    DeviceMap,
-    check_device,
-    check_device_map,
-    check_loaded,
-    check_max_memory,
-)
-from specdec.placement import Placement
+from specdec.models.placement import DeviceMap, Placement, check_before_loading, check_loaded
 from specdec.static_cache import StaticSpec, static_spec
 from specdec.vocab import check_rows
 
@@ -112,7 +105,7 @@ def make_pair(
     device_map: DeviceMap = None,
 ) -> ModelPair:
     """Check the vocabularies, place the draft, set both models' CPU kernels, return the pair
-    with its ``Placement`` (``specdec.placement``: built here once, for every loader).
+    with its ``Placement`` (``specdec.models.placement``: built here once, for every loader).
 
     Every loader ends here, so the kernels are the same for target and draft, for ``ar`` and every
     method, and are recorded in the pair's fingerprint. The CPU kernels (``weight_stationary``,
@@ -157,7 +150,7 @@ def place_draft(target: PreTrainedModel, draft: PreTrainedModel, device: str) ->
     Moving a module moves its parameter objects in place, so a draft sharing the target's
     embedding (or layers) would drag the target's copy along.
     """
-    dev = check_device(device, key="model.draft_device")
+    dev = torch.device(device)  # a device this machine has: check_before_loading
     if next(draft.parameters()).device == dev:
         return draft
     shared = {id(p) for p in target.parameters()} & {id(p) for p in draft.parameters()}
@@ -225,11 +218,8 @@ def load_pair(
     """
     # 1. Refuse what cannot run before minutes of loading.
     spec = static_spec(static_cache, max_cache_len)
-    check_device(device)
-    if draft is not None:
-        check_device(draft_device or device, key="model.draft_device" if draft_device else "device")
-    check_device_map(device_map)
-    check_max_memory(max_memory, device_map)
+    check_before_loading(device, draft_device=draft_device if draft is not None else None,
+                         device_map=device_map, max_memory=max_memory)
     torch_dtype = resolve_dtype(dtype)
     check_attention(attn_implementation, device=device, dtype=torch_dtype)
     kwargs = {"dtype": torch_dtype, "trust_remote_code": trust_remote_code}

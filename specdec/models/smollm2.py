@@ -26,14 +26,8 @@ from torch import nn
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 
 from specdec.errors import BadInput, MissingInput
-from specdec.models.pair import (
-    ModelPair,
-    check_device,
-    make_pair,
-    resolve_dtype,
-    with_static,
-)
-from specdec.placement import same_device
+from specdec.models.pair import ModelPair, make_pair, resolve_dtype, with_static
+from specdec.models.placement import check_before_loading, same_device
 from specdec.static_cache import static_spec
 
 log = logging.getLogger(__name__)
@@ -186,9 +180,8 @@ def smollm2_pair(
 
     if draft not in DRAFTS:
         raise BadInput(f"unknown draft {draft!r}; choose one of {list(DRAFTS)}")
-    check_device(device)  # before any loading
-    if draft != "none" and draft_device is not None and not same_device(
-            check_device(draft_device, key="model.draft_device"), device):
+    check_before_loading(device, draft_device=None if draft == "none" else draft_device)
+    if draft != "none" and draft_device is not None and not same_device(draft_device, device):
         raise BadInput(
             f"model.draft_device={draft_device}: the {draft} SmolLM2 draft shares the target's "
             f"weights, so it runs on the target's device ({device}); leave model.draft_device "

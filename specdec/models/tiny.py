@@ -12,13 +12,8 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
 from specdec.models.exact import exact_float64
-from specdec.models.pair import (
-    ModelPair,
-    check_device,
-    make_pair,
-    resolve_dtype,
-    with_static,
-)
+from specdec.models.pair import ModelPair, make_pair, resolve_dtype, with_static
+from specdec.models.placement import check_before_loading
 from specdec.static_cache import static_spec
 
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
@@ -94,12 +89,14 @@ def tiny_pair(
             259 are refused.
         linear_kernel: ``auto`` | ``stock`` | ``weight_stationary`` | ``packed``
             (``specdec.models.kernels``).
-        device: where both models go (``check_device``: refused when this machine lacks it).
+        device: where both models go (``check_before_loading``: refused when this machine lacks
+            it, as is such a ``draft_device``).
         draft_device, draft_threads: the draft's placement (``specdec.models.pair.make_pair``).
         static_cache, max_cache_len: the decoding caches' kind (``specdec.static_cache``).
     """
     spec = static_spec(static_cache, max_cache_len)
-    dev = check_device(device)
+    check_before_loading(device, draft_device=draft_device)
+    dev = torch.device(device)
     tok = byte_tokenizer()
     dt = resolve_dtype(dtype)
     target = tiny_lm(vocab_size or len(tok), hidden=hidden, layers=layers, heads=heads, seed=seed,

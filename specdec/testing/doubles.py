@@ -18,16 +18,14 @@ from specdec.core import LM, Coins, Context, Draft, Verdict
 from specdec.drafters.model import ModelDrafter
 from specdec.drafters.policies import Policy
 from specdec.forwards import lane
-from specdec.placement import Placement
 from specdec.sampling import Sampling, warp
 
 
 class CountingDrafter(ModelDrafter):
     """A chain drafter counting its proposals and its fully accepted drafts."""
 
-    def __init__(self, lm: LM, policy: Policy, sampling: Sampling,
-                 placement: Placement | None = None) -> None:
-        super().__init__(lm, policy, sampling)
+    def __init__(self, lm: LM, policy: Policy) -> None:
+        super().__init__(lm, policy)
         self._counts: Counter[str] = Counter()
 
     def reset(self) -> None:
@@ -53,13 +51,12 @@ class BackgroundDrafter(CountingDrafter):
     Args:
         lm: the draft model the chain is drafted with (main lane).
         ahead: a second cache of a draft model for the worker (its own KV cache).
-        policy, sampling: as ``ModelDrafter``.
+        policy: as ``ModelDrafter`` (the worker warps with the step's ``ctx.sampling``).
         lane_name: the worker's lane in the forward log.
     """
 
-    def __init__(self, lm: LM, ahead: LM, policy: Policy, sampling: Sampling,
-                 lane_name: str = "worker") -> None:
-        super().__init__(lm, policy, sampling)
+    def __init__(self, lm: LM, ahead: LM, policy: Policy, lane_name: str = "worker") -> None:
+        super().__init__(lm, policy)
         self.ahead, self.lane_name = ahead, lane_name
         self.models = [lm, ahead]
         self._worker: threading.Thread | None = None
@@ -70,14 +67,15 @@ class BackgroundDrafter(CountingDrafter):
         # Start the worker on the draft's continuation; it runs during the target's forward.
         ids = ctx.tokens.tolist() + draft.tokens[1:].tolist()
         coins = ctx.coins.fork(("ahead", ctx.step))  # independent of the main stream's position
-        self._worker = threading.Thread(target=self._run, args=(ids, coins), daemon=True)
+        self._worker = threading.Thread(target=self._run, args=(ids, coins, ctx.sampling),
+                                        daemon=True)
         self._worker.start()
         return draft
 
-    def _run(self, ids: list[int], coins: Coins) -> None:
+    def _run(self, ids: list[int], coins: Coins, sampling: Sampling) -> None:
         with lane(self.lane_name):
             logits = self.ahead.reconcile(ids).logits[-1:]  # [1, V]
-        self._guess = coins.categorical(warp(logits, self.sampling)[0])
+        self._guess = coins.categorical(warp(logits, sampling)[0])
 
     def observe(self, ctx: Context, draft: Draft, verdict: Verdict) -> None:
         # 1. Join the worker: the engine reads the forward logs right after observe.

@@ -26,11 +26,11 @@ class PointMassChain(ModelDrafter):
 
 
 SHAPES: dict[str, Callable[..., Drafter]] = {
-    "chain": lambda lm, pol, s: ModelDrafter(lm, pol, s),
-    "chain_point_mass": lambda lm, pol, s: PointMassChain(lm, pol, s),
-    "multi2": lambda lm, pol, s: MultiDraftDrafter(lm, pol, s, num_drafts=2),
-    "multi3": lambda lm, pol, s: MultiDraftDrafter(lm, pol, s, num_drafts=3),
-    "topk_tree": lambda lm, pol, s: TopKTreeDrafter(lm, pol, s, branching=[2, 2, 1]),
+    "chain": lambda lm, pol: ModelDrafter(lm, pol),
+    "chain_point_mass": lambda lm, pol: PointMassChain(lm, pol),
+    "multi2": lambda lm, pol: MultiDraftDrafter(lm, pol, num_drafts=2),
+    "multi3": lambda lm, pol: MultiDraftDrafter(lm, pol, num_drafts=3),
+    "topk_tree": lambda lm, pol: TopKTreeDrafter(lm, pol, branching=[2, 2, 1]),
 }
 
 
@@ -39,5 +39,5 @@ def make(shape: str, vocab: int, gamma: int, temperature: float,
     """A TableLM target (``seed``), a drafter of ``shape`` on another TableLM, their sampling."""
     sampling = Sampling(temperature=temperature)
     target = TableLM(vocab, seed)
-    drafter = SHAPES[shape](TableLM(vocab, seed + 1000, role="draft"), Fixed(gamma), sampling)
+    drafter = SHAPES[shape](TableLM(vocab, seed + 1000, role="draft"), Fixed(gamma))
     return target, drafter, sampling

@@ -41,7 +41,7 @@ def test_calibrate_tiny_pair_and_price_a_run():
     assert target.forward_log == [] and draft.forward_log == [] and target.ids == draft.ids == []
     sampling = Sampling(temperature=0.0)
     out = generate(pair.tokenizer.encode("hello world"), target,
-                   ModelDrafter(draft, Fixed(3), sampling), Tokenwise(), sampling=sampling,
+                   ModelDrafter(draft, Fixed(3)), Tokenwise(), sampling=sampling,
                    coins=TorchCoins(0), max_new_tokens=10)
     expected = sum(table.cost(f.role, f.new_tokens, f.context) for f in out.stats.forwards)
     assert table(out.stats.forwards) == pytest.approx(expected) and expected > 0

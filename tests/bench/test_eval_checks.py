@@ -65,7 +65,7 @@ def test_nan_logits_stop_the_generation_naming_the_model_and_step(role, call, wh
     pair, greedy = tiny_pair(), Sampling(temperature=0.0)
     _nan_from_call(pair.target if role == "target" else pair.draft, call)
     drafter = (EmptyDrafter() if role == "target" else
-               ModelDrafter(CachedLM(pair.draft, role="draft"), Fixed(3), greedy))
+               ModelDrafter(CachedLM(pair.draft, role="draft"), Fixed(3)))
     with pytest.raises(NonFiniteLogits) as err:
         generate(pair.tokenizer.encode("Hello there"), CachedLM(pair.target), drafter,
                  Tokenwise(), sampling=greedy, coins=TorchCoins(0), max_new_tokens=8)

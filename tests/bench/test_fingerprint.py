@@ -11,7 +11,6 @@ from specdec.drafters.specdecpp import SpecDecPP
 from specdec.lm import CachedLM
 from specdec.models.tiny import tiny_pair
 from specdec.nets.specdecpp.head import AcceptanceHead, save_head
-from specdec.sampling import Sampling
 from specdec.verifiers.tokenwise import Tokenwise
 
 
@@ -36,11 +35,10 @@ def test_learned_weights_names_the_draft_and_the_policy_head_but_not_the_target(
     pair = tiny_pair()
     hidden = pair.draft.config.hidden_size
     head_dir = save_head(AcceptanceHead(hidden, 1), tmp_path / "head", experiment="test")
-    sampling = Sampling(temperature=0.0)
-    drafter = ModelDrafter(CachedLM(pair.draft, role="draft"), SpecDecPP(str(head_dir)), sampling)
+    drafter = ModelDrafter(CachedLM(pair.draft, role="draft"), SpecDecPP(str(head_dir)))
     found = learned_weights(pair.target, pair.draft, drafter, Tokenwise())
     assert set(found) == {"draft", "ModelDrafter.policy.head"}
     assert found["draft"] == weights_digest(pair.draft)
 
-    plain = ModelDrafter(CachedLM(pair.draft, role="draft"), Fixed(2), sampling)
+    plain = ModelDrafter(CachedLM(pair.draft, role="draft"), Fixed(2))
     assert learned_weights(pair.target, pair.draft, plain) == {"draft": found["draft"]}

@@ -21,7 +21,7 @@ COUNTING = "drafter._target_=specdec.testing.doubles.CountingDrafter"
 
 def test_generate_stores_the_drafters_counters(tiny64):
     sampling = Sampling(temperature=1.0)
-    drafter = CountingDrafter(CachedLM(tiny64.draft, role="draft"), Fixed(2), sampling)
+    drafter = CountingDrafter(CachedLM(tiny64.draft, role="draft"), Fixed(2))
     out = generate([5, 6, 7], CachedLM(tiny64.target), drafter, Tokenwise(), sampling=sampling,
                    coins=TorchCoins(1), max_new_tokens=12)
     assert out.stats.counters["proposals"] == out.stats.target_forwards

@@ -97,6 +97,29 @@ def test_sampled_answer_reproduces_the_eval_prompt(sps):
                         temperature=0.9).tokens != got.tokens  # P(equal) ~ 259^-10 per token
 
 
+@pytest.mark.parametrize("method", ["sps", "specbranch"])
+def test_temperature_per_call_reuses_the_method(method, monkeypatch):
+    """A per-call temperature reaches the drafter through the step's context: no method is
+    rebuilt (the same drafter object answers), and the tokens equal those of a decoder loaded at
+    that temperature, same seed. (specbranch forks top-k at T = 0 and samples at T > 0.)"""
+    import specdec.bench.run.method as method_module
+
+    greedy = specdec.load("tiny", method=method)
+    hot = specdec.load("tiny", method=method, sampling__temperature=0.9)
+    drafter = greedy.method.drafter
+
+    def no_rebuild(*args, **kwargs):
+        raise AssertionError("generate(temperature=...) rebuilt the method")
+
+    monkeypatch.setattr(method_module, "build_method", no_rebuild)
+    want = hot.generate(PROMPT, max_new_tokens=12, seed=3).tokens
+    got = greedy.generate(PROMPT, max_new_tokens=12, seed=3, temperature=0.9).tokens
+    assert greedy.method.drafter is drafter and got == want
+    # back at the config's temperature on the same drafter: the greedy answer, as built
+    assert greedy.generate(PROMPT, max_new_tokens=12, seed=3).tokens == \
+        hot.generate(PROMPT, max_new_tokens=12, seed=3, temperature=0.0).tokens
+
+
 @pytest.mark.parametrize("kwargs, words", [
     ({"method": "spss"}, "method=spss"),
     ({"no_such_key": 1}, "no_such_key"),

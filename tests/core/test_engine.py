@@ -24,7 +24,7 @@ def run(pair, drafter_lm, gamma, *, temperature, seed=0, prompt=PROMPTS[0], max_
     if gamma == 0:
         drafter = EmptyDrafter()
     else:
-        drafter = ModelDrafter(CachedLM(drafter_lm, role="draft"), Fixed(gamma), sampling)
+        drafter = ModelDrafter(CachedLM(drafter_lm, role="draft"), Fixed(gamma))
     ids = pair.tokenizer.encode(prompt)
     return generate(
         ids,
@@ -146,7 +146,7 @@ def test_vocabulary_mismatch_names_both_sizes():
     pair = tiny_pair()
     big = tiny_pair().target
     big.resize_token_embeddings(300)
-    drafter = ModelDrafter(CachedLM(big, role="draft"), Fixed(2), Sampling())
+    drafter = ModelDrafter(CachedLM(big, role="draft"), Fixed(2))
     with pytest.raises(
         ValueError, match=r"target vocabulary size 259 != draft vocabulary size 300"
     ):

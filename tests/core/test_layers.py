@@ -20,9 +20,9 @@ PACKAGE = REPO / "specdec"
 # lowest first; a module may import its own layer and the ones below it
 LAYERS: list[tuple[str, ...]] = [
     ("errors",),
-    ("rowops", "trees", "vocab", "threads", "forwards", "streaming", "cli_help"),
+    ("rowops", "trees", "vocab", "threads", "forwards", "streaming", "cli_help", "sampling_params"),
     # loading and placing models: the pair, its typed placement, its caches' kind
-    ("models", "placement", "static_cache"),
+    ("models", "static_cache"),
     ("core", "sampling", "metrics", "reconcile"),
     ("lm", "lm_inputs"),
     ("nets",),  # the networks drafters load: the drafters and the learners are built on them

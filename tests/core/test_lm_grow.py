@@ -247,8 +247,8 @@ def reference_draft(name: str, model, ids: list[int], gamma: int, seed: int,
 def make_drafter(name: str, model, gamma: int) -> Drafter:
     lm = CachedLM(model, role="draft")
     if name == "topk":
-        return TopKTreeDrafter(lm, Fixed(gamma), SAMPLING, branching=BRANCHING)
-    return MultiDraftDrafter(lm, Fixed(gamma), SAMPLING, num_drafts=3)
+        return TopKTreeDrafter(lm, Fixed(gamma), branching=BRANCHING)
+    return MultiDraftDrafter(lm, Fixed(gamma), num_drafts=3)
 
 
 def assert_same_draft(got: Draft, want: Draft) -> None:
@@ -287,9 +287,9 @@ def test_tree_drafters_forward_each_token_once_and_draft_as_a_full_re_forward(na
 def test_tree_drafters_give_stop_ids_no_children(name, tiny64):
     ids = tiny64.tokenizer.encode("Once upon a time")
     drafter = make_drafter(name, tiny64.draft, 3)
-    ctx = Context(tokens=torch.tensor(ids), coins=TorchCoins(5))
+    ctx = Context(tokens=torch.tensor(ids), coins=TorchCoins(5), sampling=SAMPLING)
     stops = frozenset({int(drafter.propose(ctx).tokens[1])})  # a token drafted at depth 1
-    ctx = Context(tokens=torch.tensor(ids), coins=TorchCoins(5), stop_ids=stops)
+    ctx = Context(tokens=torch.tensor(ids), coins=TorchCoins(5), sampling=SAMPLING, stop_ids=stops)
     draft = drafter.propose(ctx)
     kids = children(draft.parent)
     assert all(not kids[n] for n in range(1, draft.size) if int(draft.tokens[n]) in stops)

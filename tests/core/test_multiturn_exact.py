@@ -34,11 +34,11 @@ SAMPLING = Sampling(temperature=1.0)
 #: name -> (drafter and verifier builder, tokens per turn: enough for the worker to fork)
 DRAFTERS: dict[str, tuple[Callable[[], tuple], int]] = {
     "pearl": (lambda: (PearlDrafter(TableLM(VOCAB, TARGET_SEED + 1, role="draft"), Fixed(2),
-                                    SAMPLING, mode="inline"), Tokenwise()), 3),
-    "ssd": (lambda: (SsdDrafter(TableLM(VOCAB, TARGET_SEED + 1, role="draft"), Fixed(2), SAMPLING,
+                                    mode="inline"), Tokenwise()), 3),
+    "ssd": (lambda: (SsdDrafter(TableLM(VOCAB, TARGET_SEED + 1, role="draft"), Fixed(2),
                                 budget=2, saguaro_c=0.5, mode="inline"), Tokenwise()), 3),
     "specbranch": (lambda: (SpecBranchDrafter(TableLM(VOCAB, TARGET_SEED + 1, role="draft"),
-                                              Fixed(1), SAMPLING, threshold=0.95, k_max=2,
+                                              Fixed(1), threshold=0.95, k_max=2,
                                               mode="inline"), RecursiveRejection()), 4),
 }
 

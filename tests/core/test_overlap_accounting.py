@@ -68,7 +68,7 @@ def test_forwards_inside_a_lane_are_logged_on_it_and_stamping_keeps_declared_ste
 
 def test_serial_run_stamps_every_forward_with_its_step(tiny64):
     target, draft = CachedLM(tiny64.target), CachedLM(tiny64.draft, role="draft")
-    out = generate([5, 6, 7], target, ModelDrafter(draft, Fixed(3), SAMPLING), Tokenwise(),
+    out = generate([5, 6, 7], target, ModelDrafter(draft, Fixed(3)), Tokenwise(),
                    sampling=SAMPLING, coins=TorchCoins(0), max_new_tokens=10)
     steps = [f.step for f in out.stats.forwards]
     assert sorted(set(steps)) == list(range(out.stats.target_forwards))
@@ -82,7 +82,7 @@ def test_serial_run_stamps_every_forward_with_its_step(tiny64):
 def _background_run(tiny64, seed: int):
     target = CachedLM(tiny64.target)
     drafter = BackgroundDrafter(CachedLM(tiny64.draft, role="draft"),
-                                CachedLM(tiny64.draft, role="draft"), Fixed(2), SAMPLING)
+                                CachedLM(tiny64.draft, role="draft"), Fixed(2))
     out = generate(tiny64.tokenizer.encode("Hello there"), target, drafter, Tokenwise(),
                    sampling=SAMPLING, coins=TorchCoins(seed), max_new_tokens=16)
     return out
@@ -118,7 +118,7 @@ def test_background_randomness_is_reproducible(tiny64):
     # and the guesses do not move the main stream: the emitted tokens equal a run without them
     target, draft = CachedLM(tiny64.target), CachedLM(tiny64.draft, role="draft")
     plain = generate(tiny64.tokenizer.encode("Hello there"), target,
-                     ModelDrafter(draft, Fixed(2), SAMPLING), Tokenwise(), sampling=SAMPLING,
+                     ModelDrafter(draft, Fixed(2)), Tokenwise(), sampling=SAMPLING,
                      coins=TorchCoins(11), max_new_tokens=16)
     assert plain.tokens == a.tokens
     assert torch.tensor(a.stats.accepted_per_step).sum() == plain.stats.accepted

@@ -1,4 +1,4 @@
-"""One typed placement (issue 27): every preset's modules follow it, checked on the ``meta`` device.
+"""One typed placement: every preset's modules follow it, checked on the ``meta`` device.
 
 PyTorch's ``meta`` device stands in for a GPU: a tensor a drafter, policy or head left on the CPU
 shows as ``cpu`` next to the target's ``meta`` weights, with no GPU and no arithmetic (build only,
@@ -14,8 +14,9 @@ from hydra.utils import instantiate
 from torch import nn
 
 from specdec.bench.run.method import build_method
+from specdec.bench.run.preflight import check_devices
 from specdec.errors import BadInput
-from specdec.placement import Held, Placement, check_drafter_device, check_placement
+from specdec.models.placement import Held, Placement, check_built
 from specdec.testing.paths import REPO
 
 PRESETS = sorted(p.stem for p in (REPO / "conf" / "method").glob("*.yaml"))
@@ -34,10 +35,10 @@ def _misplaced(modules: dict[str, Held], device: str) -> list[str]:
 @pytest.mark.parametrize("preset", PRESETS)
 def test_every_preset_holds_its_tensors_where_the_placement_says(compose, preset):
     cfg = compose("eval", [f"method={preset}", *META])
-    check_drafter_device(cfg)  # meta target, meta draft: nothing to refuse
+    check_devices(cfg)  # meta target, meta draft: nothing to refuse
     pair = instantiate(cfg.model)
     assert pair.placement.device.type == pair.placement.draft_device.type == "meta"
-    method = build_method(cfg, pair)  # check_placement runs at its end
+    method = build_method(cfg, pair)  # check_built runs at its end
     modules = method.modules()
     # every preset but the draft-free ones (no draft model, no net: ar, prompt lookup) holds more
     draft_free = cfg.drafter._target_.rsplit(".", 1)[-1] in DRAFT_FREE
@@ -60,15 +61,15 @@ def test_the_check_names_a_planted_cpu_tensor_and_the_fix():
     net = nn.Linear(2, 2, device=meta)
     net.register_buffer("stray", torch.zeros(1))  # left on the CPU
     placement = Placement(device=meta, draft_device=meta, dtype=torch.float32)
-    check_placement({"drafter.net": Held("draft", nn.Linear(2, 2, device=meta))}, placement)
+    check_built({"drafter.net": Held("draft", nn.Linear(2, 2, device=meta))}, placement)
     with pytest.raises(BadInput, match=r"drafter\.net\.stray on cpu, the placement says meta.*"
                                        r"Placement\.place"):
-        check_placement({"drafter.net": Held("features", net)}, placement)
+        check_built({"drafter.net": Held("features", net)}, placement)
     # a draft on its own device is fine, a feature net there is not
     split = Placement(device=meta, draft_device=torch.device("cpu"), dtype=torch.float32)
-    check_placement({"drafter.lm": Held("draft", nn.Linear(2, 2))}, split)
+    check_built({"drafter.lm": Held("draft", nn.Linear(2, 2))}, split)
     with pytest.raises(BadInput, match="drafter.net.weight on cpu, the placement says meta"):
-        check_placement({"drafter.net": Held("features", nn.Linear(2, 2))}, split)
+        check_built({"drafter.net": Held("features", nn.Linear(2, 2))}, split)
 
 
 def test_place_moves_casts_and_sets_the_pairs_cpu_kernel():
@@ -110,15 +111,15 @@ def test_a_draft_device_for_a_feature_drafter_is_refused_before_loading(compose,
     with pytest.raises(BadInput, match=r"model\.draft_device=cpu.*drafts from the target's "
                                        r"features.*leave model\.draft_device null or set it to "
                                        r"meta"):
-        check_drafter_device(cfg)
-    check_drafter_device(compose("eval", ["method=sps", "model.draft_device=meta"]))  # allowed
+        check_devices(cfg)
+    check_devices(compose("eval", ["method=sps", "model.draft_device=meta"]))  # allowed
 
 
 def test_a_device_that_does_not_exist_is_refused_before_loading(compose):
     for key, value in (("device", "gpu0"), ("model.draft_device", "cuda:7")):
         cfg = compose("eval", ["method=sps", f"{key}={value}"])
         with pytest.raises(BadInput, match=rf"{key}=.*{value}"):
-            check_drafter_device(cfg)
+            check_devices(cfg)
 
 
 def test_the_eval_refuses_the_feature_drafters_draft_device_without_loading(compose, monkeypatch):
@@ -145,14 +146,13 @@ def test_a_feature_drafter_refuses_a_target_elsewhere_than_its_placement(tiny64)
     from specdec.drafters.eagle3 import Eagle3Drafter
     from specdec.drafters.policies import Fixed
     from specdec.lm import CachedLM
-    from specdec.sampling import Sampling
 
     asset = str(REPO / "specdec" / "assets" / "eagle3" / "tiny")
-    drafter = Eagle3Drafter(None, Fixed(2), Sampling(), asset, placement=Placement.cpu())
+    drafter = Eagle3Drafter(Fixed(2), asset, placement=Placement.cpu())
     with pytest.raises(BadInput, match=r"placed on cpu in torch.float32, but the target runs on "
                                        r"cpu in torch.float64.*placement=pair.placement"):
         drafter.attach(TargetView(CachedLM(tiny64.target)))  # before: moved itself, silently
-    placed = Eagle3Drafter(None, Fixed(2), Sampling(), asset,
+    placed = Eagle3Drafter(Fixed(2), asset,
                            placement=Placement.cpu(torch.float64))
     placed.attach(TargetView(CachedLM(tiny64.target)))
     assert next(placed.net.parameters()).dtype == placed.lm.model.dtype == torch.float64

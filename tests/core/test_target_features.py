@@ -36,8 +36,8 @@ class FeatureProbe(ModelDrafter):
 
     target_layers = LAYERS
 
-    def __init__(self, lm, policy, sampling):
-        super().__init__(lm, policy, sampling)
+    def __init__(self, lm, policy):
+        super().__init__(lm, policy)
         self.view: TargetView | None = None
         self.prefilled: torch.Tensor | None = None
         self.seen: list[tuple[list[int], torch.Tensor | None]] = []
@@ -82,7 +82,7 @@ def test_inputs_embeds_path_equals_the_token_path(tiny64):
 def test_engine_hands_prompt_and_kept_features_to_the_drafter(tiny64):
     # The draft is the target itself, so greedy drafts are accepted and steps keep several nodes.
     target = CachedLM(tiny64.target)
-    probe = FeatureProbe(CachedLM(tiny64.target, role="draft"), Fixed(3), GREEDY)
+    probe = FeatureProbe(CachedLM(tiny64.target, role="draft"), Fixed(3))
     prompt = tiny64.tokenizer.encode("Once upon a time")
     out = generate(prompt, target, probe, Tokenwise(), sampling=GREEDY, coins=TorchCoins(0),
                    max_new_tokens=12)
@@ -101,7 +101,7 @@ def test_engine_hands_prompt_and_kept_features_to_the_drafter(tiny64):
 
 def test_target_view_shares_embedding_and_head_read_only(tiny64):
     target = CachedLM(tiny64.target)
-    probe = FeatureProbe(CachedLM(tiny64.draft, role="draft"), Fixed(2), GREEDY)
+    probe = FeatureProbe(CachedLM(tiny64.draft, role="draft"), Fixed(2))
     generate([5, 6, 7], target, probe, Tokenwise(), sampling=GREEDY, coins=TorchCoins(0),
              max_new_tokens=2)
     view = probe.view

@@ -38,7 +38,7 @@ def test_forwards_get_the_callers_threads_and_the_loop_one():
         in_target, in_draft = [], []
         _record(target, in_target)
         _record(draft, in_draft)
-        drafter = _Watching(draft, Fixed(3), Sampling(temperature=0.0))
+        drafter = _Watching(draft, Fixed(3))
         drafter.seen = []
         generate(pair.tokenizer.encode("hello there"), target, drafter, Tokenwise(),
                  sampling=Sampling(temperature=0.0), coins=TorchCoins(0), max_new_tokens=8)

@@ -106,7 +106,7 @@ def test_sps_on_padded_rows_is_exactly_the_targets_law(draft_rows):
     drafted: set[int] = set()
 
     def run(coins):
-        drafter = ModelDrafter(dlm, Fixed(2), sampling)
+        drafter = ModelDrafter(dlm, Fixed(2))
         propose = drafter.propose
         drafter.propose = lambda ctx: (d := propose(ctx), drafted.update(d.tokens[1:].tolist()))[0]
         out = generate(prompt, tlm, drafter, Tokenwise(), sampling=sampling, coins=coins,

@@ -52,7 +52,7 @@ def engine_steps(pair, text: str, temperature: float) -> tuple[list[int], list[t
 
     smp = Sampling(temperature=temperature)
     ids = encode_turn(pair.tokenizer, [{"role": "user", "content": text}], chat_template=True)
-    drafter = ModelDrafter(CachedLM(pair.draft, role="draft"), Fixed(GAMMA), smp)
+    drafter = ModelDrafter(CachedLM(pair.draft, role="draft"), Fixed(GAMMA))
     gen = generate(ids, CachedLM(pair.target), drafter, Tokenwise(), sampling=smp,
                    coins=TorchCoins(prompt_seed(0, text)), max_new_tokens=14,
                    stop_ids=[pair.tokenizer.eos_token_id])

@@ -118,5 +118,5 @@ def test_online_fits_export_and_decode_and_specblock_warm_starts(tmp_path, compo
                         sampling=greedy, coins=TorchCoins(0), max_new_tokens=12).tokens
 
     ar = run(EmptyDrafter())
-    assert run(Eagle3Drafter(None, Fixed(3), greedy, str(tmp_path / "e3"))) == ar
-    assert run(SpecBlockDrafter(None, Fixed(3), greedy, str(tmp_path / "sb"))) == ar
+    assert run(Eagle3Drafter(Fixed(3), str(tmp_path / "e3"))) == ar
+    assert run(SpecBlockDrafter(Fixed(3), str(tmp_path / "sb"))) == ar

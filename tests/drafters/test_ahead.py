@@ -101,7 +101,7 @@ def test_pearl_on_a_config_that_cannot_overlap(compose, monkeypatch, caplog):
     assert isinstance(info.value.__cause__ or info.value, ValueError)
     assert not list(Path(cfg.paths.output_dir).glob("records/*.jsonl"))  # before any record
     with caplog.at_level(logging.WARNING, logger="specdec.drafters.ahead"):
-        PearlDrafter(_draft_lm(threads=2), Fixed(2), Sampling())  # tests run the target on 1
+        PearlDrafter(_draft_lm(threads=2), Fixed(2))  # tests run the target on 1
     assert "serial in wall time" in caplog.text
 
 
@@ -121,7 +121,7 @@ def test_a_failing_worker_surfaces_in_generate_with_its_step(tiny64, monkeypatch
 
     monkeypatch.setattr(ModelDrafter, "propose", flaky)
     sampling = Sampling(temperature=0.0)
-    drafter = PearlDrafter(CachedLM(tiny64.draft, role="draft"), Fixed(2), sampling)
+    drafter = PearlDrafter(CachedLM(tiny64.draft, role="draft"), Fixed(2))
     with pytest.raises(BackgroundError, match="decoding step 2 failed: OSError: draft device"):
         generate(tiny64.tokenizer.encode("Hi"), CachedLM(tiny64.target), drafter, Tokenwise(),
                  sampling=sampling, coins=TorchCoins(0), max_new_tokens=10)

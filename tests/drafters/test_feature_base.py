@@ -25,8 +25,8 @@ from specdec.drafters.policies import Fixed
 from specdec.engine import generate
 from specdec.errors import BadInput
 from specdec.lm import CachedLM
+from specdec.models.placement import Placement
 from specdec.models.tiny import tiny_pair
-from specdec.placement import Placement
 from specdec.sampling import Sampling, TorchCoins
 from specdec.verifiers import RecursiveRejection
 

@@ -32,9 +32,14 @@ from specdec.trees import children
 from specdec.verifiers import RecursiveRejection, Tokenwise
 
 
+def _ctx(tokens) -> Context:
+    """A context of ``tokens`` for the lookup drafter (no coins, no sampling read)."""
+    return Context(tokens=torch.tensor(tokens), coins=None, sampling=Sampling())
+
+
 def draft_of(tokens, *, gamma=4, budget=1 << 30, stop_ids=(), **kw) -> Draft:
-    drafter = PromptLookupDrafter(None, Fixed(gamma), None, **kw)
-    ctx = Context(tokens=torch.tensor(tokens), coins=None, budget=budget,
+    drafter = PromptLookupDrafter(Fixed(gamma), **kw)
+    ctx = Context(tokens=torch.tensor(tokens), coins=None, sampling=Sampling(), budget=budget,
                   stop_ids=frozenset(stop_ids))
     return drafter.propose(ctx)
 
@@ -82,8 +87,8 @@ def test_a_tree_branches_over_matches_with_distinct_next_tokens():
     assert chains(draft) == [[3, 5], [2, 7]]
     roots = children(draft.parent.tolist())[0]
     assert len(roots) == 2 and draft.q is None
-    assert PromptLookupDrafter(None, Fixed(2), None, branches=3).makes_trees
-    assert not PromptLookupDrafter(None, Fixed(2), None).makes_trees
+    assert PromptLookupDrafter(Fixed(2), branches=3).makes_trees
+    assert not PromptLookupDrafter(Fixed(2)).makes_trees
 
 
 def reference(tokens: list[int], gamma: int, lo: int, hi: int, k: int) -> list[list[int]]:
@@ -105,45 +110,45 @@ def test_matches_agree_with_a_brute_force_search_as_the_context_grows():
         lo = rng.randint(1, 2)
         hi, k, vocab = rng.randint(lo, 4), rng.randint(1, 3), rng.randint(2, 6)
         seq = [rng.randrange(vocab) for _ in range(30)]
-        drafter = PromptLookupDrafter(None, Fixed(3), None, min_ngram=lo, max_ngram=hi, branches=k)
+        drafter = PromptLookupDrafter(Fixed(3), min_ngram=lo, max_ngram=hi, branches=k)
         drafter.reset()
         drafter.prefill(torch.tensor(seq[:5]))
         for t in range(5, len(seq) + 1, rng.randint(1, 3)):  # incremental index, as in decoding
-            draft = drafter.propose(Context(tokens=torch.tensor(seq[:t]), coins=None))
+            draft = drafter.propose(_ctx(seq[:t]))
             assert chains(draft) == reference(seq[:t], 3, lo, hi, k), (case, t)
 
 
 def test_a_context_that_does_not_extend_the_last_one_is_indexed_afresh():
-    drafter = PromptLookupDrafter(None, Fixed(2), None)
+    drafter = PromptLookupDrafter(Fixed(2))
     for tokens in ([4, 5, 6, 4], [4, 5], [7, 8, 7], [7, 9, 7]):  # shorter; another last token
-        draft = drafter.propose(Context(tokens=torch.tensor(tokens), coins=None))
+        draft = drafter.propose(_ctx(tokens))
         assert chains(draft) == reference(tokens, 2, 1, 3, 1), tokens
 
 
 def test_bad_settings_are_refused():
     for kw in ({"min_ngram": 0}, {"min_ngram": 3, "max_ngram": 2}, {"branches": 0}):
         with pytest.raises(BadInput):
-            PromptLookupDrafter(None, Fixed(2), None, **kw)
+            PromptLookupDrafter(Fixed(2), **kw)
     with pytest.raises(BadInput):
-        PromptLookupDrafter(None, None, None)
+        PromptLookupDrafter(None)
     # a tree knob bounded before any drafting: 1 + 300 branches x depth 8 nodes > the 1024 cap
     with pytest.raises(BadInput, match="drafter.branches=300"):
-        PromptLookupDrafter(None, Fixed(8), None, branches=300)
+        PromptLookupDrafter(Fixed(8), branches=300)
 
 
 def test_history_drafts_from_an_earlier_generation():
-    drafter = PromptLookupDrafter(None, Fixed(3), None, min_ngram=2, history=True)
+    drafter = PromptLookupDrafter(Fixed(3), min_ngram=2, history=True)
     drafter.reset()
     drafter.prefill(torch.tensor([1, 2]))
-    drafter.propose(Context(tokens=torch.tensor([1, 2, 7, 8, 9, 6]), coins=None))
+    drafter.propose(_ctx([1, 2, 7, 8, 9, 6]))
     drafter.reset()  # the first generation's output 7 8 9 6 goes into the history
     drafter.prefill(torch.tensor([3, 7, 8]))
-    draft = drafter.propose(Context(tokens=torch.tensor([3, 7, 8]), coins=None))
+    draft = drafter.propose(_ctx([3, 7, 8]))
     assert chains(draft) == [[9, 6]]  # the history's generation ends after 6
     assert drafter.counters() == {"lookup_hits": 1, "lookup_tokens": 2, "lookup_history_hits": 1}
-    plain = PromptLookupDrafter(None, Fixed(3), None, min_ngram=2)
+    plain = PromptLookupDrafter(Fixed(3), min_ngram=2)
     plain.reset()
-    assert plain.propose(Context(tokens=torch.tensor([3, 7, 8]), coins=None)).num_drafted == 0
+    assert plain.propose(_ctx([3, 7, 8])).num_drafted == 0
 
 
 # --- exact at T > 0 through the engine -------------------------------------------------------
@@ -177,7 +182,7 @@ def test_lookup_is_exact_at_positive_temperature(temperature, branches, stop_ids
         target = TableLM(VOCAB, seed, scale=2.5)
         want = truncate_at_stop(ar_joint(target, PROMPT, length, sampling), set(stop_ids))
         for lo, hi in ((1, 2), (2, 3)):  # min_ngram 2: some steps find no match
-            drafter = watch(PromptLookupDrafter(None, Fixed(3), sampling, min_ngram=lo,
+            drafter = watch(PromptLookupDrafter(Fixed(3), min_ngram=lo,
                                                 max_ngram=hi, branches=branches), seen)
 
             def go(coins, drafter=drafter, target=target):
@@ -199,9 +204,10 @@ def test_lookup_with_history_is_exact_at_positive_temperature():
 
     def go(coins):
         # a fresh drafter per path, whose history holds one earlier output (0 2 2 1 0 2 1)
-        drafter = PromptLookupDrafter(None, Fixed(3), sampling, min_ngram=2, history=True)
+        drafter = PromptLookupDrafter(Fixed(3), min_ngram=2, history=True)
         drafter.prefill(torch.tensor([1]))
-        drafter.propose(Context(tokens=torch.tensor([1, 0, 2, 2, 1, 0, 2, 1]), coins=coins))
+        drafter.propose(Context(tokens=torch.tensor([1, 0, 2, 2, 1, 0, 2, 1]), coins=coins,
+                                sampling=sampling))
         out = generate(PROMPT, target, watch(drafter, seen), Tokenwise(), sampling=sampling,
                        coins=coins, max_new_tokens=length)
         seen.update({"history"} if out.stats.counters.get("lookup_history_hits") else ())
@@ -233,7 +239,7 @@ class FrequencyQLookup(PromptLookupDrafter):
 def test_the_harness_catches_a_lookup_drafter_with_a_made_up_q():
     sampling, length = Sampling(temperature=1.0), 4
     target = TableLM(VOCAB, 3, scale=2.5)
-    drafter = FrequencyQLookup(None, Fixed(2), sampling)
+    drafter = FrequencyQLookup(Fixed(2))
     got = enumerate_outcomes(lambda coins: tuple(generate(
         PROMPT, target, drafter, Tokenwise(), sampling=sampling, coins=coins,
         max_new_tokens=length).tokens))
@@ -253,7 +259,7 @@ def test_greedy_lookup_emits_ar_tokens_on_the_tiny_fp64_pair(tiny64, branches):
         ids = tiny64.tokenizer.encode(text)
         runs = [generate(ids, CachedLM(tiny64.target), drafter, verifier, sampling=sampling,
                          coins=TorchCoins(0), max_new_tokens=24)
-                for drafter in (EmptyDrafter(), PromptLookupDrafter(None, Fixed(6), sampling,
+                for drafter in (EmptyDrafter(), PromptLookupDrafter(Fixed(6),
                                                                     branches=branches))]
         assert runs[1].tokens == runs[0].tokens, text
         c = runs[1].stats.counters

@@ -67,7 +67,7 @@ def test_pearl_is_exact_at_positive_temperature(pre_draft, temperature, gamma, s
     seen: set[str] = set()
     for draft_seed in (TARGET_SEED, TARGET_SEED + 1):
         drafter = watch(PearlDrafter(TableLM(VOCAB, draft_seed, role="draft"), Fixed(gamma),
-                                     sampling, pre_draft=pre_draft, mode="inline"), seen)
+                                     pre_draft=pre_draft, mode="inline"), seen)
 
         def run(coins, drafter=drafter):
             out = generate(PROMPT, target, drafter, Tokenwise(), sampling=sampling, coins=coins,
@@ -85,7 +85,7 @@ def test_pearl_is_exact_greedy_on_tables():
     sampling, length = Sampling(temperature=0.0), 6
     for seed in range(12):
         target = TableLM(VOCAB, seed)
-        drafter = PearlDrafter(TableLM(VOCAB, seed + 100, role="draft"), Fixed(3), sampling,
+        drafter = PearlDrafter(TableLM(VOCAB, seed + 100, role="draft"), Fixed(3),
                                mode="inline")
         got = enumerate_outcomes(lambda coins, d=drafter, t=target: tuple(generate(
             PROMPT, t, d, Tokenwise(), sampling=sampling, coins=coins,
@@ -94,7 +94,7 @@ def test_pearl_is_exact_greedy_on_tables():
 
 
 def _pearl(model, draft_model, gamma: int, sampling: Sampling, mode: str = "thread"):
-    return PearlDrafter(CachedLM(draft_model, role="draft"), Fixed(gamma), sampling, mode=mode)
+    return PearlDrafter(CachedLM(draft_model, role="draft"), Fixed(gamma), mode=mode)
 
 
 def _generate(pair, drafter, sampling, seed, text="Hello there", n=40):
@@ -200,10 +200,10 @@ def test_a_failed_generation_leaves_the_drafter_reusable(tiny64):
 def test_pre_draft_is_checked_and_drafts_on_the_main_lane(tiny64):
     sampling = Sampling(temperature=0.0)
     with pytest.raises(ValueError, match="drafter.pre_draft must be >= 0"):
-        PearlDrafter(CachedLM(tiny64.draft, role="draft"), Fixed(3), sampling, pre_draft=-1)
+        PearlDrafter(CachedLM(tiny64.draft, role="draft"), Fixed(3), pre_draft=-1)
     ar = _generate(tiny64, EmptyDrafter(), sampling, 0).tokens
     for draft, kept in ((tiny64.draft, "misses"), (tiny64.target, "hits")):
-        drafter = PearlDrafter(CachedLM(draft, role="draft"), Fixed(3), sampling, pre_draft=1)
+        drafter = PearlDrafter(CachedLM(draft, role="draft"), Fixed(3), pre_draft=1)
         out = _generate(tiny64, drafter, sampling, 0)
         assert out.tokens == ar
         c, fw = out.stats.counters, out.stats.forwards

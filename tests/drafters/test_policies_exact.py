@@ -57,7 +57,7 @@ def test_adaptive_policies_keep_sps_lossless(policy_name, temperature, stop_ids,
     for seed in seeds:
         target = TableLM(VOCAB, seed)
         policy = make_policy(policy_name, tmp_path / str(seed), seed)
-        drafter = ModelDrafter(TableLM(VOCAB, seed + 1000, role="draft"), policy, sampling)
+        drafter = ModelDrafter(TableLM(VOCAB, seed + 1000, role="draft"), policy)
 
         def run(coins, target=target, drafter=drafter):
             out = generate(PROMPT, target, drafter, Tokenwise(), sampling=sampling, coins=coins,

@@ -26,7 +26,7 @@ from specdec.drafters.specblock import TreeShape
 from specdec.drafters.specblock_bandit import SpecBlockBanditDrafter, arm_rates, arm_shape
 from specdec.engine import generate
 from specdec.lm import CachedLM
-from specdec.placement import Placement
+from specdec.models.placement import Placement
 from specdec.sampling import Sampling, TorchCoins
 from specdec.testing.enumeration import enumerate_outcomes, max_abs_error
 from specdec.testing.paths import REPO
@@ -55,7 +55,7 @@ def test_arm_shapes_override_the_full_tree_and_refuse_unknown_settings():
 def _table_bandit(tmp_path, vocab: int, **kwargs) -> SpecBlockBanditDrafter:
     """The bandit drafter with a seeded random network shaped for a TableLM (hidden = V)."""
     path = save_table_specblock(tmp_path / "sb", vocab)
-    return SpecBlockBanditDrafter(None, Fixed(4), Sampling(), path,
+    return SpecBlockBanditDrafter(Fixed(4), path,
                                   widths=(1, 2, 2, 0), root_width=2, total_tokens=9,
                                   max_blocks=2, beam=2, placement=F64, **kwargs)
 
@@ -90,7 +90,7 @@ def test_bandit_is_exact_at_t_above_0_through_the_engine(tmp_path, verifier, tem
 @pytest.fixture(scope="module")
 def tiny_run(tiny64):
     greedy, prompt = Sampling(temperature=0.0), tiny64.tokenizer.encode("The quick brown fox")
-    drafter = SpecBlockBanditDrafter(None, Fixed(8), greedy, TINY_ASSET, explore=0.3,
+    drafter = SpecBlockBanditDrafter(Fixed(8), TINY_ASSET, explore=0.3,
                                      context_edges=[1], costs=LINEAR, placement=F64)
     gens = []
     for i, n in enumerate((40, 30)):  # two prompts: the statistics persist, the counters restart
@@ -140,7 +140,7 @@ def test_a_run_with_measured_costs_says_it_is_not_a_function_of_the_seed(tiny_ru
     _, gens, _ = tiny_run  # costs given: every arm follows the seed alone
     assert all(g.stats.counters["bandit_timed_steps"] == 0 for g in gens)
     greedy, prompt = Sampling(temperature=0.0), tiny64.tokenizer.encode("The quick brown fox")
-    drafter = SpecBlockBanditDrafter(None, Fixed(8), greedy, TINY_ASSET, costs=None,
+    drafter = SpecBlockBanditDrafter(Fixed(8), TINY_ASSET, costs=None,
                                      placement=F64)
     gen = generate(prompt, CachedLM(tiny64.target), drafter, RecursiveRejection(),
                    sampling=greedy, coins=TorchCoins(5), max_new_tokens=12)
@@ -151,7 +151,7 @@ def test_a_run_with_measured_costs_says_it_is_not_a_function_of_the_seed(tiny_ru
 
 def test_skip_steps_run_no_draft_forward_and_the_next_catch_up_takes_them_all(tiny64):
     greedy, prompt = Sampling(temperature=0.0), tiny64.tokenizer.encode("hello there")
-    drafter = SpecBlockBanditDrafter(None, Fixed(8), greedy, TINY_ASSET, costs=LINEAR,
+    drafter = SpecBlockBanditDrafter(Fixed(8), TINY_ASSET, costs=LINEAR,
                                      placement=F64)
     script = iter([0, 0, 0, 2, 0, 1] + [2] * 20)  # skip, skip, skip, full, skip, head, full...
     drafter.rule.choose = lambda context=0, coins=None: next(script)

@@ -21,10 +21,10 @@ from specdec.drafters.rank_tree import grow_block
 from specdec.drafters.specblock import SpecBlockDrafter
 from specdec.engine import generate
 from specdec.lm import CachedLM
+from specdec.models.placement import Placement
 from specdec.models.tiny import tiny_lm
 from specdec.nets.specblock.net import new_specblock
 from specdec.nets.specblock.store import save_specblock
-from specdec.placement import Placement
 from specdec.sampling import Sampling
 from specdec.testing.enumeration import enumerate_outcomes, max_abs_error
 from specdec.testing.specblock_table import save_table_specblock
@@ -88,7 +88,7 @@ def test_keep_best_keeps_ancestors_and_orders_by_depth():
 def _table_drafter(tmp_path, vocab: int, *, max_blocks: int) -> SpecBlockDrafter:
     """The real drafter with a seeded random network shaped for a TableLM (hidden = V)."""
     path = save_table_specblock(tmp_path / "sb", vocab)
-    return SpecBlockDrafter(None, Fixed(4), Sampling(), path,
+    return SpecBlockDrafter(Fixed(4), path,
                             widths=(1, 2, 2, 0), root_width=2, total_tokens=9,
                             max_blocks=max_blocks, beam=2, placement=F64)
 
@@ -132,16 +132,16 @@ def test_drafter_refuses_another_target_before_generating(tiny64, tmp_path):
               r"SpecBlock drafter .* reads target layers \[2\], but this target has 1 layers"
               + fix)]
     for other, message in cases:
-        drafter = SpecBlockDrafter(None, Fixed(3), greedy, str(tmp_path / "sb"))
+        drafter = SpecBlockDrafter(Fixed(3), str(tmp_path / "sb"))
         with pytest.raises(ValueError, match=message):
             generate([5, 6, 7], CachedLM(other), drafter, RecursiveRejection(),
                      sampling=greedy, coins=None, max_new_tokens=4)
         assert not drafter.lm.forward_log  # refused before any draft forward
     with pytest.raises(FileNotFoundError, match=r"\+experiment=specblock_tiny"):
-        SpecBlockDrafter(None, Fixed(3), greedy, str(tmp_path / "none"),
+        SpecBlockDrafter(Fixed(3), str(tmp_path / "none"),
                          experiment="specblock_tiny")
     with pytest.raises(ValueError, match="4 widths"):
-        SpecBlockDrafter(None, Fixed(3), greedy, str(tmp_path / "sb"), widths=(1, 2))
+        SpecBlockDrafter(Fixed(3), str(tmp_path / "sb"), widths=(1, 2))
 
 
 def test_cost_model_calibrates_the_block_cache(tiny64, tmp_path):
@@ -150,7 +150,7 @@ def test_cost_model_calibrates_the_block_cache(tiny64, tmp_path):
     vocab = tiny64.target.config.vocab_size
     save_specblock(new_specblock(tiny64.target, torch.arange(vocab), (0, 1, 2), rank_hidden=8),
                    tmp_path / "sb")
-    drafter = SpecBlockDrafter(None, Fixed(3), Sampling(temperature=0.0), str(tmp_path / "sb"),
+    drafter = SpecBlockDrafter(Fixed(3), str(tmp_path / "sb"),
                                placement=F64)
     drafter.attach(TargetView(CachedLM(tiny64.target)))
     table = calibrate(CachedLM(tiny64.target), drafter.lm, max_new=2, repeats=2, ref_context=8,

@@ -33,7 +33,7 @@ PRESETS = {"specbranch": {"hrad": ASSET}, "specbranch_no_branch": {"hrad": ASSET
 
 
 def _drafter(draft_model, sampling, mode="thread", gamma=4, **kw) -> SpecBranchDrafter:
-    return SpecBranchDrafter(CachedLM(draft_model, role="draft"), Fixed(gamma), sampling,
+    return SpecBranchDrafter(CachedLM(draft_model, role="draft"), Fixed(gamma),
                              mode=mode, **kw)
 
 
@@ -123,7 +123,7 @@ def test_the_hrad_class_sets_the_draft_length(tiny64, threshold, lengths):
         drafter.features = lambda ctx, view: torch.zeros(4)  # the stub ignores z
         log = drafter.lm.forward_log
         before = len(log)
-        draft = drafter.propose(Context(tokens=ids, coins=TorchCoins(0)))
+        draft = drafter.propose(Context(tokens=ids, coins=TorchCoins(0), sampling=sampling))
         drafter.ahead.discard()
         assert max(depths(draft.parent.tolist())) == want, (cls, threshold)
         # one forward per depth over every branch: the catch-up (root), then depths 1..want-1
@@ -164,9 +164,13 @@ def test_a_head_trained_for_another_draft_length_is_warned_about(tiny64, caplog)
         _drafter(tiny64.draft, Sampling(), "inline", gamma=7, hrad=ASSET)
     (record,) = caplog.records
     assert "gamma_max=2" in record.getMessage() and "drafter.policy.gamma=2" in record.getMessage()
-    caplog.clear()  # the tiny head was labelled at T = 1: a greedy run is told so
+    caplog.clear()  # the tiny head was labelled at T = 1: a greedy generation is told so, once
+    drafter = _drafter(tiny64.draft, Sampling(), "inline", gamma=2, hrad=ASSET)
     with caplog.at_level("WARNING", logger="specdec.drafters.specbranch"):
-        _drafter(tiny64.draft, Sampling(temperature=0.0), "inline", gamma=2, hrad=ASSET)
+        _generate(tiny64, drafter, Sampling(temperature=1.0), 0, n=3)
+        assert not caplog.records
+        for seed in (0, 1):
+            _generate(tiny64, drafter, Sampling(temperature=0.0), seed, n=3)
     (record,) = caplog.records
     assert "labelled at temperature 1.0 but this run samples at 0.0" in record.getMessage()
 

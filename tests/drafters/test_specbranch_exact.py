@@ -92,7 +92,7 @@ def test_specbranch_is_exact_at_positive_temperature(branching, temperature, voc
     want = ar_joint(target, PROMPT, length, sampling)
     seen: set[str] = set()
     for draft_seed in (TARGET_SEED, TARGET_SEED + 1):
-        drafter = SpecBranchDrafter(TableLM(vocab, draft_seed, role="draft"), Fixed(2), sampling,
+        drafter = SpecBranchDrafter(TableLM(vocab, draft_seed, role="draft"), Fixed(2),
                                     threshold=0.95, k_max=k_max, branching=branching, mode="inline")
         if hrad:
             drafter.head, drafter.target_layers = StubHrad(vocab), (-1,)
@@ -143,7 +143,7 @@ def test_specbranch_is_exact_with_a_stop_id(branching):
         cut = next((i for i, t in enumerate(seq) if t in stops), None)
         key = seq if cut is None else seq[: cut + 1]  # what the engine emits
         want[key] = want.get(key, 0.0) + prob
-    drafter = SpecBranchDrafter(TableLM(3, TARGET_SEED, role="draft"), Fixed(2), sampling,
+    drafter = SpecBranchDrafter(TableLM(3, TARGET_SEED, role="draft"), Fixed(2),
                                 threshold=0.95, k_max=4, branching=branching, mode="inline")
 
     def run(coins):

@@ -85,7 +85,7 @@ def test_ssd_is_exact_at_positive_temperature(case):
     seen: set[str] = set()
     for draft_seed in (TARGET_SEED, TARGET_SEED + 1):
         drafter = watch(SsdDrafter(TableLM(VOCAB, draft_seed, role="draft"), Fixed(gamma),
-                                   sampling, budget=budget, saguaro_c=c, backup=backup,
+                                   budget=budget, saguaro_c=c, backup=backup,
                                    mode="inline", **kw), seen)
 
         def run_once(coins, drafter=drafter):
@@ -107,7 +107,7 @@ def _plain_q(drafter: SsdDrafter, ctx, draft) -> torch.Tensor:
     lm = TableLM(VOCAB, drafter.lm.seed)
     ids = ctx.tokens.tolist() + draft.tokens[1:].tolist()
     return warp(torch.stack([lm.logits(tuple(ids[:i])) for i in range(len(ctx.tokens), len(ids))]),
-                drafter.sampling)
+                ctx.sampling)
 
 
 def test_saguaro_for_sampling_only_is_caught():
@@ -116,7 +116,7 @@ def test_saguaro_for_sampling_only_is_caught():
     sampling, length = Sampling(temperature=1.0), 4
     target = TableLM(VOCAB, TARGET_SEED)
     want = ar_joint(target, PROMPT, length, sampling)
-    drafter = SsdDrafter(TableLM(VOCAB, TARGET_SEED + 1, role="draft"), Fixed(2), sampling,
+    drafter = SsdDrafter(TableLM(VOCAB, TARGET_SEED + 1, role="draft"), Fixed(2),
                          budget=1, saguaro_c=0.4, backup="jit", mode="inline")
     propose = drafter.propose
 
@@ -165,7 +165,7 @@ def test_ssd_is_exact_greedy_on_tables():
     sampling, length = Sampling(temperature=0.0), 6
     for seed in range(8):
         target = TableLM(VOCAB, seed)
-        drafter = SsdDrafter(TableLM(VOCAB, seed + 100, role="draft"), Fixed(3), sampling,
+        drafter = SsdDrafter(TableLM(VOCAB, seed + 100, role="draft"), Fixed(3),
                              budget=2, saguaro_c=0.5, mode="inline")
         got = enumerate_outcomes(lambda coins, d=drafter, t=target: tuple(generate(
             PROMPT, t, d, Tokenwise(), sampling=sampling, coins=coins,
@@ -174,7 +174,7 @@ def test_ssd_is_exact_greedy_on_tables():
 
 
 def _ssd(draft_model, gamma: int, sampling: Sampling, mode: str = "thread", **kw) -> SsdDrafter:
-    return SsdDrafter(CachedLM(draft_model, role="draft"), Fixed(gamma), sampling, mode=mode,
+    return SsdDrafter(CachedLM(draft_model, role="draft"), Fixed(gamma), mode=mode,
                       **kw)
 
 

@@ -118,8 +118,7 @@ def test_experiment_debug_fit_writes_checkpoint_and_exact_export(tmp_path, compo
     # the exported draft decodes through the engine, and greedy sps == ar
     sampling, ids = Sampling(temperature=0.0), pair.tokenizer.encode("Tom has 3 pens")
     outs = []
-    for drafter in (EmptyDrafter(), ModelDrafter(CachedLM(draft, role="draft"), Fixed(3),
-                                                 sampling)):
+    for drafter in (EmptyDrafter(), ModelDrafter(CachedLM(draft, role="draft"), Fixed(3))):
         outs.append(generate(ids, CachedLM(pair.target), drafter, Tokenwise(), sampling=sampling,
                              coins=TorchCoins(0), max_new_tokens=12).tokens)
     assert outs[0] == outs[1] and len(outs[0]) == 12

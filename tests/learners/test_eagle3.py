@@ -21,9 +21,9 @@ from specdec.drafters.policies import Fixed
 from specdec.engine import generate
 from specdec.learners.eagle3.module import ttt_mask, unroll
 from specdec.lm import CachedLM
+from specdec.models.placement import Placement
 from specdec.models.tiny import tiny_lm
 from specdec.nets.eagle3.net import load_eagle3, new_eagle3, remap_head, save_eagle3
-from specdec.placement import Placement
 from specdec.sampling import Sampling, TorchCoins
 from specdec.testing.enumeration import enumerate_outcomes, max_abs_error
 from specdec.testing.table_lm import TableLM, ar_joint
@@ -87,13 +87,13 @@ def test_training_unroll_equals_the_decoding_chain(tiny64):
 
 def test_drafter_refuses_another_target_and_a_missing_asset(tiny64, tmp_path):
     save_eagle3(_net(tiny64), tmp_path / "e3", target_vocab=tiny64.target.config.vocab_size)
-    drafter = Eagle3Drafter(None, Fixed(3), Sampling(temperature=0.0), str(tmp_path / "e3"))
+    drafter = Eagle3Drafter(Fixed(3), str(tmp_path / "e3"))
     other = tiny_lm(tiny64.target.config.vocab_size, hidden=16, layers=2, heads=2, seed=0,
                     dtype=torch.float64)
     with pytest.raises(ValueError, match="hidden size 32, but this target has 16"):
         drafter.attach(TargetView(CachedLM(other)))
     with pytest.raises(FileNotFoundError, match=r"\+experiment=eagle3_tiny"):
-        Eagle3Drafter(None, Fixed(3), Sampling(), str(tmp_path / "none"), experiment="eagle3_tiny")
+        Eagle3Drafter(Fixed(3), str(tmp_path / "none"), experiment="eagle3_tiny")
 
 
 def test_remap_head_keeps_trained_rows_and_starts_new_tokens_from_the_target(tiny64, tmp_path):
@@ -188,7 +188,7 @@ def test_tiny_experiment_trains_exports_and_decodes(tmp_path, compose):
         return generate(prompt, CachedLM(pair.target), drafter, RecursiveRejection(),
                         sampling=greedy, coins=TorchCoins(0), max_new_tokens=12).tokens
 
-    eagle = Eagle3Drafter(None, Fixed(3), greedy, str(tmp_path / "e3"))
+    eagle = Eagle3Drafter(Fixed(3), str(tmp_path / "e3"))
     assert run(eagle) == run(EmptyDrafter())
     # a warm start onto a new token map of the traces folder (learner.remap_vocab)
     from safetensors.torch import save_file
@@ -208,7 +208,7 @@ def test_cost_model_calibrates_a_decoder_fed_by_embeddings(tiny64, tmp_path):
     from specdec.bench.run.calibration import calibrate
 
     save_eagle3(_net(tiny64), tmp_path / "e3", target_vocab=tiny64.target.config.vocab_size)
-    drafter = Eagle3Drafter(None, Fixed(3), Sampling(temperature=0.0), str(tmp_path / "e3"),
+    drafter = Eagle3Drafter(Fixed(3), str(tmp_path / "e3"),
                             placement=F64)
     drafter.attach(TargetView(CachedLM(tiny64.target)))
     assert not drafter.lm.takes_ids

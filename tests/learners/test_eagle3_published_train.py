@@ -93,7 +93,7 @@ def test_tiny_experiment_trains_and_exports_the_published_layout(tmp_path, compo
         return generate(prompt, CachedLM(pair.target), drafter, RecursiveRejection(),
                         sampling=greedy, coins=TorchCoins(0), max_new_tokens=12).tokens
 
-    assert run(Eagle3Drafter(None, Fixed(3), greedy, str(tmp_path / "e3"))) == run(EmptyDrafter())
+    assert run(Eagle3Drafter(Fixed(3), str(tmp_path / "e3"))) == run(EmptyDrafter())
     # a warm start from the export needs the same arch; unknown arch / wrong format refused
     data = str(tmp_path / "data")
     learner = Eagle3Learner(pair, data, list(SERVED), lr=3e-3, arch="eagle3")

@@ -196,5 +196,5 @@ def test_tiny_experiment_trains_exports_and_decodes(tmp_path, compose):
         return generate(prompt, CachedLM(pair.target), drafter, RecursiveRejection(),
                         sampling=greedy, coins=TorchCoins(0), max_new_tokens=12).tokens
 
-    drafter = SpecBlockDrafter(None, Fixed(6), greedy, str(tmp_path / "sb"), max_blocks=2)
+    drafter = SpecBlockDrafter(Fixed(6), str(tmp_path / "sb"), max_blocks=2)
     assert run(drafter) == run(EmptyDrafter())

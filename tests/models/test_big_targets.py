@@ -15,7 +15,7 @@ from specdec.bench.run.runner import build_method
 from specdec.engine import generate
 from specdec.lm import CachedLM, cuda_devices
 from specdec.models import load_pair
-from specdec.models.placement import check_device_map, check_max_memory
+from specdec.models.placement import check_before_loading
 from specdec.models.tiny import byte_tokenizer, tiny_lm
 from specdec.sampling import TorchCoins
 
@@ -97,9 +97,9 @@ def test_bad_placements_fail_before_any_weights_load(folders, monkeypatch):
 
 def test_placement_checks_accept_what_accelerate_takes():
     for device_map in (None, "auto", "balanced", "sequential", "cpu", {"": "cpu"}):
-        check_device_map(device_map)
-    check_max_memory({"cpu": "1GiB", "disk": "0GiB"}, "auto")
-    check_max_memory(None, None)
+        check_before_loading("cpu", device_map=device_map)
+    check_before_loading("cpu", device_map="auto", max_memory={"cpu": "1GiB", "disk": "0GiB"})
+    check_before_loading("cpu")
 
 
 def test_timing_syncs_every_cuda_device_the_weights_live_on(monkeypatch):
@@ -149,10 +149,10 @@ def test_qwen25_config_stub_loads_through_the_pair_config_and_runs(compose, tmp_
 
 
 def test_runner_placement_check_names_device_map(folders):
-    from specdec.bench.run.checks import check_placement
+    from specdec.bench.run.checks import check_where_loaded
 
     pair = load_pair("local", *folders, device_map="cpu")
-    check_placement(pair, "cpu")
+    check_where_loaded(pair, "cpu")
     with pytest.raises(ValueError, match=r"model.device_map=cpu put the target's first layers on "
                                          r"cpu but device=cuda: set device=cpu"):
-        check_placement(pair, "cuda")
+        check_where_loaded(pair, "cuda")

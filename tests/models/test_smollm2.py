@@ -32,7 +32,7 @@ def _greedy(pair, prompt: str, gamma: int, max_new: int = 40) -> tuple[list[int]
     if gamma == 0:
         drafter = EmptyDrafter()
     else:
-        drafter = ModelDrafter(CachedLM(pair.draft, role="draft"), Fixed(gamma), sampling)
+        drafter = ModelDrafter(CachedLM(pair.draft, role="draft"), Fixed(gamma))
     out = generate(ids, target, drafter, Tokenwise(), sampling=sampling, coins=TorchCoins(0),
                    max_new_tokens=max_new, stop_ids=[pair.tokenizer.eos_token_id])
     accepted = out.stats.accepted / max(out.stats.drafted, 1)

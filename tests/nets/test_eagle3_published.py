@@ -54,7 +54,7 @@ ATOL = 1e-5
 def drafts_and_tokens(folder: Path, pair, prompt: list[int], n: int = 12):
     """``(tokens, [(draft tokens, parents)...])`` of greedy eagle3 decoding with ``folder``."""
     greedy = Sampling(temperature=0.0)
-    drafter = Eagle3Drafter(None, Fixed(3), greedy, str(folder), topk=2, total_tokens=4)
+    drafter = Eagle3Drafter(Fixed(3), str(folder), topk=2, total_tokens=4)
     seen, propose = [], drafter.propose
 
     def record(ctx):
@@ -248,7 +248,7 @@ def test_the_cost_model_calibrates_a_published_head(tiny64, tmp_path):
     from specdec.bench.run.calibration import calibrate
     from specdec.core import TargetView
 
-    drafter = Eagle3Drafter(None, Fixed(3), Sampling(temperature=0.0),
+    drafter = Eagle3Drafter(Fixed(3),
                             str(write_stub(tmp_path / "head")))
     drafter.attach(TargetView(CachedLM(tiny64.target)))
     table = calibrate(CachedLM(tiny64.target), drafter.lm, max_new=2, repeats=2, ref_context=8,

@@ -17,7 +17,7 @@ from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
 
 from specdec.nets.eagle3.net import load_eagle3, new_eagle3
 from specdec.nets.eagle3.rotary import keep_rotary_float32
-from specdec.placement import Placement
+from specdec.models.placement import Placement
 from specdec.testing.eagle3_stub import write_stub
 
 POSITION = 4096

@@ -27,7 +27,7 @@ def method_distribution(
     target = TableLM(vocab, seed)
     draft = TableLM(vocab, seed + 1000, role="draft")
     sampling = Sampling(temperature=temperature)
-    drafter = ModelDrafter(draft, Fixed(gamma), sampling)
+    drafter = ModelDrafter(draft, Fixed(gamma))
 
     def run(coins):
         out = generate(
@@ -86,7 +86,7 @@ def test_point_mass_draft_is_lossless():
 
     target = TableLM(3, 5)
     sampling = Sampling(temperature=1.0)
-    drafter = PointMass(TableLM(3, 6, role="draft"), Fixed(2), sampling)
+    drafter = PointMass(TableLM(3, 6, role="draft"), Fixed(2))
 
     def run(coins):
         return tuple(

@@ -28,7 +28,7 @@ N, V, L, DELTA = 20_000, 4, 2, 1e-6
 def test_torchcoins_sps_matches_target_joint():
     sampling = Sampling(temperature=1.0)
     target, draft = TableLM(V, 11), TableLM(V, 12, role="draft")
-    drafter = ModelDrafter(draft, Fixed(2), sampling)
+    drafter = ModelDrafter(draft, Fixed(2))
     counts: Counter = Counter()
     for i in range(N):
         out = generate(

@@ -27,7 +27,7 @@ def step_tokens(verifier, vocab, gamma, temperature, scale, seed) -> float:
     sampling = Sampling(temperature=temperature)
     target = TableLM(vocab, seed, scale=scale)
     draft = TableLM(vocab, seed + 7919, scale=scale, role="draft")
-    drafter = ModelDrafter(draft, Fixed(gamma), sampling)
+    drafter = ModelDrafter(draft, Fixed(gamma))
     return expected_emitted(one_step(target, drafter, verifier, PROMPT, sampling, gamma + 1))
 
 

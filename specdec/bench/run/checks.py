@@ -1,6 +1,6 @@
 """Checks the runner makes on the loaded pair before it generates.
 
-``check_placement``: the models are where the config asked (``device``, ``model.draft_device``;
+``check_where_loaded``: the models are where the config asked (``device``, ``model.draft_device``;
 a target placed by ``model.device_map`` must start on a device of ``device``'s type).
 A loader that ignored ``device`` would otherwise run on the CPU while the records, the config hash
 and the run folder say ``cuda``; the machine tag records the devices the models are actually on
@@ -21,13 +21,10 @@ from omegaconf import DictConfig, OmegaConf
 from specdec.core import Drafter
 from specdec.errors import BadInput
 from specdec.models import ModelPair
+from specdec.models.placement import matches
 
 
-def _matches(got: torch.device, want: torch.device) -> bool:
-    return got.type == want.type and (want.index is None or got.index == want.index)
-
-
-def check_placement(pair: ModelPair, device: str) -> None:
+def check_where_loaded(pair: ModelPair, device: str) -> None:
     """Raise ``ValueError`` unless the target is on ``device`` and the draft on its device.
 
     Args:
@@ -40,12 +37,12 @@ def check_placement(pair: ModelPair, device: str) -> None:
         if model is None:
             continue
         got = next(model.parameters()).device
-        if not _matches(got, torch.device(want)) and role == "target" and pair.placement.device_map:
+        if not matches(got, torch.device(want)) and role == "target" and pair.placement.device_map:
             raise BadInput(
                 f"model.device_map={pair.placement.device_map} put the target's first layers on "
                 f"{got} but device={want}: set device={got.type} so the records and the machine "
                 "tag say where it ran")
-        if not _matches(got, torch.device(want)):
+        if not matches(got, torch.device(want)):
             raise ValueError(
                 f"device={want} was requested but the pair's loader put the {role} on {got}; "
                 f"pair {pair.name!r} must honour `device` (see specdec/models/pair.py)")

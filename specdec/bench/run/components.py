@@ -12,7 +12,7 @@ or, for the pair, after the models loaded. ``check_components`` checks from the 
   ``model.draft_device`` name no CPU index but 0 (torch accepts ``cpu:1`` and places the tensors
   on the one CPU device, so the run would not be where it says); ``model.draft_device`` is a
   device this machine has that holds weights (``meta`` holds none; ``device=meta`` is left to
-  ``checks.check_placement``, which its tests use as a device a loader may ignore),
+  ``checks.check_where_loaded``, which its tests use as a device a loader may ignore),
   ``model.draft_threads`` is within the CPU cores this process may use, ``model.linear_kernel``
   and ``model.dtype`` are known names;
 * a drafter class that makes trees is paired with a verifier class that takes them (class

@@ -14,6 +14,7 @@ decoding step) is re-raised naming the prompt; the runner then writes no record 
 
 from __future__ import annotations
 
+import inspect
 import time
 from dataclasses import dataclass, field
 
@@ -31,7 +32,6 @@ from specdec.engine import generate
 from specdec.lm import CachedLM
 from specdec.metrics import GenerationStats
 from specdec.models import ModelPair
-from specdec.placement import Placement
 from specdec.sampling import Sampling, TorchCoins, prompt_seed, turn_coins
 
 # Method (specdec.compose) and CachedLM stay importable from here
@@ -39,17 +39,22 @@ __all__ = ["Answer", "CachedLM", "Method", "build_method", "run_prompt"]
 
 
 def build_method(cfg: DictConfig, pair: ModelPair) -> Method:
-    """Instantiate the target cache, drafter and verifier that the method preset chose, hand the
-    pair's ``Placement`` to the drafter and its policy, and check that every tensor they hold sits
-    where it says (``specdec.placement.check_placement``), before any decoding."""
+    """Instantiate the target cache, drafter and verifier that the method preset chose, and check
+    that every tensor they hold sits where the pair's placement says
+    (``specdec.models.placement.check_built``), before any decoding.
+
+    The drafter and its policy get, of the draft ``lm``, the ``policy`` and the pair's
+    ``placement``, only what their constructor names; sampling is no constructor's: the method's
+    (``cfg.sampling``) reaches every step in ``Context.sampling``, so a generation at another
+    temperature reuses the same drafter.
+    """
     sampling = Sampling(**OmegaConf.to_container(cfg.sampling, resolve=True))
-    # the drafter gets the Sampling dataclass itself, not a DictConfig copy (whose attribute
-    # reads cost ~30 us each inside the decoding loop); the policy gets the placement too
-    def make_drafter(lm: CachedLM | None, smp: Sampling) -> Drafter:
-        given: dict[str, object] = {"lm": lm, "sampling": smp}
+
+    def make_drafter(lm: CachedLM | None) -> Drafter:
+        offered: dict[str, object] = {"lm": lm, "placement": pair.placement}
         if cfg.drafter.get("policy") is not None:
-            given["policy"] = _construct(cfg.drafter.policy, {}, pair.placement)
-        drafter = _construct(cfg.drafter, given, pair.placement)
+            offered["policy"] = _construct(cfg.drafter.policy, {"placement": pair.placement})
+        drafter = _construct(cfg.drafter, offered)
         check_drafter_fits(cfg, pair, drafter)  # its assets were trained for this pair
         return drafter
 
@@ -59,16 +64,21 @@ def build_method(cfg: DictConfig, pair: ModelPair) -> Method:
         synchronize=bool(cfg.get("cost_model", False)))
 
 
-def _construct(node: DictConfig, given: dict[str, object], placement: Placement) -> object:
-    """``instantiate(node, **given, placement=placement)``, the objects handed over as themselves.
+def _construct(node: DictConfig, offered: dict[str, object]) -> object:
+    """``instantiate(node, **given)`` where ``given`` is what of ``offered`` the constructor of
+    ``node._target_`` names, the objects handed over as themselves.
 
-    Hydra would turn a dataclass keyword (``Sampling``, ``Placement``) into a config, so they are
-    passed to the partial; a constructor's error is wrapped as Hydra wraps it (the entry points
-    unwrap it).
+    Hydra would turn a dataclass keyword (``Placement``) into a config, so they are passed to the
+    partial; a constructor's error is wrapped as Hydra wraps it (the entry points unwrap it).
     """
+    from hydra.utils import get_object
+
+    target = get_object(str(node._target_))
+    named = inspect.signature(target).parameters
+    given = {k: v for k, v in offered.items() if k in named}
     factory = instantiate(node, **{k: None for k in given}, _partial_=True, _convert_="object")
     try:
-        return factory(**given, placement=placement)
+        return factory(**given)
     except Exception as err:
         raise InstantiationException(
             f"Error in call to target '{node._target_}':\n{err!r}") from err

@@ -26,7 +26,7 @@ from torch import nn
 
 from specdec.bench.run.failures import in_multirun
 from specdec.models import ModelPair
-from specdec.placement import Placement
+from specdec.models.placement import Placement
 
 log = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@
 A pair takes seconds to minutes to load; these mistakes are visible in the config alone, so they
 fail first, each as one ``InputError`` naming the key and the fix (``specdec.errors``):
 
-0. **Devices** (``specdec.placement.check_drafter_device``): the devices named exist, and a
+0. **Devices** (``specdec.models.placement.check_before_loading``): the devices named exist, and a
    ``model.draft_device`` is one the drafter can honour.
 1. **Model references** (a hub-loaded pair: ``_target_`` one of ``HUB_LOADERS``): ``model.target``
    is set, and it and ``model.draft`` name a model folder or a hub id that can load
@@ -11,8 +11,8 @@ fail first, each as one ``InputError`` naming the key and the fix (``specdec.err
 2. **A draft model for the drafter**: a pair without a draft (its config has ``draft: null`` or
    ``none``) cannot run a drafter that drafts with one. Which drafters do is read from their
    constructor, with no list of method names: a drafter whose ``lm`` parameter has neither a
-   default nor ``None`` in its annotation needs a draft model (``EmptyDrafter(lm: LM | None =
-   None)`` does not; ``ModelDrafter(lm: LM)`` does).
+   default nor ``None`` in its annotation needs a draft model (``EmptyDrafter()``, without
+   ``lm``, does not; ``ModelDrafter(lm: LM)`` does).
 3. **Trained assets**: every non-null value under ``cfg.drafter`` (the policy included) whose key
    is one of ``ASSET_KEYS`` is a trained asset folder (``specdec/assets/<kind>/<model>``) and must
    exist and hold a ``config.json``; a missing one names the training experiment for this pair
@@ -30,7 +30,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from specdec.errors import BadInput, InputError, MissingInput
-from specdec.placement import check_drafter_device
+from specdec.models.placement import check_before_loading
 
 ASSET_KEYS = ("path", "head", "hrad")  # drafter/policy keys holding a trained asset folder
 HUB_LOADERS = ("specdec.models.hf.hf_pair", "specdec.models.load_pair",
@@ -42,10 +42,22 @@ def preflight(cfg: DictConfig) -> None:
     """Refuse, before any weights load, a pair that cannot load, a drafter without the draft model
     it needs, a device that cannot hold, or a trained asset that is not there (see the module
     docstring)."""
-    check_drafter_device(cfg)  # specdec.placement: devices that exist, a draft device that holds
+    check_devices(cfg)  # devices that exist, a draft device that holds
     check_references(cfg)
     check_draft_model(cfg)
     check_assets(cfg)
+
+
+def check_devices(cfg: DictConfig) -> None:
+    """``check_before_loading`` on the config's ``device`` and ``model.draft_device``, with the
+    drafter's class (a feature drafter cannot draft away from the target)."""
+    from hydra.utils import get_class
+
+    model = cfg.get("model") or {}
+    target = (cfg.get("drafter") or {}).get("_target_")
+    check_before_loading(model.get("device") or cfg.get("device") or "cpu",
+                         draft_device=model.get("draft_device"),
+                         drafter=get_class(target) if target is not None else None)
 
 
 def _model_choice(cfg: DictConfig) -> str:

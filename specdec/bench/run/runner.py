@@ -56,7 +56,7 @@ from specdec.bench.pricing import forward_profile
 from specdec.bench.quality import check_unsafe_code_confirmed
 from specdec.bench.records import RecordFile, config_hash
 from specdec.bench.run.calibration import resumed_state, run_cost_table
-from specdec.bench.run.checks import check_placement, check_target_output
+from specdec.bench.run.checks import check_target_output, check_where_loaded
 from specdec.bench.run.fingerprint import (
     learned_weights,
     machine_tag,
@@ -240,7 +240,7 @@ def _run(cfg: DictConfig, out_dir: Path, ranks: Ranks, device: str) -> dict:
     files = {name: read_prompt_file(ds.path, name, cache_dir=cache)  # bad data fails here
              for name, ds in cfg.benchmark.datasets.items()}
     pair: ModelPair = shared_pair(cfg.model)  # a multirun's jobs on one pair load it once
-    check_placement(pair, device)  # the records and the machine tag say where it ran
+    check_where_loaded(pair, device)  # the records and the machine tag say where it ran
     method = build_method(cfg, pair)
     check_target_output(pair)  # NaN weights or an overflowing dtype: named before decoding
     # retrained weights at the same path, or edited prompts in one file, must not resume records

@@ -26,7 +26,7 @@ from omegaconf import DictConfig, OmegaConf
 from specdec.bench.eval_keys import DatasetKeys, EvalKeys, SamplingKeys, bounds
 from specdec.bench.run.components import check_components
 from specdec.bench.run.values import check_value
-from specdec.models.pair import check_device
+from specdec.models.placement import check_before_loading
 
 __all__ = ["DatasetKeys", "EvalKeys", "SamplingKeys", "validate"]
 
@@ -51,6 +51,6 @@ def validate(cfg: DictConfig) -> EvalKeys:
     sampling = _checked(SamplingKeys, cfg.get("sampling") or OmegaConf.create(), "sampling.")
     for name, ds in (cfg.get("benchmark", {}).get("datasets") or {}).items():
         _checked(DatasetKeys, ds, f"benchmark.datasets.{name}.")
-    check_device(top.get("device", "cpu"))  # this machine must have it: fail before loading
+    check_before_loading(top.get("device", "cpu"))  # this machine must have it
     check_components(cfg)  # model.*, drafter, drafter.policy, verifier: components.py
     return EvalKeys(**top, sampling=SamplingKeys(**sampling))
