@@ -1,7 +1,8 @@
 """Config helpers shared by the entry points and the tests.
 
 * ``register_resolvers``: the OmegaConf resolvers ``${specdec_root:}``, ``${specdec_choice:}``,
-  ``${specdec_if_exists:}``, ``${specdec_train_hash:}`` (a training run's folder), the three that
+  ``${specdec_if_exists:}``, ``${specdec_train_hash:}`` (a training run's folder),
+  ``${specdec_train_run_name:}`` (its W&B run's name), the three that
   read the model pair for any-pair experiments and drafters -- ``${specdec_pair_name:}``,
   ``${specdec_target_layers:}``, ``${specdec_experiment:<kind>}`` -- and the two that fill the
   ``--help`` templates (``specdec.cli_help``).
@@ -43,6 +44,10 @@ def register_resolvers() -> None:
         from specdec.learners.resume import hash_resolver  # no Lightning import
 
         OmegaConf.register_new_resolver("specdec_train_hash", hash_resolver)
+    if not OmegaConf.has_resolver("specdec_train_run_name"):
+        from specdec.learners.resume import run_name_resolver
+
+        OmegaConf.register_new_resolver("specdec_train_run_name", run_name_resolver)
     for name, resolver in (("specdec_pair_name", pair_label),
                            ("specdec_target_layers", target_layers),
                            ("specdec_experiment", experiment_for)):

@@ -46,7 +46,7 @@ from specdec.cli_check import check_command_line
 from specdec.config import register_resolvers
 from specdec.errors import BadInput, exit_on_input_error
 from specdec.learners.install import export_folder
-from specdec.learners.resume import check_fits, resume_checkpoint, save_last, train_hash
+from specdec.learners.resume import check_fits, resume_checkpoint, run_name, save_last
 from specdec.learners.scale import check_single_process, exportable
 
 if TYPE_CHECKING:
@@ -109,7 +109,7 @@ def log_export(logger: Logger | bool, folder: Path, cfg: DictConfig) -> None:
     import wandb
 
     install = bool(cfg.export.get("install", False))
-    artifact = wandb.Artifact(f"{cfg.task_name}-{train_hash(cfg)}", type="model",
+    artifact = wandb.Artifact(run_name(cfg), type="model",  # the run folder's hash, as the run
                               metadata={"experiment": cfg.task_name, "installed": install,
                                         "folder": str(folder)})
     artifact.add_dir(str(folder))

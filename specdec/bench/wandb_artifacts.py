@@ -8,11 +8,13 @@ datasets joined by ``+`` (``alpaca+gsm8k+humaneval``).
 
 Artifacts (``log_files``): an eval run logs its ``summary.json`` and ``summary/<dataset>.json`` as
 an artifact of type ``summary`` (``specdec.bench.run.loggers.WandbLogger.log_summary``); a report
-logs its folder (``leaderboard.md``, ``leaderboard.csv``, the PNG plots, a sweep's YAML files) as an
-artifact of type ``leaderboard`` from a W&B run of job type ``report`` (``WandbReport``: the
-``report`` node of ``conf/logger/wandb.yaml``, used by the sweep's leaderboard callback, and
-``python -m specdec.report --wandb``). W&B is imported only inside these calls; ``mode`` defaults to
-offline.
+logs its folder (``leaderboard.md``, ``.csv``, ``.tex``, the PDF and PNG plots, a sweep's YAML
+files) as an artifact of type ``leaderboard`` from a W&B run of job type ``report``
+(``WandbReport``: the ``report`` node of ``conf/logger/wandb.yaml``, used by the sweep's
+leaderboard callback, and ``python -m specdec.report --wandb``). That run also logs the leaderboard
+itself, browsable in the W&B UI (``log_board``): ``leaderboard.csv`` as the W&B Table
+``leaderboard`` and each PNG plot as the image ``plots/<name>``. W&B is imported only inside these
+calls; ``mode`` defaults to offline.
 
 One run id per logical run: under ``wandb agent`` the process's environment names the sweep
 trial's run (``WANDB_RUN_ID``, ``WANDB_SWEEP_ID``, ...), which the eval run is; the report run that
@@ -34,7 +36,8 @@ from typing import Any
 
 from specdec.bench.run_summary import RunSummary
 
-REPORT_FILES = ("leaderboard.md", "leaderboard.csv", "*.png", "*.yaml")  # yaml: the sweep's
+REPORT_FILES = ("leaderboard.md", "leaderboard.csv", "leaderboard.tex", "*.pdf", "*.png",
+                "*.yaml")  # yaml: the sweep's
 # what `wandb agent` sets for its trial's run: a report run started in that process must not use it
 TRIAL_ENV = ("WANDB_RUN_ID", "WANDB_RESUME", "WANDB_SWEEP_ID", "WANDB_SWEEP_PARAM_PATH",
              "WANDB_RUN_GROUP", "WANDB_JOB_TYPE", "WANDB_NAME")
@@ -109,13 +112,35 @@ def log_files(run: Any, wandb: Any, *, name: str, kind: str, files: Sequence[Pat
     return artifact
 
 
+def log_board(run: Any, wandb: Any, out_dir: Path) -> list[str]:
+    """Log a report folder's ``leaderboard.csv`` as the W&B Table ``leaderboard`` and each PNG
+    plot as the image ``plots/<stem>``, in one ``run.log`` call; returns the keys logged (none
+    when the folder holds neither)."""
+    import pandas as pd
+
+    out_dir = Path(out_dir)
+    values: dict[str, Any] = {}
+    board = out_dir / "leaderboard.csv"
+    if board.is_file():
+        frame = pd.read_csv(board)
+        # empty cells are undefined values: None in the Table, not NaN
+        frame = frame.astype(object).where(frame.notna(), None)
+        values["leaderboard"] = wandb.Table(dataframe=frame)
+    for png in sorted(out_dir.glob("*.png")):
+        values[f"plots/{png.stem}"] = wandb.Image(str(png), caption=png.stem)
+    if values:
+        run.log(values)
+    return list(values)
+
+
 def report_files(out_dir: Path) -> list[Path]:
     """The files of a report folder that its artifact holds (``REPORT_FILES``)."""
     return sorted({p for pattern in REPORT_FILES for p in Path(out_dir).glob(pattern)})
 
 
 class WandbReport:
-    """Logs a report folder as a ``leaderboard`` artifact from a W&B run of job type ``report``.
+    """Logs a report folder as a ``leaderboard`` artifact, its table and its plots
+    (``log_board``) from a W&B run of job type ``report``.
 
     Args:
         project, entity, tags: of the W&B run (as ``conf/logger/wandb.yaml``).
@@ -127,7 +152,7 @@ class WandbReport:
         self.project, self.entity, self.mode, self.tags = project, entity, mode, list(tags)
 
     def log(self, out_dir: str | Path, *, group: str | None = None) -> str:
-        """Log the folder's leaderboard files; returns the artifact's name."""
+        """Log the folder's leaderboard files, table and plots; returns the artifact's name."""
         import wandb
 
         out_dir = Path(out_dir)
@@ -142,6 +167,7 @@ class WandbReport:
         try:
             log_files(run, wandb, name=name, kind="leaderboard", files=files,
                       metadata={"folder": str(out_dir)})
+            log_board(run, wandb, out_dir)
         finally:
             run.finish()
             wandb.teardown()  # as WandbLogger.finish: let the service flush before returning

@@ -13,6 +13,13 @@ schedulers, the loop position and (``specdec.learners.resumable``) the train loa
 epoch come back, and no step is lost or repeated beyond the last checkpoint. ``save_last`` rewrites
 ``last.ckpt`` at the end of a completed fit (the callback writes it at each validation only), so
 rerunning a finished command trains nothing and goes on to test and export.
+
+The W&B run and its ``model`` artifact are named ``run_name``: ``<task_name>-<hash>`` with the
+hash *of the run folder* (``run_hash``), not the config's hash recomputed later. The two can
+differ: instantiating a node that interpolates another one (the learner's ``model: ${model}``)
+resolves that other node's interpolations in place (Hydra's ``instantiate`` resolves a copy whose
+interpolations reach into the original config), so ``train_hash`` of the config after the learner
+is built is not the hash Hydra named the folder with.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -46,6 +54,31 @@ def train_hash(cfg: DictConfig) -> str:
             if k not in UNHASHED_KEYS}
     blob = json.dumps(keep, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+def run_hash(cfg: DictConfig) -> str:
+    """The hash of this training run's folder: the name of ``paths.output_dir`` when that is a
+    training run's folder (``<task_name>/<12 hex digits>``, as ``conf/train.yaml`` lays it out),
+    else ``train_hash(cfg)`` (a config composed outside a Hydra job, or a ``hydra.run.dir``
+    of one's own)."""
+    try:
+        folder = Path(str(OmegaConf.select(cfg, "paths.output_dir", default="") or ""))
+    except ValueError:  # ${hydra:...} outside a Hydra job (OmegaConf's errors are ValueErrors)
+        folder = Path()
+    task = str(OmegaConf.select(cfg, "task_name", default="train"))
+    if folder.parent.name == task and re.fullmatch(r"[0-9a-f]{12}", folder.name):
+        return folder.name
+    return train_hash(cfg)
+
+
+def run_name(cfg: DictConfig) -> str:
+    """``<task_name>-<run_hash>``: the W&B run's name and its ``model`` artifact's."""
+    return f"{OmegaConf.select(cfg, 'task_name', default='train')}-{run_hash(cfg)}"
+
+
+def run_name_resolver(*, _root_: DictConfig) -> str:
+    """``${specdec_train_run_name:}``: ``run_name`` of the config it appears in."""
+    return run_name(_root_)
 
 
 def hash_resolver(*, _root_: DictConfig) -> str:

@@ -1,12 +1,15 @@
 """W&B plumbing of eval runs and reports: run names, groups and job types from method, pair and
-benchmark; the summary and the leaderboard folder as artifacts (W&B offline, files in tmp dirs;
-a fake run object where only the calls matter)."""
+benchmark; the summary and the leaderboard folder as artifacts; the leaderboard as a W&B Table
+and its plots as images; the trained weights an eval run reads as its input artifacts (W&B
+offline, files in tmp dirs; a fake run object where only the calls matter)."""
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from omegaconf import OmegaConf
@@ -14,13 +17,17 @@ from omegaconf import OmegaConf
 import specdec.bench.run.runner as ev
 from specdec.bench.report.board import report
 from specdec.bench.run.leaderboard import PrintLeaderboard
+from specdec.bench.run.loggers import WandbLogger
 from specdec.bench.wandb_artifacts import (
     RunTag,
     WandbReport,
     artifact_name,
     common_group,
+    log_board,
     log_files,
 )
+from specdec.bench.wandb_lineage import learned_folders
+from specdec.config import ROOT
 from specdec.testing.eval_cfg import eval_cfg
 
 
@@ -60,17 +67,38 @@ class FakeArtifact:
     def add_file(self, path, name):
         self.files.append((Path(path).read_text(), name))
 
+    def add_dir(self, path):
+        self.files += sorted(p.name for p in Path(path).iterdir())
+
+
+class FakeTable:
+    def __init__(self, dataframe):
+        self.columns, self.data = list(dataframe.columns), dataframe.values.tolist()
+
 
 class FakeWandb:
-    Artifact = FakeArtifact
+    Artifact, Table = FakeArtifact, FakeTable
+    Image = staticmethod(lambda path, caption: ("image", Path(path).name, caption))
+
+    @staticmethod
+    def init(**settings):
+        return FakeRun()
 
 
 class FakeRun:
     def __init__(self):
-        self.logged = []
+        self.logged, self.used, self.history = [], [], []
+        self.config = SimpleNamespace(update=lambda config, allow_val_change: None)
 
     def log_artifact(self, artifact):
         self.logged.append(artifact)
+
+    def use_artifact(self, artifact):
+        self.used.append(artifact)
+        return artifact
+
+    def log(self, values):
+        self.history.append(values)
 
 
 def test_log_files_adds_every_file_under_its_name_and_refuses_none(tmp_path):
@@ -120,8 +148,84 @@ def test_report_folder_becomes_a_leaderboard_artifact(board, offline):
                 b"speedup.png"):
         assert key in data, key
     staged = _staged(offline)
-    for file in ("leaderboard.md", "leaderboard.csv", "speedup.png", "acceptance.png"):
+    for file in ("leaderboard.md", "leaderboard.csv", "leaderboard.tex", "speedup.png",
+                 "acceptance.png", "speedup.pdf", "acceptance.pdf"):
         assert (out / file).read_bytes() in staged, file
+    # the leaderboard as a W&B Table and each plot as an image, browsable in the run
+    (files,) = (offline / "wandb").glob("offline-run-*/files")
+    (table,) = (files / "media" / "table").glob("leaderboard_*.table.json")
+    logged = json.loads(table.read_text())
+    with (out / "leaderboard.csv").open() as f:
+        board = list(csv.DictReader(f))
+    assert logged["columns"] == list(board[0])
+    assert [r[:3] for r in logged["data"]] == [[b["method"], b["method_name"], b["dataset"]]
+                                              for b in board]
+    images = sorted(p.name.split("_")[0] for p in (files / "media" / "images" / "plots").iterdir())
+    assert images == ["acceptance", "block", "speedup"]
+
+
+def test_log_board_logs_the_csv_as_a_table_and_each_png_as_an_image(tmp_path):
+    (tmp_path / "leaderboard.csv").write_text("method,speedup,refused\nar,1.0,\nsps,,why\n")
+    for stem in ("speedup", "acceptance"):
+        (tmp_path / f"{stem}.png").write_bytes(b"png")
+    (tmp_path / "speedup.pdf").write_bytes(b"pdf")  # the PDF is in the artifact, not an image
+    run = FakeRun()
+    assert log_board(run, FakeWandb, tmp_path) == ["leaderboard", "plots/acceptance",
+                                                   "plots/speedup"]
+    ((values),) = run.history  # one step
+    table = values["leaderboard"]
+    assert table.columns == ["method", "speedup", "refused"]
+    assert table.data == [["ar", 1.0, None], ["sps", None, "why"]]  # empty cells: None
+    assert values["plots/speedup"] == ("image", "speedup.png", "speedup")
+    assert log_board(run, FakeWandb, tmp_path / "nothing") == [] and len(run.history) == 1
+
+
+def _asset(root: Path, kind: str, pair: str) -> Path:
+    folder = root / kind / pair
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text("{}")
+    (folder / "model.safetensors").write_bytes(b"weights")
+    return folder
+
+
+def test_learned_folders_are_the_trained_assets_the_drafter_and_draft_path_name(tmp_path):
+    head, draft = _asset(tmp_path, "specdecpp", "tiny"), _asset(tmp_path, "draft_lm", "tiny")
+    not_an_asset = tmp_path / "notes"
+    not_an_asset.mkdir()
+    config = {"drafter": {"policy": {"head": str(head)}, "other": [str(not_an_asset), "sps"]},
+              "verifier": {"file": str(head / "model.safetensors")},  # a file in a folder
+              "model": {"draft_path": str(draft), "target": str(_asset(tmp_path, "hf", "t"))}}
+    assert learned_folders(config) == [head.resolve(), draft.resolve()]  # never the target
+    assert learned_folders({"drafter": {"name": "sps"}, "model": {"draft_path": None}}) == []
+
+
+def test_learned_folders_of_real_eval_configs(compose):
+    from omegaconf import OmegaConf
+
+    def folders(method: str) -> list[Path]:
+        cfg = compose("eval", [f"method={method}"])  # resolved as the runner resolves it
+        return learned_folders({k: OmegaConf.to_container(v, resolve=True)
+                                if OmegaConf.is_config(v) else v
+                                for k, v in cfg.items() if k != "hydra"})
+
+    assert folders("eagle3") == [ROOT / "specdec" / "assets" / "eagle3" / "tiny"]
+    assert folders("sps") == []
+
+
+def test_an_eval_run_uses_the_drafters_artifact(tmp_path):
+    """The eval run declares the weights it read as a ``model`` artifact it used: W&B's
+    lineage then links them to the run."""
+    folder = _asset(tmp_path, "eagle3", "tiny")
+    logger = WandbLogger(tmp_path / "run")
+    logger.wandb = FakeWandb
+    tag = RunTag("eagle3", "tiny", "tiny")
+    logger.log_config({"drafter": {"path": str(folder)}, "model": {"draft_path": None}}, tag)
+    (used,) = logger.run.used
+    assert (used.name, used.type) == ("eagle3-tiny", "model")
+    assert used.files == ["config.json", "model.safetensors"]
+    assert used.metadata == {"folder": str(folder.resolve())}
+    logger.log_config({"drafter": {"name": "sps"}, "model": {}}, tag)  # nothing learned
+    assert logger.run.used == []
 
 
 def test_the_report_run_never_takes_a_sweep_trials_run_id(board, offline, monkeypatch):

@@ -251,5 +251,5 @@ def test_cli_writes_specbench_skips_an_unreadable_run_and_keeps_the_default(runs
     # the default format is still the leaderboard
     assert rp.main([str(runs["ar"]), str(runs["sps"]), "--no-plots", "--out",
                     str(tmp_path / "lb")]) == 0
-    assert sorted(p.name for p in (tmp_path / "lb").iterdir()) == ["leaderboard.csv",
-                                                                   "leaderboard.md"]
+    assert sorted(p.name for p in (tmp_path / "lb").iterdir()) == [
+        "leaderboard.csv", "leaderboard.md", "leaderboard.tex"]

@@ -53,6 +53,31 @@ def test_logger_wandb_runs_offline_with_project_tags_and_config(compose, tmp_pat
     assert len(list((tmp_path / "wandb").glob("offline-run-*"))) == 1
 
 
+def test_the_wandb_run_and_model_artifact_carry_the_run_folders_hash(compose, tmp_path,
+                                                                     monkeypatch):
+    """Building the learner resolves ``${model}``'s interpolations in place (Hydra's instantiate),
+    which moves ``train_hash`` of the config; the names keep the hash Hydra named the folder
+    with (``paths.output_dir``, as under ``@hydra.main``)."""
+    from hydra.utils import instantiate
+    from lightning.pytorch.loggers import WandbLogger
+    from omegaconf import open_dict
+
+    cfg = compose("train", ["+experiment=hrad_tiny", "logger=wandb"])
+    folder = tmp_path / "train" / "hrad_tiny" / train_hash(cfg)  # what hydra.run.dir names
+    with open_dict(cfg):
+        cfg.paths.output_dir = str(folder)
+    instantiate(cfg.learner)  # as train() does before it builds the logger
+    assert train_hash(cfg) != folder.name  # the drift this test is about
+    assert cfg.logger.train.name == f"hrad_tiny-{folder.name}"  # the W&B run's name
+    logged = []
+    fake_run = SimpleNamespace(log_artifact=lambda art, aliases: logged.append(art))
+    monkeypatch.setattr(WandbLogger, "experiment", property(lambda self: fake_run))
+    export = tmp_path / "export"
+    export.mkdir()
+    (export / "config.json").write_text("{}")
+    log_export(WandbLogger(offline=True), export, cfg)
+    assert [a.name for a in logged] == [f"hrad_tiny-{folder.name}"]
+
 
 def test_the_export_is_logged_as_a_wandb_model_artifact(compose, tmp_path, monkeypatch):
     from lightning.pytorch.loggers import WandbLogger

@@ -15,9 +15,9 @@ import pytest
 import torch
 from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
 
+from specdec.models.placement import Placement
 from specdec.nets.eagle3.net import load_eagle3, new_eagle3
 from specdec.nets.eagle3.rotary import keep_rotary_float32
-from specdec.models.placement import Placement
 from specdec.testing.eagle3_stub import write_stub
 
 POSITION = 4096

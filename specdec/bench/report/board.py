@@ -29,8 +29,10 @@ temperature-0 run whose outputs differ from ``ar``'s (``specdec.bench.report.gre
 
 Also: per-category tables for datasets with categories (``specdec.bench.report.categories``),
 repeats over seeds merged into mean ± std (``specdec.bench.report.repeats``), ``leaderboard.csv``
-beside the Markdown (``specdec.bench.report.board_csv``), and with ``--wandb`` the output folder as
-a W&B artifact (``specdec.bench.wandb_artifacts``).
+and ``leaderboard.tex`` beside the Markdown (``specdec.bench.report.board_csv``,
+``specdec.bench.report.latex``), the plots as PDF and 300-dpi PNG with error bars from repeats
+(``specdec.bench.report.plots``), and with ``--wandb`` the output folder as a W&B artifact, the
+leaderboard as a W&B Table and the plots as images (``specdec.bench.wandb_artifacts``).
 
 ``--format specbench`` writes Spec-Bench's answer files and speed table instead
 (``specdec.bench.report.specbench``); the default format is the leaderboard above.
@@ -46,6 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from specdec.bench.report.board_csv import write_csv
+from specdec.bench.report.latex import write_latex
 from specdec.bench.report.markdown import to_markdown
 from specdec.bench.report.out_dir import check_out_folder, out_folder
 from specdec.bench.report.repeats import usable_runs
@@ -73,7 +76,8 @@ class Board:
 
 def board(paths: list[str | Path], out_dir: str | Path, *, baseline: str = "ar",
           plots: bool = True, warn: bool = True) -> Board:
-    """Write ``leaderboard.md``, ``leaderboard.csv`` (and PNG plots) into ``out_dir``; unreadable
+    """Write ``leaderboard.md``, ``leaderboard.csv``, ``leaderboard.tex`` (and the plots, PDF and
+    PNG) into ``out_dir``; unreadable
     summaries and copies of a run are left out, and summaries their records contradict are named,
     each with a logged warning (``warn``) and a line in the Markdown.
 
@@ -89,6 +93,7 @@ def board(paths: list[str | Path], out_dir: str | Path, *, baseline: str = "ar",
     text = to_markdown(rows, skipped=unreadable, copies=copies, doubts=doubtful)
     (out_dir / "leaderboard.md").write_text(text)
     write_csv(rows, out_dir / "leaderboard.csv")
+    write_latex(rows, out_dir / "leaderboard.tex")
     if plots:
         from specdec.bench.report.plots import plot_all
 
@@ -155,7 +160,8 @@ def main(argv: list[str] | None = None) -> int:
     for r in differ:
         print(f"greedy mismatch: {r.label} on {r.dataset}: {len(r.greedy.mismatched)} of "
               f"{r.greedy.prompts} prompts differ from {r.greedy.baseline}", file=sys.stderr)
-    print(f"wrote {Path(args.out) / 'leaderboard.md'} and leaderboard.csv", file=sys.stderr)
+    print(f"wrote {Path(args.out) / 'leaderboard.md'}, leaderboard.csv and leaderboard.tex",
+          file=sys.stderr)
     if args.wandb:
         from specdec.bench.wandb_artifacts import WandbReport, common_group
 

@@ -18,8 +18,10 @@ summary files once the run is summarised (``log_summary``), and always calls ``f
   ``eval/overall/sweep_objective`` is the sweep metric, ``eval/overall/modeled_speedup_vs_ar`` the
   leaderboard's paired number and ``eval/<dataset>/self_modeled_speedup`` the run's own estimate,
   ``specdec.bench.run.paired``), a table of records per dataset and the
-  summary files as a ``summary`` artifact. ``WANDB_DIR`` is honoured; otherwise W&B files go into
-  the run directory.
+  summary files as a ``summary`` artifact. The trained weights the config names (a drafter's or
+  head's asset folder) are declared as ``model`` artifacts the run used, so W&B's lineage links
+  them to the run (``specdec.bench.wandb_lineage``). ``WANDB_DIR`` is honoured; otherwise W&B
+  files go into the run directory.
 
 The timing verdict (``specdec.bench.timing``, in ``overall`` once the run is paired) reaches both
 loggers: ``timing_reliable`` (1 or 0) as a metric, ``timing_reasons`` as text (CSV: one row, ``;``
@@ -34,6 +36,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from specdec.bench.wandb_artifacts import RunTag, log_files
+from specdec.bench.wandb_lineage import learned_folders, use_models
 
 RECORD_COLUMNS = ("prompt_id", "category", "new_tokens", "target_forwards", "draft_forwards",
                   "drafted", "accepted", "wall_s", "prefill_s", "text")
@@ -96,7 +99,8 @@ class CSVLogger(EvalLogger):
 
 
 class WandbLogger(EvalLogger):
-    """A W&B run holding the config, ``eval/<dataset>/<metric>``, record tables and the summary.
+    """A W&B run holding the config, ``eval/<dataset>/<metric>``, record tables and the summary,
+    using the trained weights' artifacts.
 
     The run starts in ``log_config``, when the run's ``RunTag`` is known; ``name``, ``group`` and
     ``job_type`` given here win over the tag's.
@@ -120,6 +124,7 @@ class WandbLogger(EvalLogger):
         self.run = self.wandb.init(**self.settings, **names, dir=self.dir,
                                    reinit="finish_previous")
         self.run.config.update(config, allow_val_change=True)  # a W&B sweep sets keys first
+        use_models(self.run, self.wandb, learned_folders(config))  # lineage: weights -> run
 
     def log_dataset(self, name: str, metrics: dict) -> None:
         values = {f"eval/{name}/{k}": v for k, v in scalar_metrics(metrics).items()}
