@@ -27,19 +27,18 @@ import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from omegaconf import DictConfig, open_dict
 
 from specdec.errors import BadInput, InputError, input_error
+from specdec.paths import CONF_DIR
 from specdec.streaming import Chunk, Stream
 
 if TYPE_CHECKING:
     from specdec.bench.run.method import Method
     from specdec.models import ModelPair
 
-CONF = Path(__file__).resolve().parents[1] / "conf"
 __all__ = ["Chunk", "Decoder", "Output", "load", "overrides_for"]
 
 
@@ -76,7 +75,7 @@ def overrides_for(target: str, draft: str | None, method: str,
     """The eval command's overrides for ``load``'s arguments: ``target`` names a pair preset
     (``conf/model/<target>.yaml``: ``tiny``, ``smollm2``) or a hub id / folder (``model=hf``);
     ``draft`` sets ``model.draft``; ``foo__bar=1`` is ``foo.bar=1``."""
-    preset = re.fullmatch(r"[\w-]+", target) and (CONF / "model" / f"{target}.yaml").is_file()
+    preset = re.fullmatch(r"[\w-]+", target) and (CONF_DIR / "model" / f"{target}.yaml").is_file()
     out = [f"method={method}"]
     if preset:
         out.append(f"model={target}")
@@ -91,23 +90,16 @@ def overrides_for(target: str, draft: str | None, method: str,
 def compose_eval(overrides: Sequence[str]) -> DictConfig:
     """``conf/eval.yaml`` composed with ``overrides`` as the CLI would (the ``hydra`` node kept:
     it records the group choices that asset paths name); a composition error is ``BadInput``."""
-    from hydra import compose, initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
     from hydra.errors import HydraException
 
-    from specdec.config import register_resolvers
+    from specdec.config import compose_config
 
-    register_resolvers()
-    GlobalHydra.instance().clear()
     try:
-        with initialize_config_dir(str(CONF), version_base="1.3"):
-            cfg = compose("eval", overrides=list(overrides), return_hydra_config=True)
+        cfg = compose_config("eval", overrides)
     except HydraException as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise BadInput(f"cannot compose the eval config from {list(overrides)}: {first}; see "
                        "`python -m specdec.eval --help` for the groups and keys") from None
-    finally:
-        GlobalHydra.instance().clear()
     with open_dict(cfg):
         cfg.paths.output_dir = None  # nothing is written: no run folder
     return cfg

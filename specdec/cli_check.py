@@ -22,13 +22,13 @@ other than the entry point's own (``--config-name``/``--config-path``/``--config
 from __future__ import annotations
 
 import difflib
-from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
+from specdec.config import compose_config
 from specdec.errors import BadInput
+from specdec.paths import CONF_DIR
 
-CONF = Path(__file__).resolve().parents[1] / "conf"
 SYNTAX = "https://hydra.cc/docs/advanced/override_grammar/basic/"
 
 
@@ -41,7 +41,7 @@ def suggest(word: str, names: list[str]) -> str:
 def group_options(group: str) -> list[str] | None:
     """The choices of a config group (its YAML names under ``conf/<group>/``), or None when
     ``group`` is not a folder of ``conf/`` (Hydra's own groups, ``hydra/launcher``, included)."""
-    folder = CONF / group
+    folder = CONF_DIR / group
     if group.split("/")[0] == "hydra" or not folder.is_dir():
         return None
     return sorted(p.stem for p in folder.glob("*.yaml"))
@@ -89,28 +89,13 @@ def check_groups(overrides: list) -> None:
                                f"{suggest(value, options)} (options: {', '.join(options)})")
 
 
-def _compose(config_name: str, overrides: list[str]) -> DictConfig:
-    from hydra import compose, initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
-
-    from specdec.config import register_resolvers
-
-    register_resolvers()
-    GlobalHydra.instance().clear()
-    try:
-        with initialize_config_dir(str(CONF), version_base="1.3"):
-            return compose(config_name, overrides=overrides)
-    finally:
-        GlobalHydra.instance().clear()
-
-
 def _unknown_key(config_name: str, parsed: list, text: list[str]) -> None:
     """After a failed compose: refuse the first changed key the config lacks, with the nearest
     keys of its parent (composed with the group choices only, so the preset's keys are there)."""
     groups = [t for o, t in zip(parsed, text, strict=True)
               if group_options(o.key_or_group.replace(".", "/")) is not None]
     try:
-        base = _compose(config_name, groups)
+        base = compose_config(config_name, groups, hydra_node=False)
     except Exception:
         return
     for override in parsed:
@@ -185,7 +170,7 @@ def check_command_line(argv: list[str], config_name: str) -> None:
         text, parsed = first, _parse(first)
     try:
         try:
-            cfg = _compose(config_name, text)
+            cfg = compose_config(config_name, text, hydra_node=False)
         except HydraException as err:
             _unknown_key(config_name, parsed, text)
             lines = [line.strip() for line in str(err).splitlines() if line.strip()] or [""]

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-#: the checkout's root (``specdec/testing/paths.py`` is two folders below it)
-REPO: Path = Path(__file__).resolve().parents[2]
-CONF: Path = REPO / "conf"
+from specdec.paths import CONF_DIR, ROOT
+
+#: the checkout's root
+REPO: Path = ROOT
+#: the config folder (``specdec.paths.CONF_DIR``: its one spelling)
+CONF: Path = CONF_DIR
 FIXTURES: Path = REPO / "tests" / "fixtures"

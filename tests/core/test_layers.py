@@ -19,7 +19,7 @@ PACKAGE = REPO / "specdec"
 
 # lowest first; a module may import its own layer and the ones below it
 LAYERS: list[tuple[str, ...]] = [
-    ("errors",),
+    ("errors", "paths"),  # paths: where the checkout's folders are
     ("rowops", "trees", "vocab", "threads", "forwards", "streaming", "cli_help"),
     # loading and placing models: the pair, its typed placement, its caches' kind
     ("models", "placement", "static_cache"),

@@ -29,12 +29,12 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from specdec.errors import BadInput, InputError, MissingInput
+from specdec.paths import CONF_DIR
 from specdec.placement import check_drafter_device
 
 ASSET_KEYS = ("path", "head", "hrad")  # drafter/policy keys holding a trained asset folder
 HUB_LOADERS = ("specdec.models.hf.hf_pair", "specdec.models.load_pair",
                "specdec.models.pair.load_pair")
-CONF = Path(__file__).resolve().parents[3] / "conf"
 
 
 def preflight(cfg: DictConfig) -> None:
@@ -135,12 +135,12 @@ def check_assets(cfg: DictConfig) -> None:
             experiment = None
         experiment = str(experiment or f"{folder.parent.name}_{folder.name}")
         command = f"`python -m specdec.train +experiment={experiment}`"
-        example = CONF / "experiment" / f"{folder.parent.name}_tiny.yaml"
+        example = CONF_DIR / "experiment" / f"{folder.parent.name}_tiny.yaml"
         after = f" after conf/experiment/{example.name}" if example.is_file() else ""
         # a generic experiment comes with its pair's overrides: "eagle3 model=hf model.target=..."
         name = experiment.split()[0]
         how = (f"train it with {command}"
-               if (CONF / "experiment" / f"{name}.yaml").is_file() else
+               if (CONF_DIR / "experiment" / f"{name}.yaml").is_file() else
                f"no experiment trains it yet (conf/experiment/{name}.yaml does not exist: "
                f"write one{after}, then run {command})")
         if looks_like_hub_id(value):
