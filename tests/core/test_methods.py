@@ -11,10 +11,10 @@ import pytest
 from specdec.bench.run.runner import build_method
 from specdec.engine import generate
 from specdec.models.tiny import tiny_pair
+from specdec.paths import CONF_DIR
 from specdec.sampling import TorchCoins
-from specdec.testing.paths import REPO
 
-METHODS = sorted(p.stem for p in (REPO / "conf" / "method").glob("*.yaml"))
+METHODS = sorted(p.stem for p in (CONF_DIR / "method").glob("*.yaml"))
 GREEDY = ["sampling.temperature=0", "model.dtype=float64"]
 
 

@@ -15,10 +15,11 @@ from torch import nn
 
 from specdec.bench.run.method import build_method
 from specdec.errors import BadInput
+from specdec.paths import CONF_DIR
 from specdec.placement import Held, Placement, check_drafter_device, check_placement
 from specdec.testing.paths import REPO
 
-PRESETS = sorted(p.stem for p in (REPO / "conf" / "method").glob("*.yaml"))
+PRESETS = sorted(p.stem for p in (CONF_DIR / "method").glob("*.yaml"))
 META = ["model.device=meta", "model.draft_device=meta"]
 
 

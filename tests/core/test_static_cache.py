@@ -18,11 +18,11 @@ from specdec.bench.run.runner import build_method
 from specdec.engine import generate
 from specdec.errors import BadInput
 from specdec.lm import CachedLM
+from specdec.paths import CONF_DIR
 from specdec.sampling import TorchCoins
 from specdec.static_cache import BUCKET_CAP, StaticSpec, bucket
-from specdec.testing.paths import REPO
 
-METHODS = sorted(p.stem for p in (REPO / "conf" / "method").glob("*.yaml"))
+METHODS = sorted(p.stem for p in (CONF_DIR / "method").glob("*.yaml"))
 GREEDY = ["sampling.temperature=0", "model.dtype=float64"]
 TOL = 1e-12
 

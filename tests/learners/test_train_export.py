@@ -21,11 +21,12 @@ import pytest
 
 from specdec.errors import BadInput
 from specdec.learners.install import export_folder
+from specdec.paths import CONF_DIR
 from specdec.testing.paths import REPO
 
 ROOT = REPO
 ASSETS = ROOT / "specdec" / "assets"
-HELP = ROOT / "conf" / "hydra" / "help" / "train.yaml"
+HELP = CONF_DIR / "hydra" / "help" / "train.yaml"
 
 
 def test_the_default_destination_is_the_run_folder_and_install_needs_consent(tmp_path):
