@@ -1,4 +1,5 @@
-"""Greedy token identity of every method preset, before and after a change (issue 28's table).
+"""Greedy token identity of every method preset, before and after a change (a refactor must change
+no token).
 
 Decodes a few prompts of each default dataset greedily with every preset in ``conf/method/``
 through the Python API (``specdec.load``: the eval's composition, the one engine loop) and writes

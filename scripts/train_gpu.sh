@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The feature drafters' GPU training recipe (issue 30 item 1): a short GPU window (~15 min) spent
+# The feature drafters' GPU training recipe: a short GPU window (~15 min) spent
 # training, not setting up. Stages, each timed, each resumable / idempotent (rerunning the script
 # skips what is done: trace chunks are kept, a finished fit trains nothing and re-exports):
 #   setup     wheels from $WHEELS; join the carried parts in $SHIP (gpu_ship.py join); imports

@@ -1,6 +1,6 @@
 """The command line of an entry point, checked before ``@hydra.main`` composes it.
 
-Hydra reports an override it cannot use (a typo in a group choice, ``method=spss``; a key the
+Hydra reports an override it cannot use (a typo in a group choice, a misspelt ``method=<name>``; a key the
 config does not have, ``limt=3``; an override it cannot parse, ``limit=[1``) with its own message
 or option dump and exit status 1, before the entry point's ``main`` runs, so
 ``errors.exit_on_input_error`` never sees it. ``check_command_line`` runs first, in the
@@ -9,7 +9,7 @@ or option dump and exit status 1, before the entry point's ``main`` runs, so
 
 * an override that does not parse: Hydra's reason and how to write one;
 * a group choice (``method=``, ``model=``, ``benchmark=``, ``drafter/policy=``, ... and each value
-  of a sweep ``-m method=a,b``) with no ``conf/<group>/<choice>.yaml``: the nearest names
+  of a sweep ``-m method=<a>,<b>``) with no ``conf/<group>/<choice>.yaml``: the nearest names
   (``difflib``) and the group's options;
 * a key the composed config does not have: the nearest keys of its parent node;
 * ``key={}`` on a mapping the preset fills: Hydra merges the empty mapping, which changes nothing;

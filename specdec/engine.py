@@ -1,4 +1,4 @@
-"""generate(): the one decoding loop every method runs through, AR included (ARCHITECTURE B4).
+"""generate(): the one decoding loop every method runs through, AR included.
 
 A method is a (drafter, verifier) pair. Each step the drafter proposes a token tree rooted at the
 last committed token (the *root*), the target scores root + drafted nodes in one forward, the

@@ -1,6 +1,6 @@
 """Ahead: a drafter's background job, run while the target verifies, taken or rolled back after.
 
-The execution model of "draft while the target verifies" (ARCHITECTURE §0.2; PEARL's post-verify,
+The execution model of "draft while the target verifies" (PEARL's post-verify,
 Liu et al. 2025, "PEARL: Parallel Speculative Decoding with Adaptive Draft Length"; SpecBranch's
 branches; SSD's outcome cache). The engine knows nothing of it: a drafter ``submit``s a job at the
 end of ``propose`` (the step's draft is fixed by then), the engine runs the target's forward and

@@ -1,7 +1,7 @@
 """SpecBranch: branch at the uncertain token, and draft each branch's next round while verifying.
 
 Shen et al. 2025, "SpecBranch: Speculative Decoding via Hybrid Drafting and Rollback-Aware
-Branch Parallelism" (``shared/papers/specbranch_000_*``; public code digest §1.3). Symbols:
+Branch Parallelism" (ICLR 2026; public code github.com/Sylvan820/Specbranch). Symbols:
 γ_max = ``policy.limit()``; ε = ``threshold``; k_max; the branch point b and the branch count
 ``k = max(1, ⌊k_max·(1 − q(x_b))⌋)`` (``drafters.branch_tree``); H-RAD's class s_t ∈ {0, 1, 2}
 (``learners.hrad``). PEARL (``drafters.pearl``) is the schedule it extends.
@@ -38,7 +38,7 @@ subtree under y is a fresh branch tree after ``prefix + y`` (as PEARL's block is
 ``tests/drafters/test_specbranch_exact.py`` enumerates it exactly through the engine.
 
 Differences from the paper and its public code, and why: the public code forks top-k and is lossless
-only at T = 0 (digest §1.3); here ``branching=sample`` forks i.i.d. draws that RRS verifies
+only at T = 0; here ``branching=sample`` forks i.i.d. draws that RRS verifies
 exactly at T > 0 (``auto``: top-k at T = 0, sampled otherwise). The target verifies one tree per
 step on this engine, so the branches a worker drafted are verified in the next step's tree, not
 matched token by token against the current one; H-RAD's class is computed once per step from the
