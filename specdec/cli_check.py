@@ -1,8 +1,8 @@
 """The command line of an entry point, checked before ``@hydra.main`` composes it.
 
-Hydra reports an override it cannot use (a typo in a group choice, a misspelt ``method=<name>``; a key the
-config does not have, ``limt=3``; an override it cannot parse, ``limit=[1``) with its own message
-or option dump and exit status 1, before the entry point's ``main`` runs, so
+Hydra reports an override it cannot use (a typo in a group choice, a misspelt ``method=<name>``; a
+key the config does not have, ``limt=3``; an override it cannot parse, ``limit=[1``) with its own
+message or option dump and exit status 1, before the entry point's ``main`` runs, so
 ``errors.exit_on_input_error`` never sees it. ``check_command_line`` runs first, in the
 ``__main__`` block of ``specdec.eval`` and ``specdec.train``, and turns each of these into a
 ``BadInput`` naming the override and the fix:

@@ -35,7 +35,7 @@ from specdec.paths import CONF_DIR
 ENV = "SPECDEC_DATASET_CONF"
 DEFAULT_DIR = CONF_DIR / "dataset"
 SOURCE_KEYS = ("prepare", "hub", "eval_files", "train")
-FIX = "see README 'Adding a dataset'"
+FIX = "see docs/extending.md, 'Adding a dataset'"
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
 """Every class of bad config value ends in one ``error:`` line and exit 2 naming the input and the
-fix (issue 32 items 3-4, issue 31 item 6), and every tree size knob is refused before allocation.
+fix, and every tree size knob is refused before allocation.
 
 Table-driven, one row per case, in process where the check runs (``check_command_line`` for what
 Hydra would reject, the eval runner for the rest); a few subprocess rows check the wiring of the

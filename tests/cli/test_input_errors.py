@@ -1,6 +1,6 @@
 """Bad input ends with one ``error: ...`` line and status 2, no traceback (specdec/errors.py).
 
-Issue 16's target "0 raw tracebacks for bad config values": before errors.py every check raised a
+The target is no raw traceback for a bad config value: before errors.py every check raised a
 plain ValueError, which Hydra printed under a traceback of the checking code.
 """
 

@@ -1,4 +1,4 @@
-"""No module imports from a layer above its own (README, "Layers").
+"""No module imports from a layer above its own (docs/architecture.md, "Layers and layout").
 
 Every ``specdec`` module's imports are read with ``ast`` (module-level and function-level imports
 alike, ``TYPE_CHECKING`` blocks included) and each import of a ``specdec`` module must point to the

@@ -1,6 +1,6 @@
 """Every method preset composes, builds on the tiny pair, and is greedy-equivalent to AR.
 
-Greedy equivalence is the fp64 CPU check of ARCHITECTURE C4 (Spec-Bench's equal.py, transformers'
+Greedy equivalence is the fp64 CPU check (Spec-Bench's equal.py, transformers'
 assisted == greedy): at temperature 0 a lossless method must emit exactly AR's tokens.
 """
 

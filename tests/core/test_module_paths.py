@@ -31,4 +31,4 @@ def test_every_module_relative_root_is_the_repository():
 def test_the_config_folder_is_the_repository_conf():
     from specdec.paths import CONF_DIR
 
-    assert CONF_DIR == ROOT / "conf" and (CONF_DIR / "experiment" / "eagle3_tiny.yaml").is_file()
+    assert CONF_DIR.parent == ROOT and (CONF_DIR / "experiment" / "eagle3_tiny.yaml").is_file()

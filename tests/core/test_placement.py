@@ -1,4 +1,4 @@
-"""One typed placement (issue 27): every preset's modules follow it, checked on the ``meta`` device.
+"""One typed placement: every preset's modules follow it, checked on the ``meta`` device.
 
 PyTorch's ``meta`` device stands in for a GPU: a tensor a drafter, policy or head left on the CPU
 shows as ``cpu`` next to the target's ``meta`` weights, with no GPU and no arithmetic (build only,

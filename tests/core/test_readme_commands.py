@@ -57,6 +57,7 @@ def test_the_readme_has_runnable_commands_that_pass_the_command_line_checks():
     commands = runnable_commands((ROOT / "README.md").read_text())
     assert len(commands) >= 2 and {_entry(c) for c in commands} == {"eval", "train"}
     for words in commands:
+        assert "-m" not in words[4:], f"Hydra's flags come before the overrides: {words}"
         argv = [w for w in words[3:] if w != "-m"]
         check_command_line(argv, _entry(words))  # an unknown +experiment= fails to compose
 

@@ -1,6 +1,6 @@
 """The static KV cache path (``model.static_cache``) gives the dynamic path's logits and tokens.
 
-Issue 27, deliverable 5 (the CPU part): a preallocated cache and bucketed, fixed-shape forwards
+The CPU part of the CUDA-graph groundwork: a preallocated cache and bucketed, fixed-shape forwards
 (``specdec.static_cache``) behind ``CachedLM``, greedy-identical to ``DynamicCache`` for every
 method preset, and equal logits (1e-12 in float64) over forward / extend / keep / crop /
 reconcile with tree masks. Deterministic (fixed weights, greedy): no false failures.

@@ -1,4 +1,4 @@
-"""EAGLE-3 interop (issue 29): training the published architecture here (``learner.arch=eagle3``).
+"""EAGLE-3 interop: training the published architecture here (``learner.arch=eagle3``).
 
 * the training unroll (TTT) of a ``PublishedEagle3Net`` gives, at step ``j`` and position ``t``,
   the logits the decoding path gives a depth-``j`` chain node (fp64, tiny target): the next

@@ -1,4 +1,4 @@
-"""One name per learned part (issue 28 item 7): ``specdec/learners/<name>/``,
+"""One name per learned part: ``specdec/learners/<name>/``,
 ``conf/learner/<name>.yaml``, ``conf/experiment/<name>.yaml`` (any pair) and
 ``<name>_<model>.yaml`` (a model's recipe), ``specdec/assets/<name>/<model>/``."""
 

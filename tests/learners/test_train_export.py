@@ -1,4 +1,4 @@
-"""Training never overwrites shipped files unasked (issue 31, item 2).
+"""Training never overwrites shipped files unasked.
 
 An export goes to ``<run dir>/export/``; ``export.install=true`` writes the shipped folder the
 method reads, and a destination outside the run folder that holds files is refused, naming the

@@ -1,4 +1,4 @@
-"""EAGLE-3 interop (issue 29): heads in the published layouts load, decode, round-trip, fail well.
+"""EAGLE-3 interop: heads in the published layouts load, decode, round-trip, fail well.
 
 * a random-weight stub head in the ``LlamaForCausalLMEagle3`` layout (and in vLLM speculators'
   layout) for the tiny target, with ``V_d < V`` and ``d2t``/``t2d``, decodes greedily exactly like
