@@ -11,6 +11,8 @@ A reference fails when it names
   the package, or whose attribute the module does not define or import;
 * a config choice (``method=foo``, ``+experiment=bar``, any ``<group>=<option>`` of a folder of
   ``conf/``; lists ``a,b`` and alternatives ``a|b`` are checked one by one) with no YAML file;
+* a Markdown link (``[text](page.md#anchor)``, relative to the page) to a file that does not
+  exist or to an anchor that is none of the page's headings;
 * a document that is not in the repository: the design notes ``ARCHITECTURE`` and the seed
   digest, paper file ids (``specblock_002``) and ``issue N`` (a reader cannot follow them).
 
@@ -42,6 +44,32 @@ OUTSIDE = [
     (re.compile(r"\bissues? #?\d+", re.I), "'issue N' means nothing to a reader: say the reason"),
     (re.compile(r"shared/(?:papers|design|hooks)"), "a folder outside the repository"),
 ]
+
+
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def _anchor(heading: str) -> str:
+    """GitHub's anchor of a Markdown heading: lower case, punctuation dropped, spaces to '-'."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def link_problems(page: Path) -> list[str]:
+    """Every relative link of a Markdown page whose file or heading anchor does not exist."""
+    out = []
+    for m in LINK.finditer(page.read_text()):
+        target = m.group(1)
+        if re.match(r"[a-z]+:", target):  # http:, https:, mailto:
+            continue
+        file, _, anchor = target.partition("#")
+        dest = (page.parent / file).resolve() if file else page
+        if not dest.exists():
+            out.append(f"{target}: no such file")
+        elif anchor and dest.suffix == ".md":
+            headings = re.findall(r"^#+ (.*)$", dest.read_text(), re.M)
+            if anchor not in {_anchor(h) for h in headings}:
+                out.append(f"{target}: no such heading")
+    return out
 
 
 def _doc_files() -> list[Path]:
@@ -174,6 +202,20 @@ def test_each_rule_reports_a_planted_reference(planted):
 ])
 def test_references_that_resolve_pass(fine):
     assert problems(fine) == [], fine
+
+
+def test_a_broken_link_is_reported(tmp_path):
+    page = tmp_path / "page.md"
+    (tmp_path / "other.md").write_text("# Other\n\n## Some heading\n")
+    page.write_text("[a](other.md#some-heading) [b](https://x.org/y) [c](#top)\n# Top\n")
+    assert link_problems(page) == []
+    page.write_text("[a](missing.md) [b](other.md#no-such)\n")
+    assert link_problems(page) == ["missing.md: no such file", "other.md#no-such: no such heading"]
+
+
+def test_every_link_of_the_docs_resolves():
+    bad = [f"{p.relative_to(ROOT)}: {x}" for p in _doc_files() for x in link_problems(p)]
+    assert bad == [], "\n".join(bad)
 
 
 def test_every_reference_in_the_docs_and_comments_resolves():
