@@ -1,4 +1,5 @@
-# Two commands for a fresh clone: `make eval` (the main job) and `make test` (the test suite).
+# Two commands for a fresh clone: `make eval` (the main job) and `make test` (the test suite);
+# `make lint` checks the code's rules and layout.
 # Each creates/reuses .venv and installs the project (CPU torch first, so nothing pulls CUDA).
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -38,8 +39,11 @@ eval: install data
 test: install
 	$(PY) -m pytest -q $(ARGS)
 
+# ruff check (the rules in pyproject.toml) and ruff format --check (the layout: it reports files
+# `ruff format` would change and changes nothing)
 lint: install
 	$(VENV)/bin/ruff check specdec tests scripts
+	$(VENV)/bin/ruff format --check specdec tests scripts
 
 clean:
 	rm -rf $(VENV) outputs

@@ -29,12 +29,11 @@ import argparse
 import copy
 
 import torch
-from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 from omegaconf import DictConfig, open_dict
 
 from specdec.bench.run.method import build_method, run_prompt
-from specdec.config import ROOT, register_resolvers
+from specdec.config import compose_config
 from specdec.data.prompts import load_prompts
 from specdec.drafters.specblock_bandit import arm_rates
 
@@ -77,11 +76,8 @@ def main() -> None:
     ap.add_argument("--max-new", type=int, default=64)
     ap.add_argument("--override", action="append", default=[], help="extra Hydra overrides")
     args = ap.parse_args()
-    register_resolvers()
-    with initialize_config_dir(str(ROOT / "conf"), version_base="1.3"):
-        cfg = compose("eval", [f"model={args.model}", f"benchmark={args.benchmark}",
-                               f"method={args.method}", *args.override],
-                      return_hydra_config=True)  # resolvers read the group choices
+    cfg = compose_config("eval", [f"model={args.model}", f"benchmark={args.benchmark}",
+                                  f"method={args.method}", *args.override])
     if cfg.get("threads") is not None:  # as the eval does (--override threads=1)
         torch.set_num_threads(int(cfg.threads))
     pair = instantiate(cfg.model)

@@ -15,11 +15,10 @@ from __future__ import annotations
 
 import argparse
 
-from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 
 from specdec.bench.run.runner import build_method
-from specdec.config import ROOT, register_resolvers
+from specdec.config import compose_config
 from specdec.data.prompts import encode_turn
 from specdec.engine import generate
 from specdec.metrics import summarize
@@ -42,18 +41,14 @@ def main() -> None:
     ap.add_argument("--temperature", type=float, default=0.0)
     ap.add_argument("--override", action="append", default=[], help="extra Hydra overrides")
     args = ap.parse_args()
-    register_resolvers()
     base = [f"model={args.model}", f"sampling.temperature={args.temperature}", *args.override]
-    with initialize_config_dir(str(ROOT / "conf"), version_base="1.3"):
-        cfgs = {
-            m: compose(
-                "eval",
-                [*base, f"method={m}"]
-                + ([f"drafter.policy.gamma={args.gamma}"] if m != "ar" else []),
-                return_hydra_config=True,  # resolvers read the group choices (feature drafters)
-            )
-            for m in args.methods.split(",")
-        }
+    cfgs = {
+        m: compose_config(
+            "eval",
+            [*base, f"method={m}"] + ([f"drafter.policy.gamma={args.gamma}"] if m != "ar" else []),
+        )
+        for m in args.methods.split(",")
+    }
     pair = instantiate(next(iter(cfgs.values())).model)
     print(
         f"{'method':>8} {'tokens':>7} {'decode s':>9} {'forward s':>10} {'overhead':>9} "

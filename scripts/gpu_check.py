@@ -1,4 +1,4 @@
-"""The checks ``scripts/gpu_check.sh`` runs on a GPU machine (issue 17 item 6), one subcommand each.
+"""The checks ``scripts/gpu_check.sh`` runs on a GPU machine, one subcommand each.
 
 ``greedy``: every method preset in ``conf/method/`` on the tiny random pair must emit exactly the
 tokens ``ar`` emits at temperature 0 (Leviathan et al. 2023, Theorem 1: a lossless verifier's
@@ -10,7 +10,7 @@ rounding tie can flip an argmax (``specdec.bench.report.greedy``).
 
 ``timing``: the cost model's sanity on a run folder (a ``summary.json`` of an eval with
 ``cost_model=true``): the fitted cost table never makes a bigger forward cheaper (monotone), and the
-modeled time (the forwards priced by the table, ARCHITECTURE §0.2) over the wall time lies in
+modeled time (the forwards priced by the table) over the wall time lies in
 ``[--min-ratio, --max-ratio]``. On CUDA each forward is timed between syncs of every device
 (``specdec.lm.CachedLM(synchronize=True)``), so the forwards cannot add up to more than the run
 (ratio <= 1, plus noise); the gap below 1 is the Python loop and verification, large for the
@@ -28,24 +28,16 @@ import json
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from specdec.paths import CONF_DIR
+
 PROMPTS = ["The quick brown fox", "def fibonacci(n):", "Speculative decoding on a GPU"]
 
 
 def compose(overrides: list[str]):
     """The eval config composed with ``overrides`` (as ``python -m specdec.eval`` would)."""
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
+    from specdec.config import compose_config
 
-    from specdec.config import register_resolvers
-
-    register_resolvers()
-    GlobalHydra.instance().clear()
-    with initialize_config_dir(str(ROOT / "conf"), version_base="1.3"):
-        cfg = hydra_compose("eval", overrides=overrides, return_hydra_config=True)
-    GlobalHydra.instance().clear()
-    return cfg
+    return compose_config("eval", overrides)
 
 
 def first_difference(want: list[int], got: list[int]) -> int | None:
@@ -67,7 +59,7 @@ def greedy(args: argparse.Namespace) -> int:
     base = ["model=tiny", "benchmark=tiny", f"device={args.device}", "model.dtype=float64",
             "sampling.temperature=0"]
     pair = instantiate(compose([*base, "method=ar"]).model)
-    methods = args.methods or sorted(p.stem for p in (ROOT / "conf" / "method").glob("*.yaml"))
+    methods = args.methods or sorted(p.stem for p in (CONF_DIR / "method").glob("*.yaml"))
 
     def tokens(method: str) -> dict[str, list[int]]:
         m = build_method(compose([*base, f"method={method}"]), pair)

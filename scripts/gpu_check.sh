@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU check (issue 17 item 6): run once on a machine with an NVIDIA GPU.
+# The GPU check (the CUDA paths the CPU test suite cannot run): run once on a machine with an NVIDIA GPU.
 #   bash scripts/gpu_check.sh                     # everything below, results under outputs/gpu_check/
 #   PAIR=llama68m_llama2_7b LIMIT=4 bash scripts/gpu_check.sh
 # 1. greedy identity with ar of every method preset (conf/method/) on the tiny pair on cuda;

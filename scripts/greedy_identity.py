@@ -1,4 +1,5 @@
-"""Greedy token identity of every method preset, before and after a change (issue 28's table).
+"""Greedy token identity of every method preset, before and after a change (a refactor must change
+no token).
 
 Decodes a few prompts of each default dataset greedily with every preset in ``conf/method/``
 through the Python API (``specdec.load``: the eval's composition, the one engine loop) and writes
@@ -20,7 +21,8 @@ import json
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from specdec.paths import CONF_DIR, ROOT
+
 DATASETS = ("gsm8k", "humaneval", "alpaca")
 
 
@@ -73,7 +75,7 @@ def main() -> None:
     ap.add_argument("--out", required=True)
     ap.add_argument("--compare", default=None, help="a JSON written by an earlier run")
     args = ap.parse_args()
-    methods = args.methods or sorted(p.stem for p in (ROOT / "conf" / "method").glob("*.yaml"))
+    methods = args.methods or sorted(p.stem for p in (CONF_DIR / "method").glob("*.yaml"))
     if "ar" in methods:
         methods = ["ar"] + [m for m in methods if m != "ar"]
     now = decode_all(args.model, methods, prompts(args.per_dataset), args.max_new)

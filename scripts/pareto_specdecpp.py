@@ -1,4 +1,5 @@
-"""SpecDec++ evaluation (issue 5, item 4): sweep thresholds and γ, plot the Pareto fronts, tabulate.
+"""SpecDec++ evaluation (arXiv:2405.19715): sweep thresholds and γ, plot the Pareto fronts,
+tabulate.
 
     python scripts/pareto_specdecpp.py --run --out outputs/pareto_tiny model=tiny benchmark=tiny
     python scripts/pareto_specdecpp.py --out outputs/pareto_tiny          # re-plot existing runs

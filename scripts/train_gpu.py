@@ -66,18 +66,13 @@ def say(text: str) -> None:
 
 def run_train(overrides: list[str]) -> dict:
     """``python -m specdec.train <overrides>`` in this process, in the command's run folder."""
-    from hydra import compose, initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
     from hydra.core.hydra_config import HydraConfig
     from omegaconf import open_dict
 
-    from specdec.config import register_resolvers
+    from specdec.config import compose_config
     from specdec.train import train
 
-    register_resolvers()
-    GlobalHydra.instance().clear()
-    with initialize_config_dir(str(ROOT / "conf"), version_base="1.3"):
-        cfg = compose("train", overrides=overrides, return_hydra_config=True)
+    cfg = compose_config("train", overrides)
     with open_dict(cfg):
         cfg.paths.output_dir = str(cfg.hydra.run.dir)
     HydraConfig.instance().set_config(cfg)
@@ -85,7 +80,6 @@ def run_train(overrides: list[str]) -> dict:
         return train(cfg)
     finally:
         HydraConfig.instance().cfg = None
-        GlobalHydra.instance().clear()
 
 
 def trace_stats(folder: Path, max_len: int) -> dict:

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The feature drafters' GPU training recipe (issue 30 item 1): a short GPU window (~15 min) spent
+# The feature drafters' GPU training recipe: a short GPU window (~15 min) spent
 # training, not setting up. Stages, each timed, each resumable / idempotent (rerunning the script
 # skips what is done: trace chunks are kept, a finished fit trains nothing and re-exports):
 #   setup     wheels from $WHEELS; join the carried parts in $SHIP (gpu_ship.py join); imports
@@ -22,8 +22,8 @@
 # GPU procedure (the device tool: <= 64 MiB carried per call, <= 8 files of <= 16 MiB back):
 #  0. here: `python scripts/gpu_ship.py pack .ship --source ../shared/data` (train_data.tar.gz
 #     ~4 MB + the 98 MB SmolLM2 GGUF as 3 parts of <= 40 MiB + gguf.sha256) and the wheels the
-#     image lacks into .whl/ (hydra-core, omegaconf, antlr4-python3-runtime, gguf; the device
-#     README's `pip download` line); `.ship/` and `.whl/` in .git/info/exclude. The tracked tree
+#     image lacks into .whl/ (hydra-core, omegaconf, antlr4-python3-runtime, gguf: `pip download` them
+#     on a machine with network); `.ship/` and `.whl/` in .git/info/exclude. The tracked tree
 #     travels too and must leave room: without the SmolLM2 assets (specdec/assets/*/smollm2:
 #     72 MB, which this recipe does not read) it is ~8 MB.
 #  1. call 1: carry [.whl, .ship/train_data.tar.gz, .ship/gguf.sha256, .ship/gguf.part00],

@@ -1,4 +1,5 @@
-"""Tree size per device (issue 30 item 4): tokens/s of the feature drafters' dynamic trees.
+"""Tree size per device (the best tree is a property of the hardware): tokens/s of the feature
+drafters' dynamic trees.
 
 Greedy ``ar``, EAGLE-3 at each ``topk:total_tokens`` of ``--grid`` and SpecBlock at each
 ``total_tokens`` of ``--sb-grid``, one pair loaded once, on held-out TRAINING prompts: the

@@ -29,13 +29,13 @@ import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from omegaconf import DictConfig, open_dict
 
 from specdec.api_inputs import check_call, parse_prompt
 from specdec.errors import BadInput, InputError, input_error
+from specdec.paths import CONF_DIR
 from specdec.streaming import Chunk, Stream, StreamCancelled
 from specdec.turns import Turns
 
@@ -44,7 +44,6 @@ if TYPE_CHECKING:
     from specdec.models import ModelPair
     from specdec.sampling import Sampling
 
-CONF = Path(__file__).resolve().parents[1] / "conf"
 __all__ = ["Chunk", "Decoder", "Output", "StreamCancelled", "load", "overrides_for"]
 
 
@@ -81,7 +80,7 @@ def overrides_for(target: str, draft: str | None, method: str,
     """The eval command's overrides for ``load``'s arguments: ``target`` names a pair preset
     (``conf/model/<target>.yaml``: ``tiny``, ``smollm2``) or a hub id / folder (``model=hf``);
     ``draft`` sets ``model.draft``; ``foo__bar=1`` is ``foo.bar=1``."""
-    preset = re.fullmatch(r"[\w-]+", target) and (CONF / "model" / f"{target}.yaml").is_file()
+    preset = re.fullmatch(r"[\w-]+", target) and (CONF_DIR / "model" / f"{target}.yaml").is_file()
     out = [f"method={method}"]
     if preset:
         out.append(f"model={target}")
@@ -96,25 +95,18 @@ def overrides_for(target: str, draft: str | None, method: str,
 def compose_eval(overrides: Sequence[str]) -> DictConfig:
     """``conf/eval.yaml`` composed with ``overrides`` as the CLI would (the ``hydra`` node kept:
     it records the group choices that asset paths name); a composition error is ``BadInput``."""
-    from hydra import compose, initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
     from hydra.errors import HydraException
 
     from specdec.cli_check import check_overrides
-    from specdec.config import register_resolvers
+    from specdec.config import compose_config
 
-    register_resolvers()
     check_overrides(list(overrides), "eval")  # a typo names the nearest choice (spss -> sps)
-    GlobalHydra.instance().clear()
     try:
-        with initialize_config_dir(str(CONF), version_base="1.3"):
-            cfg = compose("eval", overrides=list(overrides), return_hydra_config=True)
+        cfg = compose_config("eval", overrides)
     except HydraException as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise BadInput(f"cannot compose the eval config from {list(overrides)}: {first}; see "
                        "`python -m specdec.eval --help` for the groups and keys") from None
-    finally:
-        GlobalHydra.instance().clear()
     with open_dict(cfg):
         cfg.paths.output_dir = None  # nothing is written: no run folder
     return cfg

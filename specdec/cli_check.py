@@ -1,15 +1,15 @@
 """The command line of an entry point, checked before ``@hydra.main`` composes it.
 
-Hydra reports an override it cannot use (a typo in a group choice, ``method=spss``; a key the
-config does not have, ``limt=3``; an override it cannot parse, ``limit=[1``) with its own message
-or option dump and exit status 1, before the entry point's ``main`` runs, so
+Hydra reports an override it cannot use (a typo in a group choice, a misspelt ``method=<name>``; a
+key the config does not have, ``limt=3``; an override it cannot parse, ``limit=[1``) with its own
+message or option dump and exit status 1, before the entry point's ``main`` runs, so
 ``errors.exit_on_input_error`` never sees it. ``check_command_line`` runs first, in the
 ``__main__`` block of ``specdec.eval`` and ``specdec.train``, and turns each of these into a
 ``BadInput`` naming the override and the fix:
 
 * an override that does not parse: Hydra's reason and how to write one;
 * a group choice (``method=``, ``model=``, ``benchmark=``, ``drafter/policy=``, ... and each value
-  of a sweep ``-m method=a,b``) with no ``conf/<group>/<choice>.yaml``: the nearest names
+  of a sweep ``-m method=<a>,<b>``) with no ``conf/<group>/<choice>.yaml``: the nearest names
   (``difflib``) and the group's options;
 * a key the composed config does not have: the nearest keys of the node where its path leaves
   the config (``model.tagret.path``: the keys of ``model``);
@@ -27,13 +27,13 @@ themselves (the Python API).
 from __future__ import annotations
 
 import difflib
-from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
+from specdec.config import compose_config
 from specdec.errors import BadInput
+from specdec.paths import CONF_DIR
 
-CONF = Path(__file__).resolve().parents[1] / "conf"
 SYNTAX = "https://hydra.cc/docs/advanced/override_grammar/basic/"
 
 
@@ -46,7 +46,7 @@ def suggest(word: str, names: list[str]) -> str:
 def group_options(group: str) -> list[str] | None:
     """The choices of a config group (its YAML names under ``conf/<group>/``), or None when
     ``group`` is not a folder of ``conf/`` (Hydra's own groups, ``hydra/launcher``, included)."""
-    folder = CONF / group
+    folder = CONF_DIR / group
     if group.split("/")[0] == "hydra" or not folder.is_dir():
         return None
     return sorted(p.stem for p in folder.glob("*.yaml"))
@@ -94,21 +94,6 @@ def check_groups(overrides: list) -> None:
                                f"{suggest(value, options)} (options: {', '.join(options)})")
 
 
-def _compose(config_name: str, overrides: list[str]) -> DictConfig:
-    from hydra import compose, initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
-
-    from specdec.config import register_resolvers
-
-    register_resolvers()
-    GlobalHydra.instance().clear()
-    try:
-        with initialize_config_dir(str(CONF), version_base="1.3"):
-            return compose(config_name, overrides=overrides)
-    finally:
-        GlobalHydra.instance().clear()
-
-
 def _missing_segment(base: DictConfig, key: str) -> BadInput | None:
     """The error for the first segment of a dotted ``key`` that its parent node lacks (a typo in a
     middle segment, ``model.tagret.path``, included), with the nearest keys of that parent; None
@@ -138,7 +123,7 @@ def _unknown_key(config_name: str, parsed: list, text: list[str]) -> None:
     groups = [t for o, t in zip(parsed, text, strict=True)
               if group_options(o.key_or_group.replace(".", "/")) is not None]
     try:
-        base = _compose(config_name, groups)
+        base = compose_config(config_name, groups, hydra_node=False)
     except Exception:
         return
     for override in parsed:
@@ -248,7 +233,7 @@ def check_overrides(overrides: list[str], config_name: str) -> None:
         text, parsed = first, _parse(first)
     try:
         try:
-            cfg = _compose(config_name, text)
+            cfg = compose_config(config_name, text, hydra_node=False)
         except HydraException as err:
             _unknown_key(config_name, parsed, text)
             lines = [line.strip() for line in str(err).splitlines() if line.strip()] or [""]

@@ -19,7 +19,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-CONF = Path(__file__).resolve().parents[1] / "conf"
+from specdec.paths import CONF_DIR
+
 _KEY = re.compile(r"^(?P<indent> *)(?P<key>[A-Za-z_]\w*):(?P<value>[^#]*?)\s*(?:#\s*(?P<doc>.*))?$")
 
 
@@ -50,7 +51,7 @@ def describe(path: Path) -> str:
     return out
 
 
-def group_options(group: str, conf: Path = CONF) -> str:
+def group_options(group: str, conf: Path = CONF_DIR) -> str:
     """``  <option>  <description>`` for every option of a config group, sorted by name.
 
     Raises:
@@ -63,7 +64,7 @@ def group_options(group: str, conf: Path = CONF) -> str:
     return "\n".join(_escape(f"  {p.stem:<{width}}  {describe(p)}".rstrip()) for p in files)
 
 
-def primary_keys(name: str, conf: Path = CONF) -> str:
+def primary_keys(name: str, conf: Path = CONF_DIR) -> str:
     """``  key=default  meaning`` for every commented top-level key of ``conf/<name>.yaml``.
 
     A commented key without a value (a mapping) lists its children as ``key.child=value``.

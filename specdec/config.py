@@ -1,5 +1,8 @@
-"""Config helpers shared by the entry points and the tests.
+"""Config helpers shared by the entry points, the scripts and the tests.
 
+* ``compose_config``: a primary config (``eval`` or ``train``) composed from ``CONF_DIR`` with
+  overrides, as the command line would compose it, outside ``@hydra.main`` (the Python API, the
+  command-line checks, the scripts and the tests all compose through it).
 * ``register_resolvers``: the OmegaConf resolvers ``${specdec_root:}``, ``${specdec_choice:}``,
   ``${specdec_if_exists:}``, ``${specdec_train_hash:}`` (a training run's folder),
   ``${specdec_train_run_name:}`` (its W&B run's name), the three that
@@ -17,17 +20,38 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import yaml
 from omegaconf import DictConfig, OmegaConf
 
 from specdec.errors import BadInput, MissingInput
+from specdec.paths import CONF_DIR, ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 # Hydra's instantiate keywords: not arguments of the target
 HYDRA_KEYS = ("_target_", "_partial_", "_recursive_", "_convert_", "_args_")
+
+
+def compose_config(name: str, overrides: Sequence[str] = (), *,
+                   hydra_node: bool = True) -> DictConfig:
+    """``conf/<name>.yaml`` composed with ``overrides`` as ``python -m specdec.<name>`` would.
+
+    The resolvers are registered first and Hydra's global state is cleared before and after, so
+    calls do not see each other. ``hydra_node`` keeps the ``hydra`` node: the resolvers that read
+    the group choices (``${specdec_choice:}``, ``${specdec_pair_name:}``) need it. Hydra's own
+    errors propagate; callers that face users turn them into ``BadInput``.
+    """
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    register_resolvers()
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
+            return compose(name, overrides=list(overrides), return_hydra_config=hydra_node)
+    finally:
+        GlobalHydra.instance().clear()
 
 
 def register_resolvers() -> None:
@@ -141,7 +165,7 @@ def experiment_for(kind: str, *, _root_) -> str:
     for this pair -- the preset file ``<kind>_<pair name>`` when one exists, else the generic
     experiment with the pair's own overrides (``eagle3 model=hf model.target=<id|folder>``)."""
     name = pair_label(_root_=_root_)
-    if (ROOT / "conf" / "experiment" / f"{kind}_{name}.yaml").is_file():
+    if (CONF_DIR / "experiment" / f"{kind}_{name}.yaml").is_file():
         return f"{kind}_{name}"
     try:
         choice = _choice("model", _root_=_root_)

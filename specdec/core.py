@@ -1,6 +1,6 @@
 """The decoding vocabulary of every method: Draft, Verdict, Context, Drafter, Verifier, Coins.
 
-Terms (vLLM's):
+Terms (vLLM's spec-decode vocabulary; ``docs/architecture.md`` has the loop around them):
 
 * **root**: the last committed token. It is never in the target cache when a step starts.
 * **drafted** nodes: tokens a drafter proposes below the root; each is later **accepted**,

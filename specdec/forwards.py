@@ -1,6 +1,6 @@
 """The forward log: one ``ForwardRecord`` per model forward, with its lane and decoding step.
 
-Every ``CachedLM`` forward appends a record (ARCHITECTURE §0.2). Modeled time
+Every ``CachedLM`` forward appends a record. Modeled time
 (``specdec.bench.pricing``) prices a run from these records alone, so they carry what the price
 depends on:
 

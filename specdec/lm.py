@@ -1,6 +1,6 @@
 """CachedLM: a transformers causal LM plus its KV cache, appended to and pruned by node index.
 
-This is the **only** module that touches the decoding KV cache (``DynamicCache``) (ARCHITECTURE B6).
+This is the **only** module that touches the decoding KV cache (``DynamicCache``).
 API: ``reset()``, ``ids`` (the cached token ids), ``forward(tokens, parent)`` appends N *pending*
 nodes after the committed prefix and returns their logits, ``extend(tokens, parent)`` grows the
 pending nodes by a frontier (one forward of the new nodes only), ``keep(nodes)`` retains some
@@ -18,7 +18,7 @@ no cache change); ``forward(..., inputs_embeds=...)`` feeds embeddings instead o
 
 Every forward is appended to ``forward_log`` as a ``specdec.forwards.ForwardRecord`` (role, new
 tokens, context, seconds, start/end, lane, step) so that the cost model can turn a run's log into
-modelled time (ARCHITECTURE §0.2); ``synchronize`` syncs every CUDA device holding weights.
+modelled time; ``synchronize`` syncs every CUDA device holding weights.
 A draft with other output rows than the target (``specdec.vocab``) is fitted to them here.
 ``threads`` gives the model its own torch thread budget (the
 draft's ``draft_threads``): set around each forward, restored after. ``static=True``

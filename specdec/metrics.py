@@ -1,4 +1,4 @@
-"""One accounting for every method (ARCHITECTURE §0.3, vLLM's vocabulary), counted from token ids.
+"""One accounting for every method (vLLM's vocabulary), counted from token ids.
 
 Per step (one target verification forward):
 

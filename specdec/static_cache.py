@@ -6,8 +6,8 @@ and written in place, and a forward of ``N`` new nodes is padded to the next *bu
 (``1, 2, 4, ..., BUCKET_CAP``) so that each bucket always calls the model with the same shapes:
 ids ``[1, B]``, positions ``[1, B]``, an explicit additive attention mask ``[1, 1, B, L]`` over
 every cache slot (``L = max_cache_len``). Those fixed shapes and fixed cache addresses are what a
-CUDA-graph capture of the decode step needs (issue 27, deliverable 5: the capture itself builds
-on this path and is not implemented yet). A forward of more than ``BUCKET_CAP`` nodes (a
+CUDA-graph capture of the decode step needs (the capture itself builds on this path and is not
+implemented yet). A forward of more than ``BUCKET_CAP`` nodes (a
 prompt's prefill) runs unpadded, the eager fallback.
 
 Exactness: padding rows sit after the real ones and no real row sees them (nor any stale slot
@@ -19,7 +19,7 @@ token-identical for every method preset.
 ``max_cache_len`` (``model.max_cache_len``) defaults to the model's positions
 (``max_position_embeddings``) plus ``BUCKET_CAP`` slots for drafted nodes; a forward that would
 pass it raises ``BadInput`` naming the key (the eval's context check knows positions only).
-Only ``CachedLM`` uses this module (it alone touches KV-cache internals, ARCHITECTURE B6).
+Only ``CachedLM`` uses this module (it alone touches KV-cache internals).
 """
 
 from __future__ import annotations

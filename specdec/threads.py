@@ -7,7 +7,7 @@ for a thread that is not scheduled: on the 2-core VM with one busy core an argma
 ``[5, 49152]``
 took 8 ms with 2 threads and 0.17 ms with 1 (0.08 ms vs 0.13 ms on a quiet machine). The loop's
 overhead then grows with the machine's load, and the modeled clock, which prices forwards only,
-drifts from the wall clock (issue 16's loaded runs).
+drifts from the wall clock (as it did in runs on a loaded machine).
 
 So ``engine.generate`` runs inside ``loop_threads()``: the loop's work uses one thread, and every
 model forward (``lm.CachedLM``, ``drafters.block_lm.BlockLM``) sets its budget with

@@ -48,6 +48,7 @@ from specdec.errors import BadInput, exit_on_input_error
 from specdec.learners.install import export_folder
 from specdec.learners.resume import check_fits, resume_checkpoint, run_name, save_last
 from specdec.learners.scale import check_single_process, exportable
+from specdec.paths import CONF_DIR
 
 if TYPE_CHECKING:
     import lightning as L
@@ -183,7 +184,7 @@ def train(cfg: DictConfig) -> dict[str, float]:
     return {k: float(v) for k, v in trainer.callback_metrics.items()}
 
 
-EXPERIMENTS = Path(__file__).resolve().parents[1] / "conf" / "experiment"
+EXPERIMENTS = CONF_DIR / "experiment"
 
 
 def check_experiment(argv: list[str]) -> None:

@@ -38,20 +38,12 @@ def tiny64():
     return tiny_pair(dtype="float64")
 
 
-CONF_DIR = __import__("pathlib").Path(__file__).resolve().parents[1] / "conf"
-
-
 @pytest.fixture
 def compose(tmp_path):
     """Compose a primary config (``eval`` or ``train``) with overrides; outputs go to tmp_path."""
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
     from omegaconf import open_dict
 
-    from specdec.config import register_resolvers
-
-    register_resolvers()
+    from specdec.config import compose_config
 
     def _compose(name: str, overrides: list[str] | None = None):
         overrides = list(overrides or [])
@@ -59,13 +51,10 @@ def compose(tmp_path):
             for key, value in (("model", "tiny"), ("benchmark", "tiny")):
                 if not any(o.startswith(f"{key}=") for o in overrides):
                     overrides.insert(0, f"{key}={value}")
-        GlobalHydra.instance().clear()
-        with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
-            cfg = hydra_compose(name, overrides=overrides or [], return_hydra_config=True)
+        cfg = compose_config(name, overrides)
         with open_dict(cfg):
             cfg.paths.output_dir = str(tmp_path)
             cfg.paths.log_dir = str(tmp_path)
-        GlobalHydra.instance().clear()
         return cfg
 
     return _compose

@@ -11,9 +11,9 @@ need beyond the decoding library, in two subsystems and what they share.
   cost model (``pricing``, ``costfit``) and W&B artifact plumbing (``wandb_artifacts``). Also
   here: the task quality checks (``quality``) and the sandbox they run code in (``sandbox``),
   used by the run side only, because ``conf/dataset/<name>.yaml`` names a check by its import
-  path and that path is part of every records' config hash (``tests/test_eval_keys.py``).
+  path and that path is part of every records' config hash (``tests/bench/test_eval_keys.py``).
 
-The rule (``tests/test_layers.py``): shared modules import neither subsystem; ``report`` never
+The rule (``tests/core/test_layers.py``): shared modules import neither subsystem; ``report`` never
 imports ``run``; ``run`` imports ``report`` only where it needs the leaderboard's own numbers
 (``run.paired``: the sweep objective, ``run.leaderboard``: the sweep's report). The decoding
 library (``specdec.core``, ``engine``, ``lm``, ``drafters``, ``verifiers``, ...) never imports

@@ -1,6 +1,7 @@
 """A cost table fitted on a run's own forward log, so modeled and wall time see the same machine.
 
-ARCHITECTURE §0.2 prices a run as ``t(role, n, ctx) = T_role(n) + s_role * (ctx - c_ref)``. A short
+The modeled clock (``specdec.bench.pricing``) prices a run as ``t(role, n, ctx) = T_role(n) +
+s_role * (ctx - c_ref)``. A short
 calibration before the run (``specdec.bench.run.calibration``) measures that table in 15 seconds; on
 a shared machine those 15 seconds may fall in a slow or a fast phase the run never sees (an audit
 priced a 1-token target forward at 149 ms and a 2-token one at 61 ms). The run itself times every

@@ -1,6 +1,7 @@
 """Pricing forwards with a calibrated cost table: a whole log, or its compact profile.
 
-ARCHITECTURE §0.2. ``specdec.bench.run.calibration.calibrate`` measures a ``CostTable`` on this
+The modeled clock of every run. ``specdec.bench.run.calibration.calibrate`` measures a
+``CostTable`` on this
 machine; this module (no torch, so the report can use it anywhere) turns forwards into seconds:
 
     t(role, n, ctx) = T_role(n) + s_role * (ctx - c_ref)

@@ -5,8 +5,9 @@ prompt is decoded by ``engine.generate`` with the pair's default draft (``ModelP
 chain drafter with a fixed γ_max = 7 (SpecBranch's all-accept length) and the ``Tokenwise``
 verifier under the labels' sampling (greedy by default, T = 0). ``HradRecorder`` wraps that
 drafter: before each draft it builds ``z_t`` with ``features.StepFeatures`` (the function a serving
-drafter calls), and at ``observe`` it stores the step's accepted length n. Class (digest §1.4,
-"0, 1–6, 7+"): 0 if n = 0, 2 if n = γ_max, else 1. Steps whose draft is shorter than γ_max
+drafter calls), and at ``observe`` it stores the step's accepted length n. Class (the public
+SpecBranch
+code's "0, 1–6, 7+"): 0 if n = 0, 2 if n = γ_max, else 1. Steps whose draft is shorter than γ_max
 (the token budget's end, a drafted stop token) cannot be all-accept and are dropped (counted per
 chunk as ``dropped_short``).
 

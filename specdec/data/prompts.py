@@ -32,7 +32,7 @@ from specdec.errors import BadInput, MissingInput
 
 PREPARE_HINT = (
     "run `python scripts/prepare_data.py` to fill the data directory (paths.data_dir, env "
-    "SPECDEC_DATA_DIR); see the README section on preparing data"
+    "SPECDEC_DATA_DIR); see docs/evaluation.md, data preparation"
 )
 FIX_HINT = "fix or remove the line, or re-run `python scripts/prepare_data.py`"
 MULTI_TURN = "multi-turn"  # the report's category of every prompt with more than one turn

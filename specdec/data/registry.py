@@ -30,11 +30,12 @@ from pathlib import Path
 from omegaconf import OmegaConf
 
 from specdec.errors import BadInput
+from specdec.paths import CONF_DIR
 
 ENV = "SPECDEC_DATASET_CONF"
-DEFAULT_DIR = Path(__file__).resolve().parents[2] / "conf" / "dataset"
+DEFAULT_DIR = CONF_DIR / "dataset"
 SOURCE_KEYS = ("prepare", "hub", "eval_files", "train")
-FIX = "see README 'Adding a dataset'"
+FIX = "see docs/extending.md, 'Adding a dataset'"
 
 
 @dataclass(frozen=True)

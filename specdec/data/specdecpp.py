@@ -1,6 +1,7 @@
 """Training data of the SpecDec++ acceptance head (``stage=data`` of ``+experiment=specdecpp_*``).
 
-Per training prompt (SpecDec++ §4.4; digest §5.2), with the *deployment* sampling everywhere:
+Per training prompt (SpecDec++ §4.4, Huang, Guo & Wang, arXiv:2405.19715), with the *deployment*
+sampling everywhere:
 
 1. the target answers the prompt (``engine.generate`` with the empty drafter): ``X = x_1..x_n``;
 2. one teacher-forced draft forward on prompt + X gives ``q_t`` (warped with ``warp``) and a draft

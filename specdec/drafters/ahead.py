@@ -1,6 +1,6 @@
 """Ahead: a drafter's background job, run while the target verifies, taken or rolled back after.
 
-The execution model of "draft while the target verifies" (ARCHITECTURE §0.2; PEARL's post-verify,
+The execution model of "draft while the target verifies" (PEARL's post-verify,
 Liu et al. 2025, "PEARL: Parallel Speculative Decoding with Adaptive Draft Length"; SpecBranch's
 branches; SSD's outcome cache). The engine knows nothing of it: a drafter ``submit``s a job at the
 end of ``propose`` (the step's draft is fixed by then), the engine runs the target's forward and
@@ -36,7 +36,8 @@ budget above the machine's cores is an error; a budget that leaves the target fe
 uses gives a warning that the run is serial in wall time (the modeled clock is then the two-device
 answer), and ``auto`` runs the job inline: threads that cannot overlap only slow each other's
 forwards, and the modeled clock's cost table is fitted on those forward times. On a 2-core
-machine a worker thread rarely pays in wall time even when it fits (measured: README).
+machine a worker thread rarely pays in wall time even when it fits (measured: docs/methods.md,
+PEARL).
 
 Errors: an exception raised by a job is re-raised by ``take`` in the caller's thread as
 ``BackgroundError`` naming the lane and the decoding step (``specdec.bench.run.method.run_prompt``

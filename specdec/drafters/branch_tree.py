@@ -1,6 +1,6 @@
 """Branch trees: chains that fork once, at their first uncertain token, into k branches.
 
-SpecBranch (specbranch_000, "Branch Resampling"; digest §1.3): a draft chain ``x_1, x_2, ...``
+SpecBranch (Shen et al., ICLR 2026, "Branch Resampling"): a draft chain ``x_1, x_2, ...``
 forks at the branch point ``x_b`` into ``k = max(1, ⌊k_max·(1 − q(x_b))⌋)`` branches, each
 continued as a chain. Symbols here: ``q(x)`` = the draft model's probability of the drafted token
 at temperature 1 (its *confidence*, ``softmax(logits)[x]``, whatever the sampling warp); ε =

@@ -2,7 +2,7 @@
 
 Liu et al. 2025, "PEARL: Parallel Speculative Decoding with Adaptive Draft Length" (ICLR'25);
 the public code is the ``para_sd`` mode of SpecBranch's repository
-(``shared/design/seed-code-digest.md`` §1.2). Symbols: γ = the window, tokens the draft makes
+(github.com/Sylvan820/Specbranch). Symbols: γ = the window, tokens the draft makes
 while the target runs one forward (``drafter.policy.gamma``; the paper sets γ ≈ c = target
 forward time / draft forward time); PRE / POST = the paper's pre-verify and post-verify modes.
 

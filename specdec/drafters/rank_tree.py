@@ -1,5 +1,5 @@
-"""SpecBlock's rank-guided tree (``seed-code-digest.md`` §3.4, the code's
-``_build_tree_from_block1``).
+"""SpecBlock's rank-guided tree (the public code's ``_build_tree_from_block1``,
+github.com/shiweijiezero/SpecBlock).
 
 One block gives, per slot ``k``, a draft distribution ``logp_k`` and a rank class ``r_k`` (rank
 head: the target's token is expected at rank 1 / 2-4 / 5-10 / > 10). From a parent node:

@@ -1,6 +1,7 @@
 """SAGUARO sampling: the draft distribution reshaped so that the residual lands on cached tokens.
 
-Kumar et al. 2025, "Speculative Speculative Decoding" (``shared/papers/ssd_003_*``; digest §4.4):
+Kumar et al. 2025, "Speculative Speculative Decoding" (ICLR 2026; public code
+github.com/tanishqkumar/ssd):
 given the draft's (warped) distribution ``q``, a count ``F`` and a constant ``C ∈ (0, 1]``,
 
     σ_{F,C}(q)_t ∝ C · q_t   if t ∈ top_F(q),      σ_{F,C}(q)_t ∝ q_t   otherwise.

@@ -1,8 +1,10 @@
 """SpecBlockBanditDrafter: SpecBlock whose draft, step by step, is chosen by a cost-aware bandit.
 
-The paper (specblock_002 §3.4) runs a bandit per query over *weight updates* of the drafter (skip /
+The SpecBlock paper ("Block-Iterative Speculative Decoding with Dynamic Tree Drafting", §3.4) runs
+a bandit per query over *weight updates* of the drafter (skip /
 update the output heads / update the full drafter, rewarded by the throughput gain net of the
-update's cost). Its public code has no bandit (``seed-code-digest.md`` §3.5), and this project does
+update's cost). Its public code (github.com/shiweijiezero/SpecBlock) has no bandit, and this
+project does
 no serving-time training; this module is the project's own design, with the same three-way action
 split applied to what a step spends on drafting (the bandit-over-configurations line of work the
 paper cites, Hou et al. 2025). Arms (``arms``: name -> ``TreeShape`` overrides, or ``null``):

@@ -1,9 +1,10 @@
 """SpecBranch: branch at the uncertain token, and draft each branch's next round while verifying.
 
 Shen et al. 2025, "SpecBranch: Speculative Decoding via Hybrid Drafting and Rollback-Aware
-Branch Parallelism". Symbols: γ_max = ``policy.limit()``; ε = ``threshold``; k_max; the branch
-point b and the branch count ``k = max(1, ⌊k_max·(1 − q(x_b))⌋)`` (``drafters.branch_tree``);
-H-RAD's class s_t ∈ {0, 1, 2} (``learners.hrad``); PEARL (``drafters.pearl``) is its schedule.
+Branch Parallelism" (ICLR 2026; public code github.com/Sylvan820/Specbranch). Symbols:
+γ_max = ``policy.limit()``; ε = ``threshold``; k_max; the branch point b and the branch count
+``k = max(1, ⌊k_max·(1 − q(x_b))⌋)`` (``drafters.branch_tree``); H-RAD's class s_t ∈ {0, 1, 2}
+(``learners.hrad``). PEARL (``drafters.pearl``) is the schedule it extends.
 
 A step (``propose`` → target forward + verifier → ``observe``):
 

@@ -32,7 +32,8 @@ class SpecDecPP(Policy):
     Which hidden state scores which token: the head was trained on the hidden state *at the
     position of* ``y_i`` (after the draft consumed it), so ``p̂_i`` exists only once ``y_i`` has been
     forwarded. In the paper's MDP the decision "stop after s" is taken in state ``(y_1..y_{s−1})``,
-    before ``y_s`` is drawn, so the newest token is not scored (public code, digest §5.4). Here,
+    before ``y_s`` is drawn, so the newest token is not scored (public code,
+    github.com/Kaffaljidhmah2/SpecDec_pp). Here,
     ``should_draft`` at depth ``d`` receives the hidden state of ``y_d`` (of the root at ``d = 0``,
     which is committed and never scored), multiplies ``p̂_d`` into the running product, and if
     ``1 − Π_{i≤d} p̂_i > threshold`` it lowers ``limit()`` to ``d + 1``: ``y_{d+1}`` is still drafted

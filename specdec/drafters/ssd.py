@@ -1,7 +1,7 @@
 """SSD / SAGUARO: pre-draft the next step for anticipated verdicts while the target verifies.
 
-Kumar et al. 2025, "Speculative Speculative Decoding" (``shared/papers/ssd_003_*``; public code
-tanishqkumar/ssd, digest §4). Symbols: ``γ`` = the chain length (``drafter.policy``), ``K`` = the
+Kumar et al. 2025, "Speculative Speculative Decoding" (ICLR 2026; public code
+github.com/tanishqkumar/ssd). Symbols: ``γ`` = the chain length (``drafter.policy``), ``K`` = the
 length of the draft being verified, outcome ``(k, y)`` = ``k`` tokens accepted then ``y``
 recovered/bonus, ``F_k`` = fan-out, ``B`` = budget, ``r`` = miss exponent, ``C`` / ``F`` =
 SAGUARO's downweight and top count.
@@ -44,7 +44,7 @@ through ``engine.generate`` (hit, miss, ``jit`` and ``none`` fallbacks, SAGUARO 
 
 **What differs from the public code, and why.** (a) Its miss path without JIT accepts the
 leading draft tokens that equal the target's argmax and samples ``p`` after them: biased at
-T > 0 when a random backup token happens to equal the argmax (digest §4.4). Here a miss never
+T > 0 when a random backup token happens to equal the argmax. Here a miss never
 changes the verifier: the fallback is a fresh chain or the root alone, both verified by the
 unchanged tokenwise rule, and the choice between them is computed, not a flag. (b) Fan-out is
 computed from measured acceptance, not typed lists. (c) SAGUARO rescales the paper's top-``F``

@@ -1,6 +1,6 @@
 """SSD's speculation cache: next-step drafts for anticipated verification outcomes, and JIT chains.
 
-Kumar et al. 2025, "Speculative Speculative Decoding" (digest §4.2): while the target verifies the
+Kumar et al. 2025, "Speculative Speculative Decoding" (ICLR 2026): while the target verifies the
 draft ``[r, s_1..s_K]``, the draft model guesses the verdict. An outcome is ``(k, y)``: ``k``
 tokens accepted and ``y`` the recovered (``k < K``) or bonus (``k = K``) token. For each ``k`` it
 takes ``F_k`` candidate tokens ``c`` (the top-``F_k`` of the draft's logits at that slot,

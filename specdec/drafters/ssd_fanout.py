@@ -1,6 +1,7 @@
 """SSD's geometric fan-out, computed from the run's acceptance histogram, and its fallback rule.
 
-Kumar et al. 2025, "Speculative Speculative Decoding" (digest §4.3, §4.5). Symbols: ``K`` = the
+Kumar et al. 2025, "Speculative Speculative Decoding" (ICLR 2026; fan-out and fallback). Symbols:
+``K`` = the
 length of the draft being verified, outcome ``k`` = number of its tokens accepted (0..K),
 ``P(k)`` = the probability of outcome ``k``, ``F_k`` = how many recovered/bonus tokens the cache
 pre-drafts for outcome ``k``, ``B`` = the budget ``Σ_k F_k`` (``drafter.budget``), ``r`` = the

@@ -64,8 +64,8 @@ def check_attention(requested: str | None, *, device: str, dtype: torch.dtype,
     if not (installed or flash_installed)(requested):
         raise BadInput(
             f"model.attn_implementation={requested} needs the {FLASH[requested]!r} package, which "
-            "is not installed; install the GPU extra (pip install -e '.[gpu]', see README 'Big "
-            "pairs and GPUs') or use model.attn_implementation=sdpa")
+            "is not installed; install the GPU extra (pip install -e '.[gpu]', see docs/gpu.md) "
+            "or use model.attn_implementation=sdpa")
     if not str(device).startswith("cuda"):
         raise BadInput(f"model.attn_implementation={requested} runs on CUDA only, but "
                          f"device={device}; use device=cuda or model.attn_implementation=sdpa")

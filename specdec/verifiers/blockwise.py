@@ -13,7 +13,7 @@ draft distribution of the token after ``x_{1:t}``, i.e. the paper's ``M_b(·|x_{
 * output ``x_{1:τ}`` plus a token from ``norm(w_τ)``, or the bonus token from ``p_L`` if ``τ = L``.
 
 This module scans *forward* (one Bernoulli per position, keeping the last success, the form of the
-public HSD repository's blockwise baseline, digest §2.4); ``hsd.py`` scans backward and stops at the
+public HSD repository's blockwise baseline); ``hsd.py`` scans backward and stops at the
 first success: the same law, found with fewer coins. With ``q = None`` the draft distributions are
 point masses on the drafted tokens. On trees the chain rule runs under ``walk`` (sibling walk).
 

@@ -1,6 +1,6 @@
 """Hierarchical Speculative Decoding (HSD): Zhou et al., "Overcoming Joint Intractability with
-Lossless Hierarchical Speculative Decoding", ICLR 2026 (code: ZhouYuxuanYX/Hierarchical-Speculative-
-Decoding, read as summarised in ../shared/design/seed-code-digest.md §2.3).
+Lossless Hierarchical Speculative Decoding", ICLR 2026 (code: github.com/ZhouYuxuanYX/
+Hierarchical-Speculative-Decoding).
 
 Paper symbols → ours (chain ``X_{1:γ}`` = ``tokens``, row ``t`` = distributions after ``X_{1:t}``):
 
@@ -13,14 +13,15 @@ Paper symbols → ours (chain ``X_{1:γ}`` = ``tokens``, row ``t`` = distributio
 * backward scan: for ``t = γ, …, 1`` draw ``η_t``; the first ``t`` with ``η_t ≤ h_t`` is ``τ``;
 * capped branch resampling at ``τ+1``: ``P*_res ∝ (r* p_τ − q_τ)⁺``; bonus ``~ p_γ`` at ``τ = γ``.
 
-``final_accept`` chooses ``h_γ`` (the only point where paper and public code differ, digest §2.3):
+``final_accept`` chooses ``h_γ`` (the only point where paper and public code differ):
 
 * ``"capped"``: ``h_γ = min(1, r*(X_{1:γ}))`` (Algorithm 2 with the capped ratio). This is exactly
   Sun et al.'s block verification, scanned backward. **Lossless** (exact enumeration).
 * ``"joint"``: ``h_γ = min(1, r(X_{1:γ}))``, the uncapped joint ratio of the public code.
   **Not lossless**: tests/verifiers/test_verifiers_hsd.py pins its measured deviation.
 
-Trees and multi-draft (digest §2.5): the chain rule runs under ``walk``; after a rejection at depth
+Trees and multi-draft (the public code's EAGLE-3H): the chain rule runs under ``walk``; after a
+rejection at depth
 ``τ`` the next sibling is verified against the residual with the running ratio restarted at 1 (the
 public code carries ``P_τ, Q_τ`` over instead; that variant is not implemented).
 """

@@ -1,4 +1,4 @@
-"""Data-parallel eval over several datasets, in-process (issue 32): the ranks of a run are threads
+"""Data-parallel eval over several datasets, in-process: the ranks of a run are threads
 of this process that meet at a ``threading.Barrier``, so rank 0 merges dataset 1 while rank 1
 already answers dataset 2, as under ``torchrun``. Covered: a two-dataset run equal to one
 process's, a rerun with nothing new (one summary with every prompt), a rank dead after dataset 1

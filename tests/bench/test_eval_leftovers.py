@@ -1,4 +1,4 @@
-"""What a killed eval leaves behind (issue 32): a summary's temporary file of a killed writer is
+"""What a killed eval leaves behind: a summary's temporary file of a killed writer is
 removed by the next write, and a launched rank whose launcher died stops instead of writing on.
 ``test_eval_torchrun.py`` kills a real ``torchrun`` agent."""
 

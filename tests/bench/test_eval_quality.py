@@ -13,11 +13,11 @@ from omegaconf import OmegaConf
 
 from specdec.bench import quality as q
 from specdec.data.prompts import Prompt
+from specdec.paths import CONF_DIR
 from specdec.testing.eval_cfg import eval_cfg
-from specdec.testing.paths import FIXTURES, REPO
+from specdec.testing.paths import FIXTURES
 
 PROMPT = 'def add(a, b):\n    """Return a + b."""\n'
-CONF = REPO / "conf"
 TEST = "def check(candidate):\n    assert candidate(2, 3) == 5\n    assert candidate(-1, 1) == 0\n"
 
 
@@ -72,13 +72,13 @@ def test_rouge_l():
 
 def _check(dataset: str):
     """The quality check that ``conf/dataset/<dataset>.yaml`` configures (None: none)."""
-    node = OmegaConf.load(CONF / "dataset" / f"{dataset}.yaml").quality
+    node = OmegaConf.load(CONF_DIR / "dataset" / f"{dataset}.yaml").quality
     return instantiate(node) if node is not None else None
 
 
 def test_datasets_configure_their_checks_under_the_record_names():
     names = {p.stem: getattr(_check(p.stem), "name", None)
-             for p in (CONF / "dataset").glob("*.yaml")}
+             for p in (CONF_DIR / "dataset").glob("*.yaml")}
     assert names == {"gsm8k": "gsm8k_accuracy", "humaneval": "humaneval_pass1",
                      "cnndm": "rouge_l", "alpaca": None, "mt_bench": None, "specbench": None,
                      "tiny": None}

@@ -1,4 +1,4 @@
-"""Method counters (issue 13 item 8): a drafter's counts reach records, summaries, the report and
+"""Method counters: a drafter's counts reach records, summaries, the report and
 the CSV logger, through the real eval runner with a counting test double."""
 
 from __future__ import annotations

@@ -156,7 +156,7 @@ def test_per_category_balances_the_reports_categories():
 def test_readme_counts_of_per_category_are_what_spec_bench_runs():
     from specdec.data.prompts import load_prompts
 
-    readme = (REPO / "README.md").read_text()
+    readme = (REPO / "docs" / "evaluation.md").read_text()
     assert "per_category=3` (18 prompts" in readme and "`per_category=1`: 6 prompts" in readme
     prompts = load_prompts(SPEC_BENCH, "specbench")
     for n, total in ((1, 6), (3, 18)):

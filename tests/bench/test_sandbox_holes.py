@@ -1,4 +1,4 @@
-"""Four holes of the sandbox, each attempted inside it and checked from outside.
+"""Four holes an earlier sandbox had: each attempted inside the sandbox and checked from outside.
 
 1. a path-based Unix-domain socket listener on the host;
 2. ``chmod`` (setuid included) and ``setxattr`` of a file outside the working folder;

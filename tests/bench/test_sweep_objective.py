@@ -16,19 +16,15 @@ import logging
 from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_dir
-from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
 
 import specdec.bench.run.calibration as calibration
 import specdec.eval as entry
 from specdec.bench.report import board as rp
-from specdec.config import register_resolvers
+from specdec.config import compose_config
 from specdec.errors import BadInput
 from specdec.testing.eval_cfg import eval_cfg
-from specdec.testing.paths import REPO
 
-CONF = REPO / "conf"
 # not excluded from the folder name (conf/eval.yaml: override_dirname): the job's folder is
 # <root>/<method>/max_new_tokens=6, where Hydra puts it
 COMMON = ["model=tiny", "benchmark=tiny", "limit=2", "max_new_tokens=6", "warmup=0",
@@ -38,12 +34,7 @@ COMMON = ["model=tiny", "benchmark=tiny", "limit=2", "max_new_tokens=6", "warmup
 def hydra_job(root: Path, method: str):
     """The config of ``python -m specdec.eval method=<method> <COMMON>`` as its Hydra job, with
     that job's HydraConfig set (undone by the ``no_hydra`` fixture)."""
-    register_resolvers()
-    GlobalHydra.instance().clear()
-    with initialize_config_dir(str(CONF), version_base="1.3"):
-        cfg = compose("eval", overrides=[f"method={method}", *COMMON],
-                      return_hydra_config=True)
-    GlobalHydra.instance().clear()
+    cfg = compose_config("eval", [f"method={method}", *COMMON])
     out = root / method / "max_new_tokens=6"
     cfg.hydra.runtime.output_dir = str(out)
     cfg.hydra.overrides.task = [f"method={method}", *COMMON]

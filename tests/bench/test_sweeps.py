@@ -19,11 +19,12 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import OmegaConf
 
 import specdec.eval as entry
+from specdec.paths import CONF_DIR
 from specdec.testing.eval_cfg import eval_cfg
 from specdec.testing.paths import REPO
 
 ROOT = REPO
-SEARCH = ROOT / "conf" / "hparams_search" / "sps_optuna.yaml"
+SEARCH = CONF_DIR / "hparams_search" / "sps_optuna.yaml"
 PLUGIN = "hydra_plugins.hydra_optuna_sweeper"
 HAS_OPTUNA_SWEEPER = (importlib.util.find_spec("hydra_plugins") is not None
                       and importlib.util.find_spec(PLUGIN) is not None)
@@ -72,8 +73,8 @@ def test_search_params_parse_as_sweeps_over_existing_keys(compose):
     for key, value in params.items():
         (override,) = parser.parse_overrides([f"{key}={value}"])
         assert override.is_sweep_override() == (key != "method"), key
-        if (ROOT / "conf" / key).is_dir():  # a config group: its option must exist
-            assert (ROOT / "conf" / key / f"{value}.yaml").exists(), f"{key}={value}"
+        if (CONF_DIR / key).is_dir():  # a config group: its option must exist
+            assert (CONF_DIR / key / f"{value}.yaml").exists(), f"{key}={value}"
         else:
             assert OmegaConf.select(cfg, key) is not None, f"{key} is not a key of method=sps"
     assert search["optimized_metric"] == "sweep_objective"

@@ -11,6 +11,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from specdec.cli_help import describe, group_options, primary_keys
+from specdec.paths import CONF_DIR
 from specdec.testing.paths import REPO
 
 ROOT = REPO
@@ -36,7 +37,7 @@ def _options(text: str, header: str) -> set[str]:
 
 def test_eval_help_lists_methods_pairs_benchmarks_datasets_and_keys(helps):
     text = helps["eval"]
-    methods = {p.stem for p in (ROOT / "conf" / "method").glob("*.yaml")}
+    methods = {p.stem for p in (CONF_DIR / "method").glob("*.yaml")}
     assert {"ar", "sps", "hsd", "hsd_code", "eagle3"} <= methods == _options(text, "Methods")
     assert {"smollm2", "tiny", "qwen25_05b_14b"} <= _options(text, "Model pairs")
     assert {"default", "all", "tiny"} <= _options(text, "Benchmarks")
@@ -60,7 +61,7 @@ def test_eval_help_lists_no_train_group_and_train_help_no_eval_group(helps):
 
 def test_train_help_lists_experiments_learners_trainers_callbacks_and_keys(helps):
     text = helps["train"]
-    experiments = {p.stem for p in (ROOT / "conf" / "experiment").glob("*.yaml")}
+    experiments = {p.stem for p in (CONF_DIR / "experiment").glob("*.yaml")}
     assert {"eagle3_tiny", "specdecpp_smollm2"} <= experiments == _options(text, "Experiments")
     assert _options(text, "Learner configs") == {"specdecpp", "hrad", "eagle3",
                                                   "specblock", "draft_lm"}

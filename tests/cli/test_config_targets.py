@@ -10,18 +10,19 @@ import pytest
 from omegaconf import OmegaConf
 
 from specdec.config import config_errors, target_errors
+from specdec.paths import CONF_DIR
 from specdec.testing.paths import REPO
 
 ROOT = REPO
 SWEEPS = ROOT / "scripts" / "sweeps"
-YAMLS = sorted((ROOT / "conf").rglob("*.yaml")) + sorted(SWEEPS.glob("*.yaml"))
+YAMLS = sorted((CONF_DIR).rglob("*.yaml")) + sorted(SWEEPS.glob("*.yaml"))
 FILES = [p for p in YAMLS if "_target_" in p.read_text()]
-METHODS = sorted(p.stem for p in (ROOT / "conf" / "method").glob("*.yaml"))
-EXPERIMENTS = sorted(p.stem for p in (ROOT / "conf" / "experiment").glob("*.yaml"))
+METHODS = sorted(p.stem for p in (CONF_DIR / "method").glob("*.yaml"))
+EXPERIMENTS = sorted(p.stem for p in (CONF_DIR / "experiment").glob("*.yaml"))
 
 
 def test_the_walk_reaches_every_group_with_targets():
-    groups = {p.relative_to(ROOT / "conf").parts[0] for p in FILES if ROOT / "conf" in p.parents}
+    groups = {p.relative_to(CONF_DIR).parts[0] for p in FILES if CONF_DIR in p.parents}
     assert {"drafter", "verifier", "model", "trainer", "learner", "experiment", "dataset", "logger",
             "eval.yaml"} <= groups
 

@@ -9,12 +9,12 @@ import yaml
 from omegaconf import OmegaConf
 
 from specdec.bench.records import config_hash
+from specdec.paths import CONF_DIR
 from specdec.testing.paths import REPO
 
-CONF = REPO / "conf"
 SWEEPS = sorted((REPO / "scripts" / "sweeps").glob("*.yaml"))
-DATASETS = sorted(p.stem for p in (CONF / "dataset").glob("*.yaml"))
-BENCHMARKS = sorted(p.stem for p in (CONF / "benchmark").glob("*.yaml"))
+DATASETS = sorted(p.stem for p in (CONF_DIR / "dataset").glob("*.yaml"))
+BENCHMARKS = sorted(p.stem for p in (CONF_DIR / "benchmark").glob("*.yaml"))
 REAL = ["alpaca", "cnndm", "gsm8k", "humaneval", "mt_bench", "specbench"]
 DATASET_KEYS = {"name", "split", "path", "chat_template", "template", "max_new_tokens", "limit",
                 "quality", "source"}  # source: the registry node (specdec.data.registry)
@@ -65,7 +65,7 @@ def test_eval_defaults_and_logger_schema(compose):
 
     cfg = compose("eval", [])
     assert cfg.cost_model is True and cfg.resume is True and cfg.quality is False
-    names = sorted(p.stem for p in (CONF / "logger").glob("*.yaml"))
+    names = sorted(p.stem for p in (CONF_DIR / "logger").glob("*.yaml"))
     assert names == ["csv", "none", "wandb"]
     for name in names:  # one node per entry point: an eval logger, a Lightning logger or null
         node = compose("eval", [f"logger={name}"]).logger

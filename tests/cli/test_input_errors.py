@@ -1,7 +1,8 @@
 """Bad input ends with one ``error: ...`` line and status 2, no traceback (specdec/errors.py).
 
-Before errors.py every check raised a plain ValueError, which Hydra printed under a traceback of
-the checking code. In a multirun (the eval's default mode) a failed job's error line shows once.
+The target is no raw traceback for a bad config value: before errors.py every check raised a
+plain ValueError, which Hydra printed under a traceback of the checking code. In a multirun (the
+eval's default mode) a failed job's error line shows once.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""No module imports from a layer above its own (README, "Layers").
+"""No module imports from a layer above its own (docs/architecture.md, "Layers and layout").
 
 Every ``specdec`` module's imports are read with ``ast`` (module-level and function-level imports
 alike, ``TYPE_CHECKING`` blocks included) and each import of a ``specdec`` module must point to the
@@ -19,7 +19,7 @@ PACKAGE = REPO / "specdec"
 
 # lowest first; a module may import its own layer and the ones below it
 LAYERS: list[tuple[str, ...]] = [
-    ("errors",),
+    ("errors", "paths"),  # paths: where the checkout's folders are
     ("rowops", "trees", "vocab", "threads", "forwards", "streaming", "cli_help", "sampling_params"),
     # loading and placing models: the pair, its typed placement, its caches' kind
     ("models", "static_cache"),

@@ -1,4 +1,4 @@
-"""KV-cache invariants of CachedLM on the tiny fp64 pair (ARCHITECTURE C3)."""
+"""KV-cache invariants of CachedLM on the tiny fp64 pair."""
 
 from __future__ import annotations
 

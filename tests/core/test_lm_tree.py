@@ -1,4 +1,4 @@
-"""Tree forwards of CachedLM on the tiny fp64 pair (ARCHITECTURE C3).
+"""Tree forwards of CachedLM on the tiny fp64 pair.
 
 A tree forward (4-D ancestor mask, depth positions) must give every node the logits of forwarding
 its root-to-node path on its own, and ``keep`` on a tree path must leave the cache equal to a fresh

@@ -1,6 +1,6 @@
 """Every method preset composes, builds on the tiny pair, and is greedy-equivalent to AR.
 
-Greedy equivalence is the fp64 CPU check of ARCHITECTURE C4 (Spec-Bench's equal.py, transformers'
+Greedy equivalence is the fp64 CPU check (Spec-Bench's equal.py, transformers'
 assisted == greedy): at temperature 0 a lossless method must emit exactly AR's tokens.
 """
 
@@ -11,10 +11,10 @@ import pytest
 from specdec.bench.run.runner import build_method
 from specdec.engine import generate
 from specdec.models.tiny import tiny_pair
+from specdec.paths import CONF_DIR
 from specdec.sampling import TorchCoins
-from specdec.testing.paths import REPO
 
-METHODS = sorted(p.stem for p in (REPO / "conf" / "method").glob("*.yaml"))
+METHODS = sorted(p.stem for p in (CONF_DIR / "method").glob("*.yaml"))
 GREEDY = ["sampling.temperature=0", "model.dtype=float64"]
 
 

@@ -28,7 +28,7 @@ def test_every_module_relative_root_is_the_repository():
     assert found >= 5 and not wrong, wrong
 
 
-def test_preflight_finds_the_experiments():
-    from specdec.bench.run.preflight import CONF
+def test_the_config_folder_is_the_repository_conf():
+    from specdec.paths import CONF_DIR
 
-    assert CONF == ROOT / "conf" and (CONF / "experiment" / "eagle3_tiny.yaml").is_file()
+    assert CONF_DIR.parent == ROOT and (CONF_DIR / "experiment" / "eagle3_tiny.yaml").is_file()

@@ -1,4 +1,4 @@
-"""Overlap-aware accounting (issue 13 item 6) and background work through a test double.
+"""Overlap-aware accounting and background work through a test double.
 
 Every forward is logged with start/end, lane and step; ``CostTable(log)`` prices a step as
 ``serial draft work + max(target lane, each background lane)``, which for a serial method is the

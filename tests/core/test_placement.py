@@ -17,9 +17,10 @@ from specdec.bench.run.method import build_method
 from specdec.bench.run.preflight import check_devices
 from specdec.errors import BadInput
 from specdec.models.placement import Held, Placement, check_built
+from specdec.paths import CONF_DIR
 from specdec.testing.paths import REPO
 
-PRESETS = sorted(p.stem for p in (REPO / "conf" / "method").glob("*.yaml"))
+PRESETS = sorted(p.stem for p in (CONF_DIR / "method").glob("*.yaml"))
 META = ["model.device=meta", "model.draft_device=meta"]
 
 

@@ -1,6 +1,6 @@
 """The static KV cache path (``model.static_cache``) gives the dynamic path's logits and tokens.
 
-Issue 27, deliverable 5 (the CPU part): a preallocated cache and bucketed, fixed-shape forwards
+The CPU part of the CUDA-graph groundwork: a preallocated cache and bucketed, fixed-shape forwards
 (``specdec.static_cache``) behind ``CachedLM``, greedy-identical to ``DynamicCache`` for every
 method preset, and equal logits (1e-12 in float64) over forward / extend / keep / crop /
 reconcile with tree masks. Deterministic (fixed weights, greedy): no false failures.
@@ -18,11 +18,11 @@ from specdec.bench.run.runner import build_method
 from specdec.engine import generate
 from specdec.errors import BadInput
 from specdec.lm import CachedLM
+from specdec.paths import CONF_DIR
 from specdec.sampling import TorchCoins
 from specdec.static_cache import BUCKET_CAP, StaticSpec, bucket
-from specdec.testing.paths import REPO
 
-METHODS = sorted(p.stem for p in (REPO / "conf" / "method").glob("*.yaml"))
+METHODS = sorted(p.stem for p in (CONF_DIR / "method").glob("*.yaml"))
 GREEDY = ["sampling.temperature=0", "model.dtype=float64"]
 TOL = 1e-12
 

@@ -1,4 +1,4 @@
-"""The test suite mirrors the package (README, "Layout"), and no test module imports another.
+"""The test suite mirrors the package (docs/architecture.md), and no test module imports another.
 
 * every test module sits in a folder of ``tests/`` named after a part of the package (a
   ``specdec`` subpackage, or ``core`` / ``cli`` for the top-level modules), never at the top;

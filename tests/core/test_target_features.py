@@ -1,4 +1,4 @@
-"""Target features for feature drafters (issue 13 item 4), on the tiny fp64 pair.
+"""Target features for feature drafters, on the tiny fp64 pair.
 
 ``CachedLM.forward(..., hidden_layers=...)`` returns ``[N, k, H]`` hidden states of the requested
 layers; the engine hands the prompt's features to ``drafter.prefill`` and each step's kept nodes'

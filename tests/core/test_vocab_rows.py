@@ -1,4 +1,4 @@
-"""Vocabulary rows (issue 17 item 3): a draft whose output rows differ from the target's by padding
+"""Vocabulary rows: a draft whose output rows differ from the target's by padding
 rows runs every method losslessly and never drafts a row it lacks; tokenizers that truly differ are
 refused naming both sizes (``specdec.vocab``)."""
 

@@ -1,4 +1,4 @@
-"""The feature drafters' data stage resumes exactly (issue 30 deliverable 2).
+"""The feature drafters' data stage resumes exactly.
 
 A data stage stopped after ``k`` chunks -- cleanly by ``max_minutes`` (a fake clock), or killed
 in the middle of a chunk's write -- and rerun, stopped again, and rerun to completion leaves a

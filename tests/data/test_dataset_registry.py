@@ -25,6 +25,7 @@ from specdec.data.prepare import prepare, recipes
 from specdec.data.specdecpp import load_source
 from specdec.data.training import training_pairs, training_prompts
 from specdec.errors import BadInput, MissingInput
+from specdec.paths import CONF_DIR
 from specdec.testing.paths import REPO
 
 ROOT = REPO
@@ -154,7 +155,7 @@ def test_training_prompts_of_the_shared_data_are_pinned():
 
 def test_every_benchmark_names_registered_datasets_and_every_dataset_prepares():
     names = set(registry.datasets())
-    for path in sorted((ROOT / "conf" / "benchmark").glob("*.yaml")):
+    for path in sorted((CONF_DIR / "benchmark").glob("*.yaml")):
         for item in yaml.safe_load(path.read_text()).get("defaults", []):
             if isinstance(item, dict):
                 (group, choice), = item.items()
@@ -209,7 +210,7 @@ def test_every_learner_config_reads_registered_training_splits():
 
     trains = {name for name, ds in registry.datasets().items() if ds.train is not None}
     for group in ("experiment", "data_gen"):
-        for path in sorted((ROOT / "conf" / group).glob("*.yaml")):
+        for path in sorted((CONF_DIR / group).glob("*.yaml")):
             doc = yaml.safe_load(path.read_text())
             for names in _lists(doc, "datasets"):
                 assert set(names) <= trains, (path.name, names)

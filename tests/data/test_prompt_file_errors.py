@@ -1,6 +1,6 @@
 """Prompt files that passed the line check but failed inside ``datasets`` (or were changed by it)
 are refused by ``read_prompt_file``, naming the file, the line and the fix, before any model
-loads (issue 32 item 3). Before: ``StopIteration`` / "corresponds to no data" for an empty file,
+loads. Before: ``StopIteration`` / "corresponds to no data" for an empty file,
 ``AttributeError`` for a non-object ``meta``, a lone surrogate silently dropped from a turn (or a
 pyarrow error in an id), and an empty turn that aborted the run after the models loaded.
 """

@@ -1,4 +1,4 @@
-"""Feature drafters' trees are pinned: the candidate-tree refactor (issue 28, step 4) changed none.
+"""Feature drafters' trees are pinned: the candidate-tree refactor changed none.
 
 Every draft the EAGLE-3 and SpecBlock drafters (and the SpecBlock bandit) propose on the tiny fp64
 pair with the shipped tiny assets -- its tokens and parents, step by step -- and the generated

@@ -40,7 +40,8 @@ def test_fanout_from_a_known_histogram_matches_the_formula_and_the_budget():
 @pytest.mark.parametrize("alpha,r", [(0.8, 0.5), (0.6, 2.0)])
 def test_the_prior_gives_the_papers_geometric_shape(alpha, r):
     # no counts: P is the geometric prior, so F_k = F_0 α^{k/(1+r)} (k < K) and
-    # F_K = F_0 α^{K/(1+r)} (1-α)^{-1/(1+r)} (digest §4.3), up to rounding of a large budget
+    # F_K = F_0 α^{K/(1+r)} (1-α)^{-1/(1+r)} (the paper's geometric fan-out), up to rounding of a
+    # large budget
     K, budget = 4, 100_000
     fan = FanOut(budget, r, prior_accept=alpha)
     f = fan.fanout(K, [budget] * (K + 1))

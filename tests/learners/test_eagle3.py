@@ -1,4 +1,4 @@
-"""EAGLE-3 (issue 14): training-time test ≡ decoding, errors, exactness of feature trees.
+"""EAGLE-3: training-time test ≡ decoding, errors, exactness of feature trees.
 
 * ``ttt_mask`` against a per-position reference;
 * the training unroll's step ``j`` at position ``t`` gives the logits the decoding path gives a

@@ -1,25 +1,26 @@
-"""One name per learned part (issue 28 item 7): ``specdec/learners/<name>/``,
+"""One name per learned part: ``specdec/learners/<name>/``,
 ``conf/learner/<name>.yaml``, ``conf/experiment/<name>.yaml`` (any pair) and
 ``<name>_<model>.yaml`` (a model's recipe), ``specdec/assets/<name>/<model>/``."""
 
 from __future__ import annotations
 
+from specdec.paths import CONF_DIR
 from specdec.testing.paths import REPO
 
 ROOT = REPO
-LEARNERS = sorted(p.stem for p in (ROOT / "conf" / "learner").glob("*.yaml"))
-MODELS = {p.stem for p in (ROOT / "conf" / "model").glob("*.yaml")}
+LEARNERS = sorted(p.stem for p in (CONF_DIR / "learner").glob("*.yaml"))
+MODELS = {p.stem for p in (CONF_DIR / "model").glob("*.yaml")}
 
 
 def test_every_learner_config_has_its_package_and_generic_experiment():
     assert {"eagle3", "specblock", "specdecpp", "hrad", "draft_lm"} <= set(LEARNERS)
     for name in LEARNERS:
         assert (ROOT / "specdec" / "learners" / name / "__init__.py").is_file(), name
-        assert (ROOT / "conf" / "experiment" / f"{name}.yaml").is_file(), name
+        assert (CONF_DIR / "experiment" / f"{name}.yaml").is_file(), name
 
 
 def test_every_experiment_is_a_learner_or_a_learner_for_a_model():
-    for path in (ROOT / "conf" / "experiment").glob("*.yaml"):
+    for path in (CONF_DIR / "experiment").glob("*.yaml"):
         if path.stem in LEARNERS:
             continue
         learner = next((n for n in LEARNERS if path.stem.startswith(n + "_")), None)

@@ -21,6 +21,7 @@ from specdec.config import ROOT
 from specdec.learners.hrad.module import HradDataModule
 from specdec.learners.scale import exportable
 from specdec.nets.hrad.head import load_hrad
+from specdec.paths import CONF_DIR
 
 
 def _data(compose, tmp_path) -> list[str]:
@@ -162,7 +163,7 @@ def test_the_fsdp_strategy_wraps_the_named_decoder_layers():
     from omegaconf import OmegaConf
     from transformers.models.llama.modeling_llama import LlamaDecoderLayer
 
-    node = OmegaConf.load(ROOT / "conf" / "trainer" / "fsdp.yaml").strategy
+    node = OmegaConf.load(CONF_DIR / "trainer" / "fsdp.yaml").strategy
     strategy = instantiate(node)
     assert LlamaDecoderLayer in strategy.kwargs["auto_wrap_policy"]._module_classes
     with pytest.raises(InstantiationException, match="none of these classes could be imported"):

@@ -1,4 +1,4 @@
-"""Training never overwrites shipped files unasked (issue 31, item 2).
+"""Training never overwrites shipped files unasked.
 
 An export goes to ``<run dir>/export/``; ``export.install=true`` writes the shipped folder the
 method reads, and a destination outside the run folder that holds files is refused, naming the
@@ -21,11 +21,12 @@ import pytest
 
 from specdec.errors import BadInput
 from specdec.learners.install import export_folder
+from specdec.paths import CONF_DIR
 from specdec.testing.paths import REPO
 
 ROOT = REPO
 ASSETS = ROOT / "specdec" / "assets"
-HELP = ROOT / "conf" / "hydra" / "help" / "train.yaml"
+HELP = CONF_DIR / "hydra" / "help" / "train.yaml"
 
 
 def test_the_default_destination_is_the_run_folder_and_install_needs_consent(tmp_path):

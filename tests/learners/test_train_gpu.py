@@ -1,4 +1,4 @@
-"""The GPU training recipe (``scripts/train_gpu.sh``, issue 30 item 1) runs end to end on the CPU
+"""The GPU training recipe (``scripts/train_gpu.sh``) runs end to end on the CPU
 with the tiny pair (its dry run), resumes instead of redoing, and ``scripts/gpu_ship.py`` joins
 what the small transfers carried (and refuses parts that do not match)."""
 

@@ -1,4 +1,4 @@
-"""Rerunning a killed training command resumes it (issue 31, item 4).
+"""Rerunning a killed training command resumes it.
 
 The run folder is ``outputs/train/<task_name>/<config hash>/``: the same command always lands in
 the same folder, and ``train`` resumes from its ``checkpoints/last.ckpt``. A run of the tiny

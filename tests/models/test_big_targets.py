@@ -1,4 +1,4 @@
-"""Big targets (issue 17 items 2, 3): ``model.device_map`` / ``model.max_memory`` through
+"""Big targets: ``model.device_map`` / ``model.max_memory`` through
 ``load_pair``, the errors before generation, timing that syncs every CUDA device, and the Qwen2.5
 0.5B/14B pair's real output-row counts loaded from config-only stubs (no download)."""
 

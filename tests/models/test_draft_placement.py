@@ -1,4 +1,4 @@
-"""Draft placement (issue 13 item 9): ``model.draft_device`` / ``model.draft_threads`` reach the
+"""Draft placement: ``model.draft_device`` / ``model.draft_threads`` reach the
 pair loader, the draft's ``CachedLM`` (its own torch thread budget around each forward) and the
 pair's fingerprint; ``pair.devices()`` lists what timing synchronises."""
 

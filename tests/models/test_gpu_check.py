@@ -1,4 +1,4 @@
-"""``scripts/gpu_check.sh`` / ``scripts/gpu_check.py`` (issue 17 item 6), the parts a CPU can run:
+"""``scripts/gpu_check.sh`` / ``scripts/gpu_check.py``, the parts a CPU can run:
 the shell script refuses a machine without CUDA, the greedy check passes (and reports a mismatch)
 on CPU, the weights probe reads only the local cache, and the timing sanity flags bad tables."""
 

@@ -1,4 +1,4 @@
-"""The GPU path (issue 17 item 4), checked on CPU: bfloat16 pairs decode, flash-attention is refused
+"""The GPU path, checked on CPU: bfloat16 pairs decode, flash-attention is refused
 where it cannot run and swapped for ``sdpa`` under tree drafts (stand-in configs), and the run's
 software fingerprint carries the CUDA, driver and flash-attn versions (``specdec.models.gpu``)."""
 

@@ -1,6 +1,6 @@
 """Greedy token identity with ``ar`` on the real SmolLM2 pair for the shipped presets (slow).
 
-Issue 14's slow test: the shipped EAGLE-3 head (``specdec/assets/eagle3/smollm2``) and SpecBlock
+The shipped EAGLE-3 head (``specdec/assets/eagle3/smollm2``) and SpecBlock
 drafter (``specdec/assets/specblock/smollm2``, alone and under the serving-time bandit) drafting
 trees, and the background-worker method ``pearl``, must leave greedy output unchanged on the real
 pair.

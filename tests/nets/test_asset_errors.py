@@ -1,5 +1,5 @@
 """Damaged shipped assets and training checkpoints end in one ``InputError`` naming the file and
-the command that re-creates it; exports are atomic (issue 32 item 3, issue 28).
+the command that re-creates it; exports are atomic.
 
 Each asset kind (the EAGLE-3 and SpecBlock drafters, the H-RAD and SpecDec++ heads, the draft
 LM) is copied from its tiny shipped folder (the draft LM: saved from the tiny pair) into

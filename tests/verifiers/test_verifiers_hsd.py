@@ -1,4 +1,4 @@
-"""HSD variants: which are lossless, decided here by exact enumeration (ARCHITECTURE §0.6).
+"""HSD variants: which are lossless, decided here by exact enumeration, never by a paper's claim.
 
 * ``final_accept="capped"`` (paper Algorithm 2 with the capped prefix ratio) is exact and equals
   Sun et al.'s block verification (same law: same expected accepted length).
@@ -61,7 +61,7 @@ def test_joint_final_accept_deviation_is_pinned(case):
     ids=lambda c: c[0],
 )
 def test_joint_final_accept_is_exact_for_point_mass_drafts(case):
-    """q=None: R_t = P_t ≤ 1, so the joint and capped tests coincide (digest §2.5)."""
+    """q=None: R_t = P_t ≤ 1, so the joint and capped tests coincide."""
     err, _, tokens = measure(Hierarchical("joint"), case)
     assert err <= 1e-12
     assert tokens == pytest.approx(measure(Hierarchical("capped"), case)[2], abs=1e-12)

@@ -1,7 +1,7 @@
 """Leaderboard rows: one per (method run, dataset), with its speedups against a baseline run.
 
 Speedup = seconds per generated token of the baseline run (``ar``) / that of the method run, on
-one dataset (``wall_s / new_tokens``; ARCHITECTURE §0.3), computed only when the two runs compare
+one dataset (``wall_s / new_tokens``), computed only when the two runs compare
 (``specdec.bench.report.runs.mismatches``); otherwise the row carries the reason it was refused. Per
 token because at T > 0 the two runs' outputs (so their lengths) differ; greedy outputs are equal,
 where this is ``wall_s`` over ``wall_s``.

@@ -1,6 +1,6 @@
 """Cost model: a forward-time table calibrated on this machine turns a forward log into seconds.
 
-ARCHITECTURE §0.2: every forward is logged as ``ForwardRecord(role, new_tokens, context, seconds)``;
+Every forward is logged as ``ForwardRecord(role, new_tokens, context, seconds)``;
 ``calibrate`` measures, per model role, the median time of a cached forward of ``n`` new tokens
 (``n = 1..max_new`` plus a few prefill sizes) after a reference context ``c_ref``, each forward
 right after a step of the other model (as draft and target alternate in a run, so neither model's

@@ -31,9 +31,10 @@ import typing
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from specdec.bench.run.values import check_value, checkable
-from specdec.config import HYDRA_KEYS, ROOT, binding_error
+from specdec.config import HYDRA_KEYS, binding_error
 from specdec.drafters import ahead
 from specdec.errors import BadInput
+from specdec.paths import CONF_DIR
 
 GROUPS = ("model", "drafter", "drafter.policy", "verifier")
 
@@ -138,7 +139,7 @@ def tree_verifiers() -> list[str]:
     from hydra.utils import get_object
 
     out = []
-    for path in sorted((ROOT / "conf" / "verifier").glob("*.yaml")):
+    for path in sorted((CONF_DIR / "verifier").glob("*.yaml")):
         target = (yaml.safe_load(path.read_text()) or {}).get("_target_")
         if target and getattr(get_object(target), "supports_trees", False) is True:
             out.append(path.stem)

@@ -2,7 +2,7 @@
 
 ``torchrun`` starts each rank in a session of its own, so when its agent is killed (SIGKILL, a
 lost terminal, an OOM kill) no signal reaches the ranks: they ran on for hours, appending records
-to a run nobody waits for (issue 32). ``stop_with_launcher`` makes a launched rank (``WORLD_SIZE``
+to a run nobody waits for. ``stop_with_launcher`` makes a launched rank (``WORLD_SIZE``
 > 1, ``specdec.bench.run.ranks``) watch its parent: a daemon thread reads the parent pid every
 ``interval_s`` seconds, and once the parent has changed (the launcher died, the rank was handed
 to init or a subreaper) it logs why and sends this process ``SIGTERM``, whose default action

@@ -31,11 +31,11 @@ from omegaconf.errors import OmegaConfBaseException
 
 from specdec.errors import BadInput, InputError, MissingInput
 from specdec.models.placement import check_before_loading
+from specdec.paths import CONF_DIR
 
 ASSET_KEYS = ("path", "head", "hrad")  # drafter/policy keys holding a trained asset folder
 HUB_LOADERS = ("specdec.models.hf.hf_pair", "specdec.models.load_pair",
                "specdec.models.pair.load_pair")
-CONF = Path(__file__).resolve().parents[3] / "conf"
 
 
 def preflight(cfg: DictConfig) -> None:
@@ -157,11 +157,11 @@ def _train_hint(cfg: DictConfig, key: str, node: DictConfig, folder: Path) -> st
     """``train it with `python -m specdec.train +experiment=...``` (or how to write one)."""
     experiment = _experiment(cfg, key, node, folder)
     command = f"`python -m specdec.train +experiment={experiment}`"
-    example = CONF / "experiment" / f"{folder.parent.name}_tiny.yaml"
+    example = CONF_DIR / "experiment" / f"{folder.parent.name}_tiny.yaml"
     after = f" after conf/experiment/{example.name}" if example.is_file() else ""
     # a generic experiment comes with its pair's overrides: "eagle3 model=hf model.target=..."
     name = experiment.split()[0]
-    return (f"train it with {command}" if (CONF / "experiment" / f"{name}.yaml").is_file() else
+    return (f"train it with {command}" if (CONF_DIR / "experiment" / f"{name}.yaml").is_file() else
             f"no experiment trains it yet (conf/experiment/{name}.yaml does not exist: write "
             f"one{after}, then run {command})")
 

@@ -7,7 +7,7 @@ of the current config hash from ``records/<d>.jsonl`` and every rank file, one p
 ordered as the prompt file orders them, plus every other config's lines unchanged, are written
 atomically to ``records/<d>.jsonl``; then the rank files are deleted. The ``records/ranks/`` folder
 stays while the run goes on: the other ranks are already appending to the next dataset's files
-in it (removing it failed their next append, issue 32). Rank 0 removes it, if empty, when the last
+in it (removing it made their next append fail). Rank 0 removes it, if empty, when the last
 dataset is merged (``remove_ranks_dir``), so a finished run leaves the same single file per
 dataset a one-process run leaves, and a one-process run (``own_path`` is the merged file, no rank
 file) is untouched. After the merge, the dataset's records are the merged file's whatever the

@@ -1,6 +1,6 @@
 """Lightning training of the H-RAD classifier (``+experiment=hrad_*``, stage=fit).
 
-SpecBranch (specbranch_000; digest §1.4): an MLP on ``z_t`` predicts the class of the next draft's
+SpecBranch (Shen et al., ICLR 2026, H-RAD): an MLP on ``z_t`` predicts the class of the next draft's
 accepted length (0 / 1..γ_max−1 / γ_max). Class 1 dominates on a well-aligned pair and class 0 on
 a poor one, so the loss is **class-weighted cross-entropy** with the "balanced" weights of the
 training split: ``w_c = N / (C · n_c)`` (N rows, C = 3 classes, n_c rows of class c; a class

@@ -1,4 +1,5 @@
-"""SpecBlock's training losses (``seed-code-digest.md`` §3.3; the learner is ``module.py``).
+"""SpecBlock's training losses (as its public code, github.com/shiweijiezero/SpecBlock; the learner
+is ``module.py``).
 
 Losses, per block and slot ``k``:
 

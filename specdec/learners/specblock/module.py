@@ -1,5 +1,5 @@
-"""Lightning training of the SpecBlock drafter with cross-block unrolling (``seed-code-digest.md``
-§3.3, the public code's ``OnlineSpecBlockModel.forward``).
+"""Lightning training of the SpecBlock drafter with cross-block unrolling (the public code's
+``OnlineSpecBlockModel.forward``, github.com/shiweijiezero/SpecBlock).
 
 Data: EAGLE-3's cache (``data.features``: target traces with top-k log-probs, fp16 features
 of ``target_layers``, ``token_map.safetensors``), batched by ``Eagle3DataModule``; with

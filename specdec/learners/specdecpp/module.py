@@ -1,6 +1,7 @@
 """Lightning training of the SpecDec++ acceptance head (``+experiment=specdecpp_*``, stage=fit).
 
-SpecDec++ §4.4 (Huang, Guo & Wang 2025; digest §5.2–5.3). Each row holds a target response
+SpecDec++ §4.4 (Huang, Guo & Wang, arXiv:2405.19715; public code
+github.com/Kaffaljidhmah2/SpecDec_pp). Each row holds a target response
 ``X``, a draft token ``y_t`` per position and its label ``a_t = min(1, p/q)``
 (``data``). **Token mixing** (ratio r): every epoch each response position keeps the
 target token ``x_t`` with probability r, else takes ``y_t``; the frozen draft reads the mixed

@@ -1,6 +1,6 @@
 """H-RAD's input features, built by one function for training data and for serving.
 
-SpecBranch (specbranch_000; digest §1.4): the three-way classifier reads
+SpecBranch (Shen et al., ICLR 2026, H-RAD): the three-way classifier reads
 ``z_t = Concat(f_{t-1}, e_t)``, where ``f_{t-1}`` is the target's hidden states of its last K = 4
 layers (transformers' ``hidden_states[-K:]``: outputs of layers L−K+1..L−1 and the final-normed
 output of layer L) at the last *verified* position, and ``e_t`` the target's input embedding of

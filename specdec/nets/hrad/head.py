@@ -1,6 +1,6 @@
 """The H-RAD classifier (SpecBranch's hybrid rollback-aware draft structure) and its save/load.
 
-SpecBranch (specbranch_000, §"H-RAD"; digest §1.4): a small MLP reads ``z_t`` (``features.py``)
+SpecBranch (Shen et al., ICLR 2026, §"H-RAD"): a small MLP reads ``z_t`` (``features.py``)
 and returns ``s_t = argmax softmax(MLP(z_t)) ∈ {0, 1, 2}``: class 0 "all-reject" (0 draft tokens
 accepted; draft one token), class 1 "uncertain" (1..γ_max−1 accepted; fall back to the draft's
 confidence), class 2 "all-accept" (γ_max accepted; draft the full γ_max = 7). The public code's

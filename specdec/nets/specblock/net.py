@@ -1,7 +1,8 @@
 """SpecBlock's draft network: one forward drafts a *block* of K dependent slots per position.
 
-SpecBlock (specblock_002, "Block-Iterative Speculative Decoding with Dynamic Tree Drafting";
-public code as restated in ``seed-code-digest.md`` §3.2). Symbols: ``f_i`` = the target's hidden
+SpecBlock ("SpecBlock: Block-Iterative Speculative Decoding with Dynamic Tree Drafting";
+public code github.com/shiweijiezero/SpecBlock, its ``forward_parallel``). Symbols: ``f_i`` = the
+target's hidden
 states of ``target_layers`` at position ``i`` (indices into transformers' ``hidden_states``),
 ``e(x)`` = the target's frozen input embedding (shared, never shipped), ``E_pos[k]`` = the learnable
 query of slot ``k``. Position ``i`` reads ``(f_i, x_{i+1})``; its slot ``k`` predicts ``x_{i+k+2}``:

@@ -1,6 +1,7 @@
 """SpecBlock's slot geometry: who attends to whom, the attention itself, and the rank head's inputs.
 
-SpecBlock (specblock_002; ``seed-code-digest.md`` §3.2-§3.3) drafts ``K`` *slots* per position:
+SpecBlock ("Block-Iterative Speculative Decoding with Dynamic Tree Drafting"; public code
+github.com/shiweijiezero/SpecBlock) drafts ``K`` *slots* per position:
 slot ``k`` of position ``i`` predicts ``x_{i+k+2}``. Keys come in two groups per query:
 
 * **cross** keys: a flat sequence of earlier positions' slots (``[C]`` keys, each tagged with its

@@ -1,7 +1,8 @@
 """Plain ``nn.Module`` heads of the auxiliary learners and their Lightning-free save/load.
 
-``AcceptanceHead`` is SpecDec++'s acceptance prediction head (Huang, Guo & Wang 2025, §4.3 and
-digest §5.3): D residual blocks ``x ← x + SiLU(W_d x + b_d)`` over the draft's last hidden state,
+``AcceptanceHead`` is SpecDec++'s acceptance prediction head (Huang, Guo & Wang, arXiv:2405.19715,
+§4.3; public code github.com/Kaffaljidhmah2/SpecDec_pp): D residual blocks ``x ← x + SiLU(W_d x +
+b_d)`` over the draft's last hidden state,
 then a 2-way linear layer (class 1 = accept); ``p̂ = softmax(logits)[1]``. The blocks have
 independent weights by default; ``tie=True`` reuses one block D times, as the public code does.
 
