@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parents[1]
-ASSETS = PACKAGE / "assets"  # shipped folders: assets/<kind>/<pair name>
-EXPERIMENTS = PACKAGE.parent / "conf" / "experiment"
+from specdec.paths import CONF_DIR, ROOT
+
+ASSETS = ROOT / "specdec" / "assets"  # shipped folders: assets/<kind>/<pair name>
+EXPERIMENTS = CONF_DIR / "experiment"
 GENERIC_PAIR = "model=hf model.target=<hub id|folder> model.draft=<hub id|folder>"
 
 

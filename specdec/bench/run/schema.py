@@ -6,7 +6,7 @@ loading. ``validate`` checks the top-level keys (``EvalKeys``), ``sampling`` (``
 and each dataset's ``limit`` / ``max_new_tokens`` / ``chat_template`` / ``template``
 (``DatasetKeys``) against their types and ranges before anything loads, and raises ``ValueError``
 naming the key, the bad value and what is expected; ``device`` must be one this machine has
-(``specdec.models.pair.check_device``: ``device=cuda`` on a CPU-only machine fails here); then
+(``specdec.models.placement.check_device``: ``device=cuda`` on a CPU-only machine fails here); then
 the component groups' keys (``model``, ``drafter``, ``drafter.policy``, ``verifier``) are checked
 against their constructors (``specdec.bench.run.components``).
 
