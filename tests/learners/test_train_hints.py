@@ -37,8 +37,7 @@ def test_a_missing_feature_drafter_names_a_command_that_exports_to_its_folder(co
 
     mine = tmp_path / "mine"
     with pytest.raises(MissingInput) as err:
-        Eagle3Drafter(None, Fixed(3), Sampling(temperature=0.0), str(mine),
-                      experiment="eagle3_tiny")
+        Eagle3Drafter(Fixed(3), str(mine), experiment="eagle3_tiny")
     command = re.search(r"`(python -m specdec\.train [^`]*)` \(it exports to ([^)]*)\)",
                         str(err.value))
     assert command is not None, str(err.value)
@@ -60,7 +59,7 @@ def test_a_missing_hrad_head_names_an_experiment_that_exists(compose, tmp_path):
 
     head = tmp_path / "myhead"
     with pytest.raises(MissingInput) as err:
-        SpecBranchDrafter(CachedLM(tiny_pair().draft, role="draft"), Fixed(2), Sampling(),
+        SpecBranchDrafter(CachedLM(tiny_pair().draft, role="draft"), Fixed(2),
                           mode="inline", hrad=str(head))
     message = str(err.value)
     assert "hrad_myhead" not in message

@@ -194,7 +194,7 @@ def test_an_unservable_head_is_not_exported(tmp_path):
 def test_engine_written_heads_decode_greedy_like_ar(tiny64, tmp_path, make, ids):
     head = write(tmp_path / "head", make(32, 259, ids), stub_tensors(32, 259, seed=7))
     greedy, prompt = Sampling(temperature=0.0), [5, 17, 3, 44, 9, 12]
-    drafter = Eagle3Drafter(None, Fixed(3), greedy, str(head), topk=2, total_tokens=4)
+    drafter = Eagle3Drafter(Fixed(3), str(head), topk=2, total_tokens=4)
     assert drafter.target_layers == (1, 1, 1)
 
     def run(d):
