@@ -1,4 +1,4 @@
-"""The checks ``scripts/gpu_check.sh`` runs on a GPU machine (issue 17 item 6), one subcommand each.
+"""The checks ``scripts/gpu_check.sh`` runs on a GPU machine, one subcommand each.
 
 ``greedy``: every method preset in ``conf/method/`` on the tiny random pair must emit exactly the
 tokens ``ar`` emits at temperature 0 (Leviathan et al. 2023, Theorem 1: a lossless verifier's
@@ -10,7 +10,7 @@ rounding tie can flip an argmax (``specdec.bench.report.greedy``).
 
 ``timing``: the cost model's sanity on a run folder (a ``summary.json`` of an eval with
 ``cost_model=true``): the fitted cost table never makes a bigger forward cheaper (monotone), and the
-modeled time (the forwards priced by the table, ARCHITECTURE §0.2) over the wall time lies in
+modeled time (the forwards priced by the table) over the wall time lies in
 ``[--min-ratio, --max-ratio]``. On CUDA each forward is timed between syncs of every device
 (``specdec.lm.CachedLM(synchronize=True)``), so the forwards cannot add up to more than the run
 (ratio <= 1, plus noise); the gap below 1 is the Python loop and verification, large for the
