@@ -16,6 +16,7 @@ import pytest
 import torch
 from hydra.utils import instantiate
 
+from specdec.bench.records import config_hash
 from specdec.bench.run.runner import build_method
 from specdec.engine import generate
 from specdec.errors import BadInput
@@ -124,6 +125,16 @@ def test_the_config_key_reaches_both_models(compose):
     auto = instantiate(compose("eval", ["method=sps", "model.static_cache=true"]).model)
     assert auto.static_cache.cuda_graphs is None  # null: on for cuda only; this is the CPU
     assert build_method(cfg, auto).target.graphs is None and "cuda_graphs" not in auto.describe()
+
+
+def test_the_null_default_is_left_out_of_the_config_hash():
+    """Records written before the key existed keep resuming; a set value is part of the hash."""
+    old = {"model": {"dtype": "float32"}, "method_name": "ar"}
+    assert config_hash({**old, "model": {"dtype": "float32", "cuda_graphs": None}}) == \
+        config_hash(old)
+    for value in (True, False):
+        assert config_hash({**old, "model": {"dtype": "float32", "cuda_graphs": value}}) != \
+            config_hash(old)
 
 
 @pytest.mark.parametrize("bad", [["model.cuda_graphs=true"],
