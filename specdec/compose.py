@@ -57,7 +57,8 @@ def compose_method(pair: ModelPair, sampling: Sampling,
     """
     # model.static_cache: preallocated caches, bucketed forwards (specdec.static_cache)
     spec = pair.static_cache
-    static = {"static": spec is not None, "max_cache_len": spec.max_cache_len if spec else None}
+    static = {"static": spec is not None, "max_cache_len": spec.max_cache_len if spec else None,
+              "graphs": spec.cuda_graphs if spec else None}  # model.cuda_graphs (specdec.graphs)
     target = CachedLM(pair.target, role="target", synchronize=synchronize, **static)
     draft = None
     if pair.draft is not None:

@@ -20,6 +20,7 @@ import torch
 from specdec.core import LM, Coins, Context, Drafter, TargetView, Verifier
 from specdec.errors import BadInput
 from specdec.forwards import NonFiniteLogits, stamp_step
+from specdec.graphs import graph_counts
 from specdec.metrics import GenerationStats
 from specdec.sampling import Sampling, warp
 from specdec.threads import loop_threads
@@ -95,6 +96,7 @@ def generate(
         return Generation([], stats)
     stops = frozenset(int(s) for s in stop_ids)
     logs = [target.forward_log, *[m.forward_log for m in drafter.models]]
+    graphs_before = graph_counts([target, *drafter.models])  # replays/fallbacks (model.cuda_graphs)
     layers = drafter.target_layers
     try:
         # 1. Prefill every prompt token but the root, in the target and in the draft models (the
@@ -165,4 +167,5 @@ def generate(
         stats.forwards.extend(log[mark:])
     stats.draft_forwards = sum(f.role != target.role for f in stats.forwards)
     stats.counters = dict(drafter.counters())
+    stats.counters.update(graph_counts([target, *drafter.models]) - graphs_before)
     return Generation(new, stats)

@@ -18,12 +18,11 @@ no cache change); ``forward(..., inputs_embeds=...)`` feeds embeddings instead o
 
 Every forward is appended to ``forward_log`` as a ``specdec.forwards.ForwardRecord`` (role, new
 tokens, context, seconds, start/end, lane, step) so that the cost model can turn a run's log into
-modelled time; ``synchronize`` syncs every CUDA device holding weights.
-A draft with other output rows than the target (``specdec.vocab``) is fitted to them here.
-``threads`` gives the model its own torch thread budget (the
-draft's ``draft_threads``): set around each forward, restored after. ``static=True``
-(``model.static_cache``) keeps the cache in preallocated fixed-shape tensors and pads each forward
-to a bucket size (``specdec.static_cache``: the base for CUDA-graph capture), same tokens.
+modelled time; ``synchronize`` syncs every CUDA device holding weights. A draft with other
+output rows than the target (``specdec.vocab``) is fitted to them here. ``threads``: the model's
+own torch threads. ``static=True`` (``model.static_cache``) keeps the cache in fixed-shape
+tensors and pads each forward to a bucket (``specdec.static_cache``), same tokens; ``graphs``
+(``model.cuda_graphs``) replays those forwards through ``specdec.graphs`` (CUDA graphs on CUDA).
 """
 
 from __future__ import annotations
@@ -37,6 +36,8 @@ from transformers import DynamicCache, PreTrainedModel
 from specdec.core import LMOut
 from specdec.errors import BadInput
 from specdec.forwards import ForwardRecord, current_lane, nonfinite_error
+from specdec.graphs import graph_runner
+from specdec.lm_gather import gather_nodes
 from specdec.lm_inputs import node_inputs, position_inputs
 from specdec.models.cache_arg import cache_kwarg
 from specdec.models.placement import cuda_devices
@@ -64,12 +65,14 @@ class CachedLM:
         vocab_size: the output vocabulary (default: the rows of the model's output embedding);
             logits are fitted to it (``specdec.vocab.fit_rows``: a draft gets the target's).
         static: a static cache of ``max_cache_len`` slots (None: the model's positions) and
-            bucketed forwards (``specdec.static_cache``) instead of ``DynamicCache``.
+            bucketed forwards (``specdec.static_cache``) instead of ``DynamicCache``; ``graphs``:
+            replay them from fixed buffers (``specdec.graphs``; ``None``: on CUDA only).
     """
 
     def __init__(self, model: PreTrainedModel, role: str = "target", *, synchronize: bool = False,
                  threads: int | None = None, vocab_size: int | None = None,
-                 static: bool = False, max_cache_len: int | None = None):
+                 static: bool = False, max_cache_len: int | None = None,
+                 graphs: bool | None = None):
         if threads is not None and threads < 1:
             raise BadInput(f"threads must be >= 1 or null, got {threads}")
         self.model = model.eval()
@@ -93,6 +96,7 @@ class CachedLM:
         self._static = StaticKV(model, max_cache_len) if static else None
         self._cache = self._static.cache if static else DynamicCache(config=model.config)
         self._cache_kw = cache_kwarg(model)  # `cache` (transformers >= 5.2x) or `past_key_values`
+        self.graphs = graph_runner(model, self._static, self._cache_kw, graphs)  # None: eager
 
     # --- state ----------------------------------------------------------------------------------
     @property
@@ -224,8 +228,9 @@ class CachedLM:
         try:
             with forward_budget(self.threads):  # the loop itself runs on one thread (threads.py)
                 kwargs = self._inputs(tokens, parents, inputs_embeds, prefix, before)
-                out = self.model(**{self._cache_kw: self._cache}, use_cache=True,
-                                 output_hidden_states=bool(hidden_layers), **kwargs)
+                out = (self.graphs.forward(kwargs, n, bool(hidden_layers)) if self.graphs else
+                       self.model(**{self._cache_kw: self._cache}, use_cache=True,
+                                  output_hidden_states=bool(hidden_layers), **kwargs))
                 if self._static is not None:
                     self._static.trim()  # the bucket's padding rows leave the cache
                 logits = fit_rows(out.logits[0, :n], self.vocab_size)  # [N, V]
@@ -259,12 +264,7 @@ class CachedLM:
         assert path, f"keep({nodes}) is not a path of the {n} pending nodes"
         prefix = len(self._ids)
         if nodes != list(range(len(nodes))):
-            index = {self.device: torch.tensor([prefix + i for i in nodes], device=self.device)}
-            for layer in self._cache.layers:  # a device_map target's layers live on several
-                if (at := index.get(layer.keys.device)) is None:
-                    at = index[layer.keys.device] = index[self.device].to(layer.keys.device)
-                layer.keys[..., prefix : prefix + len(nodes), :] = layer.keys[..., at, :]
-                layer.values[..., prefix : prefix + len(nodes), :] = layer.values[..., at, :]
+            gather_nodes(self._cache, self.device, prefix, nodes)  # a tree path, in place
         if n - len(nodes):
             self._cache.crop(-(n - len(nodes)))
         self._ids = self._ids + [self._pending[i] for i in nodes]

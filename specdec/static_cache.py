@@ -6,9 +6,10 @@ and written in place, and a forward of ``N`` new nodes is padded to the next *bu
 (``1, 2, 4, ..., BUCKET_CAP``) so that each bucket always calls the model with the same shapes:
 ids ``[1, B]``, positions ``[1, B]``, an explicit additive attention mask ``[1, 1, B, L]`` over
 every cache slot (``L = max_cache_len``). Those fixed shapes and fixed cache addresses are what a
-CUDA-graph capture of the decode step needs (the capture itself builds on this path and is not
-implemented yet). A forward of more than ``BUCKET_CAP`` nodes (a
-prompt's prefill) runs unpadded, the eager fallback.
+CUDA-graph capture of the decode step needs (``specdec.graphs``, ``model.cuda_graphs``). A
+forward of more than ``BUCKET_CAP`` nodes (a prompt's prefill) runs unpadded, the eager
+fallback. The mask and positions are built on the model's device (a captured step copies them
+into its static buffers without a host round trip beyond the small ``[B, before + B]`` block).
 
 Exactness: padding rows sit after the real ones and no real row sees them (nor any stale slot
 past the cache's length), so each real row's attention is the dynamic path's plus exactly-zero
@@ -19,7 +20,7 @@ token-identical for every method preset.
 ``max_cache_len`` (``model.max_cache_len``) defaults to the model's positions
 (``max_position_embeddings``) plus ``BUCKET_CAP`` slots for drafted nodes; a forward that would
 pass it raises ``BadInput`` naming the key (the eval's context check knows positions only).
-Only ``CachedLM`` uses this module (it alone touches KV-cache internals).
+Only ``CachedLM`` (and its graph runner) use this module: they alone touch KV-cache internals.
 """
 
 from __future__ import annotations
@@ -41,21 +42,31 @@ class StaticSpec:
     """A pair's choice of the static cache (``ModelPair.static_cache``; ``None`` there: dynamic).
 
     ``max_cache_len``: the slots of each model's cache (``None``: each model's positions).
+    ``cuda_graphs``: replay the bucketed forwards through ``specdec.graphs.GraphRunner``
+    (``None``: on for a model on CUDA, off elsewhere; ``True`` on CPU runs the runner's
+    fixed-address path without a capture).
     """
 
     max_cache_len: int | None = None
+    cuda_graphs: bool | None = None
 
 
-def static_spec(static_cache: bool, max_cache_len: int | None) -> StaticSpec | None:
-    """The config keys ``model.static_cache`` / ``model.max_cache_len`` as a ``StaticSpec``
-    (``None`` for the dynamic cache), checked before any weights load."""
+def static_spec(static_cache: bool, max_cache_len: int | None,
+                cuda_graphs: bool | None = None) -> StaticSpec | None:
+    """The config keys ``model.static_cache`` / ``model.max_cache_len`` / ``model.cuda_graphs``
+    as a ``StaticSpec`` (``None`` for the dynamic cache), checked before any weights load."""
+    if cuda_graphs is not None and not isinstance(cuda_graphs, bool):
+        raise BadInput(f"model.cuda_graphs must be true, false or null (auto), got {cuda_graphs!r}")
+    if cuda_graphs and static_cache is False:
+        raise BadInput("model.cuda_graphs=true needs model.static_cache=true (graphs replay the "
+                       "static cache's fixed-shape forwards): set both, or cuda_graphs=null")
     if not isinstance(static_cache, bool):
         raise BadInput(f"model.static_cache must be true or false, got {static_cache!r}")
     if max_cache_len is not None and (isinstance(max_cache_len, bool)
                                       or not isinstance(max_cache_len, int) or max_cache_len < 1):
         raise BadInput(f"model.max_cache_len must be a whole number >= 1 or null, "
                        f"got {max_cache_len!r}")
-    return StaticSpec(max_cache_len) if static_cache else None
+    return StaticSpec(max_cache_len, cuda_graphs) if static_cache else None
 
 
 def bucket(n: int, cap: int = BUCKET_CAP) -> int:
@@ -137,15 +148,16 @@ class StaticKV:
         else:
             allowed[:n, : before + n] = ancestor_mask(parents)[before:]
         allowed[range(n, size), range(before + n, before + size)] = True
+        # the mask is built where the model runs: only the small block crosses from the host
         mask = torch.full((1, 1, size, self.max_len), torch.finfo(self.dtype).min,
-                          dtype=self.dtype)  # [1, 1, B, L]
+                          dtype=self.dtype, device=device)  # [1, 1, B, L]
         mask[0, 0, :, :prefix] = 0
-        mask[0, 0, :, prefix : first + size].masked_fill_(allowed, 0)
+        mask[0, 0, :, prefix : first + size].masked_fill_(allowed.to(device), 0)
         # 2. Positions: prefix + depth (a chain: first, first + 1, ...); padding: ``first``.
         real = (torch.arange(first, first + n) if chain
                 else torch.tensor(depths(parents)[before:], dtype=torch.long) + prefix)  # [N]
         positions = torch.cat([real, torch.full((pad,), first)])[None]  # [1, B]
-        return out | {"attention_mask": mask.to(device), "position_ids": positions.to(device)}
+        return out | {"attention_mask": mask, "position_ids": positions.to(device)}
 
     def trim(self) -> None:
         """Crop the padding of the last forward off the cache (its slots stay, masked)."""

@@ -40,10 +40,18 @@ from specdec.errors import BadInput
 
 log = logging.getLogger(__name__)
 
+#: model keys hashed only when not null (``cuda_graphs``: null, i.e. auto, is the old behaviour)
+MODEL_KEYS_IF_SET = ("cuda_graphs",)
+
 
 def config_hash(cfg: dict) -> str:
     """A short stable hash of the record-relevant part of a resolved eval config (a plain dict)."""
     keep = {k: v for k, v in cfg.items() if k not in UNHASHED_KEYS}
+    model = keep.get("model")
+    if isinstance(model, dict) and any(model.get(k, 0) is None for k in MODEL_KEYS_IF_SET):
+        # keys added after records existed hash only when set: their default moves no hash
+        keep["model"] = {k: v for k, v in model.items()
+                         if not (k in MODEL_KEYS_IF_SET and v is None)}
     bench = keep.get("benchmark")
     if isinstance(bench, dict):
         datasets = {name: {k: v for k, v in ds.items() if k not in UNHASHED_DATASET_KEYS}

@@ -168,6 +168,7 @@ def hf_pair(
     max_memory: dict | None = None,
     static_cache: bool = False,
     max_cache_len: int | None = None,
+    cuda_graphs: bool | None = None,
 ) -> ModelPair:
     """Load a target and an optional draft by hub id or local folder (``conf/model/hf.yaml``).
 
@@ -188,7 +189,8 @@ def hf_pair(
                          attn_implementation=attn_implementation, linear_kernel=linear_kernel,
                          draft_device=draft_device, draft_threads=draft_threads,
                          device_map=device_map, max_memory=max_memory,
-                         static_cache=static_cache, max_cache_len=max_cache_len)
+                         static_cache=static_cache, max_cache_len=max_cache_len,
+                         cuda_graphs=cuda_graphs)
     except (OSError, SafetensorError, ValueError) as err:  # a file the loader cannot read
         _not_loading({"model.target": str(target), "model.draft": draft}, err)
         raise

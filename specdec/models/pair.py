@@ -195,6 +195,7 @@ def load_pair(
     max_memory: dict | None = None,
     static_cache: bool = False,
     max_cache_len: int | None = None,
+    cuda_graphs: bool | None = None,
 ) -> ModelPair:
     """Load a pair by hub id or local path with ``AutoModelForCausalLM``.
 
@@ -214,10 +215,11 @@ def load_pair(
             → device) and ``max_memory`` its per-device budget, both passed to
             ``from_pretrained`` (``specdec.models.placement``); None: the whole target on
             ``device``.
-        static_cache, max_cache_len: the decoding caches' kind (``specdec.static_cache``).
+        static_cache, max_cache_len, cuda_graphs: the decoding caches' kind and their replay
+            (``specdec.static_cache``, ``specdec.graphs``).
     """
     # 1. Refuse what cannot run before minutes of loading.
-    spec = static_spec(static_cache, max_cache_len)
+    spec = static_spec(static_cache, max_cache_len, cuda_graphs)
     check_before_loading(device, draft_device=draft_device if draft is not None else None,
                          device_map=device_map, max_memory=max_memory)
     torch_dtype = resolve_dtype(dtype)
@@ -263,8 +265,14 @@ def _plain(value: object) -> object:
 
 def with_static(pair: ModelPair, spec: StaticSpec | None) -> ModelPair:
     """``pair`` with its caches' kind; a static one is recorded in the fingerprint
-    (``static_cache``: the slots, or ``positions``), as it changes the timings."""
+    (``static_cache``: the slots, or ``positions``; ``cuda_graphs``: ``on`` when the bucketed
+    forwards are replayed, ``model.cuda_graphs`` null meaning on CUDA), as it changes timings."""
     if spec is None:
         return replace(pair, static_cache=None)
+    graphs = spec.cuda_graphs  # None (auto): each CachedLM's is on when its model is on CUDA
+    if graphs is None:
+        graphs = next(pair.target.parameters()).device.type == "cuda"
     info = {**pair.info, "static_cache": str(spec.max_cache_len or "positions")}
+    if graphs:
+        info["cuda_graphs"] = "on"
     return replace(pair, static_cache=spec, info=info)

@@ -155,6 +155,7 @@ def smollm2_pair(
     draft_threads: int | None = None,
     static_cache: bool = False,
     max_cache_len: int | None = None,
+    cuda_graphs: bool | None = None,
 ) -> ModelPair:
     """Build the SmolLM2 pair.
 
@@ -172,11 +173,12 @@ def smollm2_pair(
         draft_device, draft_threads: the draft's placement (``specdec.models.pair.make_pair``;
             the shipped and truncated drafts share the target's embedding or layers, so they
             stay on the target's device).
-        static_cache, max_cache_len: the decoding caches' kind (``specdec.static_cache``).
+        static_cache, max_cache_len, cuda_graphs: the decoding caches' kind and their replay
+            (``specdec.static_cache``, ``specdec.graphs``).
     """
     from specdec.models.reduced_draft import load_draft
 
-    spec = static_spec(static_cache, max_cache_len)
+    spec = static_spec(static_cache, max_cache_len, cuda_graphs)
 
     if draft not in DRAFTS:
         raise BadInput(f"unknown draft {draft!r}; choose one of {list(DRAFTS)}")

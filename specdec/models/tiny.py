@@ -77,6 +77,7 @@ def tiny_pair(
     draft_threads: int | None = None,
     static_cache: bool = False,
     max_cache_len: int | None = None,
+    cuda_graphs: bool | None = None,
 ) -> ModelPair:
     """Build the tiny random target/draft pair.
 
@@ -92,9 +93,10 @@ def tiny_pair(
         device: where both models go (``check_before_loading``: refused when this machine lacks
             it, as is such a ``draft_device``).
         draft_device, draft_threads: the draft's placement (``specdec.models.pair.make_pair``).
-        static_cache, max_cache_len: the decoding caches' kind (``specdec.static_cache``).
+        static_cache, max_cache_len, cuda_graphs: the decoding caches' kind and their replay
+            (``specdec.static_cache``, ``specdec.graphs``).
     """
-    spec = static_spec(static_cache, max_cache_len)
+    spec = static_spec(static_cache, max_cache_len, cuda_graphs)
     check_before_loading(device, draft_device=draft_device)
     dev = torch.device(device)
     tok = byte_tokenizer()

@@ -22,9 +22,9 @@ LAYERS: list[tuple[str, ...]] = [
     ("errors", "paths"),  # paths: where the checkout's folders are
     ("rowops", "trees", "vocab", "threads", "forwards", "streaming", "cli_help", "sampling_params"),
     # loading and placing models: the pair, its typed placement, its caches' kind
-    ("models", "static_cache"),
+    ("models", "static_cache", "graphs"),
     ("core", "sampling", "metrics", "reconcile"),
-    ("lm", "lm_inputs"),
+    ("lm", "lm_inputs", "lm_gather"),
     ("nets",),  # the networks drafters load: the drafters and the learners are built on them
     ("verifiers", "drafters"),
     ("engine",),

@@ -30,7 +30,8 @@ def test_knobs_above_their_caps_are_refused(kw, words):
 def test_the_caps_themselves_are_accepted():
     drafter = PromptLookupDrafter(Fixed(1), max_ngram=MAX_NGRAM,
                                   branches=MAX_BRANCHES)
-    draft = drafter.propose(Context(tokens=torch.tensor([1, 2, 3, 1, 4, 1]), coins=None, sampling=Sampling()))
+    draft = drafter.propose(Context(tokens=torch.tensor([1, 2, 3, 1, 4, 1]), coins=None,
+                                     sampling=Sampling()))
     assert draft.tokens.tolist() == [1, 4, 2] and draft.parent.tolist() == [-1, 0, 0]
 
 
@@ -44,7 +45,8 @@ def test_the_eval_config_refuses_a_huge_max_ngram_before_drafting():
 def generation(drafter: PromptLookupDrafter, prompt: list[int], output: list[int]) -> None:
     drafter.reset()
     drafter.prefill(torch.tensor(prompt))
-    drafter.propose(Context(tokens=torch.tensor(prompt + output), coins=None, sampling=Sampling()))
+    drafter.propose(Context(tokens=torch.tensor(prompt + output), coins=None,
+                                     sampling=Sampling()))
 
 
 def test_the_history_keeps_at_most_its_cap_newest_generations_first(monkeypatch):
@@ -57,5 +59,6 @@ def test_the_history_keeps_at_most_its_cap_newest_generations_first(monkeypatch)
     assert drafter.past.ids[-5:] == [51, 52, 53, 54, -1]  # the newest stays
     assert 1 not in drafter.past.ids  # the oldest left
     drafter.prefill(torch.tensor([7, 51, 52]))
-    draft = drafter.propose(Context(tokens=torch.tensor([7, 51, 52]), coins=None, sampling=Sampling()))
+    draft = drafter.propose(Context(tokens=torch.tensor([7, 51, 52]), coins=None,
+                                     sampling=Sampling()))
     assert draft.tokens.tolist() == [52, 53, 54]  # still drafts from the kept history

@@ -84,3 +84,50 @@ def test_timing_sanity_flags_what_a_cuda_run_must_not_show():
     assert problems(_summary(10.0, 8.0, monotone=False), 0.5, monotone=False) == []
     assert "<= 0 s: {'target': ['1']" in problems(_summary(10.0, 8.0, t1=-0.01), 0.5)[0]
     assert "no cost model" in problems({"cost_model": False}, 0.5)[0]
+
+
+graphs_spec = importlib.util.spec_from_file_location("gpu_graphs",
+                                                     ROOT / "scripts" / "gpu_graphs.py")
+gpu_graphs = importlib.util.module_from_spec(graphs_spec)
+graphs_spec.loader.exec_module(gpu_graphs)
+
+
+def test_graphs_check_runs_on_cpu_and_fails_on_a_replayed_mismatch(capsys, monkeypatch):
+    """Step 4 on the CPU's fixed-address path: identical tokens pass, a changed one fails."""
+    argv = ["graphs", "--device", "cpu", "--max-new-tokens", "4"]
+    assert gpu_graphs.main(argv) == 0
+    text = capsys.readouterr().out
+    assert "graphs vs static eager: 1.000 identical tokens" in text and "graph_replays" in text
+    tokens = {p: [5, 6, 7] for p in gpu_check.PROMPTS}
+
+    def flip_replayed(overrides, max_new_tokens):  # the replayed path's second token differs
+        if "model.cuda_graphs=true" not in overrides:
+            return tokens, 1.0, {}
+        return {p: [5, 9, 7] for p in tokens}, 1.0, {"graph_replays": 3}
+
+    monkeypatch.setattr(gpu_graphs, "run_ar", flip_replayed)
+    assert gpu_graphs.main(argv) == 1
+    text = capsys.readouterr().out
+    assert "0.667 identical tokens (first differences [1, 1, 1])" in text
+    assert "graphs: FAILED" in text
+
+
+def test_dtype_agreement_is_reported_not_asserted(capsys):
+    assert gpu_graphs.main(["dtypes", "--device", "cpu", "--max-new-tokens", "4"]) == 0
+    text = capsys.readouterr().out
+    assert "bfloat16 vs float32" in text and "identical tokens" in text
+    same, firsts = gpu_graphs.agreement({"a": [1, 2, 3]}, {"a": [1, 5, 3]})
+    assert (same, firsts) == (2 / 3, [1])
+
+
+@pytest.mark.slow  # several python processes: about a minute on an idle machine
+def test_the_dry_run_runs_every_step_on_the_cpu(tmp_path):
+    env = {"PY": sys.executable, "PATH": "/usr/bin:/bin", "OUT": str(tmp_path / "out"),
+           "DEVICE": "cpu", "GREEDY_METHODS": "sps", "MAX_NEW": "4", "HOME": str(tmp_path)}
+    out = subprocess.run(["bash", str(ROOT / "scripts" / "gpu_check.sh")], capture_output=True,
+                         text=True, env=env, timeout=1200)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    for name in ("greedy", "timing_tiny", "graphs_tiny", "dtypes"):
+        assert (tmp_path / "out" / f"{name}.txt").stat().st_size > 0, name
+    assert "graphs: ok" in (tmp_path / "out" / "graphs_tiny.txt").read_text()
+    assert "gpu_check: all checks passed" in out.stdout
