@@ -14,11 +14,14 @@ from __future__ import annotations
 import math
 
 from specdec.bench.report.categories import categories
+from specdec.bench.report.per_context import per_context_tables
 from specdec.bench.report.row import Row
 
 COLUMNS = [  # (metric key, header, format)
     ("tokens_per_s", "tokens/s", "{:.1f}"),
     ("speedup", "speedup", "{:.2f}x"),
+    ("e2e_tokens_per_s", "e2e tokens/s", "{:.1f}"),
+    ("e2e_speedup", "e2e speedup", "{:.2f}x"),
     ("block_efficiency", "τ", "{:.2f}"),
     ("acceptance_rate", "accept", "{:.3f}"),
     ("rollback_rate", "rollback", "{:.3f}"),
@@ -72,7 +75,7 @@ def main_table(rows: list[Row]) -> list[str]:
     header += (["greedy = ar"] if greedy else []) + [q.removeprefix("quality_") for q in quality]
     body = []
     for r in rows:
-        values = {**r.metrics, "speedup": r.speedup}
+        values = {**r.metrics, "speedup": r.speedup, "e2e_speedup": r.e2e_speedup}
         prompts = r.run.summary.datasets[r.dataset].get("prompts", "-")
         cells = [r.label, r.dataset, "yes" if r.run.summary.lossless else "no",
                  *([str(len(r.runs))] if repeated else []), str(prompts),
@@ -163,7 +166,8 @@ def to_markdown(rows: list[Row], *, skipped: list[str] = (), copies: list[str] =
     """The leaderboard and its companion sections (see the module docstring); ``skipped``: the
     unreadable summaries left out, ``copies``: the run folders counted once."""
     lines = ["## Leaderboard", "", *main_table(rows), "", "## Speedup vs `ar` (method × dataset)",
-             "", *pivot(rows), *modeled_pivot(rows), *category_tables(rows)]
+             "", *pivot(rows), *modeled_pivot(rows), *category_tables(rows),
+             *per_context_tables(rows)]
     counted = [r for r in rows if r.metrics.get("counters")]
     if counted:
         lines += ["", "## Method counters (summed over prompts)", ""]
@@ -184,7 +188,9 @@ def to_markdown(rows: list[Row], *, skipped: list[str] = (), copies: list[str] =
         lines += [f"- {r.label} on {r.dataset} ({r.run.path}): {r.refused}" for r in refused]
     lines += ["", "Speedup = baseline wall_s per new token / method wall_s per new token "
               "(decoding only, prefill excluded, warm-up excluded; per token because sampled "
-              "outputs differ in length); τ = mean accepted length = new tokens / target forwards "
+              "outputs differ in length); e2e tokens/s and e2e speedup include prefill (target "
+              "and drafter, per turn, Spec-Bench's convention); τ = mean accepted length = new "
+              "tokens / target forwards "
               "(block efficiency: accepted + the recovered or bonus token per verification)."]
     if any("hit_rate" in r.metrics for r in rows):
         lines += ["Methods that draft ahead of verification (a hit rate is shown): rollback = "

@@ -173,22 +173,40 @@ class SpecBlockNet(nn.Module):
             first_pos: ``[B, S]`` RoPE position of slot 0 (slot k: ``+ k``).
             keys: ``AppendKeys`` (block 1) or ``ChainKeys`` (later blocks).
         """
-        b, s, hid = embeds.shape
-        pos = first_pos[..., None] + torch.arange(self.slots, device=first_pos.device)  # [B,S,K]
-        cos, sin = self.rotary(embeds, pos.reshape(b, s * self.slots))  # [B, S*K, d]
-        w = self.fuse.weight  # [H, 3H]
-        base = F.linear(torch.cat([self.norm_cond(cond), self.norm_token(embeds)], -1),
-                        w[:, : 2 * hid])  # [B, S, H]
-        z = base[:, :, None] + F.linear(self.norm_query(self.queries), w[:, 2 * hid:])  # [B,S,K,H]
+        cos, sin = self.slot_rope(embeds, first_pos)  # [B, S*K, d]
+        z = self.fuse_slots(cond, embeds)  # [B, S, K, H]
         kvs = []
         for i, layer in enumerate(self.layers):
             # 1. Layer-wise shift: mix slot k with slot k-1 of the previous layer (slot 0: itself).
             if i > 0:
-                prev = torch.cat([z[:, :, :1], z[:, :, :-1]], 2)  # [B, S, K, H]
-                z = self.shifts[i - 1](torch.cat([z, prev], -1))
+                z = self.shift(i, z)
             # 2. The decoder layer under the block's masks.
             z, kv = layer(z, cos, sin, lambda k, v, i=i: keys(i, k, v))
             kvs.append(kv)
+        return self.heads(z, kvs)
+
+    def slot_rope(self, embeds: torch.Tensor, first_pos: torch.Tensor) -> tuple[torch.Tensor,
+                                                                                torch.Tensor]:
+        """RoPE ``cos, sin [B, S*K, d]`` of every slot: slot ``k`` at ``first_pos [B, S] + k``."""
+        b, s, _ = embeds.shape
+        pos = first_pos[..., None] + torch.arange(self.slots, device=first_pos.device)  # [B,S,K]
+        return self.rotary(embeds, pos.reshape(b, s * self.slots))
+
+    def fuse_slots(self, cond: torch.Tensor, embeds: torch.Tensor) -> torch.Tensor:
+        """``z [B, S, K, H]``: ``W_f [c ; e ; E_pos[k]]`` with their norms (the fusion)."""
+        hid = embeds.shape[-1]
+        w = self.fuse.weight  # [H, 3H]
+        base = F.linear(torch.cat([self.norm_cond(cond), self.norm_token(embeds)], -1),
+                        w[:, : 2 * hid])  # [B, S, H]
+        return base[:, :, None] + F.linear(self.norm_query(self.queries), w[:, 2 * hid:])
+
+    def shift(self, layer: int, z: torch.Tensor) -> torch.Tensor:
+        """Before layer ``layer > 0``: ``W_shift [z_k ; z_{k-1}]`` (slot 0 reads itself)."""
+        prev = torch.cat([z[:, :, :1], z[:, :, :-1]], 2)  # [B, S, K, H]
+        return self.shifts[layer - 1](torch.cat([z, prev], -1))
+
+    def heads(self, z: torch.Tensor, kvs: list[KV]) -> BlockOut:
+        """The block's output from the last layer's ``z [B, S, K, H]``: norm, head, rank head."""
         normed = self.norm(z)  # [B, S, K, H]
         logits = self.head(normed)  # [B, S, K, V_d]
         feats = torch.cat([normed.detach(), rank_features(logits.detach())], -1)  # [.., H+15]
