@@ -2,11 +2,16 @@
 
 The SpecBlock network (``nets.specblock.net``) is not an HF decoder, so ``CachedLM`` cannot own
 its cache. This class holds, per layer, the keys/values of **all K slots of every verified
-position** (``[1, h_kv, positions·K, d]``), computed with the target's real features. It is
-append-only: a position enters once its features are known and never changes, because a block-1
-slot sees only earlier positions and its own position's lower slots (``AppendKeys``).
+position** (``[1, h_kv, positions·K, d]``; block 1 of later positions and block 2 attend to every
+slot of earlier positions, so none can be dropped), computed with the target's real features. It
+is append-only: a position enters once its features are known and never changes, because a
+block-1 slot sees only earlier positions and its own position's lower slots (``AppendKeys``).
+The keys live in preallocated buffers that grow geometrically, so an append writes only its own
+slots (a concatenation would copy the whole cache at every step).
 
-* ``append(cond, embeds)``: block 1 at ``n`` new positions (joins the cache);
+* ``append(cond, embeds)``: block 1 at ``n`` new positions (joins the cache), computed by
+  ``nets.specblock.append`` (one causal attention over the flattened slots; the last layer's
+  attention, MLP and heads only for the last position, the only one the drafter reads);
 * ``chain(cond, embeds, ...)``: a later block at ``M`` leaves below position ``p`` (reads the cache,
   adds nothing): block 1's keys at positions ``< p`` and, at ``p``, its slots below each leaf's cut.
 
@@ -145,7 +150,8 @@ class BlockLM:
     def forward(self, tokens: torch.Tensor, parent: torch.Tensor | None = None, *,
                 hidden_layers=(), inputs_embeds: torch.Tensor | None = None) -> LMOut:
         """``core.LM`` shape for the cost calibration: append ``len(tokens)`` positions reading
-        ``inputs_embeds [n, H]`` with zero target features (same cost as real ones)."""
+        ``inputs_embeds [n, H]`` with zero target features (same cost as real ones); the logits
+        are the last position's slot 0 (``[1, V_d]``), the only row ``append`` computes."""
         n = int(tokens.numel())
         embeds = inputs_embeds if inputs_embeds is not None else torch.zeros(
             n, self.hidden_size, dtype=self.dtype)

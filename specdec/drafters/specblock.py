@@ -1,6 +1,7 @@
 """SpecBlockDrafter: block drafting from target features, shaped by the rank head into a tree.
 
-SpecBlock (specblock_002; public code as in ``seed-code-digest.md`` §3.4). Each step:
+SpecBlock ("Block-Iterative Speculative Decoding with Dynamic Tree Drafting", as in its public
+code). Each step:
 
 1. the newly verified positions (the last step's root and accepted nodes, with
    ``Context.target_features``) are appended, all ``K`` slots each, to the drafter's own cache
@@ -24,7 +25,7 @@ The tree is a deterministic function of the context, so ``q = None`` and verific
 point-mass tree rules (``rrs`` or ``hsd``). Depth is capped by ``policy.limit()`` and the token
 budget; stop tokens get no children. ``shape`` (a ``TreeShape``) holds the tree settings; the
 serving-time bandit (``drafters.specblock_bandit``, the project's design: the public code has
-none, digest §3.5) picks one per step.
+none) picks one per step.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """SpecBlock's draft network: one forward drafts a *block* of K dependent slots per position.
 
-SpecBlock (specblock_002, "Block-Iterative Speculative Decoding with Dynamic Tree Drafting";
-public code as restated in ``seed-code-digest.md`` §3.2). Symbols: ``f_i`` = the target's hidden
-states of ``target_layers`` at position ``i`` (indices into transformers' ``hidden_states``),
+SpecBlock ("Block-Iterative Speculative Decoding with Dynamic Tree Drafting", as in its public
+code). Symbols: ``f_i`` = the target's hidden states of ``target_layers`` at position ``i``
+(indices into transformers' ``hidden_states``),
 ``e(x)`` = the target's frozen input embedding (shared, never shipped), ``E_pos[k]`` = the learnable
 query of slot ``k``. Position ``i`` reads ``(f_i, x_{i+1})``; its slot ``k`` predicts ``x_{i+k+2}``:
 
@@ -15,8 +15,8 @@ query of slot ``k``. Position ``i`` reads ``(f_i, x_{i+1})``; its slot ``k`` pre
     rank_{i,k}   = RankHead([stopgrad RMSNorm(h_{i,k}) ; 15 features of logits_{i,k}])  (4 classes)
 
 RoPE position of slot ``(i, k)`` of a block started ``o`` tokens after position ``i``'s first
-block: ``i + 1 + o + k`` (the code's ``i + 1 + k`` for block 1; the digest does not spell out later
-blocks, and ``o + k`` keeps the position of the token each slot reads). The masks and the key
+block: ``i + 1 + o + k`` (the code's ``i + 1 + k`` for block 1; later blocks are not spelled out
+there, and ``o + k`` keeps the position of the token each slot reads). The masks and the key
 sources below are in ``slots.py``; the attention is written out with explicit per-layer key/value
 tensors passed in and returned (an HF decoder stack has no place for slot masks and between-layer
 shifts).
