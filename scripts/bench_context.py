@@ -75,27 +75,27 @@ def prompt_ids(tokenizer, length: int) -> list[int]:
     return ids[:length]
 
 
-def table(costs: dict[str, dict[int, Cost]]) -> list[str]:
-    """The printed table: one line per (method, context)."""
-    head = (f"{'method':>10} {'context':>7} {'pre tgt s':>9} {'pre drf s':>9} {'d/t pre':>7} "
-            f"{'draft ms':>8} {'verify ms':>9} {'other ms':>8} {'tau':>5} {'d/ar step':>9} "
-            f"{'d grow':>6} {'ar grow':>7}")
-    lines = [head]
-    ar = costs.get("ar", {})
-    for method, by_len in costs.items():
-        first = min(by_len)
-        for length, c in sorted(by_len.items()):
-            ar_step = ar[length].verify_ms if length in ar else None
-            ratio = c.prefill_draft / c.prefill_target if c.prefill_target else float("nan")
-            d_ar = c.draft_ms / ar_step if ar_step else float("nan")
-            grow = c.draft_ms / by_len[first].draft_ms if by_len[first].draft_ms else float("nan")
-            ar_grow = (ar_step / ar[first].verify_ms if ar_step and first in ar
-                       and ar[first].verify_ms else float("nan"))
-            lines.append(f"{method:>10} {length:>7} {c.prefill_target:>9.3f} "
-                         f"{c.prefill_draft:>9.3f} {ratio:>7.2f} {c.draft_ms:>8.1f} "
-                         f"{c.verify_ms:>9.1f} {c.other_ms:>8.1f} {c.tau:>5.2f} {d_ar:>9.2f} "
-                         f"{grow:>6.2f} {ar_grow:>7.2f}")
-    return lines
+HEAD = (f"{'method':>10} {'context':>7} {'pre tgt s':>9} {'pre drf s':>9} {'d/t pre':>7} "
+        f"{'draft ms':>8} {'verify ms':>9} {'other ms':>8} {'tau':>5} {'d/ar step':>9} "
+        f"{'d grow':>6} {'ar grow':>7}")
+
+
+def _div(a: float | None, b: float | None) -> float:
+    return a / b if a is not None and b else float("nan")
+
+
+def line(costs: dict[str, dict[int, Cost]], method: str, length: int) -> str:
+    """The table's line of ``method`` at ``length`` (ratios against what ``costs`` holds so far:
+    ``ar`` at the same length, the method's and ``ar``'s shortest length)."""
+    c, by_len, ar = costs[method][length], costs[method], costs.get("ar", {})
+    first = min(by_len)
+    ar_step = ar[length].verify_ms if length in ar else None
+    ar_first = ar[first].verify_ms if first in ar else None
+    return (f"{method:>10} {length:>7} {c.prefill_target:>9.3f} {c.prefill_draft:>9.3f} "
+            f"{_div(c.prefill_draft, c.prefill_target):>7.2f} {c.draft_ms:>8.1f} "
+            f"{c.verify_ms:>9.1f} {c.other_ms:>8.1f} {c.tau:>5.2f} "
+            f"{_div(c.draft_ms, ar_step):>9.2f} {_div(c.draft_ms, by_len[first].draft_ms):>6.2f} "
+            f"{_div(ar_step, ar_first):>7.2f}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -114,14 +114,18 @@ def main(argv: list[str] | None = None) -> int:
                 for m in args.methods.split(",")}
     pair = instantiate(next(iter(cfgs.values())).model)
     costs: dict[str, dict[int, Cost]] = {}
+    print(f"load average (1 min): {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
+    print(HEAD, flush=True)
     for name, cfg in cfgs.items():
-        # 1. Build the method, 2. warm up once at the shortest length, 3. measure every length.
+        # 1. Build the method, 2. warm up once at the shortest length, 3. measure every length,
+        #    printing each line as it comes (``ar`` first gives the others their ratios).
         method = build_method(cfg, pair)
         measure(method, prompt_ids(pair.tokenizer, min(lengths)), args.new)
-        costs[name] = {n: measure(method, prompt_ids(pair.tokenizer, n), args.new)
-                       for n in lengths}
-    print(f"load average (1 min): {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
-    print("\n".join(table(costs)))
+        costs[name] = {}
+        for n in sorted(lengths):
+            costs[name][n] = measure(method, prompt_ids(pair.tokenizer, n), args.new)
+            print(line(costs, name, n), flush=True)
+    print(f"load average (1 min): {os.getloadavg()[0]:.2f}")
     return 0
 
 
