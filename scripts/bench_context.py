@@ -19,6 +19,7 @@ Usage:
     python scripts/bench_context.py                                # SmolLM2 pair, 256..4k tokens
     python scripts/bench_context.py --methods ar,specblock --contexts 512,2048 --new 16
     python scripts/bench_context.py --model tiny --contexts 32,64 --new 4   # a quick check
+    python scripts/bench_context.py --threads 1     # a shared machine: no two-thread spinning
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import argparse
 import os
 from dataclasses import dataclass
 
+import torch
 from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 
@@ -104,8 +106,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--methods", default=METHODS)
     ap.add_argument("--contexts", default=CONTEXTS, help="prompt lengths in tokens")
     ap.add_argument("--new", type=int, default=16, help="new tokens per generation")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="torch threads (1 on a machine shared by other jobs)")
     ap.add_argument("--override", action="append", default=[], help="extra Hydra overrides")
     args = ap.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
     lengths = [int(x) for x in args.contexts.split(",")]
     register_resolvers()
     base = [f"model={args.model}", "sampling.temperature=0.0", *args.override]

@@ -44,15 +44,17 @@ def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, first: i
                      scale: float) -> torch.Tensor:
     """``q [B, h, Q, d]`` at flat slot indices ``first..first+Q-1`` over ``k, v [B, h_kv, T, d]``
     (indices ``0..T-1``): each query sees the keys at indices ``<=`` its own -> ``[B, h, Q, d]``."""
-    heads, kv_heads = q.shape[1], k.shape[1]
-    if heads != kv_heads:  # grouped-query heads share a key head
-        k = k.repeat_interleave(heads // kv_heads, 1)
-        v = v.repeat_interleave(heads // kv_heads, 1)
-    if first == 0 and q.shape[2] == k.shape[2]:
-        return F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale)
-    rows = torch.arange(first, first + q.shape[2], device=q.device)  # [Q]
+    b, heads, n, d = q.shape
+    group = heads // k.shape[1]  # query heads per key head (grouped-query attention)
+    if first == 0 and n == k.shape[2]:  # a whole trace: the causal kernel
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale,
+                                              enable_gqa=group > 1)
+    rows = torch.arange(first, first + n, device=q.device)  # [Q]
     mask = torch.arange(k.shape[2], device=q.device)[None, :] <= rows[:, None]  # [Q, T]
-    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
+    # the group's queries side by side against their one key head: the cache is never copied
+    qg = q.reshape(b, k.shape[1], group * n, d)  # heads h = j·group + i, as repeat_interleave
+    out = F.scaled_dot_product_attention(qg, k, v, attn_mask=mask.repeat(group, 1), scale=scale)
+    return out.view(b, heads, n, d)
 
 
 def _attend(attn: SlotAttention, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
