@@ -2,11 +2,16 @@
 
 The SpecBlock network (``nets.specblock.net``) is not an HF decoder, so ``CachedLM`` cannot own
 its cache. This class holds, per layer, the keys/values of **all K slots of every verified
-position** (``[1, h_kv, positions·K, d]``), computed with the target's real features. It is
-append-only: a position enters once its features are known and never changes, because a block-1
-slot sees only earlier positions and its own position's lower slots (``AppendKeys``).
+position** (``[1, h_kv, positions·K, d]``; block 1 of later positions and block 2 attend to every
+slot of earlier positions, so none can be dropped), computed with the target's real features. It
+is append-only: a position enters once its features are known and never changes, because a
+block-1 slot sees only earlier positions and its own position's lower slots (``AppendKeys``).
+The keys live in preallocated buffers that grow geometrically, so an append writes only its own
+slots (a concatenation would copy the whole cache at every step).
 
-* ``append(cond, embeds)``: block 1 at ``n`` new positions (joins the cache);
+* ``append(cond, embeds)``: block 1 at ``n`` new positions (joins the cache), computed by
+  ``nets.specblock.append`` (one causal attention over the flattened slots; the last layer's
+  attention, MLP and heads only for the last position, the only one the drafter reads);
 * ``chain(cond, embeds, ...)``: a later block at ``M`` leaves below position ``p`` (reads the cache,
   adds nothing): block 1's keys at positions ``< p`` and, at ``p``, its slots below each leaf's cut.
 
@@ -24,8 +29,9 @@ import torch
 
 from specdec.core import LMOut
 from specdec.forwards import ForwardRecord, current_lane, nonfinite_error
+from specdec.nets.specblock.append import append_block
 from specdec.nets.specblock.net import BlockOut, SpecBlockNet
-from specdec.nets.specblock.slots import AppendKeys, ChainKeys
+from specdec.nets.specblock.slots import KV, ChainKeys
 from specdec.threads import forward_budget
 
 
@@ -46,6 +52,7 @@ class BlockLM:
         self.num_layers = len(net.layers)
         self.hidden_size = int(net.config.hidden_size)
         self.forward_log: list[ForwardRecord] = []
+        self._buffers: list[KV] | None = None  # per layer keys, values [1, h_kv, capacity*K, d]
         self.reset()
 
     @property
@@ -61,32 +68,59 @@ class BlockLM:
         return []  # positions, not token ids, are cached
 
     def reset(self) -> None:
-        self.cache: list[tuple[torch.Tensor, torch.Tensor]] | None = None
-        self.positions = 0
+        self.positions = 0  # the buffers stay allocated for the next generation
+
+    @property
+    def cache(self) -> list[KV] | None:
+        """Per layer the cached keys/values ``[1, h_kv, positions*K, d]`` (views of the
+        buffers), or None before the first append."""
+        if self._buffers is None:
+            return None
+        n = self.positions * self.net.slots
+        return [(k[:, :, :n], v[:, :, :n]) for k, v in self._buffers]
 
     def crop(self, length: int) -> None:
         """Keep the first ``length`` positions."""
         assert 0 <= length <= self.positions, (length, self.positions)
-        if self.cache is not None:
-            n = length * self.net.slots
-            self.cache = [(k[:, :, :n], v[:, :, :n]) for k, v in self.cache]
         self.positions = length
 
     def keep(self, nodes: list[int]) -> None:
         """Nothing to resolve: appended positions are committed at once."""
 
+    def _store(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> KV:
+        """Write the new slots' ``k, v [1, h_kv, n*K, d]`` after the cached ones (the buffers
+        grow geometrically: an append copies only its own slots, amortised) and return the
+        cache with them, ``[1, h_kv, (positions + n)*K, d]`` (views)."""
+        start, need = self.positions * self.net.slots, self.positions * self.net.slots + k.shape[2]
+        if self._buffers is None or self._buffers[0][0].shape[2] < need:
+            self._grow(k, need)
+        bk, bv = self._buffers[layer]
+        bk[:, :, start:need] = k
+        bv[:, :, start:need] = v
+        return bk[:, :, :need], bv[:, :, :need]
+
+    def _grow(self, like: torch.Tensor, need: int) -> None:
+        """Buffers of at least twice the old capacity (and ``need`` slots), the cache copied."""
+        old = self._buffers
+        cap = max(need, 2 * old[0][0].shape[2] if old is not None else 0, 64 * self.net.slots)
+        shape = (*like.shape[:2], cap, like.shape[3])
+        new = [(like.new_empty(shape), like.new_empty(shape)) for _ in range(self.num_layers)]
+        if old is not None:
+            n = self.positions * self.net.slots
+            for (nk, nv), (ok, ov) in zip(new, old):
+                nk[:, :, :n], nv[:, :, :n] = ok[:, :, :n], ov[:, :, :n]
+        self._buffers = new
+
     @torch.inference_mode()
-    def append(self, cond: torch.Tensor, embeds: torch.Tensor) -> BlockOut:
+    def append(self, cond: torch.Tensor, embeds: torch.Tensor, keep: int = 1) -> BlockOut:
         """Block 1 at ``n`` new positions: ``cond [n, H]`` (``net.condition(f)``), ``embeds
-        [n, H]`` (the tokens they read). Returns the block with a batch axis of 1."""
+        [n, H]`` (the tokens they read). Returns the block of the ``keep`` last positions (the
+        others' outputs feed nothing; ``nets.specblock.append``) with a batch axis of 1."""
         n = int(cond.shape[0])
         first = torch.arange(self.positions + 1, self.positions + 1 + n, device=cond.device)
-        keys = AppendKeys(self.cache, n, self.net.slots, first=self.positions)
-        out = self._timed(n, lambda: self.net.block(cond[None], embeds[None], first[None], keys))
-        new = [(k.flatten(2, 3), v.flatten(2, 3)) for k, v in out.kv]  # [1, h_kv, n*K, d]
-        self.cache = new if self.cache is None else [
-            (torch.cat([ck, k], 2), torch.cat([cv, v], 2))
-            for (ck, cv), (k, v) in zip(self.cache, new)]
+        cached = self.positions * self.net.slots
+        out = self._timed(n, lambda: append_block(self.net, cond[None], embeds[None],
+                                                  first[None], self._store, cached, keep))
         self.positions += n
         return out
 
@@ -102,12 +136,12 @@ class BlockLM:
             cut: ``[M]`` ``s + 1`` per leaf: visible block-1 slots at ``position``, and the offset.
         """
         m, k = int(cond.shape[0]), self.net.slots
-        assert self.cache is not None and position < self.positions
-        cross = [(ck[:, :, : position * k], cv[:, :, : position * k]) for ck, cv in self.cache]
+        assert self._buffers is not None and position < self.positions
+        cross = [(ck[:, :, : position * k], cv[:, :, : position * k]) for ck, cv in self._buffers]
         at = slice(position * k, (position + 1) * k)
         prefix = [(ck[:, :, at][:, :, None].expand(-1, -1, m, -1, -1),
                    cv[:, :, at][:, :, None].expand(-1, -1, m, -1, -1))
-                  for ck, cv in self.cache]  # [1, h_kv, M, K, d]
+                  for ck, cv in self._buffers]  # [1, h_kv, M, K, d]
         seen = torch.ones(1, position * k, dtype=torch.bool)
         keys = ChainKeys(cross, seen, prefix, cut.cpu()[:, None], k)
         first = (position + 1 + cut).to(cond.device)  # [M]
@@ -116,7 +150,8 @@ class BlockLM:
     def forward(self, tokens: torch.Tensor, parent: torch.Tensor | None = None, *,
                 hidden_layers=(), inputs_embeds: torch.Tensor | None = None) -> LMOut:
         """``core.LM`` shape for the cost calibration: append ``len(tokens)`` positions reading
-        ``inputs_embeds [n, H]`` with zero target features (same cost as real ones)."""
+        ``inputs_embeds [n, H]`` with zero target features (same cost as real ones); the logits
+        are the last position's slot 0 (``[1, V_d]``), the only row ``append`` computes."""
         n = int(tokens.numel())
         embeds = inputs_embeds if inputs_embeds is not None else torch.zeros(
             n, self.hidden_size, dtype=self.dtype)

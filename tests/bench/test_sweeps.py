@@ -62,7 +62,7 @@ def test_eval_composes_without_a_search(compose):
     cfg = compose("eval", [])
     assert cfg.optimized_metric == "sweep_objective"
     assert cfg.hydra.runtime.choices.get("hparams_search") is None
-    assert cfg.hydra.sweeper.params.method == "ar,sps,eagle3,specblock"
+    assert cfg.hydra.sweeper.params.method == "ar,sps,pld,eagle3,specblock"
 
 
 def test_search_params_parse_as_sweeps_over_existing_keys(compose):

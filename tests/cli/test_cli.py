@@ -65,7 +65,7 @@ def test_eval_cli_rejects_unknown_key(tmp_path):
 def test_default_eval_sweeps_ar_sps_and_feature_drafters_and_prints_the_leaderboard(compose):
     cfg = compose("eval", ["model=smollm2", "benchmark=default"])  # what no overrides selects
     assert str(cfg.hydra.mode) == "RunMode.MULTIRUN"
-    assert cfg.hydra.sweeper.params.method == "ar,sps,eagle3,specblock"
+    assert cfg.hydra.sweeper.params.method == "ar,sps,pld,eagle3,specblock"
     assert cfg.model._target_.endswith("smollm2_pair") and cfg.model.draft == "trained"
     assert sorted(cfg.benchmark.datasets) == ["alpaca", "gsm8k", "humaneval"]
     assert (cfg.hydra.callbacks.leaderboard._target_

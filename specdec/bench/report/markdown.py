@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 
 from specdec.bench.report.categories import categories
+from specdec.bench.report.per_context import per_context_tables
 from specdec.bench.report.row import Row
 
 COLUMNS = [  # (metric key, header, format)
@@ -30,6 +31,8 @@ COLUMNS = [  # (metric key, header, format)
     ("discard_rate", "discard", "{:.3f}"),
     ("verification_rate", "verif.", "{:.3f}"),
 ]
+E2E_COLUMNS = [("e2e_tokens_per_s", "e2e tokens/s", "{:.1f}"),  # runs that record them
+               ("e2e_speedup", "e2e speedup", "{:.2f}x")]
 CATEGORY_COLUMNS = [("prompts", "prompts", "{:.0f}"), ("block_efficiency", "τ", "{:.2f}"),
                     ("acceptance_rate", "accept", "{:.3f}"), ("speedup", "speedup", "{:.2f}x"),
                     ("modeled_speedup_vs_ar", "modeled speedup vs ar", "{:.2f}x")]
@@ -73,6 +76,12 @@ def _incomplete(r: Row) -> list[str]:
     return [f"{run.path}: {run.incomplete}" for run in r.runs if run.incomplete]
 
 
+def e2e(rows: list[Row]) -> bool:
+    """Whether any row's run recorded end-to-end speed (``specdec.bench.run.e2e``; older runs'
+    reports stay as they were)."""
+    return any("e2e_tokens_per_s" in r.metrics for r in rows)
+
+
 def main_table(rows: list[Row]) -> list[str]:
     """The leaderboard table, one line per row."""
     quality = sorted({k for r in rows for k in r.metrics if k.startswith("quality_")})
@@ -83,19 +92,20 @@ def main_table(rows: list[Row]) -> list[str]:
     greedy = any(r.greedy is not None for r in rows)
     hits = any("hit_rate" in r.metrics for r in rows)  # methods that draft ahead
     branches = any("branches_per_step" in r.metrics for r in rows)  # SpecBranch
+    columns = [*COLUMNS[:2], *(E2E_COLUMNS if e2e(rows) else []), *COLUMNS[2:]]
     header = ["method", "dataset", "lossless", *(["runs"] if repeated else []), "prompts",
-              "complete", *(["timing"] if timed else []), *[c[1] for c in COLUMNS],
+              "complete", *(["timing"] if timed else []), *[c[1] for c in columns],
               *(["hit rate"] if hits else []), *(["branches/step"] if branches else [])]
     header += (["modeled speedup vs ar"] if priced else []) + (["modeled/wall"] if modeled else [])
     header += (["greedy = ar"] if greedy else []) + [q.removeprefix("quality_") for q in quality]
     body = []
     for r in rows:
-        values = {**r.metrics, "speedup": r.speedup}
+        values = {**r.metrics, "speedup": r.speedup, "e2e_speedup": r.e2e_speedup}
         prompts = r.run.summary.datasets[r.dataset].get("prompts", "-")
         cells = [r.label, r.dataset, "yes" if r.run.summary.lossless else "no",
                  *([str(len(r.runs))] if repeated else []), str(prompts),
                  "no" if _incomplete(r) else "yes", *([timing_cell(r)] if timed else [])]
-        for key, _, fmt in COLUMNS:
+        for key, _, fmt in columns:
             cells.append("refused" if key == "speedup" and r.refused and r.speedup is None
                          else _claim(r, values.get(key), fmt, r.std.get(key))
                          if key == "speedup" else _fmt(values.get(key), fmt, r.std.get(key)))
@@ -205,7 +215,8 @@ def to_markdown(rows: list[Row], *, skipped: list[str] = (), copies: list[str] =
     summaries' claims their records contradict and cut-off record lines
     (``specdec.bench.report.audit``)."""
     lines = ["## Leaderboard", "", *main_table(rows), "", "## Speedup vs `ar` (method × dataset)",
-             "", *pivot(rows), *modeled_pivot(rows), *category_tables(rows)]
+             "", *pivot(rows), *modeled_pivot(rows), *category_tables(rows),
+             *(per_context_tables(rows) if e2e(rows) else [])]
     counted = [r for r in rows if r.metrics.get("counters")]
     if counted:
         lines += ["", "## Method counters (summed over prompts)", ""]
@@ -232,6 +243,9 @@ def to_markdown(rows: list[Row], *, skipped: list[str] = (), copies: list[str] =
               "(decoding only, prefill excluded, warm-up excluded; per token because sampled "
               "outputs differ in length); τ = mean accepted length = new tokens / target forwards "
               "(block efficiency: accepted + the recovered or bonus token per verification)."]
+    if e2e(rows):
+        lines += ["e2e tokens/s and e2e speedup include prefill (the target's and the drafter's, "
+                  "per turn: Spec-Bench's convention; seconds per new token as above)."]
     if any("hit_rate" in r.metrics for r in rows):
         lines += ["Methods that draft ahead of verification (a hit rate is shown): rollback = "
                   "drafted-but-discarded / drafted over every token the draft made, rolled-back "

@@ -143,7 +143,7 @@ def merge(rows: list[Row]) -> Row:
     out = replace(rows[0], metrics=metrics, std=std, members=list(rows),
                   greedy=_merge_greedy(rows))
     refused = next((r.refused for r in rows if r.refused), None)
-    for key in ("speedup", "modeled_speedup_vs_ar"):
+    for key in ("speedup", "modeled_speedup_vs_ar", "e2e_speedup"):
         mean, s = mean_std([getattr(r, key) for r in rows]) if refused is None else (None, None)
         setattr(out, key, mean)
         if s is not None:

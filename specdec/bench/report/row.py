@@ -22,8 +22,10 @@ class Row:
         metrics: the run's dataset metrics (for repeats: numeric ones averaged).
         greedy: equality of the outputs with the baseline's (temperature 0 only).
         members: the per-run rows a merged row averages (empty for a single run).
+        e2e_speedup: the baseline's end-to-end seconds per token (prefill included, ``total_s``)
+            / the run's.
         std: sample standard deviation over ``members`` per metric name (and ``speedup``,
-            ``modeled_speedup_vs_ar``).
+            ``modeled_speedup_vs_ar``, ``e2e_speedup``).
         timing: why the row's timing is unreliable (``specdec.bench.timing``): the run's own
             reasons, its baseline's, and those against pricing the two together; empty:
             reliable; None: not checked (an older run, or no cost model).
@@ -38,6 +40,7 @@ class Row:
     baseline: Run | None = None
     refused: str | None = None
     modeled_speedup_vs_ar: float | None = None
+    e2e_speedup: float | None = None
     greedy: Greedy | None = None
     members: list[Row] = field(default_factory=list)
     std: dict[str, float] = field(default_factory=dict)

@@ -4,7 +4,8 @@ Speedup = seconds per generated token of the baseline run (``ar``) / that of the
 one dataset (``wall_s / new_tokens``), computed only when the two runs compare
 (``specdec.bench.report.runs.mismatches``); otherwise the row carries the reason it was refused. Per
 token because at T > 0 the two runs' outputs (so their lengths) differ; greedy outputs are equal,
-where this is ``wall_s`` over ``wall_s``.
+where this is ``wall_s`` over ``wall_s``. End-to-end speedup (``e2e_speedup``): the same with
+``total_s`` (prefill + decode per turn, Spec-Bench's convention; ``specdec.bench.run.e2e``).
 
 Modeled speedup vs ar (when the method run has a cost table): the baseline's forwards / the
 method's forwards per generated token, both priced by one table fitted on both runs' forward logs
@@ -99,6 +100,10 @@ def _row(run: Run, dataset: str, runs: list[Run], baseline: str) -> Row:
         base_s = base_m["wall_s"] / max(base_m.get("new_tokens", 1), 1)  # seconds per token
         s = metrics["wall_s"] / max(metrics.get("new_tokens", 1), 1)
         row.speedup = base_s / s if s else math.nan
+        if "total_s" in metrics and "total_s" in base_m:  # end to end, prefill included
+            own_e2e = metrics["total_s"] / max(metrics.get("new_tokens", 1), 1)
+            row.e2e_speedup = (base_m["total_s"] / max(base_m.get("new_tokens", 1), 1)
+                               / own_e2e if own_e2e else math.nan)
         pairing: list[str] = []
         row.modeled_speedup_vs_ar = paired_modeled_speedup(run, match, dataset, pairing)
         _judge(row, match, pairing)
@@ -129,7 +134,7 @@ def _judge(row: Row, base: Run, pairing: list[str]) -> None:
                                             base.summary.calibration, base.method)
     row.timing = list(dict.fromkeys(reasons))
     if row.timing and strict():
-        row.speedup = row.modeled_speedup_vs_ar = None
+        row.speedup = row.modeled_speedup_vs_ar = row.e2e_speedup = None
         row.withheld = True
 
 

@@ -10,35 +10,33 @@ seeded from (seed, prompt id), append one JSONL record per prompt → ``summary.
 ``specdec.metrics`` per dataset and overall; ``modeled_s`` priced by a cost table fitted on the
 run's own forward log, ``specdec.bench.costfit``; paired with the command's ``ar`` run,
 ``specdec.bench.run.paired``; whether its times back a speedup claim: ``specdec.bench.timing``)
-→ logger. A record is ``GenerationStats.to_record()`` plus the prompt's identity, text and timings,
-its decode forwards (``forward_log``), and per turn the new token ids (``output_ids``: greedy
-equality in the report) and the prompt's length (``prompt_tokens``: AR-equivalent forwards,
-``specdec.bench.pricing.ar_profile``), seconds and decoding steps (``turn_s``, ``turn_steps``:
-Spec-Bench's fields, ``specdec.bench.report.specbench``).
+→ logger. A record is ``GenerationStats.to_record()`` plus the prompt's identity, text, timings and
+decode forwards (``forward_log``), and per turn the new token ids (``output_ids``), the prompt's
+length (``prompt_tokens``), seconds and steps (``turn_s``, ``turn_steps``: Spec-Bench's fields).
 
 Timing rules (the same for every method, AR included):
 
 1. Warm-up: the first ``warmup`` prompts still to run are generated once and not recorded, so
    one-off costs (allocator growth, kernel selection, lazy imports) stay out of every timing.
-2. Prefill is timed apart (``prefill_s``); ``wall_s`` and ``tokens_per_s`` cover decoding only
-   (the loop after prefill), measured by the engine with ``time.perf_counter``.
+2. Prefill is timed apart (``prefill_s``: ``prefill_target_s`` + ``prefill_draft_s``,
+   ``specdec.bench.run.e2e``); ``wall_s`` and ``tokens_per_s`` cover decoding only (the engine's
+   ``time.perf_counter``); ``total_s`` (prefill + decode between the two syncs) and
+   ``e2e_tokens_per_s`` are end to end.
 3. CUDA is synchronised at generation boundaries (before and after each turn's ``generate``,
    every device of the pair) and, with ``cost_model=true``, around each forward of the pair's
    models, whose times the cost table is fitted on (``specdec.lm.CachedLM(synchronize=)``; a
-   method that overlaps work across devices is then timed serially: run it with
-   ``cost_model=false`` for its wall clock).
-4. Time spent outside generation (tokenising, decoding text, quality checks, writing records)
-   is not counted; ``total_s`` in a record is prefill + decode between the two syncs.
+   method overlapping work across devices is then timed serially: ``cost_model=false`` for its
+   wall clock).
+4. Time outside generation (tokenising, decoding text, quality checks, writing records) is not
+   counted.
 
-Artifacts in the run directory: ``records/<dataset>.jsonl`` (see ``specdec.bench.records``),
-``summary.json`` (every dataset + ``overall``, with ``complete`` and ``progress``: see
+Artifacts in the run directory: ``records/<dataset>.jsonl`` (``specdec.bench.records``),
+``summary.json`` (every dataset + ``overall``, with ``complete`` and ``progress``:
 ``specdec.bench.run.summary``), ``summary/<dataset>.json`` (one dataset each), all strict JSON
 (``null`` for NaN); ``.lock`` is held while a run works in the folder (``specdec.bench.rundir``).
-
 Data-parallel (``torchrun``, ``specdec.bench.run.ranks``): each rank answers its round-robin share
-of each dataset into its own file; after each dataset the ranks meet, and rank 0 merges the files
-(``specdec.bench.run.shards``), prices and summarises as one process would (a rank with no prompts
-just joins the meetings).
+of each dataset into its own file; after each dataset the ranks meet, rank 0 merges the files
+(``run.shards``), prices and summarises as one process would (a rank without prompts just waits).
 """
 
 from __future__ import annotations
@@ -57,6 +55,7 @@ from specdec.bench.quality import check_unsafe_code_confirmed
 from specdec.bench.records import RecordFile, config_hash
 from specdec.bench.run.calibration import resumed_state, run_cost_table
 from specdec.bench.run.checks import check_target_output, check_where_loaded
+from specdec.bench.run.e2e import end_to_end, prefill_split
 from specdec.bench.run.fingerprint import (
     learned_weights,
     machine_tag,
@@ -111,12 +110,16 @@ class DatasetRun:
         # the dataset's quality check (specdec.bench.quality), built once when quality=true
         quality = self.ds.get("quality") if cfg.quality else None
         self.check = instantiate(quality) if quality is not None else None
+        self.prefill: dict[str, float] = {}
 
     def generate(self, prompt: Prompt) -> Answer:
-        return run_prompt(prompt, self.pair, self.method, seed=self.cfg.seed,
-                          max_new_tokens=self.max_new, chat_template=self.ds.chat_template,
-                          template=self.ds.get("template", "{turn}"),
-                          truncate=self.cfg.get("truncate_prompts"))
+        log, mark = self.method.target.forward_log, len(self.method.target.forward_log)
+        answer = run_prompt(prompt, self.pair, self.method, seed=self.cfg.seed,
+                            max_new_tokens=self.max_new, chat_template=self.ds.chat_template,
+                            template=self.ds.get("template", "{turn}"),
+                            truncate=self.cfg.get("truncate_prompts"))
+        self.prefill = prefill_split(log[mark:], answer.stats.prefill_s)  # every turn's
+        return answer
 
     def record(self, prompt: Prompt, answer: Answer) -> dict:
         answers, s = answer.answers, answer.stats
@@ -125,7 +128,7 @@ class DatasetRun:
                **s.to_record(), "wall_s": s.decode_s, "total_s": answer.seconds,
                "truncated_tokens": answer.truncated_tokens, "text": "\n\n".join(answers),
                "prompt_tokens": answer.prompt_tokens, "output_ids": answer.output_ids,
-               "turn_s": answer.turn_seconds, "turn_steps": answer.turn_steps}
+               "turn_s": answer.turn_seconds, "turn_steps": answer.turn_steps, **self.prefill}
         if len(answers) > 1:
             rec["answers"] = answers
         rec["forward_profile"] = forward_profile(s.forwards)  # lets a report reprice the run
@@ -227,8 +230,7 @@ def _run(cfg: DictConfig, out_dir: Path, ranks: Ranks, device: str) -> dict:
 
     datasets.disable_progress_bars()
     (out_dir / "summary").mkdir(parents=True, exist_ok=True)
-    # resolve everything but the hydra node (absent under @hydra.main, present when composed);
-    # from the config as given (device=cuda), so every rank hashes the same config
+    # everything but the hydra node resolved, as given (device=cuda): every rank hashes the same
     resolved = {k: OmegaConf.to_container(v, resolve=True) if OmegaConf.is_config(v) else v
                 for k, v in cfg.items() if k != "hydra"}
     if device != str(cfg.device):  # this rank's own GPU
@@ -280,8 +282,8 @@ def _run(cfg: DictConfig, out_dir: Path, ranks: Ranks, device: str) -> dict:
             # 4. Summarise the dataset and the run so far, 5. log them.
             metrics = summary.datasets[ds_run.name] = ds_run.metrics(records)
             all_records += records
-            summary.overall = summarize(
-                [GenerationStats.from_record(r) for r in all_records])
+            summary.overall = {**summarize([GenerationStats.from_record(r) for r in all_records]),
+                               **end_to_end(all_records)}
             price_run(summary, by_dataset, cost)  # refits on every dataset's records so far
             write_summaries(out_dir, summary, {r.name: r.progress() for r in runs}, ds_run.name)
             logger.log_dataset(ds_run.name, metrics)

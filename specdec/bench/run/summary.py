@@ -1,12 +1,13 @@
 """``summary.json`` and ``summary/<dataset>.json``: what an eval run's records add up to.
 
 A dataset's metrics (``dataset_metrics``) are ``specdec.metrics.summarize`` over its records plus
-the merged forward profile, quality means and what the report compares runs on (prompt ids and
-file digest, generation length, formatting). ``price_run`` fits a cost table per dataset on its
-records' forward logs (``specdec.bench.costfit``) and adds, per dataset, ``modeled_metrics``:
-``modeled_s`` (the records' forwards priced by that table), and with records
-that carry ``prompt_tokens`` and ``output_ids``, ``ar_modeled_s`` (AR's forwards for the same
-tokens, ``specdec.bench.pricing.ar_profile``, priced by the same table) and
+end-to-end time (``specdec.bench.run.e2e``), the merged forward profile, quality means and what
+the report compares runs on (prompt ids and file digest, generation length, formatting).
+``price_run`` fits a cost table per dataset on its records' forward logs
+(``specdec.bench.costfit``) and adds, per dataset, ``modeled_metrics``: ``modeled_s`` (the
+records' forwards priced by that table), and with records that carry ``prompt_tokens`` and
+``output_ids``, ``ar_modeled_s`` (AR's forwards for the same tokens,
+``specdec.bench.pricing.ar_profile``, priced by the same table) and
 ``self_modeled_speedup = ar_modeled_s / modeled_s`` (overall: the datasets' sums): the run's own
 speedup estimate, needing no ``ar`` run. It is not the leaderboard's ``modeled_speedup_vs_ar``
 (the run paired with a real ``ar`` run, ``specdec.bench.report.rows``); ``overall`` also gets that
@@ -35,6 +36,7 @@ from pathlib import Path
 
 from specdec.bench.costfit import fit_cost_table, log_rows
 from specdec.bench.pricing import CostTable, ar_profile, merge_profiles
+from specdec.bench.run.e2e import end_to_end
 from specdec.bench.run_summary import Progress, RunSummary
 from specdec.bench.rundir import write_json
 from specdec.bench.timing import calibration_reasons, table_reasons
@@ -104,6 +106,7 @@ def dataset_metrics(records: list[dict], *, prompt_file_sha256: str, max_new_tok
                     chat_template: bool, template: str) -> dict:
     """Metrics of one dataset's records (prompt order), with what makes runs comparable."""
     metrics = summarize([GenerationStats.from_record(r) for r in records])
+    metrics.update(end_to_end(records))  # prefill split, total_s, e2e_tokens_per_s (run.e2e)
     if records and all("forward_profile" in r for r in records):
         metrics["forward_profile"] = merge_profiles(r["forward_profile"] for r in records)
     for key in sorted({k for r in records for k in r if k.startswith("quality_")}):

@@ -2,8 +2,8 @@
 
 SpecBlock ("SpecBlock: Block-Iterative Speculative Decoding with Dynamic Tree Drafting";
 public code github.com/shiweijiezero/SpecBlock, its ``forward_parallel``). Symbols: ``f_i`` = the
-target's hidden
-states of ``target_layers`` at position ``i`` (indices into transformers' ``hidden_states``),
+target's hidden states of ``target_layers`` at position ``i`` (indices into transformers'
+``hidden_states``),
 ``e(x)`` = the target's frozen input embedding (shared, never shipped), ``E_pos[k]`` = the learnable
 query of slot ``k``. Position ``i`` reads ``(f_i, x_{i+1})``; its slot ``k`` predicts ``x_{i+k+2}``:
 
@@ -16,8 +16,8 @@ query of slot ``k``. Position ``i`` reads ``(f_i, x_{i+1})``; its slot ``k`` pre
     rank_{i,k}   = RankHead([stopgrad RMSNorm(h_{i,k}) ; 15 features of logits_{i,k}])  (4 classes)
 
 RoPE position of slot ``(i, k)`` of a block started ``o`` tokens after position ``i``'s first
-block: ``i + 1 + o + k`` (the code's ``i + 1 + k`` for block 1; the digest does not spell out later
-blocks, and ``o + k`` keeps the position of the token each slot reads). The masks and the key
+block: ``i + 1 + o + k`` (the code's ``i + 1 + k`` for block 1; later blocks are not spelled out
+there, and ``o + k`` keeps the position of the token each slot reads). The masks and the key
 sources below are in ``slots.py``; the attention is written out with explicit per-layer key/value
 tensors passed in and returned (an HF decoder stack has no place for slot masks and between-layer
 shifts).
@@ -174,22 +174,40 @@ class SpecBlockNet(nn.Module):
             first_pos: ``[B, S]`` RoPE position of slot 0 (slot k: ``+ k``).
             keys: ``AppendKeys`` (block 1) or ``ChainKeys`` (later blocks).
         """
-        b, s, hid = embeds.shape
-        pos = first_pos[..., None] + torch.arange(self.slots, device=first_pos.device)  # [B,S,K]
-        cos, sin = self.rotary(embeds, pos.reshape(b, s * self.slots))  # [B, S*K, d]
-        w = self.fuse.weight  # [H, 3H]
-        base = F.linear(torch.cat([self.norm_cond(cond), self.norm_token(embeds)], -1),
-                        w[:, : 2 * hid])  # [B, S, H]
-        z = base[:, :, None] + F.linear(self.norm_query(self.queries), w[:, 2 * hid:])  # [B,S,K,H]
+        cos, sin = self.slot_rope(embeds, first_pos)  # [B, S*K, d]
+        z = self.fuse_slots(cond, embeds)  # [B, S, K, H]
         kvs = []
         for i, layer in enumerate(self.layers):
             # 1. Layer-wise shift: mix slot k with slot k-1 of the previous layer (slot 0: itself).
             if i > 0:
-                prev = torch.cat([z[:, :, :1], z[:, :, :-1]], 2)  # [B, S, K, H]
-                z = self.shifts[i - 1](torch.cat([z, prev], -1))
+                z = self.shift(i, z)
             # 2. The decoder layer under the block's masks.
             z, kv = layer(z, cos, sin, lambda k, v, i=i: keys(i, k, v))
             kvs.append(kv)
+        return self.heads(z, kvs)
+
+    def slot_rope(self, embeds: torch.Tensor, first_pos: torch.Tensor) -> tuple[torch.Tensor,
+                                                                                torch.Tensor]:
+        """RoPE ``cos, sin [B, S*K, d]`` of every slot: slot ``k`` at ``first_pos [B, S] + k``."""
+        b, s, _ = embeds.shape
+        pos = first_pos[..., None] + torch.arange(self.slots, device=first_pos.device)  # [B,S,K]
+        return self.rotary(embeds, pos.reshape(b, s * self.slots))
+
+    def fuse_slots(self, cond: torch.Tensor, embeds: torch.Tensor) -> torch.Tensor:
+        """``z [B, S, K, H]``: ``W_f [c ; e ; E_pos[k]]`` with their norms (the fusion)."""
+        hid = embeds.shape[-1]
+        w = self.fuse.weight  # [H, 3H]
+        base = F.linear(torch.cat([self.norm_cond(cond), self.norm_token(embeds)], -1),
+                        w[:, : 2 * hid])  # [B, S, H]
+        return base[:, :, None] + F.linear(self.norm_query(self.queries), w[:, 2 * hid:])
+
+    def shift(self, layer: int, z: torch.Tensor) -> torch.Tensor:
+        """Before layer ``layer > 0``: ``W_shift [z_k ; z_{k-1}]`` (slot 0 reads itself)."""
+        prev = torch.cat([z[:, :, :1], z[:, :, :-1]], 2)  # [B, S, K, H]
+        return self.shifts[layer - 1](torch.cat([z, prev], -1))
+
+    def heads(self, z: torch.Tensor, kvs: list[KV]) -> BlockOut:
+        """The block's output from the last layer's ``z [B, S, K, H]``: norm, head, rank head."""
         normed = self.norm(z)  # [B, S, K, H]
         logits = self.head(normed)  # [B, S, K, V_d]
         feats = torch.cat([normed.detach(), rank_features(logits.detach())], -1)  # [.., H+15]

@@ -16,7 +16,7 @@ slot ``k`` of position ``i`` predicts ``x_{i+k+2}``. Keys come in two groups per
 heads included, so training (dense masks over a whole trace) and decoding (a cache of verified
 positions) run the same arithmetic.
 
-Rank head inputs (§3.2): 15 features of the top-20 draft logits (their log-sum-exp stands in for
+Rank head inputs: 15 features of the top-20 draft logits (their log-sum-exp stands in for
 the full one): the top-10 log-probs, the logit gaps top1-top2, top1-top3, top1-top5, the top-1
 probability and the entropy of the renormalised top-20. Rank buckets of the target's token inside
 the draft distribution: class 0 = rank 1, 1 = ranks 2-4, 2 = ranks 5-10, 3 = rank > 10 or outside
