@@ -37,7 +37,7 @@ def test_a_flat_table_keeps_the_useful_nodes_and_a_steep_one_the_confident_ones(
     steep = NodeBudget("cost", max_nodes=16, costs=STEEP)
     # a node pays when a_n / dV >= E(n - 1) / V(n), dV the extra verify seconds of its token.
     # flat: V(n) = 29 + n ms up to 4 tokens, +0.75 ms per token to 8: the 7th node (0.05) would
-    # need a_n >= 3.9 / 34.5 ms * 0.75 ms = 0.085
+    # need a_n >= 3.9 / 35.25 ms * 0.75 ms = 0.083
     assert flat.choose(PROFILE, 100) == 6 == brute_force(PROFILE, FLAT, 100, 0.0)
     # steep: V(n) = 10 + 10 n ms: the 3rd node (0.6) would need a_n >= 2.7 / 40 ms * 10 ms = 0.675
     assert steep.choose(PROFILE, 100) == 2 == brute_force(PROFILE, STEEP, 100, 0.0)
