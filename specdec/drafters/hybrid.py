@@ -1,0 +1,231 @@
+"""HybridDrafter: prompt-lookup matches and a feature drafter's candidates in one verified tree.
+
+Prompt lookup (``drafters.lookup``) drafts well where the output copies the context (summaries,
+RAG, multi-turn) and a feature drafter (EAGLE-3, ``drafters.eagle3``; SpecBlock,
+``drafters.specblock``) where it cannot (math, QA). Retrieval and model drafts in one step follow
+SAM-Decoding (Hu et al. 2024, arXiv 2411.10666) and REST (He et al. 2023, arXiv 2311.08252); here
+both go into one EAGLE-2-style tree (Li et al. 2024, arXiv 2406.16858) under one node budget.
+Each step:
+
+1. the feature drafter catches up on the verified positions and grows its candidate tree with
+   its own expansion rule (``FeatureDrafter.catch_up`` and ``_grow``), each candidate scored by
+   its draft path probability ``p``;
+2. the lookup drafter proposes its matches' continuations (up to ``branches`` matches with
+   distinct next tokens, ``lookup_depth`` tokens each), and each match's suffix-match length
+   ``L`` is measured (up to ``max_length``);
+3. both go into one trie (``drafters.merge``: shared prefixes merge); a node's estimate of being
+   accepted is the larger of ``min(1, k p)`` (model; ``k`` the running calibration) and
+   ``prod_j r(L, j)`` (lookup; running per-length, per-depth rates), capped by its parent's
+   (``drafters.acceptance``);
+4. the ``n`` best nodes are kept (ancestors included): ``n = total_tokens`` (``budget: static``)
+   or the count maximising expected tokens per second under a verify cost table (``budget:
+   cost``, ``drafters.budget``); ``observe`` updates the rates and the calibration with the
+   verdict.
+
+So a long match that keeps being accepted wins budget over a weak model branch, and a confident
+model branch over a short match that keeps failing.
+
+**Exactness.** The tree is a deterministic function of the context and of the verdicts of past
+steps (through the running estimates), never of this step's coins, so ``q = None`` and the
+point-mass tree rules (``rrs``, ``hsd``) verify it exactly, as every deterministic tree drafter.
+
+The two sub-drafters are built by the hybrid from their own configs (``model``, ``lookup``:
+partial constructors taking ``lm``, ``policy``, ``sampling``, ``placement``); the model one gets
+the hybrid's policy (the model tree's depth), the lookup one a fixed ``lookup_depth``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+from specdec.core import LM, Context, Draft, Drafter, TargetView, Verdict
+from specdec.drafters.acceptance import LookupRates, ModelCalibration
+from specdec.drafters.budget import NodeBudget, VerifyCost
+from specdec.drafters.candidates import Candidates
+from specdec.drafters.features import FeatureDrafter
+from specdec.drafters.limits import check_nodes
+from specdec.drafters.lookup import PromptLookupDrafter
+from specdec.drafters.merge import MergedTree
+from specdec.drafters.policies import Fixed, Policy
+from specdec.errors import BadInput
+from specdec.placement import Held, Placement
+from specdec.sampling import Sampling
+from specdec.trees import children
+
+
+def match_length(source: list[int], start: int, tokens: list[int], cap: int) -> int:
+    """How many tokens before ``source[start]`` equal the last ones of ``tokens`` (at most
+    ``cap``): the length of the suffix match whose continuation starts at ``start``."""
+    n = 0
+    while n < cap and n < len(tokens) and start - 1 - n >= 0 and \
+            source[start - 1 - n] == tokens[-1 - n]:
+        n += 1
+    return n
+
+
+class HybridDrafter(Drafter):
+    """Lookup and feature-drafter candidates merged into one tree under one node budget.
+
+    Args:
+        lm: passed to ``model`` (feature drafters ignore it); ``None`` on a pair without a draft.
+        policy: the model tree's depth cap (``policy.limit()``).
+        sampling: passed to both sub-drafters.
+        model: the feature drafter's constructor (``lm, policy, sampling, placement``).
+        lookup: the lookup drafter's constructor (same arguments; its ``branches`` matches).
+        lookup_depth: tokens drafted along each match.
+        total_tokens: nodes kept per step with ``budget: static``.
+        budget: ``static`` or ``cost`` (``drafters.budget``).
+        max_tokens: the most nodes ``budget: cost`` keeps.
+        costs: the verify cost table for ``budget: cost`` (``cost(role, n, context)``).
+        max_length: match lengths above it share their rates.
+        prior: the prior acceptance rate of a lookup node.
+        discount: per-step decay of the running counts.
+        persist: keep the running estimates across generations (else each starts afresh).
+        placement: the pair's, handed to both sub-drafters.
+    """
+
+    makes_trees = True
+    reads_target = True
+
+    def __init__(self, lm: LM | None = None, policy: Policy | None = None,
+                 sampling: Sampling | None = None, *, model: Callable[..., Drafter],
+                 lookup: Callable[..., Drafter], lookup_depth: int = 8, total_tokens: int = 8,
+                 budget: str = "static", max_tokens: int = 16, costs: VerifyCost | None = None,
+                 max_length: int = 6, prior: float = 0.5, discount: float = 0.98,
+                 persist: bool = False, placement: Placement | None = None) -> None:
+        if policy is None:
+            raise BadInput("the hybrid drafter needs a policy: set drafter/policy=fixed")
+        if lookup_depth < 1 or max_length < 1 or not 0 < prior < 1 or not 0 < discount <= 1:
+            raise BadInput(f"need drafter.lookup_depth >= 1, drafter.max_length >= 1, 0 < "
+                           f"drafter.prior < 1 and 0 < drafter.discount <= 1, got {lookup_depth}, "
+                           f"{max_length}, {prior}, {discount}")
+        self.model = model(lm=lm, policy=policy, sampling=sampling, placement=placement)
+        self.lookup = lookup(lm=None, policy=Fixed(lookup_depth), sampling=sampling,
+                             placement=placement)
+        if not isinstance(self.model, FeatureDrafter):
+            raise BadInput(f"drafter.model must be a feature drafter (EAGLE-3 or SpecBlock), got "
+                           f"{type(self.model).__name__}")
+        if not isinstance(self.lookup, PromptLookupDrafter):
+            raise BadInput(f"drafter.lookup must be a prompt lookup drafter, got "
+                           f"{type(self.lookup).__name__}")
+        self.budget = NodeBudget(budget, total_tokens, max_tokens, costs)
+        check_nodes(1 + self.budget.largest, what=f"drafter.total_tokens={total_tokens} / "
+                    f"drafter.max_tokens={max_tokens}", fix="them")
+        self.policy, self.lookup_depth = policy, int(lookup_depth)
+        self.max_length, self.prior, self.discount = int(max_length), float(prior), float(discount)
+        self.persist = bool(persist)
+        self.models = self.model.models
+        self.target_layers = self.model.target_layers
+        self._fresh_estimates()
+        self.reset()
+
+    def _fresh_estimates(self) -> None:
+        self.rates = LookupRates(self.max_length, self.lookup_depth, self.prior,
+                                 discount=self.discount)
+        self.calibration = ModelCalibration(discount=self.discount)
+
+    def modules(self) -> dict[str, Held]:
+        return self.model.modules()
+
+    def reset(self) -> None:
+        self.model.reset()
+        self.lookup.reset()
+        if not self.persist:
+            self._fresh_estimates()
+        self._last: tuple[list[int], MergedTree, list[int]] | None = None
+        self._counts = {"hybrid_kept": 0, "hybrid_candidates": 0, "hybrid_lookup_nodes": 0,
+                        "hybrid_model_nodes": 0, "hybrid_lookup_accepted": 0,
+                        "hybrid_model_accepted": 0}
+
+    def attach(self, target: TargetView) -> None:
+        self.model.attach(target)
+
+    def prefill(self, prompt: torch.Tensor, features: torch.Tensor | None = None) -> None:
+        self.model.prefill(prompt, features)
+        self.lookup.prefill(prompt)
+
+    # --- the step -----------------------------------------------------------------------------
+    def _model_tree(self, ctx: Context) -> Candidates | None:
+        """Step 1: the feature drafter's candidates (``None`` before a verified position)."""
+        self.model.catch_up(ctx)
+        depth_limit = min(self.policy.limit(), ctx.budget - 1)
+        if self.model._verified() == 0 or depth_limit < 1:
+            return None
+        tree = Candidates()
+        self.model._grow(tree, ctx, depth_limit)
+        return tree
+
+    def _add_lookup(self, tree: MergedTree, ctx: Context) -> list[int]:
+        """Step 2: each match's chain with its estimates; returns the matches' lengths."""
+        draft = self.lookup.propose(ctx)
+        if draft.num_drafted == 0:
+            return []
+        tokens, kids = draft.tokens.tolist(), children(draft.parent.tolist())
+        ids = ctx.tokens.tolist()
+        lengths = []
+        # the draft's root children follow the matches' order, each a chain of its match
+        for k, ((source, start), node) in enumerate(zip(self.lookup.matches(ctx.tokens),
+                                                         kids[0], strict=True)):
+            chain = [tokens[node]]
+            while kids[node]:
+                node = kids[node][0]
+                chain.append(tokens[node])
+            lengths.append(match_length(source, start, ids, self.max_length))
+            tree.add_chain(chain, self.rates.path(lengths[-1], len(chain)), k)
+        return lengths
+
+    def propose(self, ctx: Context) -> Draft:
+        logged = [len(m.forward_log) for m in self.models]
+        tree = MergedTree()
+        model_tree = self._model_tree(ctx)
+        if model_tree is not None:
+            tree.add_model(model_tree)
+        lengths = self._add_lookup(tree, ctx)
+        # 3. One score per node; 4. the budget's count of the best.
+        cands, est = tree.candidates(self.calibration.estimate)
+        ranked = sorted(est, reverse=True)
+        draft_s = 0.0 if self.budget.mode == "static" else self._draft_seconds(logged)
+        n = self.budget.choose(ranked, int(ctx.tokens.numel()) - 1, draft_s)
+        kept = cands.best(n)
+        self._last = (kept, tree, lengths)
+        self._counts["hybrid_kept"] += len(kept)
+        self._counts["hybrid_candidates"] += len(tree)
+        return cands.to_draft(ctx.root, kept)
+
+    def _draft_seconds(self, logged: list[int]) -> float:
+        """The step's draft forwards, priced by the cost table where it knows their role, else
+        at their measured seconds."""
+        total = 0.0
+        for lm, start in zip(self.models, logged):
+            for f in lm.forward_log[start:]:
+                try:
+                    total += self.budget.costs.cost(f.role, f.new_tokens, f.context)
+                except (KeyError, ValueError):
+                    total += f.seconds
+        return total
+
+    def observe(self, ctx: Context, draft: Draft, verdict: Verdict) -> None:
+        # the sub-drafters' observe only feeds the policy: the hybrid feeds it once
+        self.policy.observe(draft.num_drafted, verdict.num_accepted)
+        if self._last is None:
+            return
+        kept, tree, lengths = self._last
+        accepted = {kept[j - 1] for j in verdict.path}  # draft node j is candidate kept[j - 1]
+        # 1. Model calibration: the kept model nodes' predicted and accepted counts.
+        model_nodes = [i for i in kept if tree.model[i] is not None]
+        self.calibration.update(sum(tree.model[i] for i in model_nodes),
+                                sum(i in accepted for i in model_nodes))
+        # 2. Lookup rates: each match's kept chain (kept is in depth order).
+        for k, length in enumerate(lengths):
+            self.rates.update(length, [i in accepted for i in kept if tree.chain[i] == k])
+        lookup_nodes = [i for i in kept if tree.chain[i] is not None]
+        self._counts["hybrid_lookup_nodes"] += len(lookup_nodes)
+        self._counts["hybrid_model_nodes"] += len(model_nodes)
+        self._counts["hybrid_lookup_accepted"] += sum(i in accepted for i in lookup_nodes)
+        self._counts["hybrid_model_accepted"] += sum(i in accepted for i in model_nodes)
+
+    def counters(self) -> dict[str, int]:
+        return {**self.model.counters(), **self.lookup.counters(),
+                **{k: v for k, v in self._counts.items() if v}}
