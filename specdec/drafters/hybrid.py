@@ -30,8 +30,9 @@ steps (through the running estimates), never of this step's coins, so ``q = None
 point-mass tree rules (``rrs``, ``hsd``) verify it exactly, as every deterministic tree drafter.
 
 The two sub-drafters are built by the hybrid from their own configs (``model``, ``lookup``:
-partial constructors taking ``lm``, ``policy``, ``sampling``, ``placement``); the model one gets
-the hybrid's policy (the model tree's depth), the lookup one a fixed ``lookup_depth``.
+partial constructors: the model one takes ``policy`` and ``placement`` and gets the hybrid's policy
+(the model tree's depth), the lookup one a ``Fixed(lookup_depth)`` policy. Neither holds the
+sampling: every step reads it from ``Context.sampling``.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from collections.abc import Callable
 
 import torch
 
-from specdec.core import LM, Context, Draft, Drafter, TargetView, Verdict
+from specdec.core import Context, Draft, Drafter, TargetView, Verdict
 from specdec.drafters.acceptance import LookupRates, ModelCalibration
 from specdec.drafters.budget import NodeBudget, VerifyCost
 from specdec.drafters.candidates import Candidates
@@ -50,8 +51,7 @@ from specdec.drafters.lookup import PromptLookupDrafter
 from specdec.drafters.merge import MergedTree
 from specdec.drafters.policies import Fixed, Policy
 from specdec.errors import BadInput
-from specdec.placement import Held, Placement
-from specdec.sampling import Sampling
+from specdec.models.placement import Held, Placement
 from specdec.trees import children
 
 
@@ -69,11 +69,9 @@ class HybridDrafter(Drafter):
     """Lookup and feature-drafter candidates merged into one tree under one node budget.
 
     Args:
-        lm: passed to ``model`` (feature drafters ignore it); ``None`` on a pair without a draft.
         policy: the model tree's depth cap (``policy.limit()``).
-        sampling: passed to both sub-drafters.
-        model: the feature drafter's constructor (``lm, policy, sampling, placement``).
-        lookup: the lookup drafter's constructor (same arguments; its ``branches`` matches).
+        model: the feature drafter's constructor (``policy, placement``).
+        lookup: the lookup drafter's constructor (``policy``; its ``branches`` matches).
         lookup_depth: tokens drafted along each match.
         total_tokens: nodes kept per step with ``budget: static``.
         budget: ``static`` or ``cost`` (``drafters.budget``).
@@ -83,14 +81,13 @@ class HybridDrafter(Drafter):
         prior: the prior acceptance rate of a lookup node.
         discount: per-step decay of the running counts.
         persist: keep the running estimates across generations (else each starts afresh).
-        placement: the pair's, handed to both sub-drafters.
+        placement: the pair's, handed to the feature drafter.
     """
 
     makes_trees = True
     reads_target = True
 
-    def __init__(self, lm: LM | None = None, policy: Policy | None = None,
-                 sampling: Sampling | None = None, *, model: Callable[..., Drafter],
+    def __init__(self, policy: Policy | None = None, *, model: Callable[..., Drafter],
                  lookup: Callable[..., Drafter], lookup_depth: int = 8, total_tokens: int = 8,
                  budget: str = "static", max_tokens: int = 16, costs: VerifyCost | None = None,
                  max_length: int = 6, prior: float = 0.5, discount: float = 0.98,
@@ -101,9 +98,8 @@ class HybridDrafter(Drafter):
             raise BadInput(f"need drafter.lookup_depth >= 1, drafter.max_length >= 1, 0 < "
                            f"drafter.prior < 1 and 0 < drafter.discount <= 1, got {lookup_depth}, "
                            f"{max_length}, {prior}, {discount}")
-        self.model = model(lm=lm, policy=policy, sampling=sampling, placement=placement)
-        self.lookup = lookup(lm=None, policy=Fixed(lookup_depth), sampling=sampling,
-                             placement=placement)
+        self.model = model(policy=policy, placement=placement)
+        self.lookup = lookup(policy=Fixed(lookup_depth))
         if not isinstance(self.model, FeatureDrafter):
             raise BadInput(f"drafter.model must be a feature drafter (EAGLE-3 or SpecBlock), got "
                            f"{type(self.model).__name__}")

@@ -30,7 +30,7 @@ from specdec.drafters.policies import Fixed
 from specdec.drafters.specblock import SpecBlockDrafter
 from specdec.engine import generate
 from specdec.errors import BadInput
-from specdec.placement import Placement
+from specdec.models.placement import Placement
 from specdec.sampling import Sampling, TorchCoins
 from specdec.testing.enumeration import enumerate_outcomes, max_abs_error
 from specdec.testing.specblock_table import save_table_specblock
@@ -143,8 +143,8 @@ def _table_hybrid(tmp_path, vocab: int, sampling: Sampling, **kw) -> HybridDraft
     model = functools.partial(SpecBlockDrafter, path=path, widths=(1, 2, 2, 0), root_width=2,
                               total_tokens=9)
     lookup = functools.partial(PromptLookupDrafter, branches=2, min_ngram=1, max_ngram=2)
-    return HybridDrafter(None, Fixed(3), sampling, model=model, lookup=lookup,
-                         placement=f64, **{"lookup_depth": 3, **kw})
+    return HybridDrafter(Fixed(3), model=model, lookup=lookup, placement=f64,
+                         **{"lookup_depth": 3, **kw})
 
 
 class BigramTable(TableLM):
