@@ -10,7 +10,8 @@ import json
 from pathlib import Path
 
 #: the record keys a clock measured (everything else is a function of the prompt and config)
-TIME_KEYS = ("prefill_s", "decode_s", "draft_s", "wall_s", "total_s", "turn_s", "tokens_per_s")
+TIME_KEYS = ("prefill_s", "prefill_target_s", "prefill_draft_s", "decode_s", "draft_s", "wall_s",
+             "total_s", "turn_s", "tokens_per_s")
 
 
 def read_jsonl(path: Path) -> list[dict]:

@@ -12,6 +12,7 @@ import specdec.bench.run.calibration as calibration
 import specdec.bench.run.runner as ev
 from specdec.bench.costfit import log_rows
 from specdec.bench.pricing import CostTable
+from specdec.bench.run.e2e import end_to_end
 from specdec.lm import CachedLM
 from specdec.metrics import GenerationStats, summarize
 from specdec.testing.eval_cfg import eval_cfg
@@ -40,7 +41,9 @@ def test_records_hold_one_line_per_prompt_with_counts_and_times(sps_run):
         **summarize([GenerationStats.from_record(r) for r in recs]),
         **{k: summary["datasets"]["tiny"][k] for k in
            ("prompt_ids_hash", "prompt_file_sha256", "max_new_tokens", "chat_template",
-            "template", "modeled_s", "forward_profile", "ar_modeled_s", "self_modeled_speedup")}}
+            "template", "modeled_s", "forward_profile", "ar_modeled_s", "self_modeled_speedup")},
+        **end_to_end(recs)}  # prefill split, total_s and e2e tokens/s: sums over the records
+    assert summary["datasets"]["tiny"]["total_s"] == pytest.approx(sum(r["total_s"] for r in recs))
     table = CostTable.from_dict(summary["cost_table"])  # fitted on the records' forward logs
     assert summary["datasets"]["tiny"]["modeled_s"] == pytest.approx(
         sum(table(log_rows(r["forward_log"])) for r in recs))
