@@ -25,39 +25,19 @@ from specdec.lm import CachedLM
 from specdec.sampling import TorchCoins
 from specdec.static_cache import StaticSpec
 from specdec.testing.paths import REPO
+from specdec.testing.twin_lm import Twin
 
 METHODS = sorted(p.stem for p in (REPO / "conf" / "method").glob("*.yaml"))
 GREEDY = ["sampling.temperature=0", "model.dtype=float64"]
-TOL = 1e-12
 
 
 def ids(*values: int) -> torch.Tensor:
     return torch.tensor(values, dtype=torch.long)
 
 
-class Twin:
-    """A dynamic ``CachedLM`` and one replaying through a ``GraphRunner``, driven alike."""
-
-    def __init__(self, model, max_cache_len: int = 160):
-        self.dyn = CachedLM(model)
-        self.run = CachedLM(model, static=True, max_cache_len=max_cache_len, graphs=True)
-
-    def __call__(self, call: str, *args, **kwargs) -> None:
-        a = getattr(self.dyn, call)(*args, **kwargs)
-        b = getattr(self.run, call)(*args, **kwargs)
-        assert self.dyn.ids == self.run.ids
-        if a is None:
-            return
-        assert a.logits.shape == b.logits.shape
-        assert (a.logits - b.logits).abs().max().item() <= TOL, call
-        if a.hidden is not None:
-            assert a.hidden.shape == b.hidden.shape
-            assert (a.hidden - b.hidden).abs().max().item() <= TOL, call
-
-
 def test_logits_equal_the_dynamic_path_over_a_session(tiny64):
-    lm = Twin(tiny64.target)
-    assert isinstance(lm.run.graphs, GraphRunner) and not lm.run.graphs.capture  # CPU path
+    lm = Twin(tiny64.target, static=True, graphs=True, max_cache_len=160)
+    assert isinstance(lm.other.graphs, GraphRunner) and not lm.other.graphs.capture  # CPU path
     prompt = torch.randint(3, 250, (70,), generator=torch.Generator().manual_seed(0)).tolist()
     lm("reconcile", prompt[:20])  # bucket 32
     lm("forward", ids(3, 4, 5))  # bucket 4
@@ -77,7 +57,7 @@ def test_logits_equal_the_dynamic_path_over_a_session(tiny64):
     lm("reconcile", prompt)  # a prefill above the cap: the eager fallback
     lm("forward", ids(5, 6, 7, 8, 9, 10), ids(-1, 0, 1, 0, 3, -1))
     lm("keep", [0, 3, 4])
-    counts = lm.run.graphs.counts
+    counts = lm.other.graphs.counts
     assert counts[FALLBACKS] == 1 and counts[REPLAYS] == 11 and counts[CAPTURES] == 0
 
 
@@ -153,15 +133,15 @@ def test_captured_graphs_replay_the_eager_forwards_on_cuda(tiny64):
     """The real capture: a CUDA-graph replay equals the dynamic path, per bucket, in float64."""
     model = tiny64.target.to("cuda")
     try:
-        lm = Twin(model)
-        assert lm.run.graphs.capture
+        lm = Twin(model, static=True, graphs=True, max_cache_len=160)
+        assert lm.other.graphs.capture
         lm("reconcile", list(range(5, 30)))
         for step in range(6):
             lm("forward", ids(40 + step, 41 + step), ids(-1, 0))
             lm("keep", [0, 1])
             lm("forward", ids(7, 8, 9), ids(-1, 0, 0), hidden_layers=(0, -1))
             lm("keep", [0, 2])
-        counts = lm.run.graphs.counts
+        counts = lm.other.graphs.counts
         assert counts[CAPTURES] == 3 and counts[REPLAYS] == 13  # buckets 32, 2, 4 (+ hidden)
     finally:
         tiny64.target.to("cpu")

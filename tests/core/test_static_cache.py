@@ -21,10 +21,10 @@ from specdec.lm import CachedLM
 from specdec.paths import CONF_DIR
 from specdec.sampling import TorchCoins
 from specdec.static_cache import BUCKET_CAP, StaticSpec, bucket
+from specdec.testing.twin_lm import Twin
 
 METHODS = sorted(p.stem for p in (CONF_DIR / "method").glob("*.yaml"))
 GREEDY = ["sampling.temperature=0", "model.dtype=float64"]
-TOL = 1e-12
 
 
 def test_buckets_are_powers_of_two_up_to_the_cap():
@@ -32,32 +32,12 @@ def test_buckets_are_powers_of_two_up_to_the_cap():
     assert bucket(BUCKET_CAP + 1) == BUCKET_CAP + 1  # above the cap: unpadded (eager fallback)
 
 
-class Twin:
-    """A dynamic and a static ``CachedLM`` on one model, driven by the same calls."""
-
-    def __init__(self, model, max_cache_len: int | None = 160):
-        self.dyn = CachedLM(model)
-        self.sta = CachedLM(model, static=True, max_cache_len=max_cache_len)
-
-    def __call__(self, call: str, *args, **kwargs) -> None:
-        a = getattr(self.dyn, call)(*args, **kwargs)
-        b = getattr(self.sta, call)(*args, **kwargs)
-        assert self.dyn.ids == self.sta.ids
-        if a is None:
-            return
-        assert a.logits.shape == b.logits.shape
-        assert (a.logits - b.logits).abs().max().item() <= TOL, call
-        if a.hidden is not None:
-            assert a.hidden.shape == b.hidden.shape
-            assert (a.hidden - b.hidden).abs().max().item() <= TOL, call
-
-
 def ids(*values: int) -> torch.Tensor:
     return torch.tensor(values, dtype=torch.long)
 
 
 def test_logits_equal_the_dynamic_path_over_a_session(tiny64):
-    lm = Twin(tiny64.target)
+    lm = Twin(tiny64.target, static=True, max_cache_len=160)
     prompt = torch.randint(3, 250, (70,), generator=torch.Generator().manual_seed(0)).tolist()
     lm("reconcile", prompt[:20])  # a padded chain (20 -> bucket 32)
     lm("forward", ids(3, 4, 5))  # a pending chain committed by the next forward
@@ -109,7 +89,7 @@ def test_the_model_sees_bucket_shapes_and_the_cache_keeps_its_tensors(tiny64):
 
 
 def test_padding_that_does_not_fit_runs_unpadded(tiny64):
-    lm = Twin(tiny64.target, max_cache_len=23)
+    lm = Twin(tiny64.target, static=True, max_cache_len=23)
     lm("reconcile", list(range(5, 25)))  # 20 tokens (bucket 32 > 23 slots: unpadded)
     lm("forward", ids(1, 2, 3))  # 20 + 3 = 23: bucket 4 would not fit, 3 does
 
