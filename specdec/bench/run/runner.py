@@ -27,13 +27,11 @@ Timing rules (the same for every method, AR included):
    models, whose times the cost table is fitted on (``specdec.lm.CachedLM(synchronize=)``; a
    method overlapping work across devices is then timed serially: ``cost_model=false`` for its
    wall clock).
-4. Time outside generation (tokenising, decoding text, quality checks, writing records) is not
-   counted.
+4. Time outside generation (tokenising, quality checks, writing records) is not counted.
 
-Artifacts in the run directory: ``records/<dataset>.jsonl`` (``specdec.bench.records``),
-``summary.json`` (every dataset + ``overall``, with ``complete`` and ``progress``:
-``specdec.bench.run.summary``), ``summary/<dataset>.json`` (one dataset each), all strict JSON
-(``null`` for NaN); ``.lock`` is held while a run works in the folder (``specdec.bench.rundir``).
+Artifacts: ``records/<dataset>.jsonl`` (``specdec.bench.records``), ``summary.json`` (every dataset
++ ``overall``, ``complete``, ``progress``), ``summary/<dataset>.json``, all strict JSON; ``.lock``
+is held while a run works in the folder (``specdec.bench.rundir``).
 Data-parallel (``torchrun``, ``specdec.bench.run.ranks``): each rank answers its round-robin share
 of each dataset into its own file; after each dataset the ranks meet, rank 0 merges the files
 (``run.shards``), prices and summarises as one process would (a rank without prompts just waits).
