@@ -108,7 +108,7 @@ def test_the_valid_prefix_hides_block1_slots_past_the_cut(tiny64):
         feats = torch.stack([states[i][0] for i in LAYERS], 1)  # [T, k, H]
         lm = BlockLM(net, target.config.vocab_size)
         b1 = lm.append(net.condition(feats[:4]), embed(ids[1:5]))
-        cond, leaf = b1.hidden[0, 3, 1][None], embed(ids[5:6])
+        cond, leaf = b1.hidden[0, -1, 1][None], embed(ids[5:6])  # position 3: append keeps the last
 
         def block2():
             return lm.chain(cond, leaf, 3, torch.tensor([2])).logits
