@@ -29,13 +29,13 @@ import os
 from dataclasses import dataclass
 
 import torch
-from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 
 from specdec.bench.run.e2e import prefill_split
 from specdec.bench.run.runner import build_method
-from specdec.config import ROOT, register_resolvers
+from specdec.config import compose_config
 from specdec.engine import generate
+from specdec.paths import ROOT
 from specdec.sampling import TorchCoins
 
 METHODS = "ar,sps,pld,eagle3,specblock"
@@ -70,8 +70,10 @@ def measure(method, ids: list[int], new: int) -> Cost:
 
 
 def prompt_ids(tokenizer, length: int) -> list[int]:
-    """``length`` token ids of the README's text (repeated if it is shorter)."""
-    ids = tokenizer((ROOT / "README.md").read_text(), add_special_tokens=False)["input_ids"]
+    """``length`` token ids of the README's and the docs' text (repeated if it is shorter)."""
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    text = "\n".join(p.read_text() for p in pages)
+    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
     while len(ids) < length:
         ids = ids + ids
     return ids[:length]
@@ -113,11 +115,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     lengths = [int(x) for x in args.contexts.split(",")]
-    register_resolvers()
     base = [f"model={args.model}", "sampling.temperature=0.0", *args.override]
-    with initialize_config_dir(str(ROOT / "conf"), version_base="1.3"):
-        cfgs = {m: compose("eval", [*base, f"method={m}"], return_hydra_config=True)
-                for m in args.methods.split(",")}
+    cfgs = {m: compose_config("eval", [*base, f"method={m}"]) for m in args.methods.split(",")}
     pair = instantiate(next(iter(cfgs.values())).model)
     costs: dict[str, dict[int, Cost]] = {}
     print(f"load average (1 min): {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")

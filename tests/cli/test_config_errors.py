@@ -74,10 +74,11 @@ def test_the_python_api_check_suggests_the_nearest_method():
 
 
 def _readme_commands(config: str) -> list[list[str]]:
-    """The ``python -m specdec.<config>`` command lines of the README's code blocks
-    (continuations joined), as argument lists after the module name; lines with shell variables
-    are left out."""
-    blocks = (ROOT / "README.md").read_text().split("```")[1::2]
+    """The ``python -m specdec.<config>`` command lines of the code blocks of the README and the
+    docs (continuations joined), as argument lists after the module name; lines with shell
+    variables are left out."""
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    blocks = [b for p in pages for b in p.read_text().split("```")[1::2]]
     out = []
     for line in "\n".join(blocks).replace("\\\n", " ").splitlines():
         start = line.find(f"python -m specdec.{config} ")
@@ -88,7 +89,7 @@ def _readme_commands(config: str) -> list[list[str]]:
     return out
 
 
-def test_readme_eval_commands_put_flags_before_overrides():
+def test_documented_eval_commands_put_flags_before_overrides():
     commands = _readme_commands("eval")
     assert len(commands) > 5 and any("-m" in words for words in commands)
     for words in commands:

@@ -60,15 +60,28 @@ def _targets() -> list[tuple[str, str]]:
     return out
 
 
+def split_target(target: str) -> tuple[str, str, str]:
+    """``(module, name, rest)`` of a ``_target_``: the longest importable module, the object it
+    holds, and attributes below it (``Class.method`` targets: ``rest`` = ``.method``)."""
+    parts = target.split(".")
+    for n in range(len(parts) - 1, 0, -1):
+        try:
+            importlib.import_module(".".join(parts[:n]))
+        except ModuleNotFoundError:
+            continue
+        return ".".join(parts[:n]), parts[n], "".join(f".{p}" for p in parts[n + 1:])
+    raise AssertionError(f"{target}: no module of it imports")
+
+
 def exported_as(target: str) -> str | None:
     """``package.Name`` when a package on the object's module path lists it in ``__all__``."""
-    module, name = target.rsplit(".", 1)
+    module, name, rest = split_target(target)
     obj = getattr(importlib.import_module(module), name)
     parts = obj.__module__.split(".")
     for n in range(1, len(parts)):
         package = importlib.import_module(".".join(parts[:n]))
         if name in getattr(package, "__all__", ()):
-            return f"{package.__name__}.{name}"
+            return f"{package.__name__}.{name}{rest}"
     return None
 
 
@@ -77,7 +90,7 @@ def spelling_error(target: str) -> str | None:
     exported = exported_as(target)
     if exported is not None:
         return None if target == exported else f"write {exported}, as its package exports it"
-    module = importlib.import_module(target.rsplit(".", 1)[0])
+    module = importlib.import_module(split_target(target)[0])
     if hasattr(module, "__path__"):  # a package that does not list the name in __all__
         return f"{module.__name__} does not export it: name the module that defines it"
     return None

@@ -22,12 +22,12 @@ from specdec.engine import generate
 from specdec.errors import BadInput
 from specdec.graphs import CAPTURES, FALLBACKS, REPLAYS, GraphRunner
 from specdec.lm import CachedLM
+from specdec.paths import CONF_DIR
 from specdec.sampling import TorchCoins
 from specdec.static_cache import StaticSpec
-from specdec.testing.paths import REPO
 from specdec.testing.twin_lm import Twin
 
-METHODS = sorted(p.stem for p in (REPO / "conf" / "method").glob("*.yaml"))
+METHODS = sorted(p.stem for p in (CONF_DIR / "method").glob("*.yaml"))
 GREEDY = ["sampling.temperature=0", "model.dtype=float64"]
 
 

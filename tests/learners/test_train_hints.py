@@ -19,7 +19,6 @@ import pytest
 from specdec.drafters.policies import Fixed
 from specdec.errors import MissingInput
 from specdec.models.retrain import ASSETS, experiment_of, retrain_command
-from specdec.sampling import Sampling
 
 
 def _destination(compose, command: str, run: Path) -> Path:
@@ -73,7 +72,7 @@ def test_a_missing_hrad_head_names_an_experiment_that_exists(compose, tmp_path):
     tiny = tmp_path / "tiny"
     with pytest.raises(MissingInput, match=rf"`python -m specdec\.train \+experiment=hrad_tiny "
                        rf"export\.folder={re.escape(str(tiny))}`"):
-        SpecBranchDrafter(CachedLM(tiny_pair().draft, role="draft"), Fixed(2), Sampling(),
+        SpecBranchDrafter(CachedLM(tiny_pair().draft, role="draft"), Fixed(2),
                           mode="inline", hrad=str(tiny))
     cmd = retrain_command("hrad_tiny", tiny)
     assert _destination(compose, cmd, tmp_path / "run") == tiny
