@@ -79,7 +79,7 @@ def test_sweep_prints_a_leaderboard_with_the_speedup_of_sps(tmp_path):
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     boards = tmp_path / "eval" / "tiny" / "tiny" / "leaderboard"
-    (board,) = boards.glob("ar+eagle3+specblock+sps-*/leaderboard.md")
+    (board,) = boards.glob("ar+eagle3+pld+specblock+sps-*/leaderboard.md")
     text = board.read_text()
     assert text in proc.stdout
     rows = [line for line in text.splitlines() if line.startswith("| sps | tiny | yes")]
