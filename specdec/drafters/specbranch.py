@@ -1,10 +1,9 @@
 """SpecBranch: branch at the uncertain token, and draft each branch's next round while verifying.
 
 Shen et al. 2025, "SpecBranch: Speculative Decoding via Hybrid Drafting and Rollback-Aware
-Branch Parallelism" (ICLR 2026; public code github.com/Sylvan820/Specbranch). Symbols:
-γ_max = ``policy.limit()``; ε = ``threshold``; k_max; the branch point b and the branch count
-``k = max(1, ⌊k_max·(1 − q(x_b))⌋)`` (``drafters.branch_tree``); H-RAD's class s_t ∈ {0, 1, 2}
-(``learners.hrad``). PEARL (``drafters.pearl``) is the schedule it extends.
+Branch Parallelism" (ICLR 2026; code github.com/Sylvan820/Specbranch). Symbols: γ_max =
+``policy.limit()``; ε = ``threshold``; k_max; the branch count ``k = max(1, ⌊k_max·(1 − q(x_b))⌋)``
+at branch point b (``drafters.branch_tree``); H-RAD's class s_t ∈ {0, 1, 2} (``nets.hrad``).
 
 A step (``propose`` → target forward + verifier → ``observe``):
 
@@ -21,8 +20,8 @@ A step (``propose`` → target forward + verifier → ``observe``):
    continues **every** branch of the proposed tree — each leaf that is not a duplicate or a stop
    id gets its own branch tree (soft stop rule, length γ_max + 1), all grown in one batched draft
    forward per depth. Its guess: the verifier accepts one root-to-leaf path in full and emits as
-   the bonus token one of the first tokens the worker drafted under that leaf. The branches are
-   what hedges the uncertain position (PEARL guesses a single path).
+   the bonus token one of the first tokens the worker drafted under that leaf. The branches
+   hedge the uncertain position (PEARL, ``drafters.pearl``, which it extends, guesses one path).
 3. **Hand-off** (``observe``): a *hit* when the accepted path ends at a leaf the worker continued
    and its bonus token y is one of that leaf's children there; the next draft is the subtree
    under the first such child (re-rooted at y) and every other worker token is rolled back. A
@@ -37,18 +36,15 @@ worker's first tokens under the leaf, never on the continuations below them, so 
 subtree under y is a fresh branch tree after ``prefix + y`` (as PEARL's block is a fresh chain).
 ``tests/drafters/test_specbranch_exact.py`` enumerates it exactly through the engine.
 
-Differences from the paper and its public code, and why: the public code forks top-k and is lossless
-only at T = 0; here ``branching=sample`` forks i.i.d. draws that RRS verifies
-exactly at T > 0 (``auto``: top-k at T = 0, sampled otherwise). The target verifies one tree per
-step on this engine, so the branches a worker drafted are verified in the next step's tree, not
-matched token by token against the current one; H-RAD's class is computed once per step from the
-target's features (no separate posterior re-drafting).
+Differences from the public code: it forks top-k, lossless only at T = 0; ``branching=sample``
+forks i.i.d. draws that RRS verifies exactly at T > 0 (``auto``: top-k at T = 0). One tree is
+verified per step, so a worker's branches are verified in the next step's tree; H-RAD's class is
+computed once per step from the target's features (no separate posterior re-drafting).
 
-Counters (``counters()``; ``specdec.metrics``): ``pre_steps``, ``post_steps``, ``hits``,
-``misses``, ``draft_tokens`` (every token drafted, main lane and worker), ``rolled_back`` (drafted
-tokens discarded: proposed tokens not accepted, worker tokens not reused), ``branches`` (leaves
-of every proposed tree: k at a fork, 1 for a chain; ``branches_per_step`` in summaries) and
-``hrad_0``..``hrad_2`` (H-RAD's classes, with a head).
+Counters (``specdec.metrics``): ``pre_steps``, ``post_steps``, ``hits``, ``misses``,
+``draft_tokens`` (main lane and worker), ``rolled_back`` (proposed tokens not accepted, worker
+tokens not reused), ``branches`` (leaves of every proposed tree; ``branches_per_step`` in
+summaries), ``hrad_0``..``hrad_2`` (H-RAD's classes, with a head).
 """
 
 from __future__ import annotations
