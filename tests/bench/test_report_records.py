@@ -15,17 +15,12 @@ from pathlib import Path
 
 import pytest
 
-import specdec.bench.run.runner as ev
 from specdec.bench.report import board as rp
-from specdec.testing.eval_cfg import eval_cfg
 
 
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory) -> dict[str, Path]:
-    root = tmp_path_factory.mktemp("recruns")
-    for name in ("ar", "sps"):
-        ev.run(eval_cfg(root / name, [f"method={name}", "warmup=0"]))
-    return {name: root / name for name in ("ar", "sps")}
+@pytest.fixture
+def runs(ar_sps_runs) -> dict[str, Path]:
+    return ar_sps_runs  # shared by the modules that read them (tests/bench/conftest.py)
 
 
 def _copy(src: Path, dst: Path, edit=None, keep_records: int | None = None) -> Path:
