@@ -37,12 +37,11 @@ from specdec.core import LMOut
 from specdec.errors import BadInput
 from specdec.forwards import ForwardRecord, current_lane, nonfinite_error
 from specdec.graphs import graph_runner
-from specdec.lm_gather import gather_nodes
 from specdec.lm_inputs import node_inputs, position_inputs
 from specdec.models.cache_arg import cache_kwarg
 from specdec.models.placement import cuda_devices
 from specdec.reconcile import reconcile_cache
-from specdec.static_cache import StaticKV
+from specdec.static_cache import StaticKV, gather_nodes
 from specdec.threads import forward_budget
 from specdec.trees import is_chain
 from specdec.vocab import fit_rows

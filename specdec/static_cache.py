@@ -28,7 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from transformers import PreTrainedModel, StaticCache
+from transformers import Cache, PreTrainedModel, StaticCache
 from transformers.cache_utils import StaticLayer
 
 from specdec.errors import BadInput
@@ -164,3 +164,16 @@ class StaticKV:
         if self.padding:
             self.cache.crop(-self.padding)
             self.padding = 0
+
+
+def gather_nodes(cache: Cache, device: torch.device, prefix: int, nodes: list[int]) -> None:
+    """``CachedLM.keep``'s tree gather: copy the cache rows of pending ``nodes`` (indices after
+    ``prefix`` cached tokens) to ``prefix, prefix + 1, ...`` along the sequence axis of every
+    layer's keys and values, in place on a dynamic or a static cache (whose tensor addresses a
+    captured CUDA graph relies on)."""
+    index = {device: torch.tensor([prefix + i for i in nodes], device=device)}  # [K]
+    for layer in cache.layers:  # a device_map target's layers live on several devices
+        if (at := index.get(layer.keys.device)) is None:
+            at = index[layer.keys.device] = index[device].to(layer.keys.device)
+        layer.keys[..., prefix : prefix + len(nodes), :] = layer.keys[..., at, :]
+        layer.values[..., prefix : prefix + len(nodes), :] = layer.values[..., at, :]

@@ -24,7 +24,7 @@ LAYERS: list[tuple[str, ...]] = [
     # loading and placing models: the pair, its typed placement, its caches' kind
     ("models", "static_cache", "graphs"),
     ("core", "sampling", "metrics", "reconcile"),
-    ("lm", "lm_inputs", "lm_gather"),
+    ("lm", "lm_inputs"),
     ("nets",),  # the networks drafters load: the drafters and the learners are built on them
     ("verifiers", "drafters"),
     ("engine",),
