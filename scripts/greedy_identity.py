@@ -11,7 +11,12 @@ greedy output is ``ar``'s)::
         python scripts/greedy_identity.py --out /tmp/before.json)
     python scripts/greedy_identity.py --out /tmp/after.json --compare /tmp/before.json
 
-Defaults: ``model=smollm2``, 2 prompts of GSM8K, HumanEval and Alpaca, 48 new tokens.
+Defaults: ``model=smollm2``, 2 prompts of GSM8K, HumanEval and Alpaca, 48 new tokens. On a GPU
+(``--device cuda``, ``--set model.static_cache=true`` for the graph-replayed path) a preset that
+raises is recorded (``{"error": ...}`` in the JSON, ``error`` in the table) and the others still
+run; ``--compare`` with a CPU run's JSON then also tells where cuda's float32 kernels round to a
+different argmax than the CPU's (reported: the pass criterion is identity with ``ar`` on the same
+device).
 """
 
 from __future__ import annotations
@@ -37,19 +42,36 @@ def prompts(per_dataset: int) -> dict[str, str]:
     return out
 
 
-def decode_all(model: str, methods: list[str], texts: dict[str, str],
-               max_new: int) -> dict[str, dict[str, list[int]]]:
-    """Every method's greedy tokens for every prompt."""
+def decode_all(model: str, methods: list[str], texts: dict[str, str], max_new: int,
+               overrides: dict[str, object] | None = None,
+               draft: str | None = None) -> dict[str, dict]:
+    """Every method's greedy tokens for every prompt (``{"error": text}`` for a preset that
+    raised: one broken preset does not hide the others' results)."""
     import specdec
 
-    out: dict[str, dict[str, list[int]]] = {}
+    out: dict[str, dict] = {}
     for method in methods:
         t0 = time.perf_counter()
-        dec = specdec.load(model, method=method)
-        out[method] = {key: dec.generate(text, max_new_tokens=max_new, temperature=0).tokens
-                       for key, text in texts.items()}
-        print(f"{method:22s} {time.perf_counter() - t0:6.1f} s", flush=True)
+        try:
+            dec = specdec.load(model, draft, method=method, **(overrides or {}))
+            out[method] = {key: dec.generate(text, max_new_tokens=max_new, temperature=0).tokens
+                           for key, text in texts.items()}
+            note = ""
+        except Exception as err:  # noqa: BLE001  (recorded per preset, the run goes on)
+            out[method] = {"error": f"{type(err).__name__}: {err}"[:400]}
+            note = "  ERROR " + out[method]["error"]
+        print(f"{method:22s} {time.perf_counter() - t0:6.1f} s{note}", flush=True)
     return out
+
+
+def parse_sets(items: list[str]) -> dict[str, object]:
+    """``KEY=VALUE`` overrides (``model.static_cache=true``) as ``specdec.load`` keywords."""
+    import yaml
+
+    pairs = [item.split("=", 1) for item in items]
+    if any(len(pair) != 2 for pair in pairs):
+        raise SystemExit(f"--set takes KEY=VALUE items, got {items}")
+    return {key: yaml.safe_load(value) for key, value in pairs}
 
 
 def table(now: dict[str, dict[str, list[int]]], before: dict[str, dict[str, list[int]]]) -> str:
@@ -57,6 +79,9 @@ def table(now: dict[str, dict[str, list[int]]], before: dict[str, dict[str, list
     rows = ["| preset | prompts | tokens | identical to before | identical to ar |",
             "|---|---:|---:|---:|---:|"]
     for method, outs in now.items():
+        if "error" in outs:
+            rows.append(f"| {method} | error | | | {outs['error'][:120]} |")
+            continue
         old = before.get(method, {})
         same = sum(old.get(k) == v for k, v in outs.items())
         as_ar = sum(now.get("ar", {}).get(k) == v for k, v in outs.items())
@@ -74,14 +99,28 @@ def main() -> None:
     ap.add_argument("--methods", nargs="*", default=None, help="default: every conf/method preset")
     ap.add_argument("--out", required=True)
     ap.add_argument("--compare", default=None, help="a JSON written by an earlier run")
+    ap.add_argument("--draft", default=None,
+                    help="the draft LM (default: the preset's; none: no draft, e.g. when its "
+                         "weights were not carried: presets that need one then error)")
+    ap.add_argument("--device", default=None, help="cpu (the preset's default), cuda, cuda:1")
+    ap.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
+                    help="eval config overrides, e.g. model.static_cache=true model.dtype=bfloat16")
     args = ap.parse_args()
+    overrides = parse_sets(args.set) | ({"device": args.device} if args.device else {})
     methods = args.methods or sorted(p.stem for p in (CONF_DIR / "method").glob("*.yaml"))
     if "ar" in methods:
         methods = ["ar"] + [m for m in methods if m != "ar"]
-    now = decode_all(args.model, methods, prompts(args.per_dataset), args.max_new)
+    now = decode_all(args.model, methods, prompts(args.per_dataset), args.max_new, overrides,
+                     args.draft)
     Path(args.out).write_text(json.dumps(now))
     if args.compare:
         print(table(now, json.loads(Path(args.compare).read_text())))
+    ar = now.get("ar", {})
+    broken = [m for m, outs in now.items() if "error" in outs or any(
+        ar.get(k) != v for k, v in outs.items())]
+    verdict = f"DIFFERS or ERROR: {broken}" if broken else "all identical"
+    print(f"greedy identity with ar: {verdict}")
+    raise SystemExit(1 if broken else 0)
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ DEFAULTS = {"MODEL": "smollm2", "DEVICE": "cuda", "STAGES": "data,eagle3,specblo
             "E3_MINUTES": "3", "SB_MINUTES": "3", "E3_STEPS": "4000", "SB_STEPS": "2000",
             "E3_BATCH": "64", "SB_BATCH": "16", "VAL_EVERY": "250", "SHARD_MIB": "15",
             "SWEEP_PROMPTS": "16", "SWEEP_NEW": "128", "SWEEP": "4:16 8:32 8:64 10:96",
-            "SB_SWEEP": "8 16 32", "MAX_FILES": "8", "SELF_INSTRUCT": "1100",
+            "SB_SWEEP": "8 16 32", "SWEEP_ALSO": "pld", "MAX_FILES": "8", "SELF_INSTRUCT": "1100",
             "CODE_PROMPTS": "576", "E3_INIT": "shipped"}
 MAX_LEN = {"tiny": (64, 64), "smollm2": (320, 256)}  # (EAGLE-3, SpecBlock) datamodule.max_len
 
@@ -58,6 +58,17 @@ def warm_start(model: str) -> list[str]:
         return []
     say(f"eagle3: warm start from {init}")
     return [f"learner.init_from={init}", "learner.remap_vocab=true"]
+
+
+def swept(kind: str, out: Path, model: str) -> Path | None:
+    """The drafter the sweep measures: this run's export (``OUT/<kind>``) when its stage ran, else
+    the shipped asset (``specdec/assets/<kind>/<model>``, when carried), else none (no rows)."""
+    for folder in (out / kind, ROOT / "specdec" / "assets" / kind / model):
+        if (folder / "config.json").is_file():
+            say(f"sweep: {kind} from {folder}")
+            return folder
+    say(f"sweep: no {kind} drafter ({out / kind} nor the shipped asset): its rows are left out")
+    return None
 
 
 def say(text: str) -> None:
@@ -168,11 +179,13 @@ def main() -> None:
     if "sweep" in stages:
         from tree_sweep import parser, tree_sweep
 
+        e3, sb = swept("eagle3", out, model), swept("specblock", out, model)
         tree_sweep(parser().parse_args([
             "--model", model, "--device", device, "--source", str(data),
             "--skip", env("PROMPTS"), "--prompts", env("SWEEP_PROMPTS"),
-            "--max-new", env("SWEEP_NEW"), "--e3", str(out / "eagle3"),
-            "--sb", str(out / "specblock"), "--grid", env("SWEEP"), "--sb-grid", env("SB_SWEEP"),
+            "--max-new", env("SWEEP_NEW"), "--e3", str(e3), "--sb", str(sb),
+            "--grid", env("SWEEP") if e3 else "", "--sb-grid", env("SB_SWEEP") if sb else "",
+            "--also", env("SWEEP_ALSO"),
             "--out", str(work / "tree_sweep.json")]))
     for name in ("tree_sweep.json", "rates.json"):  # at most MAX_FILES files come back
         if (work / name).is_file():

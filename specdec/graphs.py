@@ -32,7 +32,7 @@ from types import SimpleNamespace
 import torch
 from transformers import PreTrainedModel, StaticCache
 
-from specdec.static_cache import BUCKET_CAP, StaticKV, bucket
+from specdec.static_cache import BUCKET_CAP, StaticKV, bucket, drop_last
 
 REPLAYS, FALLBACKS, CAPTURES = "graph_replays", "graph_fallbacks", "graph_captures"
 
@@ -128,7 +128,7 @@ class GraphRunner:
         with torch.cuda.stream(side):
             for _ in range(self.warmup):
                 self._eager(entry.inputs, hidden)
-                self.cache.crop(-size)  # the warm-up's writes lie past the length: undone
+                drop_last(self.cache, size)  # the warm-up's writes lie past the length: undone
         main.wait_stream(side)
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph, pool=self.pool):  # recorded, not run: the cache is as before

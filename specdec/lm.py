@@ -41,7 +41,7 @@ from specdec.lm_inputs import node_inputs, position_inputs
 from specdec.models.cache_arg import cache_kwarg
 from specdec.models.placement import cuda_devices
 from specdec.reconcile import reconcile_cache
-from specdec.static_cache import StaticKV, gather_nodes
+from specdec.static_cache import StaticKV, drop_last, gather_nodes
 from specdec.threads import forward_budget
 from specdec.trees import is_chain
 from specdec.vocab import fit_rows
@@ -124,7 +124,7 @@ class CachedLM:
         assert 0 <= length <= len(self._ids), (length, len(self._ids))
         remove = len(self._ids) - length
         if remove:
-            self._cache.crop(-remove)
+            drop_last(self._cache, remove)
             self._ids = self._ids[:length]
 
     # --- forward / keep -------------------------------------------------------------------------
@@ -265,7 +265,7 @@ class CachedLM:
         if nodes != list(range(len(nodes))):
             gather_nodes(self._cache, self.device, prefix, nodes)  # a tree path, in place
         if n - len(nodes):
-            self._cache.crop(-(n - len(nodes)))
+            drop_last(self._cache, n - len(nodes))
         self._ids = self._ids + [self._pending[i] for i in nodes]
         self._pending, self._pending_parent, self._pending_chain = [], [], True
 
@@ -279,7 +279,7 @@ class CachedLM:
 
     def _drop_pending(self) -> None:
         if self._pending:
-            self._cache.crop(-len(self._pending))
+            drop_last(self._cache, len(self._pending))
             self._pending, self._pending_parent, self._pending_chain = [], [], True
 
     def _inputs(self, tokens: torch.Tensor, parents: list[int], inputs_embeds: Embeds | None,

@@ -115,8 +115,7 @@ class StaticKV:
 
     def reset(self, length: int) -> None:
         """Empty the cache in place (its tensors keep their addresses for a graph capture)."""
-        if length:
-            self.cache.crop(-length)
+        drop_last(self.cache, length)
 
     def inputs(self, kwargs: dict, parents: list[int], prefix: int, before: int) -> dict:
         """The padded model inputs of ``N`` new nodes after ``prefix`` cached and ``before``
@@ -162,8 +161,34 @@ class StaticKV:
     def trim(self) -> None:
         """Crop the padding of the last forward off the cache (its slots stay, masked)."""
         if self.padding:
-            self.cache.crop(-self.padding)
+            drop_last(self.cache, self.padding)
             self.padding = 0
+
+
+def drop_last(cache: Cache, count: int) -> None:
+    """Remove the last ``count`` cached tokens of every layer, in place (a static layer only moves
+    its write position back: its tensors keep their addresses for a graph capture).
+
+    ``Cache.crop(-count)`` does this on transformers releases whose ``StaticLayer`` has ``crop``;
+    older 5.x releases (5.17, the GPU image's) have none, so the static layer's device-side
+    ``cumulative_length`` is moved back here, as their ``update`` advances it (``add_``)."""
+    if count <= 0:
+        return
+    if all(hasattr(layer, "crop") for layer in cache.layers):
+        cache.crop(-count)
+        return
+    for layer in cache.layers:
+        if hasattr(layer, "crop"):
+            layer.crop(-count)
+        elif isinstance(getattr(layer, "cumulative_length", None), torch.Tensor):
+            if layer.is_initialized:
+                layer.cumulative_length.sub_(count)
+        else:
+            import transformers
+
+            raise BadInput(f"transformers {transformers.__version__}'s {type(layer).__name__} "
+                           "cannot be cropped; install a transformers release the project "
+                           "supports (pyproject.toml) or set model.static_cache=false")
 
 
 def gather_nodes(cache: Cache, device: torch.device, prefix: int, nodes: list[int]) -> None:

@@ -75,7 +75,9 @@ def test_the_recipe_dry_run_trains_exports_shards_sweeps_and_resumes(tmp_path):
     sweep = json.loads((work / "tree_sweep.json").read_text())
     assert sweep["skip"] == 8 and sweep["held_out_prompts"] == 2  # past the traced prompts
     assert [(r["method"], r["topk"], r["total_tokens"]) for r in sweep["rows"]] == [
-        ("ar", None, None), ("eagle3", 2, 4), ("eagle3", 4, 8), ("specblock", None, 4)]
+        ("ar", None, None), ("eagle3", 2, 4), ("eagle3", 4, 8), ("specblock", None, 4),
+        ("pld", None, None)]  # SWEEP_ALSO's preset as shipped, beside the trees
+    assert not [r for r in sweep["rows"] if "error" in r] and sweep["graphs"] is False  # cpu
     out, pair = work / "out", tiny_pair()
     shards = sorted(out.glob("*/model-*-of-*.safetensors"))
     assert len(shards) >= 4 and all(p.stat().st_size <= limit * 2**20 for p in shards)

@@ -40,6 +40,7 @@ of each dataset into its own file; after each dataset the ranks meet, rank 0 mer
 from __future__ import annotations
 
 import copy
+import importlib.util
 import logging
 from pathlib import Path
 
@@ -224,9 +225,8 @@ def _gather(run: DatasetRun, out_dir: Path) -> list[dict]:
 
 def _run(cfg: DictConfig, out_dir: Path, ranks: Ranks, device: str) -> dict:
     """The run itself, with the run directory's lock held."""
-    import datasets
-
-    datasets.disable_progress_bars()
+    if importlib.util.find_spec("datasets"):  # a GPU image may lack it; only its bars are off
+        importlib.import_module("datasets").disable_progress_bars()
     (out_dir / "summary").mkdir(parents=True, exist_ok=True)
     # everything but the hydra node resolved, as given (device=cuda): every rank hashes the same
     resolved = {k: OmegaConf.to_container(v, resolve=True) if OmegaConf.is_config(v) else v

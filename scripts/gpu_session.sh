@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# One short GPU session on a machine reached only through small transfers (<= 64 MiB per call,
+# the machine warm for seconds between calls): three calls back to back, each carrying one part
+# of what the SmolLM2 checks need and spending its run on what has arrived. Logs and small
+# results of each phase come back as one $OUT/phaseN.tar.gz (the device returns <= 8 files).
+#
+#   here, once:  bash scripts/gpu_session.sh pack
+#       wheels the image lacks into .whl/ (download them with network first: docs/gpu.md),
+#       .ship/ = train_data.tar.gz + the 94 MiB GGUF as 2 parts; prints the three calls' carries.
+#       Move specdec/assets/*/smollm2 out of the tree for calls 1 and 2 (75 MB: the tree must stay
+#       < 64 MiB); put eagle3, specblock, hrad, specdecpp back for call 3 (draft_lm stays out).
+#   call 1  carry .whl .ship/train_data.tar.gz .ship/gguf.sha256 .ship/gguf.part00
+#           bash scripts/gpu_session.sh 1   # setup; scripts/gpu_check.sh on the tiny pair
+#   call 2  carry .ship/gguf.part01
+#           bash scripts/gpu_session.sh 2   # GGUF joined + converted; eager vs graphs, fp32 vs
+#                                           # bf16 of ar on SmolLM2
+#   call 3  (assets in the tree)
+#           bash scripts/gpu_session.sh 3   # greedy identity of the asset presets on SmolLM2
+#                                           # (graphs); the EAGLE-3 recipe: data, a fit
+#                                           # warm-started from the shipped head, and the tree
+#                                           # sweep (ar, trees, pld, eagle3_pld; graphs) on
+#                                           # held-out training prompts
+# Every step has its own time limit (T1, T2, T3_* below, seconds) and a failing step does not
+# stop the next; the phase's exit status says whether all passed. Setting: PY (python3), WORK.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+PHASE=${1:?usage: gpu_session.sh pack|1|2|3}
+PY=${PY:-python3}
+WORK=${WORK:-outputs/train_gpu/smollm2}
+mkdir -p "$WORK" && export WORK=$(cd "$WORK" && pwd)  # absolute: Hydra runs keep their own cwd
+export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 WANDB_MODE=offline PYTHONUNBUFFERED=1
+export SPECDEC_CACHE_DIR=$WORK/cache PYTHONPATH=$PWD:$WORK/site
+LOG=$WORK/session/phase$PHASE
+mkdir -p "$LOG"
+failed=()
+step() {  # step NAME SECONDS CMD...: run with a limit, log to $LOG/NAME.txt, note a failure
+  local name=$1 limit=$2; shift 2
+  echo "== $name (limit ${limit} s)"
+  local t0=$SECONDS
+  timeout "$limit" "$@" 2>&1 | tee "$LOG/$name.txt"
+  local rc=${PIPESTATUS[0]}
+  echo "== $name: exit $rc in $((SECONDS - t0)) s"
+  [ "$rc" = 0 ] || failed+=("$name")
+}
+
+case $PHASE in
+pack)
+  $PY scripts/gpu_ship.py pack .ship --source ../shared/data --part-mib 47
+  ls -la .whl .ship
+  exit 0 ;;
+1)
+  step setup 90 env STAGES=setup PY="$PY" bash scripts/train_gpu.sh
+  step gpu_check_tiny "${T1:-200}" env PY="$PY" GRAPH_PAIR=tiny OUT="$LOG/check" \
+    bash scripts/gpu_check.sh ;;
+2)
+  step setup 120 env STAGES=setup PY="$PY" bash scripts/train_gpu.sh
+  for dtype in float32 bfloat16; do
+    step "graphs_$dtype" "${T2:-60}" $PY scripts/gpu_graphs.py graphs --pair smollm2 \
+      --device cuda --dtype "$dtype" --max-new-tokens 64
+  done
+  step dtypes "${T2:-60}" $PY scripts/gpu_graphs.py dtypes --pair smollm2 --device cuda \
+    --max-new-tokens 64 ;;
+3)
+  step greedy "${T3_GREEDY:-90}" $PY scripts/greedy_identity.py --device cuda --draft none \
+    --set model.static_cache=true --per-dataset 1 --max-new 48 --out "$LOG/greedy_cuda.json" \
+    --methods ar pld pld_tree eagle3 eagle3_hsd eagle3_pld specblock specblock_pld
+  step recipe "${T3_RECIPE:-300}" env STAGES=data,eagle3,sweep PY="$PY" \
+    GEN_MINUTES="${GEN_MINUTES:-1}" E3_MINUTES="${E3_MINUTES:-1.5}" E3_STEPS="${E3_STEPS:-3000}" \
+    SWEEP_PROMPTS="${SWEEP_PROMPTS:-6}" SWEEP="${SWEEP:-4:16 8:32 8:64}" \
+    SB_SWEEP="${SB_SWEEP:-16}" SWEEP_ALSO="${SWEEP_ALSO:-pld eagle3_pld}" \
+    bash scripts/train_gpu.sh ;;
+*)
+  echo "gpu_session: unknown phase $PHASE (pack, 1, 2 or 3)" >&2; exit 2 ;;
+esac
+
+if [ -n "${OUT:-}" ] && [ -d "$OUT" ]; then  # on the device: one archive of this phase's logs
+  tar -czf "$OUT/phase$PHASE.tar.gz" --exclude='*.safetensors' --exclude='*.ckpt' \
+    --exclude='*.pt' -C "$WORK" "session/phase$PHASE" $(cd "$WORK" && ls rates.json tree_sweep.json 2>/dev/null)
+fi
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "gpu_session: phase $PHASE FAILED: ${failed[*]}"
+  exit 1
+fi
+echo "gpu_session: phase $PHASE passed"
