@@ -73,7 +73,7 @@ def agreement(want: dict, got: dict) -> tuple[float, list[int | None]]:
 def graphs(args: argparse.Namespace) -> int:
     """Eager vs replayed ``ar``: per-step ms and greedy identity."""
     base = [f"model={args.pair}", "benchmark=tiny", f"device={args.device}",
-            f"model.dtype={args.dtype}"]
+            f"model.dtype={args.dtype}", *args.overrides]
     print(f"graphs: ar on {args.pair}, device={args.device}, {args.dtype}, "
           f"{len(PROMPTS)} prompts x {args.max_new_tokens} tokens")
     results = {name: run_ar([*base, *extra], args.max_new_tokens) for name, extra in PATHS.items()}
@@ -111,9 +111,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dtype", default="float32")
     p.set_defaults(run=graphs)
     q = sub.add_parser("dtypes", help="ar in float32 vs bfloat16: identical-token fraction")
-    q.add_argument("overrides", nargs="*", help="extra config overrides (model.static_cache=...)")
     q.set_defaults(run=dtypes)
     for parser_ in (p, q):
+        parser_.add_argument("overrides", nargs="*",
+                             help="extra config overrides (model.draft=none, ...)")
         parser_.add_argument("--pair", default="tiny")
         parser_.add_argument("--device", default="cuda")
         parser_.add_argument("--max-new-tokens", type=int, default=32)

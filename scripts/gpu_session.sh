@@ -6,9 +6,13 @@
 #
 #   here, once:  bash scripts/gpu_session.sh pack
 #       wheels the image lacks into .whl/ (download them with network first: docs/gpu.md),
-#       .ship/ = train_data.tar.gz + the 94 MiB GGUF as 2 parts; prints the three calls' carries.
+#       .ship/ = train_data.tar.gz + the 94 MiB GGUF as 2 parts.
 #       Move specdec/assets/*/smollm2 out of the tree for calls 1 and 2 (75 MB: the tree must stay
-#       < 64 MiB); put eagle3, specblock, hrad, specdecpp back for call 3 (draft_lm stays out).
+#       < 64 MiB); put eagle3, specblock, hrad, specdecpp back for call 3 (draft_lm stays out:
+#       every SmolLM2 step here runs with model.draft=none).
+# What a call carries is there during that call only (the next call's carry replaces it, seen on
+# an H200 on 2026-11-27); what a command writes under outputs/ stays while the machine is warm.
+# So each phase first copies .ship/* into $WORK/ship, where the GGUF parts accumulate.
 #   call 1  carry .whl .ship/train_data.tar.gz .ship/gguf.sha256 .ship/gguf.part00
 #           bash scripts/gpu_session.sh 1   # setup; scripts/gpu_check.sh on the tiny pair
 #   call 2  carry .ship/gguf.part01
@@ -31,7 +35,9 @@ mkdir -p "$WORK" && export WORK=$(cd "$WORK" && pwd)  # absolute: Hydra runs kee
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 WANDB_MODE=offline PYTHONUNBUFFERED=1
 export SPECDEC_CACHE_DIR=$WORK/cache PYTHONPATH=$PWD:$WORK/site
 LOG=$WORK/session/phase$PHASE
-mkdir -p "$LOG"
+mkdir -p "$LOG" "$WORK/ship"
+[ "$PHASE" != pack ] && [ -d .ship ] && cp .ship/* "$WORK/ship/"  # this call's carried parts
+export SHIP=$WORK/ship
 failed=()
 step() {  # step NAME SECONDS CMD...: run with a limit, log to $LOG/NAME.txt, note a failure
   local name=$1 limit=$2; shift 2
@@ -56,10 +62,10 @@ pack)
   step setup 120 env STAGES=setup PY="$PY" bash scripts/train_gpu.sh
   for dtype in float32 bfloat16; do
     step "graphs_$dtype" "${T2:-60}" $PY scripts/gpu_graphs.py graphs --pair smollm2 \
-      --device cuda --dtype "$dtype" --max-new-tokens 64
+      --device cuda --dtype "$dtype" --max-new-tokens 64 model.draft=none
   done
   step dtypes "${T2:-60}" $PY scripts/gpu_graphs.py dtypes --pair smollm2 --device cuda \
-    --max-new-tokens 64 ;;
+    --max-new-tokens 64 model.draft=none ;;
 3)
   step greedy "${T3_GREEDY:-90}" $PY scripts/greedy_identity.py --device cuda --draft none \
     --set model.static_cache=true --per-dataset 1 --max-new 48 --out "$LOG/greedy_cuda.json" \

@@ -19,23 +19,16 @@
 #     bash scripts/train_gpu.sh          # the CPU dry run (tests/learners/test_train_gpu.py)
 #   bash scripts/train_gpu.sh          # MODEL=smollm2 on cuda: the recipe
 #
-# GPU procedure (the device tool: <= 64 MiB carried per call, <= 8 files of <= 16 MiB back):
-#  0. here: `python scripts/gpu_ship.py pack .ship --source ../shared/data` (train_data.tar.gz
-#     ~4 MB + the 98 MB SmolLM2 GGUF as 3 parts of <= 40 MiB + gguf.sha256) and the wheels the
-#     image lacks into .whl/ (hydra-core, omegaconf, antlr4-python3-runtime, gguf: `pip download` them
-#     on a machine with network); `.ship/` and `.whl/` in .git/info/exclude. The tracked tree
-#     travels too and must leave room: without the SmolLM2 assets (specdec/assets/*/smollm2:
-#     72 MB, which this recipe does not read) it is ~8 MB.
-#  1. call 1: carry [.whl, .ship/train_data.tar.gz, .ship/gguf.sha256, .ship/gguf.part00],
-#     `STAGES=setup bash scripts/train_gpu.sh`; calls 2, 3 at once (the machine stays warm only
-#     briefly, and what earlier calls carried stays there): carry [.ship/gguf.part01], then
-#     [.ship/gguf.part02, specdec/assets/eagle3/smollm2 (20 MB: E3_INIT's warm start)], the last
-#     one with the whole recipe: `bash scripts/train_gpu.sh`
-#     (setup joins the GGUF, then data, eagle3, specblock, sweep; timeout_s 600). Budget:
-#     GEN_MINUTES + E3_MINUTES + SB_MINUTES + conversions, tests and sweep (~2 min) < 10 min.
-#  2. $OUT comes back: eagle3/ and specblock/ (config.json, index, 2 shards each: 8 files) and,
-#     when room is left, tree_sweep.json and rates.json (else printed as JSON lines at the end).
-#     Install: copy each folder to specdec/assets/<kind>/smollm2/ (model card kept by hand).
+# GPU procedure (the device tool: <= 64 MiB carried per call, <= 8 files of <= 16 MiB back): the
+# calls of scripts/gpu_session.sh (pack here; phase 1 sets up and installs the wheels, phase 2
+# joins the GGUF, phase 3 runs this recipe with the shipped drafters in the tree). A call's
+# carried paths are there during that call only; each phase copies them into $WORK/ship (SHIP),
+# which stays while the machine is warm. Budget: GEN_MINUTES + E3_MINUTES + SB_MINUTES +
+# conversions and sweep (~2 min) inside one call of <= 10 min, and the session's 15 device minutes
+# (an H200 start took ~40 s, each of calls 1-2 ~2 min, on 2026-11-27).
+# $OUT comes back: eagle3/ and specblock/ (config.json, index, 2 shards each: 8 files) and, when
+# room is left, tree_sweep.json and rates.json (else printed as JSON lines at the end). Install:
+# copy each folder to specdec/assets/<kind>/smollm2/ (model card kept by hand).
 # Settings (environment; defaults in scripts/train_gpu.py): MODEL=smollm2|tiny, DEVICE=cuda|cpu,
 # WORK (traces, runs, converted target: what reruns resume; outputs/train_gpu/$MODEL), OUT (exports
 # and JSON; $WORK/out), TRAIN_DATA ($WORK/train_data), SHIP (.ship), WHEELS (.whl), STAGES

@@ -171,24 +171,30 @@ def drop_last(cache: Cache, count: int) -> None:
 
     ``Cache.crop(-count)`` does this on transformers releases whose ``StaticLayer`` has ``crop``;
     older 5.x releases (5.17, the GPU image's) have none, so the static layer's device-side
-    ``cumulative_length`` is moved back here, as their ``update`` advances it (``add_``)."""
+    ``cumulative_length`` is moved back here, as their ``update`` advances it (``add_``). Inside
+    ``inference_mode``: a length first written by a forward under it is an inference tensor, and
+    a crop between generations runs outside it (an H200 run raised "Inplace update to inference
+    tensor outside InferenceMode" on a graph-captured cache).
+    """
     if count <= 0:
         return
-    if all(hasattr(layer, "crop") for layer in cache.layers):
-        cache.crop(-count)
-        return
-    for layer in cache.layers:
-        if hasattr(layer, "crop"):
-            layer.crop(-count)
-        elif isinstance(getattr(layer, "cumulative_length", None), torch.Tensor):
-            if layer.is_initialized:
-                layer.cumulative_length.sub_(count)
-        else:
-            import transformers
+    with torch.inference_mode():
+        if all(hasattr(layer, "crop") for layer in cache.layers):
+            cache.crop(-count)
+            return
+        for layer in cache.layers:
+            if hasattr(layer, "crop"):
+                layer.crop(-count)
+            elif isinstance(getattr(layer, "cumulative_length", None), torch.Tensor):
+                if layer.is_initialized:
+                    layer.cumulative_length.sub_(count)
+            else:
+                import transformers
 
-            raise BadInput(f"transformers {transformers.__version__}'s {type(layer).__name__} "
-                           "cannot be cropped; install a transformers release the project "
-                           "supports (pyproject.toml) or set model.static_cache=false")
+                raise BadInput(f"transformers {transformers.__version__}'s "
+                               f"{type(layer).__name__} cannot be cropped; install a transformers "
+                               "release the project supports (pyproject.toml) or set "
+                               "model.static_cache=false")
 
 
 def gather_nodes(cache: Cache, device: torch.device, prefix: int, nodes: list[int]) -> None:

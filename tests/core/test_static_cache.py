@@ -129,3 +129,35 @@ def test_bad_static_cache_keys_are_refused(compose, bad):
         instantiate(cfg.model)
     cause = err.value if isinstance(err.value, BadInput) else err.value.__cause__
     assert isinstance(cause, BadInput) and bad.split("=")[0] in str(cause)
+
+
+class _Layer:
+    """A static layer as transformers 5.17 writes it: a device-side length, no ``crop``."""
+
+    is_initialized = True
+
+    def __init__(self, length: int) -> None:
+        with torch.inference_mode():  # first written by a forward under inference_mode
+            self.cumulative_length = torch.tensor(length)
+
+
+@pytest.mark.parametrize("crop", [False, True])
+def test_drop_last_moves_inference_lengths_back_outside_inference_mode(crop):
+    """The crop between generations runs outside ``inference_mode`` on lengths a forward wrote
+    inside it; with and without the layer's own ``crop`` (5.24 / 5.17)."""
+    from types import SimpleNamespace
+
+    from specdec.static_cache import drop_last
+
+    layers = [_Layer(9), _Layer(9)]
+    if crop:
+        for layer in layers:
+            layer.crop = lambda k, layer=layer: layer.cumulative_length.sub_(-k)
+    cache = SimpleNamespace(layers=layers)
+    cache.crop = lambda k: [layer.crop(k) for layer in layers]
+    assert not torch.is_inference_mode_enabled()
+    drop_last(cache, 3)
+    drop_last(cache, 0)
+    assert [int(layer.cumulative_length) for layer in layers] == [6, 6]
+    with pytest.raises(BadInput, match="static_cache=false"):
+        drop_last(SimpleNamespace(layers=[object()]), 1)

@@ -88,6 +88,27 @@ def test_appends_after_a_cache_equal_the_trace(gqa_net):
     torch.testing.assert_close(torch.cat(rows, 1), want.logits, atol=1e-12, rtol=0)
 
 
+def test_appends_take_attention_outputs_in_any_memory_layout(gqa_net, monkeypatch):
+    """CUDA's attention kernels return ``[B, h, Q, d]`` as a strided view of ``[B, Q, h, d]``
+    (the CPU's math kernel returns it contiguous): an append must not ``view`` it (an H200 run
+    raised "view size is not compatible" here on the real pair, fp32)."""
+    import specdec.nets.specblock.append as append
+
+    sdpa = append.F.scaled_dot_product_attention
+
+    def strided(*args, **kwargs):  # same values, the layout a CUDA kernel returns
+        return sdpa(*args, **kwargs).transpose(1, 2).contiguous().transpose(1, 2)
+
+    cond, embeds, pos = _trace(gqa_net, 7)
+    with torch.no_grad():
+        want = gqa_net.block(cond, embeds, pos, AppendKeys(None, 7, K))
+        store = CatStore()
+        append_block(gqa_net, cond[:, :4], embeds[:, :4], pos[:, :4], store, 0, keep=4)
+        monkeypatch.setattr(append.F, "scaled_dot_product_attention", strided)
+        got = append_block(gqa_net, cond[:, 4:], embeds[:, 4:], pos[:, 4:], store, 4 * K, keep=3)
+    torch.testing.assert_close(got.logits, want.logits[:, 4:], atol=1e-12, rtol=0)
+
+
 def test_block_lm_matches_the_old_path_on_the_shipped_tiny_asset():
     net = load_specblock(TINY_ASSET)
     lm = BlockLM(net, net.meta["target_vocab"])

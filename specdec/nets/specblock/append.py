@@ -54,7 +54,7 @@ def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, first: i
     # the group's queries side by side against their one key head: the cache is never copied
     qg = q.reshape(b, k.shape[1], group * n, d)  # heads h = j·group + i, as repeat_interleave
     out = F.scaled_dot_product_attention(qg, k, v, attn_mask=mask.repeat(group, 1), scale=scale)
-    return out.view(b, heads, n, d)
+    return out.reshape(b, heads, n, d)  # a CUDA kernel may return it strided: no view
 
 
 def _attend(attn: SlotAttention, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
