@@ -24,10 +24,19 @@ on them:
    report says which sizes are ``fitted`` and which ``calibrated``, with the
    ``calibration_scale``;
 4. ``monotone_violations`` lists the sizes whose time drops by more than ``MONOTONE_TOLERANCE``
-   (10 %) below a smaller size's and, where both sizes were fitted, by more than
-   ``NOISE_SIGMAS`` standard errors of the two means (``stderr`` in the report): a table that says
-   a bigger verify is cheaper than a smaller one, beyond its noise, is suspect, and the run's
-   timing is marked unreliable (``specdec.bench.timing``).
+   (10 %) below a smaller size's (the peak: the most expensive smaller size) and, where both
+   sizes were fitted, by more than ``NOISE_SIGMAS`` standard errors of the two means (``stderr``
+   in the report): a table that says a bigger verify is cheaper than a smaller one, beyond its
+   noise, is suspect;
+5. ``kernel_shape`` lists the violations that are the kernel's real shape, not load: those the
+   calibration measured too, in both of its halves (``CostTable.halves``: two measurements of
+   every size taken one after the other), each half's time ratio ``t(n) / t(peak)`` within
+   ``SHAPE_TOLERANCE`` of the table's (``reproduced_drops``). A CPU kernel can make 4 tokens
+   cheaper than 3 on every measurement (SmolLM2-135M: 124 ms at 3, 100 ms at 4); a burst of
+   load that priced a 1-token forward at 72 ms against 0.15 ms for 2 tokens is in no
+   calibration. The other violations (``unexplained_violations``) mark the run's timing
+   unreliable (``specdec.bench.timing``); a calibration without halves (older runs) explains
+   none.
 
 Pairs of runs (a method and its ``ar`` baseline) are priced with one table fitted on both runs'
 logs (``fit_cost_table`` takes any number of logs).
@@ -35,6 +44,7 @@ logs (``fit_cost_table`` takes any number of logs).
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Iterable, Sequence
 
@@ -44,6 +54,7 @@ from specdec.forwards import ForwardRecord
 Columns = dict[str, list]  # a forward log as columns (see ``log_columns``)
 MONOTONE_TOLERANCE = 0.10  # a bigger forward may look this much cheaper than a smaller one
 NOISE_SIGMAS = 3.0  # ... and, between two fitted sizes, only a drop beyond this many errors counts
+SHAPE_TOLERANCE = 0.10  # a drop reproduces when a half's t(n)/t(peak) is this close to the table's
 
 
 def log_columns(forwards: Sequence[ForwardRecord]) -> Columns:
@@ -99,8 +110,10 @@ def fit_cost_table(logs: Iterable[Sequence[ForwardRecord]], fallback: CostTable 
 
     Returns:
         the table and a report ``{"fitted": {role: {"n": count}}, "calibrated": {role: [n...]},
-        "monotone_violations": {role: [n...]}, "calibration_scale": {role: ratio},
-        "stderr": {role: {"n": seconds}}}`` (``stderr``: of each fitted size's mean).
+        "monotone_violations": {role: [n...]}, "kernel_shape": {role: [n...]},
+        "calibration_scale": {role: ratio}, "stderr": {role: {"n": seconds}}}`` (``stderr``: of
+        each fitted size's mean; ``kernel_shape``: the violations the fallback's halves
+        reproduce, steps 4-5 of the module docstring).
 
     Raises:
         ValueError: no forwards and no fallback (nothing to price with).
@@ -117,7 +130,7 @@ def fit_cost_table(logs: Iterable[Sequence[ForwardRecord]], fallback: CostTable 
         ref_context = fallback.ref_context if fallback else int(statistics.median(contexts))
     times: dict[str, dict[int, float]] = {}
     slopes: dict[str, float] = {}
-    report: dict = {"fitted": {}, "calibrated": {}, "monotone_violations": {}}
+    report: dict = {"fitted": {}, "calibrated": {}, "monotone_violations": {}, "kernel_shape": {}}
     errors: dict[str, dict[int, float]] = {}
     roles = sorted(set(samples) | set(fallback.times if fallback else {}))
     for role in roles:
@@ -146,7 +159,10 @@ def fit_cost_table(logs: Iterable[Sequence[ForwardRecord]], fallback: CostTable 
             times[role] = {n: statistics.median(t for _, t in pts)
                            for n, pts in samples[role].items()}
         times[role] = dict(sorted(times[role].items()))
-        report["monotone_violations"][role] = monotone_violations(times[role], errors[role])
+        peaks = drop_peaks(times[role], errors[role])
+        report["monotone_violations"][role] = list(peaks)
+        report["kernel_shape"][role] = reproduced_drops(
+            times[role], peaks, fallback.halves.get(role, []) if fallback else [])
     report["stderr"] = {role: {str(n): e for n, e in sorted(errs.items())}
                         for role, errs in errors.items()}
     return CostTable(times=times, slopes=slopes, ref_context=ref_context), report
@@ -173,15 +189,45 @@ def monotone_violations(table: dict[int, float], stderr: dict[int, float] | None
     """Sizes whose time is more than ``tolerance`` below the largest time of a smaller size (the
     peak) and, when ``stderr`` knows both sizes (fitted means), more than ``sigmas`` combined
     standard errors below it: a drop within the noise of two means is no evidence."""
+    return list(drop_peaks(table, stderr, tolerance, sigmas))
+
+
+def drop_peaks(table: dict[int, float], stderr: dict[int, float] | None = None,
+               tolerance: float = MONOTONE_TOLERANCE,
+               sigmas: float = NOISE_SIGMAS) -> dict[int, int]:
+    """``{n: peak}``: each of ``monotone_violations``'s sizes, with the smaller size it drops
+    from (the most expensive one below it)."""
     stderr = stderr or {}
-    out: list[int] = []
+    out: dict[int, int] = {}
     peak, peak_n = 0.0, None
     for n in sorted(table):
         drop = peak - table[n]
         noise = (sigmas * (stderr[n] ** 2 + stderr[peak_n] ** 2) ** 0.5
                  if n in stderr and peak_n in stderr else 0.0)
-        if drop > tolerance * peak and drop > noise:
-            out.append(n)
+        if peak_n is not None and drop > tolerance * peak and drop > noise:
+            out[n] = peak_n
         if table[n] > peak:
             peak, peak_n = table[n], n
     return out
+
+
+def reproduced_drops(table: dict[int, float], peaks: dict[int, int],
+                     witnesses: Sequence[dict[int, float]],
+                     tolerance: float = SHAPE_TOLERANCE) -> list[int]:
+    """The drops of ``peaks`` (``drop_peaks`` of ``table``) that every witness reproduces: it
+    measured both sizes and its ratio ``w[n] / w[peak]`` is within ``tolerance`` of the table's
+    ``table[n] / table[peak]``. ``witnesses`` are measurements of the same sizes taken apart from
+    each other (a calibration's ``halves``); without witnesses nothing is reproduced."""
+    def ratio(times: dict[int, float], n: int, peak: int) -> float:
+        return times[n] / times[peak] if times.get(peak, 0.0) > 0 and n in times else math.nan
+
+    return [n for n, peak in peaks.items() if witnesses and all(
+        abs(ratio(w, n, peak) - ratio(table, n, peak)) <= tolerance for w in witnesses)]
+
+
+def unexplained_violations(fit: dict) -> dict[str, list[int]]:
+    """Per role, a fit report's ``monotone_violations`` that are not in its ``kernel_shape`` (a
+    report without ``kernel_shape``, from before it was recorded: every violation)."""
+    shape = fit.get("kernel_shape") or {}
+    return {role: [n for n in sizes if n not in shape.get(role, [])]
+            for role, sizes in (fit.get("monotone_violations") or {}).items()}

@@ -89,11 +89,16 @@ class CostTable:
         times: ``{role: {n: seconds}}`` measured at context ``ref_context``.
         slopes: ``{role: seconds per extra context token}`` (1-token forwards).
         ref_context: the context length the ``times`` were measured at.
+        halves: ``{role: [first, second]}``, a calibration's sizes measured twice: the medians of
+            the first and of the second half of its rounds (``{n: seconds}`` each), two
+            measurements taken one after the other, against which a drop in a fitted table is
+            checked (``specdec.bench.costfit.reproduced_drops``); empty for a fitted table.
     """
 
     times: dict[str, dict[int, float]]
     slopes: dict[str, float] = field(default_factory=dict)
     ref_context: int = 0
+    halves: dict[str, list[dict[int, float]]] = field(default_factory=dict)
 
     def base(self, role: str, new_tokens: int) -> float:
         """``T_role(n)``: seconds of an ``n``-token forward at the reference context."""
@@ -148,17 +153,21 @@ class CostTable:
         return total
 
     def to_dict(self) -> dict:
-        """JSON form (``summary.json``: ``cost_table``); ``from_dict`` reads it back."""
-        return {"times": {role: {str(n): t for n, t in sorted(tab.items())}
-                          for role, tab in self.times.items()},
-                "slopes": dict(self.slopes), "ref_context": self.ref_context}
+        """JSON form (``summary.json``: ``cost_table``, ``calibration``; ``halves`` only when
+        measured); ``from_dict`` reads it back."""
+        out = {"times": {role: _str_keys(tab) for role, tab in self.times.items()},
+               "slopes": dict(self.slopes), "ref_context": self.ref_context}
+        if self.halves:
+            out["halves"] = {role: [_str_keys(h) for h in hs] for role, hs in self.halves.items()}
+        return out
 
     @classmethod
     def from_dict(cls, data: dict) -> CostTable:
-        return cls(times={role: {int(n): float(t) for n, t in tab.items()}
-                          for role, tab in data["times"].items()},
+        return cls(times={role: _int_keys(tab) for role, tab in data["times"].items()},
                    slopes={k: float(v) for k, v in data.get("slopes", {}).items()},
-                   ref_context=int(data.get("ref_context", 0)))
+                   ref_context=int(data.get("ref_context", 0)),
+                   halves={role: [_int_keys(h) for h in hs]
+                           for role, hs in data.get("halves", {}).items()})
 
     def describe(self) -> str:
         """One line for logs: per role, ms per forward by new tokens to 3 significant digits
@@ -166,3 +175,13 @@ class CostTable:
         return "; ".join(f"{role}: " + ", ".join(f"n={n} {1000 * t:.3g}"
                                                  for n, t in sorted(tab.items()))
                          for role, tab in self.times.items())
+
+
+def _str_keys(table: dict[int, float]) -> dict[str, float]:
+    """A size table in JSON form: sizes as strings, in increasing order."""
+    return {str(n): t for n, t in sorted(table.items())}
+
+
+def _int_keys(table: dict[str, float]) -> dict[int, float]:
+    """``_str_keys`` read back."""
+    return {int(n): float(t) for n, t in table.items()}

@@ -9,7 +9,10 @@ makes a run's timing unreliable (each a reason; no reason: reliable):
 
 1. ``table_reasons``: the fitted table drops with the number of new tokens by more than
    ``MONOTONE_TOLERANCE`` and by more than ``NOISE_SIGMAS`` standard errors of the two means
-   (``costfit.monotone_violations``), or prices a size at zero or less;
+   (``costfit.monotone_violations``) where the calibration does not reproduce the drop (each of
+   its two halves' ratio ``t(n) / t(peak)`` within ``SHAPE_TOLERANCE`` of the table's,
+   ``costfit.reproduced_drops``: a drop it does reproduce is the kernel's shape, recorded in the
+   fit's ``kernel_shape``), or prices a size at zero or less;
 2. ``calibration_reasons``: a size the run made costs, in the run's own forwards, more than
    ``CALIBRATION_RATIO`` times what the short calibration measured before the run, or less than
    its inverse (one of the two saw another machine);
@@ -35,10 +38,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from specdec.bench.costfit import MONOTONE_TOLERANCE, NOISE_SIGMAS
+from specdec.bench.costfit import (
+    MONOTONE_TOLERANCE,
+    NOISE_SIGMAS,
+    SHAPE_TOLERANCE,
+    unexplained_violations,
+)
 from specdec.bench.pricing import CostTable
 
-__all__ = ["MONOTONE_TOLERANCE", "NOISE_SIGMAS", "TimingCheck", "strict"]
+__all__ = ["MONOTONE_TOLERANCE", "NOISE_SIGMAS", "SHAPE_TOLERANCE", "TimingCheck", "strict"]
 
 CALIBRATION_RATIO = 3.0  # run's mean forward / calibration's median, per size the run made
 PAIRED_RATIO = 1.5  # one run's calibration / the other's (median over shared sizes)
@@ -138,14 +146,17 @@ class TimingCheck:
 
 def table_reasons(name: str, table: dict, fit: dict) -> list[str]:
     """Reasons against a fitted table (``CostTable.to_dict()``) and its fit report: sizes whose
-    time drops beyond the noise (``fit["monotone_violations"]``), sizes priced at zero or less."""
+    time drops beyond the noise and the calibration does not reproduce the drop
+    (``fit["monotone_violations"]`` less ``fit["kernel_shape"]``), sizes priced at zero or
+    less."""
     out = []
-    for role, sizes in (fit.get("monotone_violations") or {}).items():
+    for role, sizes in unexplained_violations(fit).items():
         if sizes:
             times = table["times"].get(role, {})
             shown = ", ".join(f"n={n} {1e3 * times.get(str(n), math.nan):.3g} ms" for n in sizes)
             out.append(f"{name}: {role} forward time drops as tokens grow ({shown}; "
-                       f"n=1 {1e3 * times.get('1', math.nan):.3g} ms)")
+                       f"n=1 {1e3 * times.get('1', math.nan):.3g} ms; not reproduced by the "
+                       "calibration)")
     for role, times in table["times"].items():
         bad = [n for n, t in times.items() if t <= 0]
         if bad:

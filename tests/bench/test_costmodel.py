@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from specdec.bench.run.calibration import CostTable, _median_forwards, calibrate
+from specdec.bench.run.calibration import CostTable, _time_forwards, calibrate
 from specdec.drafters import ModelDrafter
 from specdec.drafters.policies import Fixed
 from specdec.engine import generate
@@ -38,6 +38,9 @@ def test_calibrate_tiny_pair_and_price_a_run():
     assert set(table.times) == {"target", "draft"}
     assert {1, 2, 3, 16, 256} <= set(table.times["target"])
     assert all(t > 0 for tab in table.times.values() for t in tab.values())
+    # every size measured twice more, one half of its rounds each (2 repeats: one forward each)
+    assert [set(h) for h in table.halves["target"]] == [set(table.times["target"])] * 2
+    assert CostTable.from_dict(table.to_dict()) == table
     assert target.forward_log == [] and draft.forward_log == [] and target.ids == draft.ids == []
     sampling = Sampling(temperature=0.0)
     out = generate(pair.tokenizer.encode("hello world"), target,
@@ -52,24 +55,27 @@ def test_calibrate_tiny_pair_and_price_a_run():
 def test_calibration_sizes_take_turns_so_a_slow_phase_hits_them_all():
     lm = CachedLM(tiny_pair().target)
     steps = []
-    medians = _median_forwards(lm, torch.arange(1, 17), {1: 3, 2: 3, 16: 1},
-                               torch.Generator().manual_seed(0), other=lambda: steps.append(1))
+    samples = _time_forwards(lm, torch.arange(1, 17), {1: 3, 2: 3, 16: 1},
+                             torch.Generator().manual_seed(0), other=lambda: steps.append(1))
     sizes = [f.new_tokens for f in lm.forward_log[1:]]  # after the 16-token context
     assert sizes == [1, 2, 16, 1, 2, 16, 1, 2, 1, 2]  # round 0 warms up every size
-    assert len(steps) == len(sizes) and set(medians) == {1, 2, 16}
+    assert len(steps) == len(sizes) and {n: len(ts) for n, ts in samples.items()} == {
+        1: 3, 2: 3, 16: 1}
+    timed = [f.seconds for f in lm.forward_log[1:] if f.new_tokens == 1][1:]
+    assert samples[1] == timed  # in the order they were timed: the halves are first and last
 
 
 def test_decoding_sizes_are_timed_apart_from_the_prefill_sizes(monkeypatch):
     import specdec.bench.run.calibration as cm
 
     calls: list[list[int]] = []
-    real = cm._median_forwards
+    real = cm._time_forwards
 
     def spy(lm, context, repeats, gen, other=None):
         calls.append(sorted(repeats))
         return real(lm, context, repeats, gen, other)
 
-    monkeypatch.setattr(cm, "_median_forwards", spy)
+    monkeypatch.setattr(cm, "_time_forwards", spy)
     pair = tiny_pair()
     table = cm.calibrate(CachedLM(pair.target), None, max_new=3, repeats=2, ref_context=8,
                          far_context=24)

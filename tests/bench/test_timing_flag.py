@@ -18,7 +18,7 @@ import specdec.bench.report.rows as rows
 import specdec.bench.run.summary as run_summary
 import specdec.bench.timing as timing
 import specdec.eval as entry
-from specdec.bench.costfit import fit_cost_table, monotone_violations
+from specdec.bench.costfit import drop_peaks, fit_cost_table, reproduced_drops
 from specdec.bench.report import board as rp
 from specdec.bench.run.loggers import WandbLogger
 from specdec.bench.run.paired import pair_run
@@ -29,10 +29,14 @@ from specdec.testing.eval_cfg import eval_cfg
 
 
 def _non_monotone_fit(logs, fallback=None, **kwargs):
-    """The run's real fit with the target's 1-token price 480x (the audit's 72 vs 0.15 ms)."""
+    """The run's real fit with the target's 1-token price 480x (the audit's 72 vs 0.15 ms), its
+    drops checked against the run's real calibration (whose halves never saw that price)."""
     table, report = fit_cost_table(logs, fallback, **kwargs)
     table.times["target"][1] *= 480
-    report["monotone_violations"]["target"] = monotone_violations(table.times["target"])
+    peaks = drop_peaks(table.times["target"])
+    report["monotone_violations"]["target"] = list(peaks)
+    report["kernel_shape"]["target"] = reproduced_drops(
+        table.times["target"], peaks, fallback.halves.get("target", []) if fallback else [])
     return table, report
 
 
@@ -56,6 +60,9 @@ def test_the_gamma_2_case_is_flagged_and_claims_no_speedup(tmp_path, quiet, monk
     check = summary["timing"]
     assert check["reliable"] is False
     assert any("target forward time drops as tokens grow" in r for r in check["reasons"])
+    fit = summary["cost_fits"]["tiny"]  # the raw drops, none of them the kernel's shape
+    assert fit["monotone_violations"]["target"] and fit["kernel_shape"]["target"] == []
+    assert len(summary["calibration"]["halves"]["target"]) == 2  # what they were checked against
     assert summary["overall"]["sweep_objective"] is None  # NaN in strict JSON
     assert "modeled_speedup_vs_ar" not in summary["overall"]
     assert summary["sweep_objective_source"].startswith("not a number: timing unreliable (")

@@ -6,8 +6,11 @@ Every forward is logged as ``ForwardRecord(role, new_tokens, context, seconds)``
 right after a step of the other model (as draft and target alternate in a run, so neither model's
 weights are warm in the CPU caches), and the per-context-token slope ``s`` of a 1-token forward
 between two contexts. Sizes take turns (round robin), so a slow phase of a shared machine spreads
-over all of them. The result is a ``CostTable`` (``specdec.bench.pricing``, re-exported here), which
-prices a record as
+over all of them. Each size is also measured twice (``CostTable.halves``: the medians of the first
+and of the second half of its rounds), so a drop with size in a fitted table can be checked
+against two measurements taken one after the other (``specdec.bench.costfit.reproduced_drops``: a
+CPU kernel's real shape reproduces, a burst of load does not). The result is a ``CostTable``
+(``specdec.bench.pricing``, re-exported here), which prices a record as
 
     t(role, n, ctx) = T_role(n) + s_role * (ctx - c_ref)
 
@@ -34,10 +37,11 @@ log = logging.getLogger(__name__)
 PREFILL_SIZES = (16, 32, 64, 128, 256)
 
 
-def _median_forwards(lm: CachedLM, context: torch.Tensor, repeats: dict[int, int],
-                     gen: torch.Generator, other: Callable[[], None] | None = None,
-                     ) -> dict[int, float]:
-    """Median seconds of an ``n``-token forward after ``context``, per ``n`` in ``repeats``.
+def _time_forwards(lm: CachedLM, context: torch.Tensor, repeats: dict[int, int],
+                   gen: torch.Generator, other: Callable[[], None] | None = None,
+                   ) -> dict[int, list[float]]:
+    """Seconds of each timed ``n``-token forward after ``context``, in order, per ``n`` in
+    ``repeats`` (``repeats[n]`` of them, after one untimed warm-up forward).
 
     The sizes take turns (round ``r`` times every size that still has repeats left), so a slow
     phase of a shared machine spreads over all sizes instead of skewing one of them. ``other``
@@ -59,7 +63,20 @@ def _median_forwards(lm: CachedLM, context: torch.Tensor, repeats: dict[int, int
             _feed(lm, tokens)
             times[n].append(lm.forward_log[-1].seconds)
             lm.crop(context.numel())
-    return {n: statistics.median(ts[1:]) for n, ts in times.items()}  # round 0 warms up
+    return {n: ts[1:] for n, ts in times.items()}  # round 0 warms up
+
+
+def _medians(samples: dict[int, list[float]]) -> dict[int, float]:
+    """The median of each size's timed forwards."""
+    return {n: statistics.median(ts) for n, ts in samples.items()}
+
+
+def _halves(samples: dict[int, list[float]]) -> list[dict[int, float]]:
+    """The medians of the first and of the second half of each size's timed forwards (sizes
+    timed at least twice): two measurements of the table taken one after the other."""
+    kept = {n: ts for n, ts in samples.items() if len(ts) >= 2}
+    return [_medians({n: ts[: len(ts) // 2] for n, ts in kept.items()}),
+            _medians({n: ts[len(ts) // 2 :] for n, ts in kept.items()})]
 
 
 def calibrate(target: CachedLM, draft: CachedLM | None, *, max_new: int = 8, repeats: int = 7,
@@ -71,7 +88,8 @@ def calibrate(target: CachedLM, draft: CachedLM | None, *, max_new: int = 8, rep
             calibration forwards are removed from their logs).
         max_new: measure every ``n`` in ``1..max_new`` (verification / drafting sizes), plus the
             prefill sizes ``16..256`` for drafts that catch up on prompts.
-        repeats: forwards per size (the median is kept; at most 2 for the prefill sizes).
+        repeats: forwards per size (the median is kept, and the medians of each half of them:
+            ``CostTable.halves``; at most 2 for the prefill sizes).
         ref_context, far_context: contexts for the table and the context slope.
     """
     if max_new < 1 or repeats < 1:
@@ -79,6 +97,7 @@ def calibrate(target: CachedLM, draft: CachedLM | None, *, max_new: int = 8, rep
     gen = torch.Generator().manual_seed(seed)
     times: dict[str, dict[int, float]] = {}
     slopes: dict[str, float] = {}
+    halves: dict[str, list[dict[int, float]]] = {}
     models = [m for m in (target, draft) if m is not None]
     marks = [len(m.forward_log) for m in models]
     for lm in models:
@@ -89,19 +108,19 @@ def calibrate(target: CachedLM, draft: CachedLM | None, *, max_new: int = 8, rep
         #    decoding sizes first, then the prefill sizes apart, because a decoding forward
         #    right after a 256-token one runs slow (target 1-token median 48 vs 37 ms here),
         #    which a run never does.
-        table = _median_forwards(lm, ctx[:ref_context], {
+        samples = _time_forwards(lm, ctx[:ref_context], {
             n: repeats for n in range(1, max_new + 1)}, gen, other)
         prefill = {n: min(repeats, 2) for n in PREFILL_SIZES if n > max_new}
         if prefill:
-            table.update(_median_forwards(lm, ctx[:ref_context], prefill, gen, other))
+            samples.update(_time_forwards(lm, ctx[:ref_context], prefill, gen, other))
+        times[lm.role], halves[lm.role] = _medians(samples), _halves(samples)
         # 2. Context slope from 1-token forwards at a far context.
-        far = _median_forwards(lm, ctx, {1: repeats}, gen, other)[1]
-        slopes[lm.role] = (far - table[1]) / (far_context - ref_context)
-        times[lm.role] = table
+        far = statistics.median(_time_forwards(lm, ctx, {1: repeats}, gen, other)[1])
+        slopes[lm.role] = (far - times[lm.role][1]) / (far_context - ref_context)
     for m, mark in zip(models, marks, strict=True):
         m.reset()
         del m.forward_log[mark:]
-    return CostTable(times=times, slopes=slopes, ref_context=ref_context)
+    return CostTable(times=times, slopes=slopes, ref_context=ref_context, halves=halves)
 
 
 def _step_of(lm: CachedLM, context: int, gen: torch.Generator) -> Callable[[], None]:

@@ -132,10 +132,12 @@ def price_run(summary: RunSummary, records: dict[str, list[dict]],
     modeled/wall 6.7 on one dataset and 0.44 on another). ``overall`` adds the datasets' modeled
     seconds. ``cost_table`` is the run-wide fit (what per-category and profile-only pricing use
     when a dataset has no table of its own), ``cost_table_monotone`` is false when any table has
-    a monotonicity violation. ``timing.table`` (``specdec.bench.timing``) names what makes any of
-    those tables unreliable: a drop with size beyond the noise, a size priced at zero or less, a
-    size the run made whose time is far from the calibration's. Without a calibration
-    (``cost_model=false``) nothing is priced.
+    a monotonicity violation (each fit lists them raw, ``monotone_violations``, and those the
+    calibration reproduces, ``kernel_shape``). ``timing.table`` (``specdec.bench.timing``) names
+    what makes any of those tables unreliable: a drop with size beyond the noise that the
+    calibration does not reproduce, a size priced at zero or less, a size the run made whose time
+    is far from the calibration's. Without a calibration (``cost_model=false``) nothing is
+    priced.
     """
     if calibration is None:
         return
