@@ -31,8 +31,11 @@ PATHS = {"dynamic": ["model.static_cache=false"],
          "static_graphs": ["model.static_cache=true", "model.cuda_graphs=true"]}
 
 
-def run_ar(overrides: list[str], max_new_tokens: int) -> tuple[dict, float, dict]:
-    """``ar``'s tokens per prompt, its per-step ms (after a warm-up generation) and counters."""
+def run_ar(overrides: list[str], max_new_tokens: int,
+           profile: int = 0) -> tuple[dict, float, dict]:
+    """``ar``'s tokens per prompt, its per-step ms (after a warm-up generation) and counters;
+    ``profile > 0`` prints the ``profile`` costliest kernels / ops of one more generation
+    (``torch.profiler``, device time on CUDA, CPU time elsewhere)."""
     import torch
     from hydra.utils import instantiate
 
@@ -59,6 +62,18 @@ def run_ar(overrides: list[str], max_new_tokens: int) -> tuple[dict, float, dict
         steps += len(gen.stats.accepted_per_step)
         for key, value in gen.stats.counters.items():
             counters[key] = counters.get(key, 0) + value
+    if profile:
+        from torch.profiler import ProfilerActivity
+        from torch.profiler import profile as profiler
+
+        cuda = torch.cuda.is_available()
+        activities = [ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if cuda else [])]
+        with profiler(activities=activities) as prof:
+            one(PROMPTS[0])
+            if cuda:
+                torch.cuda.synchronize()
+        key = "cuda_time_total" if cuda else "cpu_time_total"
+        print(prof.key_averages().table(sort_by=key, row_limit=profile))
     return tokens, 1000 * seconds / max(steps, 1), counters
 
 
@@ -76,7 +91,9 @@ def graphs(args: argparse.Namespace) -> int:
             f"model.dtype={args.dtype}", *args.overrides]
     print(f"graphs: ar on {args.pair}, device={args.device}, {args.dtype}, "
           f"{len(PROMPTS)} prompts x {args.max_new_tokens} tokens")
-    results = {name: run_ar([*base, *extra], args.max_new_tokens) for name, extra in PATHS.items()}
+    results = {name: run_ar([*base, *extra], args.max_new_tokens,
+                            args.profile if name == "static_graphs" else 0)
+               for name, extra in PATHS.items()}
     for name, (_, ms, counters) in results.items():
         shown = {k: v for k, v in counters.items() if k.startswith("graph_")}
         print(f"  {name:14s} {ms:8.3f} ms/step  {shown}")
@@ -109,6 +126,8 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("graphs", help="eager vs replayed ar: ms per step, greedy identity")
     p.add_argument("--dtype", default="float32")
+    p.add_argument("--profile", type=int, default=0, metavar="N",
+                   help="print the N costliest kernels of one replayed generation")
     p.set_defaults(run=graphs)
     q = sub.add_parser("dtypes", help="ar in float32 vs bfloat16: identical-token fraction")
     q.set_defaults(run=dtypes)

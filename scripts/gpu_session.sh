@@ -60,9 +60,9 @@ pack)
     bash scripts/gpu_check.sh ;;
 2)
   step setup 120 env STAGES=setup PY="$PY" bash scripts/train_gpu.sh
-  for dtype in float32 bfloat16; do
+  for dtype in float32 bfloat16; do  # the profile: which kernels the replayed step spends on
     step "graphs_$dtype" "${T2:-60}" $PY scripts/gpu_graphs.py graphs --pair smollm2 \
-      --device cuda --dtype "$dtype" --max-new-tokens 64 model.draft=none
+      --device cuda --dtype "$dtype" --max-new-tokens 64 --profile 12 model.draft=none
   done
   step dtypes "${T2:-60}" $PY scripts/gpu_graphs.py dtypes --pair smollm2 --device cuda \
     --max-new-tokens 64 model.draft=none ;;
