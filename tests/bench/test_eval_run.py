@@ -12,6 +12,7 @@ import specdec.bench.run.calibration as calibration
 import specdec.bench.run.runner as ev
 from specdec.bench.costfit import log_rows
 from specdec.bench.pricing import CostTable
+from specdec.bench.run import dataset_run
 from specdec.bench.run.e2e import end_to_end
 from specdec.lm import CachedLM
 from specdec.metrics import GenerationStats, summarize
@@ -70,7 +71,7 @@ def test_rerun_resumes_without_generating_again(sps_run, monkeypatch):
     def fail(*args, **kwargs):
         raise AssertionError("a recorded prompt was generated again")
 
-    monkeypatch.setattr(ev, "run_prompt", fail)
+    monkeypatch.setattr(dataset_run, "run_prompt", fail)
     again = ev.run(eval_cfg(out, ["method=sps", "warmup=0"]))
     assert len(_records(out)) == 2
     assert again["datasets"]["tiny"]["new_tokens"] == summary["datasets"]["tiny"]["new_tokens"]
@@ -211,9 +212,9 @@ def test_an_edited_prompt_file_records_afresh(tmp_path, monkeypatch):
 
     monkeypatch.setenv("SPECDEC_DATA_DIR", str(tmp_path / "data"))
     seen = []
-    real = ev.run_prompt
-    monkeypatch.setattr(ev, "run_prompt", lambda p, *a, **k: seen.append(p.turns) or real(p, *a,
-                                                                                         **k))
+    real = dataset_run.run_prompt
+    monkeypatch.setattr(dataset_run, "run_prompt",
+                        lambda p, *a, **k: seen.append(p.turns) or real(p, *a, **k))
     overrides = ["method=ar", "benchmark=alpaca", "limit=1", "warmup=0", "cost_model=false"]
     _prompt_file(tmp_path / "data", ["Name a colour."])
     first = ev.run(eval_cfg(tmp_path / "run", overrides))
