@@ -35,7 +35,7 @@ from omegaconf import DictConfig, open_dict
 from specdec.bench.run.method import build_method, run_prompt
 from specdec.config import compose_config
 from specdec.data.prompts import load_prompts
-from specdec.drafters.specblock_bandit import arm_rates
+from specdec.drafters.bandit_arms import arm_rates
 
 
 def variants(cfg: DictConfig) -> dict[str, DictConfig]:

@@ -1,6 +1,7 @@
 """The decoding vocabulary of every method: Draft, Verdict, Context, Drafter, Verifier, Coins.
 
-Terms (vLLM's spec-decode vocabulary; ``docs/architecture.md`` has the loop around them):
+Terms (vLLM's spec-decode vocabulary; ``docs/architecture.md`` has the loop around them; the
+``Coins`` protocol lives in ``specdec.coins``):
 
 * **root**: the last committed token. It is never in the target cache when a step starts.
 * **drafted** nodes: tokens a drafter proposes below the root; each is later **accepted**,
@@ -17,12 +18,13 @@ means deterministic proposals, which verifiers treat as point masses (the EAGLE 
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import torch
 
+from specdec.coins import Coins
 from specdec.sampling_params import Sampling
 from specdec.trees import is_chain
 
@@ -105,37 +107,6 @@ class Verdict:
     def emitted(self, draft: Draft) -> list[int]:
         """Token ids this verdict emits: accepted tokens then the recovered/bonus token."""
         return [int(draft.tokens[i]) for i in self.path] + [self.token]
-
-
-@runtime_checkable
-class Coins(Protocol):
-    """The only source of randomness for drafters and verifiers.
-
-    Production code uses ``sampling.TorchCoins``; the exact harness (``testing.enumeration``)
-    enumerates every branch with its probability.
-    """
-
-    def bernoulli(self, prob: float) -> bool:
-        """True with probability ``prob`` (clamped to [0, 1])."""
-        ...
-
-    def categorical(self, probs: torch.Tensor) -> int:
-        """An index drawn from the 1-D distribution ``probs [V]`` (non-negative, sums to 1)."""
-        ...
-
-    def fork(self, key: Hashable) -> Coins:
-        """A child stream determined only by this stream's seed and ``key``.
-
-        For work whose draws must not depend on thread timing or on how many numbers this stream
-        has consumed: background drafting, drafts prepared for guessed verification outcomes
-        (key them e.g. ``(step, guessed_outcome)``). Forking the same key twice would give the
-        same stream, so a key must be unique per use: production coins (``TorchCoins``) and the
-        exact harness both raise ``ValueError`` on a repeat. Drawing from a child never moves the
-        parent, and a child can fork again. Keys are built from ``int``, ``str``, ``bool``,
-        ``None`` and tuples of those (see ``sampling.fork_seed``); anything else raises
-        ``TypeError``.
-        """
-        ...
 
 
 @dataclass(frozen=True)

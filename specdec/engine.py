@@ -17,7 +17,8 @@ from dataclasses import dataclass
 
 import torch
 
-from specdec.core import LM, Coins, Context, Drafter, TargetView, Verifier
+from specdec.coins import Coins
+from specdec.core import LM, Context, Drafter, TargetView, Verifier
 from specdec.errors import BadInput
 from specdec.forwards import NonFiniteLogits, stamp_step
 from specdec.graphs import graph_counts

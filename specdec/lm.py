@@ -14,7 +14,8 @@ Feature drafters: ``forward(..., hidden_layers=(i, j, ...))`` also returns the h
 those layers (``hidden [N, k, H]``; index ``i`` into transformers' ``hidden_states``: 0 = the
 embeddings, ``l`` = after decoder layer ``l``, ``-1`` = the last, after the final norm);
 ``embed(tokens)`` and ``head(hidden)`` expose the input embedding and the output head (read-only,
-no cache change); ``forward(..., inputs_embeds=...)`` feeds embeddings instead of token ids.
+no cache change: ``specdec.lm_base``, the model's side); ``forward(..., inputs_embeds=...)`` feeds
+embeddings instead of token ids.
 
 Every forward is appended to ``forward_log`` as a ``specdec.forwards.ForwardRecord`` (role, new
 tokens, context, seconds, start/end, lane, step) so that the cost model can turn a run's log into
@@ -27,19 +28,17 @@ tensors and pads each forward to a bucket (``specdec.static_cache``), same token
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 
 import torch
 from transformers import DynamicCache, PreTrainedModel
 
 from specdec.core import LMOut
-from specdec.errors import BadInput
 from specdec.forwards import ForwardRecord, current_lane, nonfinite_error
 from specdec.graphs import graph_runner
+from specdec.lm_base import LMBase
 from specdec.lm_inputs import node_inputs, position_inputs
 from specdec.models.cache_arg import cache_kwarg
-from specdec.models.placement import cuda_devices
 from specdec.reconcile import reconcile_cache
 from specdec.static_cache import StaticKV, drop_last, gather_nodes
 from specdec.threads import forward_budget
@@ -50,19 +49,10 @@ Layers = Sequence[int]  # indices into transformers' hidden_states (0 = embeddin
 Embeds = torch.Tensor | Callable[[], torch.Tensor]  # [N, H], or made inside the timed forward
 
 
-class CachedLM:
+class CachedLM(LMBase):
     """A causal LM with a KV cache holding a committed prefix of token ids.
 
-    Args:
-        model: a transformers causal LM (batch size 1 is asserted).
-        role: ``"target"`` or ``"draft"`` (used in the forward log).
-        synchronize: call ``torch.cuda.synchronize()`` around forwards for per-forward timing
-            (the eval sets it with ``cost_model=true``: the cost table is fitted on these times;
-            CPU timing needs none).
-        threads: torch intra-op threads for this model's forwards (``None``: the caller's, or
-            the budget a surrounding ``threads.loop_threads`` saved).
-        vocab_size: the output vocabulary (default: the rows of the model's output embedding);
-            logits are fitted to it (``specdec.vocab.fit_rows``: a draft gets the target's).
+    Args (``model``, ``role``, ``synchronize``, ``threads``, ``vocab_size``: ``lm_base.LMBase``'s):
         static: a static cache of ``max_cache_len`` slots (None: the model's positions) and
             bucketed forwards (``specdec.static_cache``) instead of ``DynamicCache``; ``graphs``:
             replay them from fixed buffers (``specdec.graphs``; ``None``: on CUDA only).
@@ -72,22 +62,8 @@ class CachedLM:
                  threads: int | None = None, vocab_size: int | None = None,
                  static: bool = False, max_cache_len: int | None = None,
                  graphs: bool | None = None):
-        if threads is not None and threads < 1:
-            raise BadInput(f"threads must be >= 1 or null, got {threads}")
-        self.model = model.eval()
-        self.role = role
-        self.synchronize = synchronize
-        self.threads = threads
-        self.vocab_size = int(vocab_size or model.get_output_embeddings().weight.shape[0])
-        self.num_layers = int(model.config.num_hidden_layers)
-        self.hidden_size = int(model.config.hidden_size)
-        self.takes_ids = model.get_input_embeddings() is not None  # else: inputs_embeds only
-        # a draft with fewer rows than the target cannot embed the target's padding rows
-        rows = model.get_input_embeddings().weight.shape[0] if self.takes_ids else None
-        self.input_rows = rows if rows is not None and rows < self.vocab_size else None
-        self.device = next(model.parameters()).device  # where inputs go (the first layer's)
-        self.cuda_devices = cuda_devices(model)  # what a timed forward synchronises
-        self.forward_log: list[ForwardRecord] = []
+        super().__init__(model, role, synchronize=synchronize, threads=threads,
+                         vocab_size=vocab_size)
         self._ids: list[int] = []
         self._pending: list[int] = []  # ids appended since the last commit, not yet kept
         self._pending_parent: list[int] = []  # parent of each pending node (-1: the prefix)
@@ -98,10 +74,6 @@ class CachedLM:
         self.graphs = graph_runner(model, self._static, self._cache_kw, graphs)  # None: eager
 
     # --- state ----------------------------------------------------------------------------------
-    @property
-    def dtype(self) -> torch.dtype:
-        return self.model.dtype
-
     @property
     def ids(self) -> list[int]:
         """Token ids held in the cache: the committed prefix plus pending *chain* nodes."""
@@ -201,17 +173,6 @@ class CachedLM:
         """
         return reconcile_cache(self, ids, hidden_layers=hidden_layers)
 
-    @torch.inference_mode()
-    def embed(self, tokens: torch.Tensor) -> torch.Tensor:
-        """``[N, H]`` input embeddings of ``tokens [N]`` (no cache change, not logged)."""
-        return self.model.get_input_embeddings()(tokens.to(self.device))
-
-    @torch.inference_mode()
-    def head(self, hidden: torch.Tensor) -> torch.Tensor:
-        """``[N, V]`` logits of final hidden states ``hidden [N, H]`` (the output head alone)."""
-        return fit_rows(self.model.get_output_embeddings()(hidden.to(self.device)),
-                        self.vocab_size)
-
     def _append(self, tokens: torch.Tensor, parents: list[int], hidden_layers: Layers,
                 inputs_embeds: Embeds | None) -> LMOut:
         """Forward new pending nodes after the pending ones; ``parents`` index the pending set.
@@ -291,9 +252,3 @@ class CachedLM:
         if self._static is not None:  # padded to a bucket, with an explicit mask
             return self._static.inputs(kwargs, parents, prefix, before)
         return kwargs | position_inputs(parents, prefix, before, self.device, self.model.dtype)
-
-    def _clock(self) -> float:
-        if self.synchronize:
-            for device in self.cuda_devices:
-                torch.cuda.synchronize(device)
-        return time.perf_counter()

@@ -20,7 +20,7 @@ from collections.abc import Hashable
 
 import torch
 
-from specdec.core import Coins
+from specdec.coins import Coins
 from specdec.rowops import argmax_rows
 from specdec.sampling_params import Sampling
 

@@ -35,7 +35,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import torch
 
-from specdec.core import Coins
+from specdec.coins import Coins
 from specdec.errors import BadInput
 from specdec.forwards import ForwardRecord
 

@@ -44,7 +44,7 @@ from dataclasses import dataclass
 
 import torch
 
-from specdec.core import Coins
+from specdec.coins import Coins
 from specdec.drafters.tree import TreeGrower
 from specdec.sampling import Sampling, warp
 

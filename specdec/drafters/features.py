@@ -11,7 +11,7 @@ small net fed the target's own features. This base owns:
   makes ``model.draft_device`` refused before loading, and ``attach`` refuses a target elsewhere
   than the placement said;
 * **target checks** at ``attach`` (before the first generation): the net's recorded hidden size,
-  vocabulary and target layers against the target's (``nets.eagle3.net.check_target``);
+  vocabulary and target layers against the target's (``nets.eagle3.feature_asset.check_target``);
 * **catching up**: a cache of *verified* positions, each computed from the target's features
   there (``Context.target_features``: the prompt's at prefill, the newly kept nodes' after each
   step), fed to ``_advance`` at prefill and at the start of ``propose``;
@@ -50,7 +50,7 @@ from specdec.drafters.policies import Policy
 from specdec.errors import BadInput
 from specdec.models.placement import Held, Placement, matches
 from specdec.models.retrain import retrain_command
-from specdec.nets.eagle3.net import check_target
+from specdec.nets.eagle3.feature_asset import check_target
 
 
 class FeatureDrafter(Drafter):

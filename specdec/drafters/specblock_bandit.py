@@ -63,22 +63,17 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 
 import torch
 
 from specdec.core import Context, Draft, Verdict
 from specdec.drafters.bandit import DiscountedUCB, StepClock
+from specdec.drafters.bandit_arms import DEFAULT_ARMS, arm_shape
 from specdec.drafters.policies import Policy
-from specdec.drafters.specblock import SpecBlockDrafter, TreeShape
+from specdec.drafters.specblock import SpecBlockDrafter
 from specdec.errors import BadInput
 from specdec.models.placement import Placement
-
-DEFAULT_ARMS: dict[str, dict | None] = {
-    "skip": None,
-    "head": {"widths": [1, 1, 1, 0], "root_width": 1, "total_tokens": 4, "max_blocks": 1},
-    "full": {},
-}
 
 
 @dataclass(frozen=True)
@@ -92,19 +87,6 @@ class Deferred:
     tokens: int
     seconds: float
     positions: int
-
-
-def arm_shape(full: TreeShape, name: str, spec: Mapping | None) -> TreeShape | None:
-    """The tree shape of arm ``name``: ``full`` with ``spec``'s settings (``None``: skip)."""
-    if spec is None:
-        return None
-    allowed = sorted(f.name for f in fields(TreeShape))
-    unknown = sorted(set(spec) - set(allowed))
-    if unknown:
-        raise BadInput(f"drafter.arms.{name} sets {unknown}, which are not tree settings; use "
-                         f"{allowed}, or null for the skip arm")
-    spec = {k: tuple(int(w) for w in v) if k == "widths" else v for k, v in spec.items()}
-    return replace(full, **spec)
 
 
 class SpecBlockBanditDrafter(SpecBlockDrafter):
@@ -241,16 +223,3 @@ class SpecBlockBanditDrafter(SpecBlockDrafter):
             out.update({f"bandit_{name}_pulls": pulls, f"bandit_{name}_tokens": tokens,
                         f"bandit_{name}_us": us})
         return out
-
-
-def arm_rates(counters: Mapping[str, int]) -> dict[str, dict[str, float]]:
-    """Per arm from (summed) counters: ``share`` of the pulls and modeled ``tokens_per_s``."""
-    names = [k[len("bandit_"): -len("_pulls")] for k in counters
-             if k.startswith("bandit_") and k.endswith("_pulls")]
-    total = sum(counters[f"bandit_{n}_pulls"] for n in names)
-    out = {}
-    for name in names:
-        pulls, tokens, us = (counters[f"bandit_{name}_{k}"] for k in ("pulls", "tokens", "us"))
-        out[name] = {"share": pulls / total if total else 0.0,
-                     "tokens_per_s": 1e6 * tokens / us if us else 0.0}
-    return out

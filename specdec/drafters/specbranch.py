@@ -49,16 +49,16 @@ summaries), ``hrad_0``..``hrad_2`` (H-RAD's classes, with a head).
 
 from __future__ import annotations
 
-import logging
 from collections import Counter
 from functools import partial
-from pathlib import Path
 
 import torch
 
 from specdec.core import Context, Draft, Drafter, TargetView, Verdict
 from specdec.drafters.ahead import Ahead
-from specdec.drafters.branch_tree import BranchGrower, BranchRule, leaves, subtree
+from specdec.drafters.branch_tree import BranchGrower, BranchRule, leaves
+from specdec.drafters.draft_cuts import ancestors, extract, trim
+from specdec.drafters.hrad_checks import load_head, warn_temperature
 from specdec.drafters.limits import check_nodes
 from specdec.drafters.policies import Policy
 from specdec.drafters.tree import TreeGrower
@@ -66,13 +66,11 @@ from specdec.errors import BadInput
 from specdec.lm import CachedLM
 from specdec.metrics import BRANCHES, DRAFT_TOKENS, HITS, MISSES, ROLLED_BACK
 from specdec.models.placement import Held, Placement, drafter_modules
-from specdec.models.retrain import experiment_of, export_args
 from specdec.nets.hrad.features import StepFeatures
-from specdec.nets.hrad.head import HradHead, check_target, load_hrad
+from specdec.nets.hrad.head import HradHead, check_target
 from specdec.sampling_params import Sampling
 from specdec.trees import depths
 
-log = logging.getLogger(__name__)
 BRANCHINGS = ("auto", "sample", "topk")
 
 
@@ -117,21 +115,8 @@ class SpecBranchDrafter(Drafter):
         self.models = [lm]
         self.head: HradHead | None = None
         if hrad is not None:
-            # errors name the experiment that trains it (hrad_<model> for a folder named after a
-            # preset's pair) with the export overrides that write this very folder
-            self.head = (placement or Placement.cpu()).place(
-                load_hrad(Path(hrad), experiment=f"{experiment_of('hrad', hrad)} "
-                          f"{export_args(hrad)}".strip()), "features", cast=False)
+            self.head = load_head(hrad, policy.limit(), placement)  # warns on another γ_max
             self.target_layers = tuple(range(-int(self.head.meta["layers"]), 0))
-            trained = self.head.meta.get("gamma_max")
-            if trained is not None and int(trained) != policy.limit():
-                # class 2 means "all gamma_max accepted": a head labelled with another length
-                # predicts a different event than the one this draft length needs
-                log.warning("drafter.hrad %s was trained with gamma_max=%s but "
-                            "drafter.policy.gamma=%d: its classes 0 / 1..%d / %d describe another "
-                            "draft length; set drafter.policy.gamma=%s or train a head with "
-                            "hrad.gamma_max=%d", hrad, trained, policy.limit(), int(trained) - 1,
-                            int(trained), trained, policy.limit())
         self.hrad, self.checked = hrad, set()  # the temperatures compared with H-RAD's labels
         self.features, self.view = StepFeatures(), None
         self.ahead: Ahead[tuple] = Ahead(lane, device=lm.device, threads=lm.threads, mode=mode)
@@ -191,12 +176,7 @@ class SpecBranchDrafter(Drafter):
         if self.head is None or sampling.temperature in self.checked:
             return
         self.checked.add(sampling.temperature)
-        labelled = (self.head.meta.get("sampling") or {}).get("temperature")
-        if labelled is not None and float(labelled) != sampling.temperature:
-            log.warning("drafter.hrad %s was labelled at temperature %s but this run samples "
-                        "at %s; its classes may be miscalibrated (train a head at this "
-                        "temperature: sampling.temperature in the hrad experiment)", self.hrad,
-                        labelled, sampling.temperature)
+        warn_temperature(self.head, self.hrad, sampling.temperature)
 
     def propose(self, ctx: Context) -> Draft:
         self.check_labels(ctx.sampling)
@@ -266,35 +246,7 @@ class SpecBranchDrafter(Drafter):
         are scored in its first forward). Returns the grown tree and how many tokens it added."""
         n = len(tokens)
         head_ids = {h for h, _ in heads}
-        above = sorted({a for h in head_ids for a in _ancestors(parent, h)} - {0})
+        above = sorted({a for h in head_ids for a in ancestors(parent, h)} - {0})
         tree = self._grow(ctx, list(tokens), list(parent), heads, coins, above)
         return tree, int(tree.tokens.numel()) - n
 
-
-def _ancestors(parent: list[int], node: int) -> list[int]:
-    out = []
-    while node >= 0:
-        out.append(node)
-        node = parent[node]
-    return out
-
-
-def extract(tree: Draft, top: int) -> Draft:
-    """The subtree of ``tree`` under node ``top``, re-rooted there (q rows carried along)."""
-    parent = tree.parent.tolist()
-    nodes = subtree(parent, top)
-    index = {old: new for new, old in enumerate(nodes)}
-    new_parent = [-1] + [index[parent[n]] for n in nodes[1:]]
-    q = None if tree.q is None else tree.q[nodes]  # [M, V]
-    return Draft(tree.tokens[nodes], torch.tensor(new_parent), q)
-
-
-def trim(draft: Draft, depth: int) -> Draft:
-    """``draft`` without the nodes deeper than ``depth`` drafted tokens."""
-    keep = [i for i, d in enumerate(depths(draft.parent.tolist())) if d <= depth]
-    if len(keep) == draft.tokens.numel():
-        return draft
-    index = {old: new for new, old in enumerate(keep)}
-    parent = [-1 if draft.parent[i] < 0 else index[int(draft.parent[i])] for i in keep]
-    q = None if draft.q is None else draft.q[keep]  # [M, V]
-    return Draft(draft.tokens[keep], torch.tensor(parent), q)

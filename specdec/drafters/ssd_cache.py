@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from specdec.core import LM, Coins, Draft
+from specdec.coins import Coins
+from specdec.core import LM, Draft
 from specdec.drafters.saguaro import reshape
 from specdec.drafters.tree import TreeGrower
 from specdec.sampling import Sampling, warp

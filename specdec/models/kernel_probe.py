@@ -4,24 +4,24 @@ Why: the ``packed`` kernel (``specdec.models.kernels``) was tuned on an AMD EPYC
 with AVX-512, SmolLM2 ``ar`` ran at 11.9 tokens/s with it and at 19.2 with stock PyTorch, so a fixed
 ``auto → packed`` made every default number on that machine come from the slower path.
 
-The probe: the first ``COPIES`` linear layers of each distinct shape (in module order, so that
-their weights stream from memory as in a forward) are run on ``ROWS`` rows (1: an AR or draft
-step; 4: a typical verify forward) under each candidate kernel, and each shape's time is scaled to
-its number of layers; one untimed pass, then at least ``REPEATS`` timed ones interleaved between
-kernels so that a load change on the machine hits both; the best pass counts. The passes go on
-(at most ``MAX_REPEATS``) until they are stable: for every kernel and row count the second-best
-pass is within ``MARGIN`` of the best (``spread``). ``decide`` keeps ``stock`` unless ``packed`` is
-faster by ``MARGIN`` in total and slower by no more than ``MARGIN`` at any row count: ``auto``
-never picks a kernel measured slower than stock. On SmolLM2's shapes the probe should take well
-under a second, and a stable result is cached in ``<cache dir>/kernels/linear_kernel.json`` keyed
-by CPU model, torch version, torch threads, dtype and the layer shapes (delete the file to probe
-again). A probe still unstable after ``MAX_REPEATS`` passes decided on noise (on a loaded machine
-one measured ``stock 1:57.83 4:7353.61 | packed 1:1942.34 4:3349.56 ms`` where a quiet one
-measures packed faster at both): that run takes ``stock``, the log says so, and nothing is cached,
-so the next load probes again. Models whose linear
-weights total under ``PROBE_MIN_BYTES`` (the tiny test pair) stay in cache whatever the kernel, so
-nothing is timed: they keep ``packed``, which keeps the test suite on the path the real pairs
-take. Off the CPU ``auto`` is ``stock``.
+The probe: the first ``COPIES`` linear layers of each distinct shape (in module order, so that their
+weights stream from memory as in a forward) are run on ``ROWS`` rows (1: an AR or draft step; 4: a
+typical verify forward) under each candidate kernel, and each shape's time is scaled to its number
+of layers; one untimed pass, then at least ``REPEATS`` timed ones interleaved between kernels so
+that a load change on the machine hits both; the best pass counts. The passes go on (at most
+``MAX_REPEATS``) until they are stable: for every kernel and row count the second-best pass is
+within ``MARGIN`` of the best (``spread``). ``decide`` (``models.kernel_decision``) keeps ``stock``
+unless ``packed`` is faster by ``MARGIN`` in total and slower by no more than ``MARGIN`` at any row
+count: ``auto`` never picks a kernel measured slower than stock. On SmolLM2's shapes the probe
+should take well under a second, and a stable result is cached in
+``<cache dir>/kernels/linear_kernel.json`` keyed by CPU model, torch version, torch threads, dtype
+and the layer shapes (delete the file to probe again). A probe still unstable after ``MAX_REPEATS``
+passes decided on noise (on a loaded machine one measured
+``stock 1:57.83 4:7353.61 | packed 1:1942.34 4:3349.56 ms`` where a quiet one measures packed faster
+at both): that run takes ``stock``, the log says so, and nothing is cached, so the next load probes
+again. Models whose linear weights total under ``PROBE_MIN_BYTES`` (the tiny test pair) stay in
+cache whatever the kernel, so nothing is timed: they keep ``packed``, which keeps the test suite on
+the path the real pairs take. Off the CPU ``auto`` is ``stock``.
 
 The choice and its timings go into the pair's fingerprint (``ModelPair.describe``:
 ``linear_kernel``, ``linear_kernel_probe``); runs that read the cache record the same timings.
@@ -32,7 +32,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import math
 import os
 import platform
 import time
@@ -43,6 +42,15 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from specdec.models.kernel_decision import (
+    MARGIN,
+    Passes,
+    best,
+    decide,
+    describe_timings,
+    spread,
+    spread_at,
+)
 from specdec.models.kernels import (
     KERNELS,
     PackedLinear,
@@ -57,13 +65,10 @@ ROWS = (1, 4)  # rows per probed product: a 1-token step, a 4-token verify
 REPEATS = 2  # timed passes per (kernel, rows), after one untimed pass; the best counts
 MAX_REPEATS = 6  # timed passes at most while the best two of a (kernel, rows) differ by > MARGIN
 COPIES = 2  # layers timed per distinct shape (SmolLM2: 2 of its 30 blocks, and the head)
-MARGIN = 0.05  # packed must win by this fraction in total, and lose by no more at any row count
 PROBE_MIN_BYTES = 16 * 2**20  # below this the weights stay in cache: nothing worth timing
 SKIPPED = "packed"  # the choice when nothing was timed (small models)
 CACHE_FILE = Path("kernels") / "linear_kernel.json"
 SWAPPABLE = (nn.Linear, WeightStationaryLinear, PackedLinear)  # what apply_linear_kernel swaps
-Timings = dict[str, dict[int, float]]  # kernel -> rows -> ms per pass
-Passes = dict[str, dict[int, list[float]]]  # kernel -> rows -> ms of each timed pass
 
 
 @dataclass(frozen=True)
@@ -133,7 +138,7 @@ def probe(linears: Sequence[nn.Linear], *, clock: Callable[[], float] = time.per
                                                   dtype=lin.weight.dtype)
                       for lin in timed}  # width -> [m, in]
             rep = 0  # pass 0 is untimed (packing, allocator growth)
-            while rep <= repeats or (rep <= max_repeats and _spread_at(passes, m) > MARGIN):
+            while rep <= repeats or (rep <= max_repeats and spread_at(passes, m) > MARGIN):
                 # 1. One pass of every kernel, 2. its time kept from the first timed pass on.
                 for kernel in CANDIDATES:
                     apply_linear_kernel_keep_packs(timed, kernel)
@@ -150,47 +155,11 @@ def probe(linears: Sequence[nn.Linear], *, clock: Callable[[], float] = time.per
     return passes
 
 
-def best(passes: Passes) -> Timings:
-    """The best pass per kernel and row count."""
-    return {k: {m: min(ms) for m, ms in by_rows.items()} for k, by_rows in passes.items()}
-
-
-def _spread_at(passes: Passes, m: int) -> float:
-    """``spread`` of the passes at ``m`` rows (inf with fewer than two passes)."""
-    gaps = []
-    for by_rows in passes.values():
-        ms = sorted(by_rows[m])
-        gaps.append((ms[1] - ms[0]) / ms[0] if len(ms) > 1 and ms[0] > 0 else math.inf)
-    return max(gaps)
-
-
-def spread(passes: Passes) -> float:
-    """How far the passes disagree: the largest (second best - best) / best over every kernel
-    and row count (inf where a kernel has fewer than two passes)."""
-    return max(_spread_at(passes, m) for m in next(iter(passes.values())))
-
-
 def apply_linear_kernel_keep_packs(linears: Sequence[nn.Linear], kernel: str) -> None:
     """Set each layer's class without dropping its packed weight (the probe switches often)."""
     cls = PackedLinear if kernel == "packed" else nn.Linear
     for lin in linears:
         lin.__class__ = cls
-
-
-def decide(timings: Timings) -> str:
-    """``packed`` when it beats ``stock`` by ``MARGIN`` in total and at no row count loses by
-    more than ``MARGIN``; otherwise ``stock``."""
-    stock, packed = timings["stock"], timings["packed"]
-    total_s, total_p = sum(stock.values()), sum(packed.values())
-    never_worse = all(packed[m] <= stock[m] * (1 + MARGIN) for m in stock)
-    return "packed" if never_worse and total_p < total_s * (1 - MARGIN) else "stock"
-
-
-def describe_timings(timings: Timings) -> str:
-    """``stock 1:41.20 4:55.00 | packed 1:30.10 4:40.20 ms`` (rows: ms per pass)."""
-    parts = [f"{k} " + " ".join(f"{m}:{ms:.2f}" for m, ms in sorted(by_rows.items()))
-             for k, by_rows in timings.items()]
-    return " | ".join(parts) + " ms"
 
 
 def shape_name(lin: nn.Linear) -> str:

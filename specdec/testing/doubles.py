@@ -14,7 +14,8 @@ from __future__ import annotations
 import threading
 from collections import Counter
 
-from specdec.core import LM, Coins, Context, Draft, Verdict
+from specdec.coins import Coins
+from specdec.core import LM, Context, Draft, Verdict
 from specdec.drafters.model import ModelDrafter
 from specdec.drafters.policies import Policy
 from specdec.forwards import lane

@@ -17,7 +17,8 @@ from collections.abc import Hashable, Sequence
 
 import torch
 
-from specdec.core import Coins, Context, Draft, Drafter, TargetView, Verdict, Verifier
+from specdec.coins import Coins
+from specdec.core import Context, Draft, Drafter, TargetView, Verdict, Verifier
 from specdec.engine import generate
 from specdec.sampling import Sampling, warp
 from specdec.testing.enumeration import enumerate_outcomes

@@ -27,7 +27,8 @@ from dataclasses import dataclass
 
 import torch
 
-from specdec.core import Coins, Draft, Verdict
+from specdec.coins import Coins
+from specdec.core import Draft, Verdict
 from specdec.verifiers.walk import walk
 
 

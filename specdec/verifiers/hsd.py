@@ -32,7 +32,8 @@ from functools import partial
 
 import torch
 
-from specdec.core import Coins, Draft, Verdict
+from specdec.coins import Coins
+from specdec.core import Draft, Verdict
 from specdec.errors import BadInput
 from specdec.verifiers.blockwise import block_terms
 from specdec.verifiers.walk import walk

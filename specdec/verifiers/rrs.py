@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import torch
 
-from specdec.core import Coins, Draft, Verdict
+from specdec.coins import Coins
+from specdec.core import Draft, Verdict
 from specdec.verifiers.tokenwise import accept_prob, residual
 from specdec.verifiers.walk import walk
 

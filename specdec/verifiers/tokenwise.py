@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import torch
 
-from specdec.core import Coins, Draft, Verdict
+from specdec.coins import Coins
+from specdec.core import Draft, Verdict
 
 
 def residual(p_row: torch.Tensor, q_row: torch.Tensor | None, token: int) -> torch.Tensor:

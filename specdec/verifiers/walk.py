@@ -26,7 +26,8 @@ from typing import Protocol
 
 import torch
 
-from specdec.core import Coins, Draft, Verdict
+from specdec.coins import Coins
+from specdec.core import Draft, Verdict
 from specdec.trees import children
 
 

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 import specdec.bench.run.runner as ev
+from specdec.bench.run import dataset_run
 from specdec.bench.run.schema import EvalKeys, validate
 from specdec.testing.eval_cfg import eval_cfg
 from specdec.testing.run_files import run_records as _records
@@ -123,7 +124,7 @@ def test_a_loader_that_ignores_device_is_refused_before_generating(tmp_path, mon
 
     build = tiny.tiny_pair
     monkeypatch.setattr(tiny, "tiny_pair", lambda device, **kwargs: build(**kwargs))
-    monkeypatch.setattr(ev, "run_prompt", lambda *a, **k: pytest.fail("generated"))
+    monkeypatch.setattr(dataset_run, "run_prompt", lambda *a, **k: pytest.fail("generated"))
     with pytest.raises(ValueError, match="device=meta was requested but the pair's loader put "
                                          "the target on cpu"):
         ev.run(eval_cfg(tmp_path, ["device=meta"]))

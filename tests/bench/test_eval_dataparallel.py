@@ -17,6 +17,7 @@ import torch
 
 import specdec.bench.run.runner as ev
 from specdec.bench.records import RecordFile
+from specdec.bench.run.dataset_run import DatasetRun
 from specdec.bench.run.ranks import Ranks
 from specdec.bench.run.shards import merge, rank_files, rank_path, recorded_elsewhere
 from specdec.testing.eval_cfg import eval_cfg
@@ -167,13 +168,13 @@ def test_more_ranks_than_prompts_the_idle_ranks_just_join(tmp_path):
 
 def test_a_rerun_with_another_world_size_records_only_the_missing_prompts(tmp_path, monkeypatch):
     answered: list[str] = []
-    generate = ev.DatasetRun.generate
+    generate = DatasetRun.generate
 
     def spy(self, prompt):
         answered.append(prompt.id)
         return generate(self, prompt)
 
-    monkeypatch.setattr(ev.DatasetRun, "generate", spy)
+    monkeypatch.setattr(DatasetRun, "generate", spy)
     overrides = ["method=sps", "limit=4", "cost_model=false", "warmup=0"]
     # 1. A 3-rank run whose rank 0 died before answering anything: ranks 1 and 2 answered
     #    tiny-1 and tiny-2 (the shards are [0, 3], [1], [2]).

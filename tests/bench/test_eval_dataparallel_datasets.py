@@ -16,6 +16,7 @@ import pytest
 
 import specdec.bench.run.runner as ev
 from specdec.bench.run import pair_cache
+from specdec.bench.run.dataset_run import DatasetRun
 from specdec.bench.run.ranks import Ranks
 from specdec.bench.run.shards import merge, rank_files, rank_path, remove_ranks_dir
 from specdec.bench.run.summary import write_summaries
@@ -126,7 +127,7 @@ def test_a_rerun_with_nothing_new_summarises_every_record(tmp_path, monkeypatch)
     _check_complete(out, run_threads(out, 2, TWO)[0])
     before = {n: (out / "records" / f"{n}.jsonl").read_bytes() for n in NAMES}
     answered: list[str] = []
-    monkeypatch.setattr(ev.DatasetRun, "generate", lambda self, p: answered.append(p.id))
+    monkeypatch.setattr(DatasetRun, "generate", lambda self, p: answered.append(p.id))
     for world in (2, 3):
         _check_complete(out, run_threads(out, world, TWO)[0])
         assert answered == []
@@ -138,7 +139,7 @@ def test_a_rank_dead_after_dataset_1_a_rerun_records_only_the_rest(tmp_path, mon
     world size 2 then 3 (nothing left for it) complete the run, every prompt recorded once."""
     out = tmp_path / "run"
     answered: list[tuple[int, str]] = []
-    generate = ev.DatasetRun.generate
+    generate = DatasetRun.generate
 
     def dies(self, prompt):
         if self.ranks.rank == 1 and self.name == "tiny_sb" and self.rf.records:
@@ -146,7 +147,7 @@ def test_a_rank_dead_after_dataset_1_a_rerun_records_only_the_rest(tmp_path, mon
         answered.append((self.ranks.rank, prompt.id))
         return generate(self, prompt)
 
-    monkeypatch.setattr(ev.DatasetRun, "generate", dies)
+    monkeypatch.setattr(DatasetRun, "generate", dies)
     results = run_threads(out, 2, [*TWO, "limit=4"])
     assert isinstance(results[1], SystemExit)
     assert isinstance(results[0], RuntimeError) and "dataset tiny_sb" in str(results[0])
@@ -154,11 +155,11 @@ def test_a_rank_dead_after_dataset_1_a_rerun_records_only_the_rest(tmp_path, mon
     assert first["complete"] is False and first["datasets_done"] == ["tiny"]
     assert first["datasets"]["tiny"]["prompts"] == 4
     assert (1, "sb-1") in answered and (1, "sb-3") not in answered
-    monkeypatch.setattr(ev.DatasetRun, "generate", generate)
+    monkeypatch.setattr(DatasetRun, "generate", generate)
     done = set(_ids(out, "tiny")) | {r["prompt_id"] for p in rank_files(out / "records", "tiny_sb")
                                      for r in read(p)}
     spy: list[str] = []
-    monkeypatch.setattr(ev.DatasetRun, "generate",
+    monkeypatch.setattr(DatasetRun, "generate",
                         lambda self, p: spy.append(p.id) or generate(self, p))
     summary = run_threads(out, 2, [*TWO, "limit=4"])[0]
     assert sorted(spy) == sorted({"sb-0", "sb-1", "sb-2", "sb-3"} - done) == ["sb-3"]

@@ -1,4 +1,5 @@
-"""The eval run in-process on the tiny pair: records, summaries, resume, cost model, loggers."""
+"""The eval run in-process on the tiny pair: records, summaries, resume, cost model (loggers:
+``test_eval_loggers.py``)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import specdec.bench.run.calibration as calibration
 import specdec.bench.run.runner as ev
 from specdec.bench.costfit import log_rows
 from specdec.bench.pricing import CostTable
+from specdec.bench.run import dataset_run
 from specdec.bench.run.e2e import end_to_end
 from specdec.lm import CachedLM
 from specdec.metrics import GenerationStats, summarize
@@ -70,7 +72,7 @@ def test_rerun_resumes_without_generating_again(sps_run, monkeypatch):
     def fail(*args, **kwargs):
         raise AssertionError("a recorded prompt was generated again")
 
-    monkeypatch.setattr(ev, "run_prompt", fail)
+    monkeypatch.setattr(dataset_run, "run_prompt", fail)
     again = ev.run(eval_cfg(out, ["method=sps", "warmup=0"]))
     assert len(_records(out)) == 2
     assert again["datasets"]["tiny"]["new_tokens"] == summary["datasets"]["tiny"]["new_tokens"]
@@ -172,32 +174,6 @@ def test_cost_model_false_skips_the_calibration(tmp_path, monkeypatch):
     assert summary["cost_table"] is None and "cost_fit" not in summary
 
 
-def test_csv_logger_writes_per_dataset_metrics(tmp_path):
-    ev.run(eval_cfg(tmp_path, ["method=ar", "logger=csv", "limit=1"]))
-    rows = (tmp_path / "metrics.csv").read_text().splitlines()
-    assert rows[0] == "dataset,metric,value"
-    assert any(r.startswith("tiny,block_efficiency,1.0") for r in rows)
-    assert any(r.startswith("overall,tokens_per_s,") for r in rows)
-
-
-def test_wandb_logger_works_offline(tmp_path, monkeypatch):
-    monkeypatch.setenv("WANDB_MODE", "offline")
-    monkeypatch.setenv("WANDB_DIR", str(tmp_path / "wb"))
-    monkeypatch.setenv("WANDB_DATA_DIR", str(tmp_path / "wb" / "data"))  # staged artifacts
-    monkeypatch.setenv("WANDB_SILENT", "true")
-    ev.run(eval_cfg(tmp_path / "run", ["method=sps", "logger=wandb", "limit=1"]))
-    runs = list((tmp_path / "wb" / "wandb").glob("offline-run-*"))
-    assert len(runs) == 1
-    # the offline run log is protobuf (no Python reader in wandb>=0.31): keys are stored verbatim
-    data = next(runs[0].glob("run-*.wandb")).read_bytes()
-    for key in (b"eval/tiny/block_efficiency", b"eval/overall/tokens_per_s", b"records/tiny",
-                b"method_name", b"table-file"):
-        assert key in data, key
-    tables = list((runs[0] / "files" / "media" / "table" / "records").glob("tiny_*.table.json"))
-    table = json.loads(tables[0].read_text())
-    assert "prompt_id" in table["columns"] and table["data"][0][0] == "tiny-0"
-
-
 def _prompt_file(data_dir: Path, turns: list[str], name: str = "alpaca") -> None:
     rows = [{"id": f"p{i}", "category": "c", "turns": [t], "meta": {"answer": str(i)}}
             for i, t in enumerate(turns)]
@@ -211,9 +187,9 @@ def test_an_edited_prompt_file_records_afresh(tmp_path, monkeypatch):
 
     monkeypatch.setenv("SPECDEC_DATA_DIR", str(tmp_path / "data"))
     seen = []
-    real = ev.run_prompt
-    monkeypatch.setattr(ev, "run_prompt", lambda p, *a, **k: seen.append(p.turns) or real(p, *a,
-                                                                                         **k))
+    real = dataset_run.run_prompt
+    monkeypatch.setattr(dataset_run, "run_prompt",
+                        lambda p, *a, **k: seen.append(p.turns) or real(p, *a, **k))
     overrides = ["method=ar", "benchmark=alpaca", "limit=1", "warmup=0", "cost_model=false"]
     _prompt_file(tmp_path / "data", ["Name a colour."])
     first = ev.run(eval_cfg(tmp_path / "run", overrides))

@@ -11,6 +11,7 @@ import pytest
 import specdec.bench.run.runner as ev
 from specdec.bench.records import RecordFile
 from specdec.bench.report import board as rp
+from specdec.bench.run import dataset_run
 from specdec.bench.rundir import RunLock
 from specdec.testing.eval_cfg import eval_cfg
 
@@ -46,14 +47,14 @@ def test_a_stopped_run_is_marked_incomplete_and_strict_report_refuses_it(tmp_pat
     _three_datasets(tmp_path / "data")
     monkeypatch.setenv("SPECDEC_DATA_DIR", str(tmp_path / "data"))
     overrides = ["method=ar", "benchmark=default", "limit=1", "cost_model=false", "warmup=0"]
-    real = ev.run_prompt
+    real = dataset_run.run_prompt
 
     def stop_at_humaneval(prompt, *args, **kwargs):  # the second of gsm8k, humaneval, alpaca
         if prompt.dataset == "humaneval":
             raise KeyboardInterrupt  # as if the run were stopped there
         return real(prompt, *args, **kwargs)
 
-    monkeypatch.setattr(ev, "run_prompt", stop_at_humaneval)
+    monkeypatch.setattr(dataset_run, "run_prompt", stop_at_humaneval)
     run_dir = tmp_path / "run"
     with pytest.raises(KeyboardInterrupt):
         ev.run(eval_cfg(run_dir, overrides))
@@ -68,7 +69,7 @@ def test_a_stopped_run_is_marked_incomplete_and_strict_report_refuses_it(tmp_pat
     assert "humaneval (0 of 1 prompts recorded), alpaca (0 of 1 prompts recorded)" in text
     args = [str(run_dir), "--no-plots", "--out", str(tmp_path / "report")]
     assert rp.main(args) == 0 and rp.main([*args, "--strict"]) == 2
-    monkeypatch.setattr(ev, "run_prompt", real)
+    monkeypatch.setattr(dataset_run, "run_prompt", real)
     done = ev.run(eval_cfg(run_dir, overrides))  # the rerun resumes and completes
     assert done["complete"] is True and done["datasets_done"] == ["gsm8k", "humaneval", "alpaca"]
     assert rp.main([*args, "--strict"]) == 0

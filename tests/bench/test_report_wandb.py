@@ -1,7 +1,8 @@
 """W&B plumbing of eval runs and reports: run names, groups and job types from method, pair and
 benchmark; the summary and the leaderboard folder as artifacts; the leaderboard as a W&B Table
-and its plots as images; the trained weights an eval run reads as its input artifacts (W&B
-offline, files in tmp dirs; a fake run object where only the calls matter)."""
+and its plots as images (W&B offline, files in tmp dirs; a fake ``wandb`` where only the calls
+matter, ``specdec.testing.fake_wandb``). The trained weights an eval run reads as its input
+artifacts: ``test_wandb_lineage.py``."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ import csv
 import json
 import os
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 from omegaconf import OmegaConf
@@ -17,7 +17,6 @@ from omegaconf import OmegaConf
 import specdec.bench.run.runner as ev
 from specdec.bench.report.board import report
 from specdec.bench.run.leaderboard import PrintLeaderboard
-from specdec.bench.run.loggers import WandbLogger
 from specdec.bench.wandb_artifacts import (
     RunTag,
     WandbReport,
@@ -26,9 +25,8 @@ from specdec.bench.wandb_artifacts import (
     log_board,
     log_files,
 )
-from specdec.bench.wandb_lineage import learned_folders
-from specdec.config import ROOT
 from specdec.testing.eval_cfg import eval_cfg
+from specdec.testing.fake_wandb import FakeRun, FakeWandb
 
 
 @pytest.fixture
@@ -58,47 +56,6 @@ def test_run_tag_names_group_and_job_type():
     assert common_group([summary, {**summary, "method": "ar"}]) == "smollm2/alpaca+gsm8k"
     assert common_group([summary, {**summary, "model": {"name": "tiny"}}]) is None
     assert artifact_name("summary-sps/tiny:x y") == "summary-sps-tiny-x-y"
-
-
-class FakeArtifact:
-    def __init__(self, name, type, metadata):
-        self.name, self.type, self.metadata, self.files = name, type, metadata, []
-
-    def add_file(self, path, name):
-        self.files.append((Path(path).read_text(), name))
-
-    def add_dir(self, path):
-        self.files += sorted(p.name for p in Path(path).iterdir())
-
-
-class FakeTable:
-    def __init__(self, dataframe):
-        self.columns, self.data = list(dataframe.columns), dataframe.values.tolist()
-
-
-class FakeWandb:
-    Artifact, Table = FakeArtifact, FakeTable
-    Image = staticmethod(lambda path, caption: ("image", Path(path).name, caption))
-
-    @staticmethod
-    def init(**settings):
-        return FakeRun()
-
-
-class FakeRun:
-    def __init__(self):
-        self.logged, self.used, self.history = [], [], []
-        self.config = SimpleNamespace(update=lambda config, allow_val_change: None)
-
-    def log_artifact(self, artifact):
-        self.logged.append(artifact)
-
-    def use_artifact(self, artifact):
-        self.used.append(artifact)
-        return artifact
-
-    def log(self, values):
-        self.history.append(values)
 
 
 def test_log_files_adds_every_file_under_its_name_and_refuses_none(tmp_path):
@@ -178,54 +135,6 @@ def test_log_board_logs_the_csv_as_a_table_and_each_png_as_an_image(tmp_path):
     assert table.data == [["ar", 1.0, None], ["sps", None, "why"]]  # empty cells: None
     assert values["plots/speedup"] == ("image", "speedup.png", "speedup")
     assert log_board(run, FakeWandb, tmp_path / "nothing") == [] and len(run.history) == 1
-
-
-def _asset(root: Path, kind: str, pair: str) -> Path:
-    folder = root / kind / pair
-    folder.mkdir(parents=True)
-    (folder / "config.json").write_text("{}")
-    (folder / "model.safetensors").write_bytes(b"weights")
-    return folder
-
-
-def test_learned_folders_are_the_trained_assets_the_drafter_and_draft_path_name(tmp_path):
-    head, draft = _asset(tmp_path, "specdecpp", "tiny"), _asset(tmp_path, "draft_lm", "tiny")
-    not_an_asset = tmp_path / "notes"
-    not_an_asset.mkdir()
-    config = {"drafter": {"policy": {"head": str(head)}, "other": [str(not_an_asset), "sps"]},
-              "verifier": {"file": str(head / "model.safetensors")},  # a file in a folder
-              "model": {"draft_path": str(draft), "target": str(_asset(tmp_path, "hf", "t"))}}
-    assert learned_folders(config) == [head.resolve(), draft.resolve()]  # never the target
-    assert learned_folders({"drafter": {"name": "sps"}, "model": {"draft_path": None}}) == []
-
-
-def test_learned_folders_of_real_eval_configs(compose):
-    from omegaconf import OmegaConf
-
-    def folders(method: str) -> list[Path]:
-        cfg = compose("eval", [f"method={method}"])  # resolved as the runner resolves it
-        return learned_folders({k: OmegaConf.to_container(v, resolve=True)
-                                if OmegaConf.is_config(v) else v
-                                for k, v in cfg.items() if k != "hydra"})
-
-    assert folders("eagle3") == [ROOT / "specdec" / "assets" / "eagle3" / "tiny"]
-    assert folders("sps") == []
-
-
-def test_an_eval_run_uses_the_drafters_artifact(tmp_path):
-    """The eval run declares the weights it read as a ``model`` artifact it used: W&B's
-    lineage then links them to the run."""
-    folder = _asset(tmp_path, "eagle3", "tiny")
-    logger = WandbLogger(tmp_path / "run")
-    logger.wandb = FakeWandb
-    tag = RunTag("eagle3", "tiny", "tiny")
-    logger.log_config({"drafter": {"path": str(folder)}, "model": {"draft_path": None}}, tag)
-    (used,) = logger.run.used
-    assert (used.name, used.type) == ("eagle3-tiny", "model")
-    assert used.files == ["config.json", "model.safetensors"]
-    assert used.metadata == {"folder": str(folder.resolve())}
-    logger.log_config({"drafter": {"name": "sps"}, "model": {}}, tag)  # nothing learned
-    assert logger.run.used == []
 
 
 def test_the_report_run_never_takes_a_sweep_trials_run_id(board, offline, monkeypatch):

@@ -20,11 +20,12 @@ PACKAGE = REPO / "specdec"
 # lowest first; a module may import its own layer and the ones below it
 LAYERS: list[tuple[str, ...]] = [
     ("errors", "paths"),  # paths: where the checkout's folders are
-    ("rowops", "trees", "vocab", "threads", "forwards", "streaming", "cli_help", "sampling_params"),
+    ("rowops", "trees", "vocab", "threads", "forwards", "streaming", "cli_help", "sampling_params",
+     "coins"),
     # loading and placing models: the pair, its typed placement, its caches' kind
     ("models", "static_cache", "graphs"),
     ("core", "sampling", "metrics", "reconcile"),
-    ("lm", "lm_inputs"),
+    ("lm", "lm_base", "lm_inputs"),
     ("nets",),  # the networks drafters load: the drafters and the learners are built on them
     ("verifiers", "drafters"),
     ("engine",),

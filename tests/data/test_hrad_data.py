@@ -5,13 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from specdec.data.hrad import (
-    committed_sequences,
-    generate_hrad_data,
-    hrad_class,
-    load_hrad_data,
-    synthetic_prompts,
-)
+from specdec.data.hrad import generate_hrad_data, hrad_class, synthetic_prompts
+from specdec.data.hrad_store import committed_sequences, load_hrad_data
 from specdec.nets.hrad.features import hrad_features, hrad_layers
 
 GAMMA, K, PROMPTS = 3, 3, 6

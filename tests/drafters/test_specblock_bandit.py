@@ -21,9 +21,10 @@ import torch
 
 from specdec.drafters import EmptyDrafter
 from specdec.drafters.bandit import StepClock
+from specdec.drafters.bandit_arms import arm_rates, arm_shape
 from specdec.drafters.policies import Fixed
 from specdec.drafters.specblock import TreeShape
-from specdec.drafters.specblock_bandit import SpecBlockBanditDrafter, arm_rates, arm_shape
+from specdec.drafters.specblock_bandit import SpecBlockBanditDrafter
 from specdec.engine import generate
 from specdec.lm import CachedLM
 from specdec.models.placement import Placement

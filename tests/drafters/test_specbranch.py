@@ -157,16 +157,16 @@ def test_an_hrad_head_for_another_target_is_refused(tiny64, tmp_path):
 
 def test_a_head_trained_for_another_draft_length_is_warned_about(tiny64, caplog):
     # the tiny asset was labelled with gamma_max = 2: its class 2 means "both tokens accepted"
-    with caplog.at_level("WARNING", logger="specdec.drafters.specbranch"):
+    with caplog.at_level("WARNING", logger="specdec.drafters.hrad_checks"):
         _drafter(tiny64.draft, Sampling(), "inline", gamma=2, hrad=ASSET)
     assert not caplog.records
-    with caplog.at_level("WARNING", logger="specdec.drafters.specbranch"):
+    with caplog.at_level("WARNING", logger="specdec.drafters.hrad_checks"):
         _drafter(tiny64.draft, Sampling(), "inline", gamma=7, hrad=ASSET)
     (record,) = caplog.records
     assert "gamma_max=2" in record.getMessage() and "drafter.policy.gamma=2" in record.getMessage()
     caplog.clear()  # the tiny head was labelled at T = 1: a greedy generation is told so, once
     drafter = _drafter(tiny64.draft, Sampling(), "inline", gamma=2, hrad=ASSET)
-    with caplog.at_level("WARNING", logger="specdec.drafters.specbranch"):
+    with caplog.at_level("WARNING", logger="specdec.drafters.hrad_checks"):
         _generate(tiny64, drafter, Sampling(temperature=1.0), 0, n=3)
         assert not caplog.records
         for seed in (0, 1):

@@ -19,7 +19,7 @@ from specdec.drafters import EmptyDrafter
 from specdec.drafters.eagle3 import Eagle3Drafter
 from specdec.drafters.policies import Fixed
 from specdec.engine import generate
-from specdec.learners.eagle3.module import ttt_mask, unroll
+from specdec.learners.eagle3.ttt import ttt_mask, unroll
 from specdec.lm import CachedLM
 from specdec.models.placement import Placement
 from specdec.models.tiny import tiny_lm

@@ -21,7 +21,7 @@ import pytest
 import torch
 
 from specdec.errors import BadInput
-from specdec.learners.eagle3.module import unroll
+from specdec.learners.eagle3.ttt import unroll
 from specdec.lm import CachedLM
 from specdec.nets.eagle3.published import PublishedEagle3Net, new_published
 from specdec.testing.eagle3_stub import write_stub

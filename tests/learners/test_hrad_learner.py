@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from specdec.data.hrad import check_meta, write_chunk
+from specdec.data.hrad_store import check_meta, write_chunk
 from specdec.learners.hrad.module import class_weights, recalls
 from specdec.nets.hrad.head import HradHead, load_hrad
 

@@ -18,7 +18,7 @@ import torch
 
 from specdec.drafters.block_lm import BlockLM
 from specdec.learners.specblock.losses import prefix_correct, rank_loss, slot_labels, unlock
-from specdec.learners.specblock.module import unroll
+from specdec.learners.specblock.unroll import unroll
 from specdec.nets.specblock.net import new_specblock
 
 LAYERS = (0, 1, 2)

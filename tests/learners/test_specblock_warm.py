@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from specdec.learners.specblock.module import unroll
+from specdec.learners.specblock.unroll import unroll
 from specdec.learners.specblock.warm import warm_from_eagle3
 from specdec.nets.eagle3.net import new_eagle3
 from specdec.nets.specblock.net import new_specblock

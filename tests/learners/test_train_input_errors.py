@@ -25,7 +25,7 @@ K, H = 3, 32  # the tiny target: 3 hidden states of width 32
 
 def _hrad_data(folder: Path, *, hidden: int = H, vocab: int = 259) -> Path:
     """A small H-RAD data folder (every split present) recorded for a target of ``hidden``."""
-    from specdec.data.hrad import check_meta, write_chunk
+    from specdec.data.hrad_store import check_meta, write_chunk
 
     gen = torch.Generator().manual_seed(0)
     width, n = (K + 1) * hidden, 40

@@ -1,6 +1,7 @@
 """``python -m specdec.train`` builds its Lightning logger from the shared ``logger`` group.
 
-The eval side of the group (``specdec.bench.run.loggers``) runs in ``tests/bench/test_eval_run.py``.
+The eval side of the group (``specdec.bench.run.loggers``) runs in
+``tests/bench/test_eval_loggers.py``.
 """
 
 from __future__ import annotations

@@ -13,9 +13,9 @@ from transformers import AutoModelForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
 from specdec.bench.run.runner import build_method
 from specdec.engine import generate
-from specdec.lm import CachedLM, cuda_devices
+from specdec.lm import CachedLM
 from specdec.models import load_pair
-from specdec.models.placement import check_before_loading
+from specdec.models.placement import check_before_loading, cuda_devices
 from specdec.models.tiny import byte_tokenizer, tiny_lm
 from specdec.sampling import TorchCoins
 

@@ -12,6 +12,7 @@ import pytest
 import torch
 from torch import nn
 
+import specdec.models.kernel_decision as kd
 import specdec.models.kernel_probe as kp
 from specdec.models.kernels import PackedLinear
 from specdec.models.tiny import tiny_pair
@@ -48,7 +49,7 @@ def never(*_args) -> float:
     ({1: 10.0, 4: 12.0}, {1: 12.0, 4: 15.0}, "stock"),  # the Xeon case: packed slower
 ])
 def test_decide_never_picks_a_kernel_slower_than_stock(stock, packed, want):
-    assert kp.decide({"stock": stock, "packed": packed}) == want
+    assert kd.decide({"stock": stock, "packed": packed}) == want
 
 
 def test_probe_times_every_kernel_and_row_count_with_the_injected_clock():
@@ -56,8 +57,8 @@ def test_probe_times_every_kernel_and_row_count_with_the_injected_clock():
     clock = KernelClock(model[0], {nn.Linear: 0.25, PackedLinear: 0.125})  # exact in binary
     passes = kp.probe(kp.linear_layers([model, model]), clock=clock)
     # per pass: the 8x8 shape's cost scaled by 3 layers / 2 timed, plus the 16x8 shape's
-    assert kp.best(passes) == {"stock": {1: 625.0, 4: 625.0}, "packed": {1: 312.5, 4: 312.5}}
-    assert kp.spread(passes) == 0.0  # a steady clock: REPEATS passes are enough
+    assert kd.best(passes) == {"stock": {1: 625.0, 4: 625.0}, "packed": {1: 312.5, 4: 312.5}}
+    assert kd.spread(passes) == 0.0  # a steady clock: REPEATS passes are enough
     # two reads per shape and pass; one untimed and REPEATS timed passes per kernel and row count
     assert clock.calls == 2 * 2 * len(kp.CANDIDATES) * len(kp.ROWS) * (kp.REPEATS + 1)
     assert [type(m) for m in model] == [PackedLinear, PackedLinear, nn.Linear, PackedLinear]
@@ -173,6 +174,6 @@ def test_a_probe_on_a_steady_clock_decides_and_caches(tmp_path, monkeypatch):
 def test_the_spread_is_the_worst_gap_between_the_best_two_passes():
     passes = {"stock": {1: [10.0, 10.4, 30.0], 4: [20.0, 20.0]},
               "packed": {1: [5.0, 6.0], 4: [8.0, 8.2]}}
-    assert kp.spread(passes) == pytest.approx(0.2)  # packed at 1 row: 6 vs 5
-    assert kp.best(passes) == {"stock": {1: 10.0, 4: 20.0}, "packed": {1: 5.0, 4: 8.0}}
-    assert kp.spread({"stock": {1: [3.0]}, "packed": {1: [1.0, 1.0]}}) == float("inf")
+    assert kd.spread(passes) == pytest.approx(0.2)  # packed at 1 row: 6 vs 5
+    assert kd.best(passes) == {"stock": {1: 10.0, 4: 20.0}, "packed": {1: 5.0, 4: 8.0}}
+    assert kd.spread({"stock": {1: [3.0]}, "packed": {1: [1.0, 1.0]}}) == float("inf")

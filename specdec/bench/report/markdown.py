@@ -18,7 +18,18 @@ from __future__ import annotations
 
 import math
 
-from specdec.bench.report.categories import categories
+from specdec.bench.report.markdown_cells import (
+    claim_cell,
+    greedy_cell,
+    table,
+    timing_cell,
+    value_cell,
+)
+from specdec.bench.report.markdown_sections import (
+    category_tables,
+    greedy_section,
+    timing_section,
+)
 from specdec.bench.report.per_context import per_context_tables
 from specdec.bench.report.row import Row
 
@@ -33,43 +44,6 @@ COLUMNS = [  # (metric key, header, format)
 ]
 E2E_COLUMNS = [("e2e_tokens_per_s", "e2e tokens/s", "{:.1f}"),  # runs that record them
                ("e2e_speedup", "e2e speedup", "{:.2f}x")]
-CATEGORY_COLUMNS = [("prompts", "prompts", "{:.0f}"), ("block_efficiency", "τ", "{:.2f}"),
-                    ("acceptance_rate", "accept", "{:.3f}"), ("speedup", "speedup", "{:.2f}x"),
-                    ("modeled_speedup_vs_ar", "modeled speedup vs ar", "{:.2f}x")]
-MAX_LISTED = 10  # mismatching prompt ids listed per row
-
-
-def _fmt(value, fmt: str, std: float | None = None) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "-"
-    text = fmt.format(value)
-    return text if std is None else f"{text} ± {fmt.removesuffix('x').format(std)}"
-
-
-def _table(header: list[str], body: list[list[str]], left: int = 2) -> list[str]:
-    return ["| " + " | ".join(header) + " |",
-            "|" + "|".join("---" if i < left else "---:" for i in range(len(header))) + "|",
-            *["| " + " | ".join(cells) + " |" for cells in body]]
-
-
-def greedy_cell(r: Row) -> str:
-    """``1.000``, or the share of equal outputs marked ``✗`` below 1 (``-``: not compared)."""
-    if r.greedy is None:
-        return "-"
-    text = f"{r.greedy.fraction:.3f}"
-    return text if r.greedy.equal == r.greedy.prompts else f"**{text} ✗**"
-
-
-def _claim(r: Row, value, fmt: str, std: float | None = None) -> str:
-    """A speedup cell: the value, or ``unreliable`` where the row's timing withheld it."""
-    if value is None and r.claims_withheld:
-        return "unreliable"
-    return _fmt(value, fmt, std)
-
-
-def timing_cell(r: Row) -> str:
-    """``ok``, ``**unreliable ✗**`` or ``-`` (not checked)."""
-    return "**unreliable ✗**" if r.unreliable else ("ok" if r.checked else "-")
 
 
 def _incomplete(r: Row) -> list[str]:
@@ -107,23 +81,23 @@ def main_table(rows: list[Row]) -> list[str]:
                  "no" if _incomplete(r) else "yes", *([timing_cell(r)] if timed else [])]
         for key, _, fmt in columns:
             cells.append("refused" if key == "speedup" and r.refused and r.speedup is None
-                         else _claim(r, values.get(key), fmt, r.std.get(key))
-                         if key == "speedup" else _fmt(values.get(key), fmt, r.std.get(key)))
+                         else claim_cell(r, values.get(key), fmt, r.std.get(key))
+                         if key == "speedup" else value_cell(values.get(key), fmt, r.std.get(key)))
         if hits:
-            cells.append(_fmt(r.metrics.get("hit_rate"), "{:.3f}", r.std.get("hit_rate")))
+            cells.append(value_cell(r.metrics.get("hit_rate"), "{:.3f}", r.std.get("hit_rate")))
         if branches:
-            cells.append(_fmt(r.metrics.get("branches_per_step"), "{:.2f}",
+            cells.append(value_cell(r.metrics.get("branches_per_step"), "{:.2f}",
                               r.std.get("branches_per_step")))
         if priced:
-            cells.append(_claim(r, r.modeled_speedup_vs_ar, "{:.2f}x",
+            cells.append(claim_cell(r, r.modeled_speedup_vs_ar, "{:.2f}x",
                                 r.std.get("modeled_speedup_vs_ar")))
         if modeled:
             m, w = r.metrics.get("modeled_s"), r.metrics.get("wall_s")
-            cells.append(_fmt(m / w if m is not None and w else None, "{:.2f}"))
+            cells.append(value_cell(m / w if m is not None and w else None, "{:.2f}"))
         cells += [greedy_cell(r)] if greedy else []
-        cells += [_fmt(r.metrics.get(q), "{:.3f}", r.std.get(q)) for q in quality]
+        cells += [value_cell(r.metrics.get(q), "{:.3f}", r.std.get(q)) for q in quality]
         body.append(cells)
-    return _table(header, body)
+    return table(header, body)
 
 
 def pivot(rows: list[Row]) -> list[str]:
@@ -134,10 +108,10 @@ def pivot(rows: list[Row]) -> list[str]:
         cells = [m]
         for d in datasets:
             found = [r for r in rows if r.label == m and r.dataset == d]
-            cells.append(", ".join(_claim(r, r.speedup, "{:.2f}x", r.std.get("speedup"))
+            cells.append(", ".join(claim_cell(r, r.speedup, "{:.2f}x", r.std.get("speedup"))
                                    if not r.refused else "refused" for r in found))
         body.append(cells)
-    return _table(["method", *datasets], body, left=1)
+    return table(["method", *datasets], body, left=1)
 
 
 def modeled_pivot(rows: list[Row]) -> list[str]:
@@ -151,61 +125,12 @@ def modeled_pivot(rows: list[Row]) -> list[str]:
         values = {d: r.modeled_speedup_vs_ar for d, r in own.items()}
         known = [v for v in values.values() if v is not None and not math.isnan(v)]
         mean = sum(known) / len(known) if known and len(known) == len(values) else None
-        body.append([m, *[_claim(own[d], values[d], "{:.2f}x") if d in own else "-"
+        body.append([m, *[claim_cell(own[d], values[d], "{:.2f}x") if d in own else "-"
                           for d in datasets],
                      "unreliable" if any(r.claims_withheld for r in own.values()) and mean is None
-                     else _fmt(mean, "{:.4f}x")])
+                     else value_cell(mean, "{:.4f}x")])
     return ["", "## Modeled speedup vs `ar` (method × dataset; mean = the sweep objective)", "",
-            *_table(["method", *datasets, "mean"], body, left=1)]
-
-
-def category_tables(rows: list[Row]) -> list[str]:
-    """A per-category table for each row whose dataset has two categories or more."""
-    lines: list[str] = []
-    for r in rows:
-        cats = categories(r)
-        if not cats:
-            continue
-        withheld = r.claims_withheld  # no speedup claimed for the row
-        body = [[cat, *["unreliable" if withheld and "speedup" in key
-                        else _fmt(values[key][0], fmt, None if key == "prompts" else values[key][1])
-                        for key, _, fmt in CATEGORY_COLUMNS]] for cat, values in cats.items()]
-        lines += ["", f"### {r.label} on {r.dataset}", "",
-                  *_table(["category", *[c[1] for c in CATEGORY_COLUMNS]], body, left=1)]
-    return ["", "## Per category"] + lines if lines else []
-
-
-def greedy_section(rows: list[Row]) -> list[str]:
-    """The rows whose temperature-0 outputs differ from the baseline's, with the prompts."""
-    bad = [r for r in rows if r.greedy is not None and r.greedy.equal < r.greedy.prompts]
-    if not bad:
-        return []
-    lines = ["", "## ✗ Greedy mismatches (temperature 0: outputs must equal `ar`'s)", ""]
-    for r in bad:
-        ids = r.greedy.mismatched
-        more = f" and {len(ids) - MAX_LISTED} more" if len(ids) > MAX_LISTED else ""
-        lines.append(f"- {r.label} on {r.dataset}: {len(ids)} of {r.greedy.prompts} prompts "
-                     f"differ from {r.greedy.baseline}: " + ", ".join(ids[:MAX_LISTED]) + more)
-    lines += ["", "Greedy speculative decoding must reproduce AR token for token; the only "
-              "excuse is a floating-point near-tie of the two largest logits (bf16, rarely fp32) "
-              "flipped by scoring several tokens in one forward. Check such prompts in fp64 "
-              "(model dtype) before trusting the method's numbers."]
-    return lines
-
-
-def timing_section(rows: list[Row]) -> list[str]:
-    """The rows whose timing is unreliable, with the reasons."""
-    bad = [r for r in rows if r.unreliable]
-    if not bad:
-        return []
-    withheld = any(r.claims_withheld for r in bad)
-    lines = ["", "## ✗ Unreliable timing" + (" (no speedup claimed)" if withheld else ""), ""]
-    lines += [f"- {r.label} on {r.dataset}: " + "; ".join(r.unreliable) for r in bad]
-    return lines + ["", "A run's forward times back a speedup only when its cost table grows "
-                    "with the tokens of a forward (within its noise), agrees with the "
-                    "calibration, the machine was not loaded beyond the run's own threads at "
-                    "its start and end, and (against `ar`) both runs' calibrations agree: "
-                    "rerun on a quiet machine."]
+            *table(["method", *datasets, "mean"], body, left=1)]
 
 
 def to_markdown(rows: list[Row], *, skipped: list[str] = (), copies: list[str] = (),

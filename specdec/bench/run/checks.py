@@ -113,7 +113,7 @@ def _command(cfg: DictConfig, node: str) -> str:
 def check_drafter_fits(cfg: DictConfig, pair: ModelPair, drafter: Drafter) -> None:
     """The drafter's trained net, draft models and policy head fit this target and draft (run
     as soon as the drafter is built, before the engine's own vocabulary check)."""
-    from specdec.nets.eagle3.net import check_target
+    from specdec.nets.eagle3.feature_asset import check_target
 
     config = getattr(pair.target, "config", None)
     vocab = int(pair.target.get_output_embeddings().weight.shape[0])  # CachedLM's vocab_size

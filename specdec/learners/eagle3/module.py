@@ -5,11 +5,12 @@ position ``t``, the draft's step-``j-1`` output ``h_{t-1}`` as the condition (in
 feature) with the true next token, exactly as decoding feeds a drafted node its parent's output.
 Attention at step ``j`` sees the step-0 keys at positions ``≤ t-j`` (the verified prefix) and the
 step-``i`` key at position ``t-j+i`` for ``i = 1..j`` (the node's own drafted ancestors), so the
-training graph matches a depth-``j`` node of the decoding tree (``ttt_mask``). Every step predicts
-``x_{t+2}`` against the target: loss = ``soft_weight`` × forward KL on the stored top-k of ``p``
-(restricted to the draft vocabulary) + the rest × cross-entropy on the target's argmax, weighted
-``step_weight^j`` per step. Metrics: ``*/acc<j>`` = draft argmax == target argmax at step ``j``
-(teacher-forced acceptance at depth ``j+1``), ``*/loss``.
+training graph matches a depth-``j`` node of the decoding tree (``ttt.py``: ``unroll``,
+``ttt_mask``). Every step predicts ``x_{t+2}`` against the target: loss = ``soft_weight`` ×
+forward KL on the stored top-k of ``p`` (restricted to the draft vocabulary) + the rest ×
+cross-entropy on the target's argmax, weighted ``step_weight^j`` per step. Metrics: ``*/acc<j>``
+= draft argmax == target argmax at step ``j`` (teacher-forced acceptance at depth ``j+1``),
+``*/loss``.
 
 The checkpoint holds the drafter only (the target's features are cached by ``stage=data``, or
 computed in the step with ``datamodule.features=online``: ``online.py``; its embedding is shared
@@ -23,7 +24,6 @@ from pathlib import Path
 
 import lightning as L
 import torch
-from transformers import DynamicCache
 
 from specdec.data.features import frozen_target, read_token_map
 from specdec.data.online_features import batch_features
@@ -34,6 +34,7 @@ from specdec.learners.eagle3.batches import (  # noqa: F401  (re-exported: confi
     collate,
     held_out,
 )
+from specdec.learners.eagle3.ttt import unroll
 from specdec.learners.install import export_folder
 from specdec.learners.optim import adamw_warmup_cosine
 from specdec.models.reduced_draft import tokenizer_sha256
@@ -41,7 +42,6 @@ from specdec.nets.eagle3.interop import FORMATS, save_eagle3_hf
 from specdec.nets.eagle3.layer_ids import default_layers, servable
 from specdec.nets.eagle3.net import (
     DECODER_EMBED_KEY,
-    Eagle3Net,
     load_eagle3,
     new_eagle3,
     remap_head,
@@ -51,49 +51,6 @@ from specdec.nets.eagle3.published import PublishedEagle3Net, new_published
 
 log = logging.getLogger(__name__)
 ARCHS = {"specdec": new_eagle3, "eagle3": new_published}  # learner.arch -> the new net's maker
-
-
-def ttt_mask(length: int, step: int, valid: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """``[B, 1, S, (step+1)·S]`` additive mask of unrolled step ``step`` over the keys of steps
-    ``0..step`` (each ``S`` positions): step-0 keys at ``s ≤ t-step``, step-``i`` key at
-    ``s = t-step+i``; ``valid [B, S]`` masks padded keys."""
-    t = torch.arange(length)[:, None]  # [S, 1]
-    s = torch.arange(length)[None, :]  # [1, S]
-    blocks = [s <= t - step] + [s == t - step + i for i in range(1, step + 1)]
-    allowed = torch.cat(blocks, 1)[None] & valid.repeat(1, step + 1)[:, None, :]  # [B, S, K]
-    mask = torch.zeros(allowed.shape, dtype=dtype)
-    return mask.masked_fill_(~allowed, torch.finfo(dtype).min)[:, None]
-
-
-def unroll(net: Eagle3Net | PublishedEagle3Net, embed: torch.nn.Module, ids: torch.Tensor,
-           feats: torch.Tensor, length: torch.Tensor, steps: int) -> list[torch.Tensor]:
-    """``[B, S, V_d]`` logits of each unrolled step, ``S = T - 1`` draft positions.
-
-    Args:
-        net: the drafter network.
-        embed: the target's (frozen) input embedding.
-        ids: ``[B, T]`` right-padded traces; feats: ``[B, T, k, H]`` their target features.
-        length: ``[B]`` real lengths.
-        steps: unrolled steps (1 = plain teacher forcing).
-
-    Position ``t`` reads ``f_t`` (step 0) or the previous step's output at ``t-1`` (step ``j``),
-    and ``x_{t+1}``; it predicts ``x_{t+2}``.
-    """
-    b, s = ids.shape[0], ids.shape[1] - 1
-    embeds = embed(ids[:, 1:])  # [B, S, H]
-    cond = net.condition(feats[:, :s].to(embeds.dtype))  # [B, S, H]
-    valid = torch.arange(s, device=ids.device)[None] < (length[:, None] - 1)  # [B, S]
-    positions = torch.arange(s, device=ids.device)[None].expand(b, -1)  # [B, S]
-    cache, out = DynamicCache(config=net.decoder.config), []
-    for j in range(steps):
-        # 1. Inputs from the condition, 2. one decoder pass over the step's keys so far,
-        # 3. the next step's condition: this step's output shifted by one position.
-        mask = ttt_mask(s, j, valid.cpu(), embeds.dtype).to(ids.device)
-        logits, h = net.draft_step(net.inputs(embeds, cond), attention_mask=mask,
-                                   position_ids=positions, cache=cache)  # [B,S,V_d], [B,S,H]
-        out.append(logits)
-        cond = torch.cat([torch.zeros_like(h[:, :1]), h[:, :-1]], 1)
-    return out
 
 
 class Eagle3Learner(L.LightningModule):

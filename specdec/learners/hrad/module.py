@@ -24,7 +24,7 @@ import torch
 import torchmetrics
 from torch.utils.data import DataLoader, TensorDataset
 
-from specdec.data.hrad import SPLITS, load_hrad_data
+from specdec.data.hrad_store import SPLITS, load_hrad_data
 from specdec.errors import BadInput
 from specdec.learners.install import export_folder
 from specdec.learners.loaders import SplitLoaders

@@ -5,13 +5,8 @@ Data: EAGLE-3's cache (``data.features``: target traces with top-k log-probs, fp
 of ``target_layers``, ``token_map.safetensors``), batched by ``Eagle3DataModule``; with
 ``datamodule.features=online`` the features are computed in the step (``eagle3/online.py``).
 
-Unroll (``unroll``): block 1 runs at every position of a trace under the cross-position causal
-mask. For each transition a cut ``M ~ U{1..K}`` (one per transition for the whole batch) gives the
-next block: condition = the previous block's hidden at slot ``M-1``, input tokens shifted by the
-running offset ``o += M`` (teacher forcing with the true tokens), attention = block 1's keys at
-positions ``j < i`` plus the earlier blocks' keys at the same position, each below its cut (the
-valid-prefix mask). Gradients flow through those keys (not detached). Slot ``k`` of a block with
-offset ``o`` at position ``i`` predicts ``x_{i+o+k+2}``.
+Unroll (``unroll.py``): block 1 at every position of a trace, then one block per transition, each
+starting a random cut ``M ~ U{1..K}`` further on (teacher forcing with the true tokens).
 
 Losses (``losses.py``): per block and slot, the chain-masked soft cross-entropy to the target's
 distribution and the rank loss; validation and test always run every block with the rank loss
@@ -42,53 +37,15 @@ from specdec.errors import BadInput
 from specdec.learners.install import export_folder
 from specdec.learners.optim import adamw_warmup_cosine
 from specdec.learners.specblock.losses import prefix_correct, rank_loss, slot_labels, unlock
+from specdec.learners.specblock.unroll import unroll
 from specdec.learners.specblock.warm import warm_from_eagle3
 from specdec.models.reduced_draft import tokenizer_sha256
 from specdec.nets.eagle3.net import load_eagle3
-from specdec.nets.specblock.net import BlockOut, SpecBlockNet, new_specblock
+from specdec.nets.specblock.net import new_specblock
 from specdec.nets.specblock.slots import (
-    AppendKeys,
-    ChainKeys,
-    cross_visible,
     rank_buckets,
-    slot_keys_positions,
 )
 from specdec.nets.specblock.store import load_specblock, save_specblock
-
-
-def unroll(net: SpecBlockNet, embed: torch.nn.Module, ids: torch.Tensor, feats: torch.Tensor,
-           cuts: Sequence[int]) -> list[tuple[int, BlockOut]]:
-    """``(offset, BlockOut)`` of blocks ``1..len(cuts)+1`` at the ``S = T-1`` positions.
-
-    Args:
-        net: the drafter network.
-        embed: the target's (frozen) input embedding.
-        ids: ``[B, T]`` right-padded traces; feats: ``[B, T, k, H]`` their target features.
-        cuts: ``M`` of each transition (``1..K``): block ``b+1`` starts ``cuts[b]`` tokens later.
-    """
-    b, t = ids.shape
-    s, k = t - 1, net.slots
-    positions = torch.arange(s, device=ids.device)  # [S]
-    embeds = embed(ids)  # [B, T, H]
-    first = (positions + 1)[None].expand(b, -1)  # [B, S]
-    out = net.block(net.condition(feats[:, :s].to(embeds.dtype)), embeds[:, 1:], first,
-                    AppendKeys(None, s, k))
-    runs, offset = [(0, out)], 0
-    cross = [(kk.flatten(2, 3), vv.flatten(2, 3)) for kk, vv in out.kv]  # block 1, [B,h,S*K,d]
-    cross_mask = cross_visible(positions.cpu(), slot_keys_positions(s, k))  # [S, S*K]: j < i
-    prefix = out.kv
-    for j, m in enumerate(cuts):
-        # 1. Next condition: slot M-1's hidden; inputs: the true tokens M further on.
-        offset += int(m)
-        cond = out.hidden[:, :, m - 1]  # [B, S, H]
-        tokens = embeds[:, (positions + 1 + offset).clamp(max=t - 1)]  # [B, S, H]
-        # 2. The block under block 1's keys (j < i) and the earlier blocks' valid prefixes.
-        keys = ChainKeys(cross, cross_mask, prefix, torch.tensor([list(cuts[: j + 1])]), k)
-        out = net.block(cond, tokens, first + offset, keys)
-        runs.append((offset, out))
-        prefix = [(torch.cat([pk, kk], 3), torch.cat([pv, vv], 3))
-                  for (pk, pv), (kk, vv) in zip(prefix, out.kv)]
-    return runs
 
 
 class SpecBlockLearner(L.LightningModule):

@@ -34,7 +34,7 @@ from torch import nn
 from transformers import LlamaConfig
 from transformers.models.llama.modeling_llama import LlamaRMSNorm
 
-from specdec.errors import BadInput, MissingInput
+from specdec.errors import BadInput
 from specdec.models.cache_arg import cache_kwarg
 from specdec.models.exact import exact_float64
 from specdec.models.reduced_draft import (
@@ -47,18 +47,15 @@ from specdec.models.reduced_draft import (
 from specdec.models.shipped import (
     CONFIG,
     WEIGHTS,
-    has_weights,
-    load_state,
     read_config,
-    read_tensors,
     write_asset,
 )
+from specdec.nets.eagle3.feature_asset import check_target, load_weights, read_feature_drafter
 from specdec.nets.eagle3.interop import layout, read_published, resolve_folder
 from specdec.nets.eagle3.published import PublishedEagle3Net
 from specdec.nets.eagle3.rotary import keep_rotary_float32
 
 DECODER_EMBED_KEY = f"decoder.{EMBED_KEY}"
-META_KEYS = ("target_layers", "target_hidden", "target_vocab")  # what ``check_target`` reads
 
 
 class Eagle3Net(nn.Module):
@@ -168,59 +165,6 @@ def save_eagle3(net: Eagle3Net, folder: str | Path, *, target_vocab: int,
     cfg = net.decoder.config.to_dict()
     cfg["eagle3"] = {**net.meta, "target_vocab": int(target_vocab)}
     return write_asset(folder, state, cfg, max_shard_mib=max_shard_mib)
-
-
-def check_target(meta: dict, *, hidden: int, vocab: int, layers: int, where: str,
-                 train_command: str, name: str = "EAGLE-3") -> None:
-    """Raise ``ValueError`` naming both sides when a feature drafter's target shapes differ
-    (``meta``: the ``eagle3`` / ``specblock`` block of its ``config.json``; ``name`` in errors)."""
-    mine = {"hidden size": meta["target_hidden"], "vocabulary": meta["target_vocab"]}
-    theirs = {"hidden size": hidden, "vocabulary": vocab}
-    for key in mine:
-        if mine[key] != theirs[key]:
-            raise BadInput(f"{name} drafter {where} was trained for a target with {key} "
-                             f"{mine[key]}, but this target has {theirs[key]}; retrain it with "
-                             f"`{train_command}`")
-    bad = [i for i in meta["target_layers"] if not -layers - 1 <= i <= layers]
-    if bad:
-        raise BadInput(f"{name} drafter {where} reads target layers {bad}, but this target "
-                         f"has {layers} layers; retrain it with `{train_command}`")
-
-
-def read_feature_drafter(folder: Path, key: str, name: str, target, tokenizer_hash: str | None,
-                         train_command: str) -> tuple[dict, dict, dict[str, torch.Tensor]]:
-    """A shipped feature drafter's ``(config, meta, state)``: both files must exist (else the
-    error names ``train_command``), ``meta`` = the config's ``key`` block, checked against
-    ``target`` (``check_target``) and ``tokenizer_hash`` when given; ``name`` labels errors.
-    A corrupt file or NaN/inf weight raises ``BadInput`` naming it (``shipped``)."""
-    for file in (CONFIG, WEIGHTS):
-        if not (folder / file).exists() and not (file == WEIGHTS and has_weights(folder)):
-            raise MissingInput(f"{name} file {folder / file} is missing; create it with "
-                               f"`{train_command}` (it exports to {folder})")
-    fix = f"`{train_command}` (it exports to {folder})"
-    raw = read_config(folder, f"{name} drafter", fix, keys=(key,))
-    meta = raw.pop(key)
-    lacking = [k for k in META_KEYS if k not in meta] if isinstance(meta, dict) else META_KEYS
-    if lacking:
-        raise BadInput(f"{name} drafter config {folder / CONFIG}: its {key!r} block lacks "
-                       f"{list(lacking)}; re-create it with {fix}")
-    if target is not None:
-        tcfg = target.config
-        check_target(meta, hidden=tcfg.hidden_size, vocab=tcfg.vocab_size,
-                     layers=tcfg.num_hidden_layers, where=f"in {folder}",
-                     train_command=train_command, name=name)
-    saved_hash = raw.get("tokenizer_sha256", "")
-    if tokenizer_hash and saved_hash and saved_hash != tokenizer_hash:
-        raise BadInput(f"{name} drafter in {folder} was trained with another tokenizer; "
-                       f"retrain it with `{train_command}`")
-    return raw, meta, read_tensors(folder / WEIGHTS, f"{name} drafter", fix)
-
-
-def load_weights(net: nn.Module, state: dict[str, torch.Tensor], path: Path, name: str,
-                 train_command: str) -> None:
-    """``net.load_state_dict(state)``, failing with both key lists (or the shape mismatch) and
-    ``train_command`` when they differ."""
-    load_state(net, state, path, name, f"`{train_command}` (it exports to {path.parent})")
 
 
 def load_eagle3(folder: str | Path, target=None, *, tokenizer_hash: str | None = None,

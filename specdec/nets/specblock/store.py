@@ -17,7 +17,7 @@ from transformers import LlamaConfig
 
 from specdec.errors import BadInput
 from specdec.models.shipped import WEIGHTS, write_asset
-from specdec.nets.eagle3.net import load_weights, read_feature_drafter
+from specdec.nets.eagle3.feature_asset import load_weights, read_feature_drafter
 from specdec.nets.specblock.net import SpecBlockNet
 
 TRAIN_COMMAND = "python -m specdec.train +experiment=specblock_<model>"
