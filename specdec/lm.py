@@ -39,7 +39,7 @@ from specdec.forwards import ForwardRecord, current_lane, nonfinite_error
 from specdec.graphs import graph_runner
 from specdec.lm_inputs import node_inputs, position_inputs
 from specdec.models.cache_arg import cache_kwarg
-from specdec.models.placement import cuda_devices
+from specdec.models.devices import cuda_devices
 from specdec.reconcile import reconcile_cache
 from specdec.static_cache import StaticKV, gather_nodes
 from specdec.threads import forward_budget
