@@ -19,8 +19,9 @@ The keys used to sit flat in the model config (``model.dtype``, ``model.draft_de
 with ``model.dtype is now model.placement.dtype`` (``specdec.cli_check``), as does a model config
 that still holds the flat keys. ``flat_model`` is the model config as it was before the node:
 the eval's records hash (``specdec.bench.records.config_hash``) and the training folder's hash
-(``specdec.learners.resume.train_hash``) read it, so a run of the same settings keeps its hash
-and its folder.
+(``specdec.learners.resume.train_hash``) read it, and an eval run folder names a placement
+override by its flat key (``specdec.bench.rundir.flat_placement``), so a run of the same
+settings keeps its hash and its folder.
 """
 
 from __future__ import annotations
