@@ -33,7 +33,7 @@ def main() -> None:
     ap.add_argument("--kernels", nargs="+", default=list(KERNELS[1:]), choices=KERNELS[1:])
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
-    pair = smollm2_pair(draft=args.draft, linear_kernel="stock")
+    pair = smollm2_pair(draft=args.draft, placement={"linear_kernel": "stock"})
     target, draft = CachedLM(pair.target, "target"), CachedLM(pair.draft, "draft")
     sizes = range(1, args.max_new + 1)
     rows = {}

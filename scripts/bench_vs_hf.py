@@ -77,7 +77,8 @@ def main(argv: list[str] | None = None) -> None:
         torch.set_num_threads(args.threads)
     pair = smollm2_pair(draft=args.draft)
     hf_pairs = {("hf" if k == "same" else "hf_stock"): (
-        pair if k == "same" else smollm2_pair(draft=args.draft, linear_kernel="stock"))
+        pair if k == "same" else smollm2_pair(draft=args.draft,
+                                              placement={"linear_kernel": "stock"}))
         for k in args.hf_kernels}
     calls: list[int] = []
     for p in hf_pairs.values():

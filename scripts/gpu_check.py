@@ -56,8 +56,8 @@ def greedy(args: argparse.Namespace) -> int:
     from specdec.engine import generate
     from specdec.sampling import TorchCoins
 
-    base = ["model=tiny", "benchmark=tiny", f"device={args.device}", "model.dtype=float64",
-            "sampling.temperature=0"]
+    base = ["model=tiny", "benchmark=tiny", f"device={args.device}",
+            "model.placement.dtype=float64", "sampling.temperature=0"]
     pair = instantiate(compose([*base, "method=ar"]).model)
     methods = args.methods or sorted(p.stem for p in (CONF_DIR / "method").glob("*.yaml"))
 

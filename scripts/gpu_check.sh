@@ -79,7 +79,7 @@ if [ "$DEVICE" = cpu ]; then
   echo "gpu_check: dry run: skipping the $PAIR sweep"
 elif $PY scripts/gpu_check.py weights --pair "$PAIR"; then
   $PY -m specdec.eval -m "method=$METHODS" "model=$PAIR" "benchmark=$BENCH" "limit=$LIMIT" \
-    device=cuda "model.dtype=$DTYPE" "model.attn_implementation=$ATTN" \
+    device=cuda "model.placement.dtype=$DTYPE" "model.placement.attn_implementation=$ATTN" \
     "paths.log_dir=$OUT/sweep" progress=false 2>&1 | tee "$OUT/sweep.txt" || failed+=(sweep)
   echo "== 3b. cost-model timing sanity on CUDA ($PAIR, sps)"
   sps_dir=$(dirname "$(find "$OUT/sweep" -path '*/sps/*summary.json' -print -quit 2>/dev/null)")

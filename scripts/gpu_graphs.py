@@ -88,7 +88,7 @@ def agreement(want: dict, got: dict) -> tuple[float, list[int | None]]:
 def graphs(args: argparse.Namespace) -> int:
     """Eager vs replayed ``ar``: per-step ms and greedy identity."""
     base = [f"model={args.pair}", "benchmark=tiny", f"device={args.device}",
-            f"model.dtype={args.dtype}", *args.overrides]
+            f"model.placement.dtype={args.dtype}", *args.overrides]
     print(f"graphs: ar on {args.pair}, device={args.device}, {args.dtype}, "
           f"{len(PROMPTS)} prompts x {args.max_new_tokens} tokens")
     results = {name: run_ar([*base, *extra], args.max_new_tokens,
@@ -112,8 +112,8 @@ def graphs(args: argparse.Namespace) -> int:
 def dtypes(args: argparse.Namespace) -> int:
     """``ar`` in float32 vs bfloat16: the fraction of identical tokens (reported)."""
     base = [f"model={args.pair}", "benchmark=tiny", f"device={args.device}", *args.overrides]
-    f32, ms32, _ = run_ar([*base, "model.dtype=float32"], args.max_new_tokens)
-    bf16, ms16, _ = run_ar([*base, "model.dtype=bfloat16"], args.max_new_tokens)
+    f32, ms32, _ = run_ar([*base, "model.placement.dtype=float32"], args.max_new_tokens)
+    bf16, ms16, _ = run_ar([*base, "model.placement.dtype=bfloat16"], args.max_new_tokens)
     same, firsts = agreement(f32, bf16)
     print(f"dtypes: ar on {args.pair}, device={args.device}: bfloat16 vs float32 "
           f"{same:.3f} identical tokens (first differences per prompt {firsts}); "

@@ -67,7 +67,8 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
-    pair = smollm2_pair(draft=args.draft, draft_path=args.draft_path, linear_kernel=args.kernel)
+    pair = smollm2_pair(draft=args.draft, draft_path=args.draft_path,
+                        placement={"linear_kernel": args.kernel})
     target, draft = CachedLM(pair.target), CachedLM(pair.draft, role="draft")
     cost = calibrate(target, draft, max_new=max(args.gammas) + 1) if args.cost else None
     if cost is not None:

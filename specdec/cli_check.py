@@ -12,7 +12,9 @@ message or option dump and exit status 1, before the entry point's ``main`` runs
   of a sweep ``-m method=<a>,<b>``) with no ``conf/<group>/<choice>.yaml``: the nearest names
   (``difflib``) and the group's options;
 * a key the composed config does not have: the nearest keys of the node where its path leaves
-  the config (``model.tagret.path``: the keys of ``model``);
+  the config (``model.tagret.path``: the keys of ``model``); a placement key of the old flat
+  spelling (``model.dtype=bfloat16``) names its key in the ``placement:`` node
+  (``model.placement.dtype=bfloat16``, ``specdec.models.placement_config``);
 * overrides after a flag (``a=1 -m b=2``: argparse's ``unrecognized arguments``): the command
   with every flag first;
 * ``key={}`` on a mapping the preset fills: Hydra merges the empty mapping, which changes nothing;
@@ -32,6 +34,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from specdec.config import compose_config
 from specdec.errors import BadInput
+from specdec.models.placement_config import moved, moved_error
 from specdec.paths import CONF_DIR
 
 SYNTAX = "https://hydra.cc/docs/advanced/override_grammar/basic/"
@@ -126,12 +129,14 @@ def _unknown_key(config_name: str, parsed: list, text: list[str]) -> None:
         base = compose_config(config_name, groups, hydra_node=False)
     except Exception:
         return
-    for override in parsed:
+    for override, line in zip(parsed, text, strict=True):
         key = override.key_or_group
         if override.is_add() or override.is_force_add() or override.is_delete():
             continue
         if key.startswith("hydra") or group_options(key.replace(".", "/")) is not None:
             continue
+        if moved(key) is not None and OmegaConf.select(base, moved(key).rsplit(".", 1)[0]):
+            raise moved_error(key, line.split("=", 1)[1] if "=" in line else None)
         error = _missing_segment(base, key)
         if error is not None:
             raise error

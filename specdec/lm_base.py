@@ -14,7 +14,7 @@ from transformers import PreTrainedModel
 
 from specdec.errors import BadInput
 from specdec.forwards import ForwardRecord
-from specdec.models.placement import cuda_devices
+from specdec.models.devices import cuda_devices
 from specdec.vocab import fit_rows
 
 

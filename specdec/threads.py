@@ -12,9 +12,9 @@ drifts from the wall clock (as it did in runs on a loaded machine).
 So ``engine.generate`` runs inside ``loop_threads()``: the loop's work uses one thread, and every
 model forward (``lm.CachedLM``, ``drafters.block_lm.BlockLM``) sets its budget with
 ``forward_threads`` around the model call: the model's own ``threads`` if it has one (a draft's
-``model.draft_threads``), else the budget the caller had when the loop started. Budgets are
-per-thread (OpenMP's ``nthreads`` is a per-thread setting; ``drafters.ahead`` workers set their
-own), so this state is thread-local.
+``model.placement.draft_threads``), else the budget the caller had when the loop started.
+Budgets are per-thread (OpenMP's ``nthreads`` is a per-thread setting; ``drafters.ahead`` workers
+set their own), so this state is thread-local.
 """
 
 from __future__ import annotations

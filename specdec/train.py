@@ -118,8 +118,18 @@ def log_export(logger: Logger | bool, folder: Path, cfg: DictConfig) -> None:
                                    else ["latest"])
 
 
+def check_placement(cfg: DictConfig) -> None:
+    """The run's one device check before anything loads (``check_before_loading``), on the
+    placement of the experiment's pair (``model.placement``; none: nothing to check)."""
+    from specdec.models.placement import Placement, check_before_loading
+
+    if isinstance(cfg.get("model"), DictConfig):
+        check_before_loading(Placement.from_config(cfg.model))
+
+
 def train(cfg: DictConfig) -> dict[str, float]:
     """Run the configured stage; returns the final metrics (empty for ``stage=data``)."""
+    check_placement(cfg)  # before data_gen or the learner loads the pair
     out_dir = Path(cfg.paths.output_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     if cfg.stage == "data":

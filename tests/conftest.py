@@ -35,7 +35,7 @@ def tiny64():
     """The tiny random pair in float64 (exactness tests)."""
     from specdec.models.tiny import tiny_pair
 
-    return tiny_pair(dtype="float64")
+    return tiny_pair(placement={"dtype": "float64"})
 
 
 @pytest.fixture

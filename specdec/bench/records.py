@@ -15,7 +15,9 @@ never resumes the answers to its old text). What only selects or reports is left
 ``warmup``, ``resume``, ``logger``, ``paths``, ``on_bad_record``, ``optimized_metric``,
 ``hparams_search``, ``rank_timeout_s``): raising ``limit`` resumes the same run, and so does a
 ``torchrun`` run of any world size (``specdec.bench.run.shards``). ``threads`` and ``device`` are
-hashed: timings of one record set share them. A record's stats fields are
+hashed: timings of one record set share them. The model config's ``placement:`` node is hashed as
+its keys were before the node, flat in ``model`` (``placement_config.flat_model``), so runs of the
+same settings keep their hash. A record's stats fields are
 ``GenerationStats.to_record()`` (``specdec.metrics``: one schema).
 
 A corrupt line before the last (no kill produces one: a disk error, a hand edit) stops
@@ -37,6 +39,7 @@ from pathlib import Path
 from specdec.bench.eval_keys import UNHASHED_DATASET_KEYS, UNHASHED_KEYS
 from specdec.bench.rundir import dumps
 from specdec.errors import BadInput
+from specdec.models.placement_config import flat_model
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +50,8 @@ MODEL_KEYS_IF_SET = ("cuda_graphs",)
 def config_hash(cfg: dict) -> str:
     """A short stable hash of the record-relevant part of a resolved eval config (a plain dict)."""
     keep = {k: v for k, v in cfg.items() if k not in UNHASHED_KEYS}
+    if "model" in keep:  # the placement node's keys where they were before it: the same hash
+        keep["model"] = flat_model(keep["model"])
     model = keep.get("model")
     if isinstance(model, dict) and any(model.get(k, 0) is None for k in MODEL_KEYS_IF_SET):
         # keys added after records existed hash only when set: their default moves no hash

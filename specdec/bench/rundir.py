@@ -21,7 +21,9 @@ single-process run, of a folder in use fails the same way.
 ``run_folder_name`` is the last part of an eval run folder (``${specdec_run_name:...}`` in
 ``conf/eval.yaml``, around Hydra's ``override_dirname``): the overrides as Hydra writes them, as
 one folder name. A name without ``/`` is kept as it is, so the folders of existing runs (and their
-records) stay where they are; a path or hub id in a value (``model.target=/models/x``) would nest
+records) stay where they are; a placement override (``model.placement.dtype=bfloat16``) is
+written as the flat key it replaced (``model.dtype=bfloat16``, ``flat_placement``), for the same
+reason; a path or hub id in a value (``model.target=/models/x``) would nest
 folders, so each ``/`` becomes ``--`` (a hub id's ``org--name``, as asset folders write it), a
 leading one is dropped, and a name past 255 bytes keeps its first ``MAX_NAME`` characters and a
 digest.
@@ -41,12 +43,29 @@ from types import TracebackType
 from typing import IO
 
 from specdec.errors import InputError
+from specdec.models.placement_config import KEYS, NODE
 
 MAX_NAME = 200  # characters of a rewritten run folder's name (file systems allow 255 bytes)
 
 
+#: where Hydra's ``override_dirname`` starts an override (``,`` before ``key=``)
+OVERRIDE_START = re.compile(r",(?=[+~]*[A-Za-z_][\w.@/-]*=)")
+PLACEMENT_KEY = re.compile(rf"^([+~]*)model\.{NODE}\.({'|'.join(KEYS)})=")
+
+
+def flat_placement(dirname: str) -> str:
+    """``override_dirname`` with each ``model.placement.<key>=`` override written as the flat
+    ``model.<key>=`` it replaced, in Hydra's order (sorted): the folder the run had before the
+    node (``specdec.models.placement_config``)."""
+    if f"model.{NODE}." not in dirname:
+        return dirname
+    lines = [PLACEMENT_KEY.sub(r"\1model.\2=", line) for line in OVERRIDE_START.split(dirname)]
+    return ",".join(sorted(lines))
+
+
 def run_folder_name(dirname: str) -> str:
     """One safe folder name for Hydra's ``override_dirname`` (see the module docstring)."""
+    dirname = flat_placement(dirname)
     if "/" not in dirname and len(dirname.encode()) <= 255:
         return dirname
     name = re.sub(r"(^|[=,])/+", r"\1", dirname).replace("/", "--")

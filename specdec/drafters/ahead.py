@@ -21,12 +21,12 @@ Where it runs (``mode``; ``auto``, the default, is ``thread`` when ``check_overl
 configuration can overlap and ``inline`` otherwise):
 
 * ``thread``: one persistent worker thread per ``Ahead``. On CPU its forwards use the draft
-  model's thread budget (``CachedLM.threads`` = ``model.draft_threads``, set around each forward;
-  the worker also starts with it), the target keeps the process's (``threads``). On CUDA the job
-  runs on a side stream of the draft model's device (a device of its own when
-  ``model.draft_device`` differs from the target's, a second stream on the same device otherwise),
-  and the worker synchronises that stream before ``take`` hands the result over. The CUDA path is
-  written to the CUDA semantics but untested here (no GPU on the project's machine).
+  model's thread budget (``CachedLM.threads`` = ``model.placement.draft_threads``, set around
+  each forward; the worker also starts with it), the target keeps the process's (``threads``).
+  On CUDA the job runs on a side stream of the draft model's device (a device of its own when
+  ``model.placement.draft_device`` differs from the target's, a second stream on the same device
+  otherwise), and the worker synchronises that stream before ``take`` hands the result over. The
+  CUDA path is written to the CUDA semantics but untested here (no GPU on the project's machine).
 * ``inline``: the job runs inside ``submit``, before the target's forward. Same result, same
   lanes in the log (so the modeled clock still prices the overlap), no wall-clock overlap. The
   exact enumeration harness needs it (its draws must come in a fixed order).
@@ -87,8 +87,8 @@ def check_overlap(device: torch.device, draft_threads: int | None, *, mode: str,
 
     Args:
         device: the draft model's device.
-        draft_threads: the draft's torch thread budget (``model.draft_threads``; ``None``: the
-            worker inherits the process's ``torch.get_num_threads()``).
+        draft_threads: the draft's torch thread budget (``model.placement.draft_threads``;
+            ``None``: the worker inherits the process's ``torch.get_num_threads()``).
         mode: the requested mode (``auto``, ``thread`` or ``inline``), for the warning's advice.
         name: the worker's lane (for messages).
 
@@ -107,9 +107,9 @@ def check_overlap(device: torch.device, draft_threads: int | None, *, mode: str,
         return True
     cores, target = machine_cores(), torch.get_num_threads()
     if draft_threads is not None and draft_threads > cores:
-        raise BadInput(f"model.draft_threads={draft_threads} exceeds this machine's {cores} "
-                         f"cores; give the draft at most {max(1, cores - 1)} (and the target the "
-                         "rest with threads=...)")
+        raise BadInput(f"model.placement.draft_threads={draft_threads} exceeds this machine's "
+                       f"{cores} cores; give the draft at most {max(1, cores - 1)} (and the target "
+                       "the rest with threads=...)")
     draft = draft_threads if draft_threads is not None else target
     if draft + target <= cores:
         return True
@@ -121,7 +121,8 @@ def check_overlap(device: torch.device, draft_threads: int | None, *, mode: str,
         "background work %r: the draft's %d torch threads and the target's %d share %d CPU "
         "cores, so drafting cannot overlap verification: this run is serial in wall time "
         "(wall_s) and %s; modeled_s prices the two lanes as two devices. To overlap, set "
-        "threads=T model.draft_threads=D with T + D <= %d, or model.draft_device=<gpu>",
+        "threads=T model.placement.draft_threads=D with T + D <= %d, or "
+        "model.placement.draft_device=<gpu>",
         name, draft, target, cores, what, cores)
     return False
 

@@ -8,8 +8,8 @@ small net fed the target's own features. This base owns:
 * **placement** (``specdec.models.placement``): the net reads the target's features, embedding and
   head, so it goes to the target's device in the target's dtype
   (``Placement.place(net, "features")``); the drafter never picks its own. ``reads_target``
-  makes ``model.draft_device`` refused before loading, and ``attach`` refuses a target elsewhere
-  than the placement said;
+  makes ``model.placement.draft_device`` refused before loading, and ``attach`` refuses a target
+  elsewhere than the placement said;
 * **target checks** at ``attach`` (before the first generation): the net's recorded hidden size,
   vocabulary and target layers against the target's (``nets.eagle3.feature_asset.check_target``);
 * **catching up**: a cache of *verified* positions, each computed from the target's features
@@ -48,7 +48,8 @@ from specdec.core import LM, Context, Draft, Drafter, TargetView, Verdict
 from specdec.drafters.candidates import Candidates
 from specdec.drafters.policies import Policy
 from specdec.errors import BadInput
-from specdec.models.placement import Held, Placement, matches
+from specdec.models.devices import matches
+from specdec.models.placement import Held, Placement
 from specdec.models.retrain import retrain_command
 from specdec.nets.eagle3.feature_asset import check_target
 

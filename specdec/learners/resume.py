@@ -7,10 +7,12 @@ unresolved, so the folder does not depend on where the checkout lives). The keys
 ``UNHASHED_KEYS`` are left out: where files go (``paths``, ``hydra``), how the run is watched
 (``logger``, ``callbacks``), what happens after the fit (``export``: installing a finished run
 reruns its command with ``export.install=true`` in the same folder) and how it starts
-(``stage``, ``ckpt_path``, ``resume``). So rerunning a killed command lands in its folder, and
-``resume_checkpoint`` hands Lightning its ``checkpoints/last.ckpt``: the weights, optimizer and
-schedulers, the loop position and (``specdec.learners.resumable``) the train loader's place in its
-epoch come back, and no step is lost or repeated beyond the last checkpoint. ``save_last`` rewrites
+(``stage``, ``ckpt_path``, ``resume``); the model config's ``placement:`` node is hashed as its
+keys were before the node, flat in ``model`` (``placement_config.flat_model``). So rerunning a
+killed command lands in its folder, and ``resume_checkpoint`` hands Lightning its
+``checkpoints/last.ckpt``: the weights, optimizer and schedulers, the loop position and
+(``specdec.learners.resumable``) the train loader's place in its epoch come back, and no step is
+lost or repeated beyond the last checkpoint. ``save_last`` rewrites
 ``last.ckpt`` at the end of a completed fit (the callback writes it at each validation only), so
 rerunning a finished command trains nothing and goes on to test and export.
 
@@ -36,6 +38,7 @@ from omegaconf import DictConfig, OmegaConf
 from torch import nn
 
 from specdec.errors import BadInput
+from specdec.models.placement_config import flat_model
 from specdec.models.shipped import read_checkpoint
 
 if TYPE_CHECKING:
@@ -52,6 +55,8 @@ def train_hash(cfg: DictConfig) -> str:
     """12 hex digits of the training-relevant config (``UNHASHED_KEYS`` left out)."""
     keep = {k: v for k, v in OmegaConf.to_container(cfg, resolve=False).items()
             if k not in UNHASHED_KEYS}
+    if "model" in keep:  # the placement node's keys where they were before it: the same hash
+        keep["model"] = flat_model(keep["model"])
     blob = json.dumps(keep, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 

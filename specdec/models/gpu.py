@@ -1,9 +1,9 @@
 """The GPU path: flash-attention where it can run, ``sdpa`` where it cannot, and GPU versions.
 
-``model.attn_implementation: flash_attention_2`` needs the ``flash-attn`` package (the ``[gpu]``
-extra: ``pip install -e .[gpu]``), a CUDA device and a half-precision dtype (``bfloat16`` /
-``float16``); ``check_attention`` refuses the request before any weights load otherwise, naming
-the missing piece and the fix.
+``model.placement.attn_implementation: flash_attention_2`` needs the ``flash-attn`` package (the
+``[gpu]`` extra: ``pip install -e .[gpu]``), a CUDA device and a half-precision dtype
+(``bfloat16`` / ``float16``); ``check_attention`` refuses the request before any weights load
+otherwise, naming the missing piece and the fix.
 
 Tree drafts (SpecInfer, Miao et al. 2024; EAGLE-2, Li et al. 2024; Sequoia) are verified in one
 forward under an explicit 4-D ancestor mask (``specdec.lm_inputs.position_inputs``), which
@@ -31,6 +31,7 @@ from importlib import metadata
 import torch
 
 from specdec.errors import BadInput
+from specdec.models.placement_config import key_name
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +39,7 @@ log = logging.getLogger(__name__)
 FLASH = {"flash_attention_2": "flash_attn", "flash_attention_3": "flash_attn_interface"}
 TREE_FALLBACK = "sdpa"
 HALF = (torch.bfloat16, torch.float16)
+ATTN = key_name("attn_implementation")
 
 
 def flash_installed(implementation: str) -> bool:
@@ -50,7 +52,7 @@ def check_attention(requested: str | None, *, device: str, dtype: torch.dtype,
     """Refuse a flash-attention request this machine or configuration cannot serve.
 
     Args:
-        requested: ``model.attn_implementation`` (``None``: transformers' default).
+        requested: ``model.placement.attn_implementation`` (``None``: transformers' default).
         device: the target's device (``device``; with a ``device_map``, the eval's ``device``).
         dtype: the models' dtype.
         installed: whether a flash implementation's package is importable (None:
@@ -61,18 +63,18 @@ def check_attention(requested: str | None, *, device: str, dtype: torch.dtype,
     """
     if requested not in FLASH:
         return
+    attn, sdpa = f"{ATTN}={requested}", f"{ATTN}=sdpa"
     if not (installed or flash_installed)(requested):
         raise BadInput(
-            f"model.attn_implementation={requested} needs the {FLASH[requested]!r} package, which "
-            "is not installed; install the GPU extra (pip install -e '.[gpu]', see docs/gpu.md) "
-            "or use model.attn_implementation=sdpa")
+            f"{attn} needs the {FLASH[requested]!r} package, which is not installed; install the "
+            f"GPU extra (pip install -e '.[gpu]', see docs/gpu.md) or use {sdpa}")
     if not str(device).startswith("cuda"):
-        raise BadInput(f"model.attn_implementation={requested} runs on CUDA only, but "
-                         f"device={device}; use device=cuda or model.attn_implementation=sdpa")
+        raise BadInput(f"{attn} runs on CUDA only, but device={device}; use device=cuda or "
+                       f"{sdpa}")
     if dtype not in HALF:
-        raise BadInput(f"model.attn_implementation={requested} needs bfloat16 or float16 "
-                         f"weights, got {str(dtype).replace('torch.', '')}; set "
-                         "model.dtype=bfloat16 or model.attn_implementation=sdpa")
+        raise BadInput(f"{attn} needs bfloat16 or float16 weights, got "
+                       f"{str(dtype).replace('torch.', '')}; set {key_name('dtype')}=bfloat16 "
+                       f"or {sdpa}")
 
 
 def fit_attention(models: Iterable[tuple[str, object]], *, makes_trees: bool) -> dict[str, str]:

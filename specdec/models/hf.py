@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 import torch
@@ -22,7 +23,7 @@ from safetensors import SafetensorError
 
 from specdec.errors import BadInput, InputError, MissingInput
 from specdec.models.pair import ModelPair, load_pair
-from specdec.models.placement import DeviceMap
+from specdec.models.placement import Placement
 
 NO_DRAFT = ("", "none", "null")  # model.draft values meaning "no draft" (case-insensitive)
 WEIGHTS = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
@@ -157,15 +158,8 @@ def hf_pair(
     draft: str | None = None,
     *,
     name: str | None = None,
-    dtype: str = "float32",
-    device: str = "cpu",
+    placement: Placement | Mapping | None = None,
     trust_remote_code: bool = False,
-    attn_implementation: str | None = None,
-    linear_kernel: str = "auto",
-    draft_device: str | None = None,
-    draft_threads: int | None = None,
-    device_map: DeviceMap = None,
-    max_memory: dict | None = None,
     static_cache: bool = False,
     max_cache_len: int | None = None,
     cuda_graphs: bool | None = None,
@@ -177,6 +171,7 @@ def hf_pair(
         draft: hub id or local folder of the draft; ``None`` / ``"none"``: no draft (AR and the
             draft-free methods only).
         name: the pair's name in summaries (default: ``pair_name(target)``).
+        placement: the model config's ``placement:`` node (``Placement.from_config``).
         The other arguments are ``specdec.models.pair.load_pair``'s.
     """
     check_reference(str(target), "model.target")
@@ -184,11 +179,8 @@ def hf_pair(
     if draft is not None:
         check_reference(draft, "model.draft")
     try:
-        pair = load_pair(name or pair_name(str(target)), str(target), draft, dtype=dtype,
-                         device=device, trust_remote_code=trust_remote_code,
-                         attn_implementation=attn_implementation, linear_kernel=linear_kernel,
-                         draft_device=draft_device, draft_threads=draft_threads,
-                         device_map=device_map, max_memory=max_memory,
+        pair = load_pair(name or pair_name(str(target)), str(target), draft,
+                         placement=placement, trust_remote_code=trust_remote_code,
                          static_cache=static_cache, max_cache_len=max_cache_len,
                          cuda_graphs=cuda_graphs)
     except (OSError, SafetensorError, ValueError) as err:  # a file the loader cannot read

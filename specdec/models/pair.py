@@ -3,16 +3,18 @@
 Every pair, the tiny random one included, ends up as a ``ModelPair``; ``describe()`` is the pair's
 fingerprint in summaries, so the report refuses to compare runs on different pairs.
 
-Every loader honours ``device`` (and ``draft_device``) or fails: ``check_before_loading`` refuses
-a device this machine does not have (``device=cuda`` on a CPU-only machine) before any weights load,
-instead of running on the CPU under a ``cuda`` label. A big target is split over devices by
-``model.device_map`` / ``model.max_memory`` (``specdec.models.placement``); flash-attention is
-checked before loading (``specdec.models.gpu``). The draft must share the target's tokenizer; its
+Every loader takes one ``Placement`` (``placement=``: the model config's ``placement:`` node, read
+by ``Placement.from_config``) and honours its ``device`` and ``draft_device``; the entry point has
+refused a device this machine does not have before any loader runs
+(``specdec.models.placement.check_before_loading``). A big target is split over devices by the
+placement's ``device_map`` / ``max_memory``; flash-attention is checked before loading
+(``specdec.models.gpu``). The draft must share the target's tokenizer; its
 output rows may differ from the target's by padding rows only (``specdec.vocab``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -26,14 +28,13 @@ from transformers import (
 
 from specdec.errors import BadInput, MissingInput
 from specdec.models.attention import use_cpu_attention
+from specdec.models.devices import check_loaded
 from specdec.models.gpu import check_attention
 from specdec.models.kernel_probe import resolve_for
-from specdec.models.placement import DeviceMap, Placement, check_before_loading, check_loaded
+from specdec.models.placement import Placement
+from specdec.models.placement_config import key_name
 from specdec.static_cache import StaticSpec, static_spec
 from specdec.vocab import check_rows
-
-DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16,
-          "float16": torch.float16}
 
 
 @dataclass
@@ -69,12 +70,6 @@ class ModelPair:
         return {**out, **self.placement.describe(), **self.info}
 
 
-def resolve_dtype(name: str) -> torch.dtype:
-    if name not in DTYPES:
-        raise BadInput(f"unknown dtype {name!r}; choose one of {sorted(DTYPES)}")
-    return DTYPES[name]
-
-
 def check_vocab(target: PreTrainedModel, draft: PreTrainedModel | None,
                 tokenizer: PreTrainedTokenizerBase,
                 draft_tokenizer: PreTrainedTokenizerBase | None = None) -> None:
@@ -97,54 +92,55 @@ def make_pair(
     tokenizer: PreTrainedTokenizerBase,
     info: dict[str, str],
     *,
-    linear_kernel: str = "auto",
-    draft_device: str | None = None,
-    draft_threads: int | None = None,
+    placement: Placement | None = None,
     draft_tokenizer: PreTrainedTokenizerBase | None = None,
     kernel_cache: str | Path | None = None,
-    device_map: DeviceMap = None,
 ) -> ModelPair:
     """Check the vocabularies, place the draft, set both models' CPU kernels, return the pair
-    with its ``Placement`` (``specdec.models.placement``: built here once, for every loader).
+    with the ``Placement`` it was built with (``specdec.models.placement``: recorded here once,
+    for every loader).
 
     Every loader ends here, so the kernels are the same for target and draft, for ``ar`` and every
     method, and are recorded in the pair's fingerprint. The CPU kernels (``weight_stationary``,
     ``packed``) also switch ``sdpa`` attention to ``specdec_sdpa`` (``specdec.models.attention``:
     grouped queries without copied key/value heads); ``stock`` leaves both models as loaded.
-    ``draft_device`` (default: the target's) and ``draft_threads`` (default: the process's torch
-    threads) place the draft; the placement is recorded in the fingerprint. ``draft_tokenizer``
-    (the draft's own, when it has one) is compared token by token with ``tokenizer``; output rows
-    that differ only in padding are recorded as ``draft_rows`` (with the target's) and reconciled
-    by the draft's ``CachedLM`` (``specdec.vocab``). ``linear_kernel: auto`` is decided by a
-    timed probe on this machine, cached under ``kernel_cache`` (``specdec.models.kernel_probe``;
-    the choice and the probe's timings go into the fingerprint).
+    ``placement`` is the one the loader was given (None: the defaults): its ``draft_device``
+    (default: the target's) and ``draft_threads`` (default: the process's torch threads) place the
+    draft; the pair's placement records the target's input device, the kernel and attention
+    the models ended up with and the process's threads. ``draft_tokenizer`` (the draft's own,
+    when it has one) is compared token by token with ``tokenizer``; output rows that differ only
+    in padding are recorded as ``draft_rows`` (with the target's) and reconciled by the draft's
+    ``CachedLM`` (``specdec.vocab``). ``linear_kernel: auto`` is decided by a timed probe on this
+    machine, cached under ``kernel_cache`` (``specdec.models.kernel_probe``; the choice and the
+    probe's timings go into the fingerprint).
     """
+    asked = Placement.from_config(placement)
     check_vocab(target, draft, tokenizer, draft_tokenizer)
     if draft is not None and output_rows(draft) != output_rows(target):
         # one key with "draft" in it: a draft-less `ar` baseline's target fingerprint still matches
         info = {**info, "draft_rows": f"{output_rows(draft)} (target {output_rows(target)})"}
-    if draft_threads is not None and draft_threads < 1:
-        raise BadInput(f"model.draft_threads must be >= 1 or null, got {draft_threads}")
-    if draft is not None and draft_device is not None:
-        draft = place_draft(target, draft, draft_device)
+    if draft is not None and not asked.draft_follows_target:
+        draft = place_draft(target, draft, asked.draft_device)
     device = target.get_input_embeddings().weight.device  # where the target's inputs go
-    choice = resolve_for(linear_kernel, [target, draft], cache_dir=kernel_cache)
+    choice = resolve_for(asked.linear_kernel, [target, draft], cache_dir=kernel_cache)
     kernel = choice.kernel
     if choice.note is not None:
         info = {**info, "linear_kernel_probe": choice.note}
     if kernel != "stock":
         use_cpu_attention(target)
         use_cpu_attention(draft)
-    placement = Placement(
-        device=device, draft_device=device if draft_device is None else torch.device(draft_device),
+    built = replace(
+        asked, device=device,
+        draft_device=device if asked.draft_follows_target else asked.draft_device,
         dtype=target.dtype, linear_kernel=kernel,
-        attention=getattr(target.config, "_attn_implementation", None), device_map=device_map,
-        threads=torch.get_num_threads(), draft_threads=draft_threads)
+        attention=getattr(target.config, "_attn_implementation", None),
+        threads=torch.get_num_threads())
     return ModelPair(name=name, target=target, draft=draft, tokenizer=tokenizer, info=info,
-                     placement=placement)
+                     placement=built)
 
 
-def place_draft(target: PreTrainedModel, draft: PreTrainedModel, device: str) -> PreTrainedModel:
+def place_draft(target: PreTrainedModel, draft: PreTrainedModel,
+                device: str | torch.device) -> PreTrainedModel:
     """Move ``draft`` to ``device``; refuse when it shares weights with the target elsewhere.
 
     Moving a module moves its parameter objects in place, so a draft sharing the target's
@@ -157,7 +153,7 @@ def place_draft(target: PreTrainedModel, draft: PreTrainedModel, device: str) ->
     if shared:
         raise BadInput(
             f"the draft shares {len(shared)} weight tensors with the target, so it cannot move to "
-            f"model.draft_device={device} alone; leave draft_device null (the target's device) "
+            f"{key_name('draft_device')}={device} alone; leave it null (the target's device) "
             "or use a draft with weights of its own")
     return draft.to(dev)
 
@@ -184,15 +180,8 @@ def load_pair(
     target: str,
     draft: str | None = None,
     *,
-    dtype: str = "float32",
-    device: str = "cpu",
+    placement: Placement | Mapping | None = None,
     trust_remote_code: bool = False,
-    attn_implementation: str | None = None,
-    linear_kernel: str = "auto",
-    draft_device: str | None = None,
-    draft_threads: int | None = None,
-    device_map: DeviceMap = None,
-    max_memory: dict | None = None,
     static_cache: bool = False,
     max_cache_len: int | None = None,
     cuda_graphs: bool | None = None,
@@ -203,30 +192,24 @@ def load_pair(
         name: the pair's name (for summaries).
         target: hub id or local folder of the target.
         draft: hub id or local folder of the draft (``None``: no draft, AR only).
-        dtype: one of ``float32 float64 bfloat16 float16``.
-        device: torch device string (the target's, unless ``device_map`` places it).
+        placement: where and how the models load (``Placement.from_config``: the model config's
+            ``placement:`` node, some of its keys, or a ``Placement``; None: CPU, float32):
+            ``dtype``; ``device`` (the target's, unless ``device_map`` places it);
+            ``attn_implementation`` (e.g. ``sdpa``, ``eager``, ``flash_attention_2``; None:
+            default; ``specdec.models.gpu.check_attention``); ``linear_kernel``;
+            ``draft_device`` / ``draft_threads``; ``device_map`` (``auto``, a device, or a dict
+            of module -> device) within ``max_memory``, both passed to ``from_pretrained``.
         trust_remote_code: forwarded to transformers; keep ``False`` unless the config says so.
-        attn_implementation: e.g. ``sdpa``, ``eager``, ``flash_attention_2`` (None: default;
-            ``specdec.models.gpu.check_attention``).
-        linear_kernel: ``auto`` | ``stock`` | ``weight_stationary`` | ``packed``
-            (``specdec.models.kernels``).
-        draft_device: the draft's device (None: ``device``); draft_threads: its torch threads.
-        device_map: the target's placement over devices (``auto``, a device, or a dict of module
-            → device) and ``max_memory`` its per-device budget, both passed to
-            ``from_pretrained`` (``specdec.models.placement``); None: the whole target on
-            ``device``.
         static_cache, max_cache_len, cuda_graphs: the decoding caches' kind and their replay
             (``specdec.static_cache``, ``specdec.graphs``).
     """
-    # 1. Refuse what cannot run before minutes of loading.
+    # 1. Refuse what cannot run before minutes of loading (the devices: the entry point's check).
     spec = static_spec(static_cache, max_cache_len, cuda_graphs)
-    check_before_loading(device, draft_device=draft_device if draft is not None else None,
-                         device_map=device_map, max_memory=max_memory)
-    torch_dtype = resolve_dtype(dtype)
-    check_attention(attn_implementation, device=device, dtype=torch_dtype)
-    kwargs = {"dtype": torch_dtype, "trust_remote_code": trust_remote_code}
-    if attn_implementation:
-        kwargs["attn_implementation"] = attn_implementation
+    where = Placement.from_config(placement)
+    check_attention(where.attention, device=str(where.device), dtype=where.dtype)
+    kwargs = {"dtype": where.dtype, "trust_remote_code": trust_remote_code}
+    if where.attention:
+        kwargs["attn_implementation"] = where.attention
     # 2. The tokenizers (the draft's is compared token by token with the target's).
     tok = from_hub(AutoTokenizer, target, "model.target", trust_remote_code=trust_remote_code)
     draft_tok = None
@@ -235,10 +218,11 @@ def load_pair(
                              trust_remote_code=trust_remote_code)
     # 3. The target: on `device`, or placed by `device_map` within `max_memory`.
     info = {"target": target, "draft": str(draft)}
-    if device_map is None:
-        tgt = from_hub(AutoModelForCausalLM, target, "model.target", **kwargs).to(device).eval()
+    if where.device_map is None:
+        tgt = from_hub(AutoModelForCausalLM, target, "model.target", **kwargs)
+        tgt = tgt.to(where.device).eval()
     else:
-        placed = {"device_map": _plain(device_map), "max_memory": _plain(max_memory)}
+        placed = {"device_map": where.device_map, "max_memory": where.max_memory}
         tgt = from_hub(AutoModelForCausalLM, target, "model.target", **kwargs,
                        **{k: v for k, v in placed.items() if v is not None}).eval()
         check_loaded(tgt)
@@ -246,21 +230,9 @@ def load_pair(
     drf = None
     if draft is not None:
         drf = from_hub(AutoModelForCausalLM, draft, "model.draft", **kwargs)
-        drf = drf.to(draft_device or device)
-        drf = drf.eval()
-    pair = make_pair(name, tgt, drf, tok, info, linear_kernel=linear_kernel,
-                     draft_device=draft_device, draft_threads=draft_threads,
-                     draft_tokenizer=draft_tok, device_map=_plain(device_map))
+        drf = drf.to(where.draft_device).eval()
+    pair = make_pair(name, tgt, drf, tok, info, placement=where, draft_tokenizer=draft_tok)
     return with_static(pair, spec)
-
-
-def _plain(value: object) -> object:
-    """A Hydra ``DictConfig`` as a plain dict (accelerate checks ``isinstance(..., dict)``)."""
-    if value is None or isinstance(value, str | int):
-        return value
-    from omegaconf import DictConfig, OmegaConf
-
-    return OmegaConf.to_container(value) if isinstance(value, DictConfig) else dict(value)
 
 
 def with_static(pair: ModelPair, spec: StaticSpec | None) -> ModelPair:

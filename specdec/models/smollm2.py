@@ -19,6 +19,7 @@ import logging
 import os
 import shutil
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 
 import torch
@@ -26,8 +27,10 @@ from torch import nn
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 
 from specdec.errors import BadInput, MissingInput
-from specdec.models.pair import ModelPair, make_pair, resolve_dtype, with_static
-from specdec.models.placement import check_before_loading, same_device
+from specdec.models.devices import same_device
+from specdec.models.pair import ModelPair, make_pair, with_static
+from specdec.models.placement import Placement
+from specdec.models.placement_config import key_name, refuse_split
 from specdec.static_cache import static_spec
 
 log = logging.getLogger(__name__)
@@ -98,13 +101,13 @@ def target_folder(cache_dir: str | Path | None = None) -> Path:
     return folder
 
 
-def load_target(cache_dir: str | Path | None = None, dtype: str = "float32",
-                device: str = "cpu") -> tuple[PreTrainedModel, object]:
+def load_target(cache_dir: str | Path | None = None, dtype: torch.dtype = torch.float32,
+                device: str | torch.device = "cpu") -> tuple[PreTrainedModel, object]:
     """The SmolLM2-135M-Instruct target and its tokenizer, from the safetensors cache."""
     folder = target_folder(cache_dir)
     try:
         tok = AutoTokenizer.from_pretrained(folder)
-        model = AutoModelForCausalLM.from_pretrained(folder, dtype=resolve_dtype(dtype))
+        model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype)
     except Exception as err:  # a truncated or corrupt cache file
         raise BadInput(
             f"cannot load the SmolLM2 cache {folder / 'model.safetensors'}; delete the folder "
@@ -148,11 +151,7 @@ def smollm2_pair(
     draft_path: str | None = None,
     truncated_layers: int = 2,
     cache_dir: str | None = None,
-    dtype: str = "float32",
-    device: str = "cpu",
-    linear_kernel: str = "auto",
-    draft_device: str | None = None,
-    draft_threads: int | None = None,
+    placement: Placement | Mapping | None = None,
     static_cache: bool = False,
     max_cache_len: int | None = None,
     cuda_graphs: bool | None = None,
@@ -165,14 +164,14 @@ def smollm2_pair(
         truncated_layers: depth of the ``truncated`` draft.
         cache_dir: where the target's safetensors cache lives (default ``$SPECDEC_CACHE_DIR`` or
             ``<repo>/cache``).
-        dtype: ``float32`` (default; the cost measurements assume it) or another torch dtype.
-        device: torch device string.
-        linear_kernel: ``auto`` (on CPU the faster of ``stock`` and ``packed`` by a probe cached
-            under ``cache_dir``, ``specdec.models.kernel_probe``) | ``stock`` |
-            ``weight_stationary`` | ``packed`` (``specdec.models.kernels``).
-        draft_device, draft_threads: the draft's placement (``specdec.models.pair.make_pair``;
-            the shipped and truncated drafts share the target's embedding or layers, so they
-            stay on the target's device).
+        placement: where the models go (``Placement.from_config``: the model config's
+            ``placement:`` node, some of its keys, or a ``Placement``; None: CPU, float32):
+            ``dtype`` (``float32``, the default, is what the cost measurements assume),
+            ``device``, ``linear_kernel`` (``auto``: on CPU the faster of ``stock`` and
+            ``packed`` by a probe cached under ``cache_dir``, ``specdec.models.kernel_probe``),
+            ``draft_device`` / ``draft_threads`` (``specdec.models.pair.make_pair``; the shipped
+            and truncated drafts share the target's embedding or layers, so they stay on the
+            target's device).
         static_cache, max_cache_len, cuda_graphs: the decoding caches' kind and their replay
             (``specdec.static_cache``, ``specdec.graphs``).
     """
@@ -182,24 +181,24 @@ def smollm2_pair(
 
     if draft not in DRAFTS:
         raise BadInput(f"unknown draft {draft!r}; choose one of {list(DRAFTS)}")
-    check_before_loading(device, draft_device=None if draft == "none" else draft_device)
-    if draft != "none" and draft_device is not None and not same_device(draft_device, device):
+    where = Placement.from_config(placement)
+    refuse_split(where, "smollm2")
+    if draft != "none" and not same_device(where.draft_device, where.device):
+        key = key_name("draft_device")
         raise BadInput(
-            f"model.draft_device={draft_device}: the {draft} SmolLM2 draft shares the target's "
-            f"weights, so it runs on the target's device ({device}); leave model.draft_device "
-            "null, or give the draft weights of its own")
-    target, tok = load_target(cache_dir, dtype, device)
+            f"{key}={where.draft_device}: the {draft} SmolLM2 draft shares the target's "
+            f"weights, so it runs on the target's device ({where.device}); leave {key} null, "
+            "or give the draft weights of its own")
+    target, tok = load_target(cache_dir, where.dtype, where.device)
     info = {"target": CACHE_NAME, "draft": draft}
     drf = None
     if draft == "trained":
         path = Path(draft_path) if draft_path else DEFAULT_DRAFT
         drf = load_draft(path, target, tokenizer=tok, train_command=TRAIN_COMMAND)
-        drf = drf.to(device=device, dtype=target.dtype).eval()
+        drf = drf.to(device=where.device, dtype=target.dtype).eval()
         info["draft"] = f"trained:{path.name}"
     elif draft == "truncated":
         drf = truncated_draft(target, truncated_layers)
         info["draft"] = f"truncated:{truncated_layers}"
-    pair = make_pair("smollm2", target, drf, tok, info, linear_kernel=linear_kernel,
-                     draft_device=draft_device, draft_threads=draft_threads,
-                     kernel_cache=cache_dir)
+    pair = make_pair("smollm2", target, drf, tok, info, placement=where, kernel_cache=cache_dir)
     return with_static(pair, spec)

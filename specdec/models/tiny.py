@@ -7,13 +7,16 @@ Random weights are drawn under a forked RNG seeded by ``seed`` (the global RNG i
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
 from specdec.models.exact import exact_float64
-from specdec.models.pair import ModelPair, make_pair, resolve_dtype, with_static
-from specdec.models.placement import check_before_loading
+from specdec.models.pair import ModelPair, make_pair, with_static
+from specdec.models.placement import Placement
+from specdec.models.placement_config import refuse_split
 from specdec.static_cache import static_spec
 
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
@@ -68,13 +71,9 @@ def tiny_pair(
     draft_layers: int = 1,
     seed: int = 0,
     draft_seed: int = 1,
-    dtype: str = "float32",
     draft_vocab_size: int | None = None,
     vocab_size: int | None = None,
-    linear_kernel: str = "auto",
-    device: str = "cpu",
-    draft_device: str | None = None,
-    draft_threads: int | None = None,
+    placement: Placement | Mapping | None = None,
     static_cache: bool = False,
     max_cache_len: int | None = None,
     cuda_graphs: bool | None = None,
@@ -84,29 +83,26 @@ def tiny_pair(
     Args:
         hidden, layers, heads: target size. draft_hidden, draft_layers: draft size.
         seed, draft_seed: weight seeds (equal seeds and sizes give a draft identical to the target).
-        dtype: ``float32`` or ``float64`` (exactness tests).
         vocab_size, draft_vocab_size: output rows of the target and of the draft (default: the
             tokenizer's 259); rows past 259 are padding rows (``specdec.vocab``), fewer rows than
             259 are refused.
-        linear_kernel: ``auto`` | ``stock`` | ``weight_stationary`` | ``packed``
-            (``specdec.models.kernels``).
-        device: where both models go (``check_before_loading``: refused when this machine lacks
-            it, as is such a ``draft_device``).
-        draft_device, draft_threads: the draft's placement (``specdec.models.pair.make_pair``).
+        placement: where both models go and in what dtype (``Placement.from_config``: the model
+            config's ``placement:`` node, some of its keys, or a ``Placement``; None: CPU,
+            float32): ``dtype`` ``float32`` or ``float64`` (exactness tests), ``device``,
+            ``linear_kernel``, ``draft_device`` / ``draft_threads``
+            (``specdec.models.pair.make_pair``).
         static_cache, max_cache_len, cuda_graphs: the decoding caches' kind and their replay
             (``specdec.static_cache``, ``specdec.graphs``).
     """
     spec = static_spec(static_cache, max_cache_len, cuda_graphs)
-    check_before_loading(device, draft_device=draft_device)
-    dev = torch.device(device)
+    where = Placement.from_config(placement)
+    refuse_split(where, "tiny")
     tok = byte_tokenizer()
-    dt = resolve_dtype(dtype)
     target = tiny_lm(vocab_size or len(tok), hidden=hidden, layers=layers, heads=heads, seed=seed,
-                     dtype=dt)
+                     dtype=where.dtype)
     draft = tiny_lm(draft_vocab_size or len(tok), hidden=draft_hidden, layers=draft_layers,
-                    heads=heads, seed=draft_seed, dtype=dt)
-    target, draft = target.to(dev), draft.to(dev)
+                    heads=heads, seed=draft_seed, dtype=where.dtype)
+    target, draft = target.to(where.device), draft.to(where.device)
     pair = make_pair("tiny", target, draft, tok, {"seed": str(seed), "draft_seed": str(draft_seed)},
-                     linear_kernel=linear_kernel, draft_device=draft_device,
-                     draft_threads=draft_threads)
+                     placement=where)
     return with_static(pair, spec)

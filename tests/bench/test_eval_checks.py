@@ -102,19 +102,18 @@ def test_device_cuda_without_cuda_fails_before_any_model_loads(tmp_path, no_mode
         ev.run(eval_cfg(tmp_path, ["device=cuda"]))
 
 
-def test_the_tiny_pair_goes_to_the_requested_device_or_fails(tmp_path, monkeypatch):
+def test_the_tiny_pair_goes_to_the_requested_device_or_fails(tmp_path, no_models, monkeypatch):
     import torch
 
     from specdec.bench.run.fingerprint import machine_tag
     from specdec.models.tiny import tiny_pair
 
-    assert eval_cfg(tmp_path, ["device=meta"]).model.device == "meta"  # the config passes it on
-    assert tiny_pair(device="meta").devices() == [torch.device("meta")]
+    cfg = eval_cfg(tmp_path, ["device=meta"])
+    assert cfg.model.placement.device == "meta"  # the config passes it on
+    assert tiny_pair(placement={"device": "meta"}).devices() == [torch.device("meta")]
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    with pytest.raises(ValueError, match="CUDA is not available"):
-        tiny_pair(device="cuda")
-    with pytest.raises(ValueError, match="model.draft_device=cuda was requested"):
-        tiny_pair(draft_device="cuda")
+    with pytest.raises(ValueError, match="model.placement.draft_device=cuda was requested"):
+        ev.run(eval_cfg(tmp_path, ["model.placement.draft_device=cuda"]))
     tag = machine_tag([torch.device("cpu"), torch.device("meta")])  # where the models are
     assert tag["device"] == "cpu,meta" and "gpu" not in tag
 
@@ -123,7 +122,7 @@ def test_a_loader_that_ignores_device_is_refused_before_generating(tmp_path, mon
     import specdec.models.tiny as tiny
 
     build = tiny.tiny_pair
-    monkeypatch.setattr(tiny, "tiny_pair", lambda device, **kwargs: build(**kwargs))
+    monkeypatch.setattr(tiny, "tiny_pair", lambda placement, **kwargs: build(**kwargs))
     monkeypatch.setattr(dataset_run, "run_prompt", lambda *a, **k: pytest.fail("generated"))
     with pytest.raises(ValueError, match="device=meta was requested but the pair's loader put "
                                          "the target on cpu"):

@@ -57,7 +57,7 @@ def test_two_processes_record_what_one_process_records_over_two_datasets(tmp_pat
     its folder removed by the merge of dataset 1). Both runs are launched alike (one thread per
     process, as torchrun sets it)."""
     # float64: a thread count that changes reduction order cannot flip a near-tie greedy argmax
-    common = ["model=tiny", "model.dtype=float64", "method=sps", "max_new_tokens=6",
+    common = ["model=tiny", "model.placement.dtype=float64", "method=sps", "max_new_tokens=6",
               "benchmark=tiny2", "limit=2", "cost_model=false",
               "progress=false", "hydra.mode=RUN", f"paths.cache_dir={tmp_path / 'cache'}"]
     one, two = tmp_path / "one", tmp_path / "two"

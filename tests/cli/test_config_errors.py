@@ -109,13 +109,14 @@ def no_models(monkeypatch):
     monkeypatch.setattr(ev, "instantiate", lambda *a, **k: pytest.fail("a model was loaded"))
 
 
+P = "model.placement"  # the model config's placement node (specdec/models/placement_config.py)
 BEFORE_LOADING = [  # (overrides, words) -- checked by schema.validate from the composed config
-    (["model.draft_threads=abc"], "model.draft_threads='abc' is not valid: expected an integer"),
-    (["model.draft_device=meta"], "model.draft_device=meta holds no weights"),
-    (["model.draft_device=gpu"], "model.draft_device='gpu' is not a torch device"),
-    (["model.linear_kernel=bogus"], "model.linear_kernel='bogus' is not a kernel; use one of"),
-    ([f"model.draft_threads={machine_cores() + 1}"], "CPU cores this process may use"),
-    (["model.dtype=float8"], "model.dtype='float8' is not known"),
+    ([f"{P}.draft_threads=abc"], f"{P}.draft_threads='abc' is not valid: expected an integer"),
+    ([f"{P}.draft_device=meta"], f"{P}.draft_device=meta holds no weights"),
+    ([f"{P}.draft_device=gpu"], f"{P}.draft_device='gpu' is not a torch device"),
+    ([f"{P}.linear_kernel=bogus"], f"{P}.linear_kernel='bogus' is not a kernel; use one of"),
+    ([f"model.placement.draft_threads={machine_cores() + 1}"], "CPU cores this process may use"),
+    (["model.placement.dtype=float8"], "model.placement.dtype='float8' is not known"),
     (["method=sps", "drafter.policy.gamma=abc"],
      "drafter.policy.gamma='abc' is not valid: expected an integer"),
     (["method=sps", "drafter.policy.gamma=2.5"], "drafter.policy.gamma=2.5 is not valid"),
@@ -126,7 +127,7 @@ BEFORE_LOADING = [  # (overrides, words) -- checked by schema.validate from the 
     (["method=sps", "drafter=tree"], "verifies chains only; pick a tree verifier (verifier="),
     (["optimized_metric=bogus"], "optimized_metric='bogus' is not a run metric"),
     # torch accepts cpu:1 and runs on the one CPU device while the records would say cpu:1
-    (["model.draft_device=cpu:1"], "model.draft_device=cpu:1: torch has one CPU device"),
+    ([f"{P}.draft_device=cpu:1"], f"{P}.draft_device=cpu:1: torch has one CPU device"),
     (["device=cpu:1"], "device=cpu:1: torch has one CPU device"),
 ]
 

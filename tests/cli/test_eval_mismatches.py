@@ -79,7 +79,7 @@ def test_a_target_with_nan_output_is_named_before_decoding(tmp_path):
         pair.target.model.layers[0].mlp.up_proj.weight[0, 0] = float("nan")
     with pytest.raises(InputError, match="the target model produced NaN or \\+inf logits") as err:
         check_target_output(pair)
-    assert "the target tiny" in str(err.value) and "model.dtype=float16" in str(err.value)
+    assert "the target tiny" in str(err.value) and "model.placement.dtype=float16" in str(err.value)
 
 
 def test_a_run_folder_in_use_is_an_input_error_naming_the_folder(tmp_path):

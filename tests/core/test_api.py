@@ -125,7 +125,9 @@ def test_temperature_per_call_reuses_the_method(method, monkeypatch):
     ({"no_such_key": 1}, "no_such_key"),
     ({"limit": "abc"}, "limit"),
     ({"sampling__temperature": -1}, "temperature"),
-    ({"model__dtype": "int8"}, "model.dtype='int8' is not known"),  # the schema, before loading
+    # the schema, before loading
+    ({"model__placement__dtype": "int8"}, "model.placement.dtype='int8' is not known"),
+    ({"model__dtype": "bfloat16"}, "model.dtype is now model.placement.dtype"),  # the old key
 ])
 def test_bad_override_is_bad_input(kwargs, words):
     with pytest.raises(BadInput, match=words):

@@ -114,3 +114,119 @@ def test_the_spelling_rule_on_each_kind(monkeypatch):
     # reachable through the package, which does not list it in __all__
     monkeypatch.setattr(specdec.drafters, "Eagle3Drafter", Eagle3Drafter, raising=False)
     assert "does not export it" in spelling_error("specdec.drafters.Eagle3Drafter")
+
+
+# --- the model configs' `placement:` node (specdec/models/placement_config.py) ---------------
+
+MODELS = sorted(p.stem for p in (CONF_DIR / "model").glob("*.yaml"))
+IN_PROCESS = {"tiny", "smollm2"}  # built here: no from_pretrained keys in their node
+PIN = ["paths.cache_dir=/cache", "paths.data_dir=/data", "paths.root_dir=/root"]
+
+
+def _model(name: str, *extra: str):
+    target = ["model.target=org/x"] if name == "hf" else []
+    return compose_config("eval", [f"model={name}", "benchmark=tiny", "method=ar", *target,
+                                   *extra]).model
+
+
+def test_every_model_config_composes_into_a_placement():
+    import torch
+
+    from specdec.models.placement import Placement
+    from specdec.models.placement_config import KEYS
+
+    assert len(MODELS) == 9
+    for name in MODELS:
+        model = _model(name)
+        assert [k for k in KEYS if k in model] == [], f"{name}: a flat placement key"
+        node = set(model.placement)
+        want = set(KEYS) - ({"attn_implementation", "device_map", "max_memory"}
+                            if name in IN_PROCESS else set())
+        assert node == want, f"{name}: placement keys {sorted(node)}"
+        placement = Placement.from_config(model)
+        assert placement.device == placement.draft_device == torch.device("cpu")
+        assert str(placement.dtype) == f"torch.{model.placement.dtype}"
+        # the eval's device=cuda places everything (composing checks no device)
+        assert Placement.from_config(_model(name, "device=cuda")).device.type == "cuda"
+
+
+def test_the_old_flat_overrides_name_their_key_in_the_node():
+    import pytest
+
+    from specdec.cli_check import check_overrides
+    from specdec.errors import BadInput
+    from specdec.models.placement import Placement
+
+    for flat in ("model.dtype=bfloat16", "model.draft_device=cuda:1", "model.linear_kernel=stock"):
+        key, value = flat.split("=")
+        new = key.replace("model.", "model.placement.")
+        with pytest.raises(BadInput, match=rf"{key} is now {new}.*write {new}={value}"):
+            check_overrides(["model=tiny", flat], "eval")
+    with pytest.raises(BadInput, match=r"model.attn_implementation is now model.placement.attn"):
+        check_overrides(["model=hf", "model.target=org/x", "model.attn_implementation=sdpa"],
+                        "eval")
+    with pytest.raises(BadInput, match=r"model.dtype is now model.placement.dtype"):
+        check_overrides(["+experiment=eagle3_tiny", "model.dtype=float64"], "train")
+    check_overrides(["model=tiny", "device=cuda", "model.placement.dtype=float64"], "eval")
+    added = compose_config("eval", ["model=tiny", "+model.dtype=float64"])  # composes, then:
+    with pytest.raises(BadInput, match=r"model.dtype is now model.placement.dtype"):
+        Placement.from_config(added.model)
+
+
+#: records hashes (config_hash of the resolved eval config, paths pinned) and training folders'
+#: hashes of the flat model configs, computed on main at da650cc before the placement node
+OLD_HASHES = {
+    ("eval", "tiny", ()): "1c8292d297a9",
+    ("eval", "smollm2", ()): "6b85bd9accbd",
+    ("eval", "tiny", ("device=cuda",)): "dd5906878e11",
+    ("eval", "vicuna68m_vicuna13b", ()): "be3fd719e88c",
+    ("eval", "tiny", ("dtype=float64", "linear_kernel=stock", "draft_threads=1")): "f4950424f4c0",
+    ("eval", "hf", ("dtype=bfloat16", "attn_implementation=sdpa", "draft_device=cpu",
+                    "device_map=auto")): "87373b254ea3",
+    ("train", "eagle3_tiny", ()): "8c3c5e210702",
+    ("train", "hrad_smollm2", ()): "9c40282867a5",
+}
+
+
+def _hash(kind: str, name: str, keys: tuple[str, ...]) -> str:
+    from omegaconf import OmegaConf, open_dict
+
+    from specdec.bench.records import config_hash
+    from specdec.learners.resume import train_hash
+
+    node = [k if k.startswith("device=") else f"model.placement.{k}" for k in keys]
+    if kind == "train":
+        return train_hash(compose_config("train", [f"+experiment={name}", *node, *PIN]))
+    target = ["model.target=org/x"] if name == "hf" else []
+    method = "ar" if name == "hf" else "sps"
+    cfg = compose_config("eval", [f"model={name}", "benchmark=tiny", f"method={method}",
+                                  *target, *node, *PIN])
+    with open_dict(cfg):
+        cfg.paths.output_dir = "/out"
+    resolved = {k: OmegaConf.to_container(v, resolve=True) if OmegaConf.is_config(v) else v
+                for k, v in cfg.items() if k != "hydra"}  # as the runner hashes it
+    return config_hash(resolved)
+
+
+def test_the_placement_node_keeps_the_hashes_of_the_flat_configs():
+    got = {key: _hash(*key) for key in OLD_HASHES}
+    assert got == OLD_HASHES
+
+
+def test_a_placement_override_keeps_the_run_folder_of_its_flat_spelling():
+    from hydra._internal.config_loader_impl import get_overrides_dirname
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from specdec.bench.rundir import run_folder_name
+
+    def dirname(overrides: list[str]) -> str:
+        parsed = OverridesParser.create().parse_overrides(overrides)
+        return get_overrides_dirname(parsed, [], item_sep=",", kv_sep="=")
+
+    flat = ["model.dtype=bfloat16", "model.max_cache_len=8", "model.draft_device=cuda:1",
+            "seed=1", "model.max_memory={0:70GiB,1:70GiB}", "model.device_map=auto"]
+    moved = ("model.dtype", "model.draft_device", "model.max_memory", "model.device_map")
+    node = [o.replace("model.", "model.placement.") if o.split("=")[0] in moved else o
+            for o in flat]
+    assert run_folder_name(dirname(node)) == run_folder_name(dirname(flat)) == dirname(flat)
+    assert run_folder_name("seed=1,threads=2") == "seed=1,threads=2"

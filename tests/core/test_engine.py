@@ -49,8 +49,8 @@ def test_greedy_sps_equals_ar(tiny64, prompt, gamma):
 
 def test_greedy_equivalence_holds_with_a_draft_that_often_agrees():
     """A draft that shares the target's weights except one layer accepts some and rejects some."""
-    pair = tiny_pair(dtype="float64")
-    draft = tiny_pair(dtype="float64").target
+    pair = tiny_pair(placement={"dtype": "float64"})
+    draft = tiny_pair(placement={"dtype": "float64"}).target
     with torch.no_grad():
         draft.model.layers[1].mlp.down_proj.weight.mul_(0.5)
     ar = run(pair, None, 0, temperature=0.0, max_new=40)

@@ -28,7 +28,7 @@ from specdec.static_cache import StaticSpec
 from specdec.testing.twin_lm import Twin
 
 METHODS = sorted(p.stem for p in (CONF_DIR / "method").glob("*.yaml"))
-GREEDY = ["sampling.temperature=0", "model.dtype=float64"]
+GREEDY = ["sampling.temperature=0", "model.placement.dtype=float64"]
 
 
 def ids(*values: int) -> torch.Tensor:

@@ -15,12 +15,12 @@ from specdec.paths import CONF_DIR
 from specdec.sampling import TorchCoins
 
 METHODS = sorted(p.stem for p in (CONF_DIR / "method").glob("*.yaml"))
-GREEDY = ["sampling.temperature=0", "model.dtype=float64"]
+GREEDY = ["sampling.temperature=0", "model.placement.dtype=float64"]
 
 
 @pytest.fixture(scope="module")
 def pair():
-    return tiny_pair(dtype="float64")
+    return tiny_pair(placement={"dtype": "float64"})
 
 
 def greedy_tokens(compose, pair, method: str, prompt: list[int]) -> list[int]:

@@ -21,7 +21,7 @@ from specdec.paths import CONF_DIR
 from specdec.testing.paths import REPO
 
 PRESETS = sorted(p.stem for p in (CONF_DIR / "method").glob("*.yaml"))
-META = ["model.device=meta", "model.draft_device=meta"]
+META = ["model.placement.device=meta", "model.placement.draft_device=meta"]
 
 
 #: drafter classes that hold no model or net (the draft comes from the context, or is empty)
@@ -95,7 +95,7 @@ def test_the_fingerprint_records_the_placement(compose):
     assert pair.placement.describe().items() <= info.items()
     from specdec.models.tiny import tiny_pair
 
-    cpu = tiny_pair(draft_threads=1).describe()
+    cpu = tiny_pair(placement={"draft_threads": 1}).describe()
     assert (cpu["device"], cpu["linear_kernel"], cpu["draft_threads"]) == ("cpu", "packed", "1")
 
 
@@ -108,16 +108,18 @@ def test_a_draft_device_for_a_feature_drafter_is_refused_before_loading(compose,
         raise AssertionError("the pair was loaded before the placement was checked")
 
     monkeypatch.setattr(tiny, "tiny_pair", no_loading)
-    cfg = compose("eval", [f"method={preset}", "model.device=meta", "model.draft_device=cpu"])
-    with pytest.raises(BadInput, match=r"model\.draft_device=cpu.*drafts from the target's "
-                                       r"features.*leave model\.draft_device null or set it to "
+    cfg = compose("eval", [f"method={preset}", "model.placement.device=meta",
+                           "model.placement.draft_device=cpu"])
+    with pytest.raises(BadInput, match=r"model\.placement\.draft_device=cpu.*drafts from the "
+                                       r"target's features.*leave model\.placement\.draft_device "
+                                       r"null or set it to "
                                        r"meta"):
         check_devices(cfg)
-    check_devices(compose("eval", ["method=sps", "model.draft_device=meta"]))  # allowed
+    check_devices(compose("eval", ["method=sps", "model.placement.draft_device=meta"]))  # allowed
 
 
 def test_a_device_that_does_not_exist_is_refused_before_loading(compose):
-    for key, value in (("device", "gpu0"), ("model.draft_device", "cuda:7")):
+    for key, value in (("device", "gpu0"), ("model.placement.draft_device", "cuda:7")):
         cfg = compose("eval", ["method=sps", f"{key}={value}"])
         with pytest.raises(BadInput, match=rf"{key}=.*{value}"):
             check_devices(cfg)
@@ -127,8 +129,8 @@ def test_the_eval_refuses_the_feature_drafters_draft_device_without_loading(comp
     from specdec.bench.run import runner
 
     monkeypatch.setattr("specdec.models.tiny.tiny_pair", lambda **_: pytest.fail("loaded"))
-    cfg = compose("eval", ["method=eagle3", "model.draft_device=meta"])
-    with pytest.raises(BadInput, match="model.draft_device=meta"):
+    cfg = compose("eval", ["method=eagle3", "model.placement.draft_device=meta"])
+    with pytest.raises(BadInput, match="model.placement.draft_device=meta"):
         runner.run(cfg)
 
 
@@ -137,9 +139,10 @@ def test_a_draft_sharing_the_targets_weights_is_not_moved_and_nothing_loads(draf
     import specdec.models.smollm2 as smollm2
 
     monkeypatch.setattr(smollm2, "load_target", lambda *_: pytest.fail("the target was loaded"))
-    with pytest.raises(BadInput, match=rf"model\.draft_device=meta: the {draft} SmolLM2 draft "
-                                       r"shares the target's weights.*leave model\.draft_device"):
-        smollm2.smollm2_pair(draft=draft, draft_device="meta")
+    with pytest.raises(BadInput, match=rf"model\.placement\.draft_device=meta: the {draft} "
+                                       r"SmolLM2 draft shares the target's weights.*leave "
+                                       r"model\.placement\.draft_device"):
+        smollm2.smollm2_pair(draft=draft, placement={"draft_device": "meta"})
 
 
 def test_a_feature_drafter_refuses_a_target_elsewhere_than_its_placement(tiny64):
@@ -157,3 +160,38 @@ def test_a_feature_drafter_refuses_a_target_elsewhere_than_its_placement(tiny64)
                            placement=Placement.cpu(torch.float64))
     placed.attach(TargetView(CachedLM(tiny64.target)))
     assert next(placed.net.parameters()).dtype == placed.lm.model.dtype == torch.float64
+
+
+#: every call of a device check in the package: before loading by the entry points, after
+#: building by compose, ``check_device`` only as their step (specdec/models/placement.py)
+CHECK_CALLERS = {"check_before_loading": {"bench/run/preflight.py", "train.py"},
+                 "check_built": {"compose.py"},
+                 "check_device": {"models/devices.py", "models/placement.py"}}
+
+
+def test_nothing_else_checks_the_devices():
+    import ast
+
+    found: dict[str, set[str]] = {name: set() for name in CHECK_CALLERS}
+    for path in (REPO / "specdec").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            func = getattr(node, "func", None) if isinstance(node, ast.Call) else None
+            name = getattr(func, "id", None) or getattr(func, "attr", None)
+            if name in found:
+                found[name].add(str(path.relative_to(REPO / "specdec")))
+    assert found == CHECK_CALLERS
+
+
+def test_a_load_checks_the_devices_once_before_loading_and_once_after_building(monkeypatch):
+    import specdec
+    import specdec.bench.run.preflight as preflight
+    import specdec.compose as compose
+
+    calls: list[str] = []
+    for module, name in ((preflight, "check_before_loading"), (compose, "check_built")):
+        real = getattr(module, name)
+        monkeypatch.setattr(module, name, lambda *a, _f=real, _n=name, **k: (
+            calls.append(_n), _f(*a, **k))[1])
+    decoder = specdec.load("tiny", method="sps")
+    assert calls == ["check_before_loading", "check_built"]
+    assert decoder.pair.placement.device == torch.device("cpu")

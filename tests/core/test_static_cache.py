@@ -24,7 +24,7 @@ from specdec.static_cache import BUCKET_CAP, StaticSpec, bucket
 from specdec.testing.twin_lm import Twin
 
 METHODS = sorted(p.stem for p in (CONF_DIR / "method").glob("*.yaml"))
-GREEDY = ["sampling.temperature=0", "model.dtype=float64"]
+GREEDY = ["sampling.temperature=0", "model.placement.dtype=float64"]
 
 
 def test_buckets_are_powers_of_two_up_to_the_cap():

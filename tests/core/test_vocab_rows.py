@@ -41,12 +41,14 @@ def test_fit_rows_pads_with_minus_inf_and_cuts_extra_rows():
 def padded(request):
     """float64 tiny pairs: a draft with fewer rows than the target, and one with more."""
     target_rows, draft_rows = request.param
-    return tiny_pair(dtype="float64", vocab_size=target_rows, draft_vocab_size=draft_rows)
+    return tiny_pair(vocab_size=target_rows, draft_vocab_size=draft_rows,
+                     placement={"dtype": "float64"})
 
 
 def _greedy(compose, pair, method: str, prompt: list[int]) -> tuple[list[int], int]:
     """(tokens, number of draft forwards) of a greedy generation."""
-    cfg = compose("eval", [f"method={method}", "sampling.temperature=0", "model.dtype=float64"])
+    cfg = compose("eval", [f"method={method}", "sampling.temperature=0",
+                           "model.placement.dtype=float64"])
     m = build_method(cfg, pair)
     out = generate(prompt, m.target, m.drafter, m.verifier, sampling=m.sampling,
                    coins=TorchCoins(1), max_new_tokens=24)

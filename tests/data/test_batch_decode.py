@@ -20,7 +20,7 @@ MAX_NEW = 14
 
 @pytest.fixture(scope="module")
 def pair():
-    return tiny_pair(dtype="float64")  # float64: batched and single sums round alike
+    return tiny_pair(placement={"dtype": "float64"})  # float64: batched and single sums round alike
 
 
 def _alone(pair, prompt: list[int], eos: int | None) -> list[int]:

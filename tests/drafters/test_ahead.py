@@ -68,7 +68,8 @@ def test_overlap_check_refuses_more_draft_threads_than_cores_and_warns_when_seri
         monkeypatch, caplog):
     monkeypatch.setattr(ahead_mod, "machine_cores", lambda: 2)
     monkeypatch.setattr(torch, "get_num_threads", lambda: 1)  # the target's budget
-    with pytest.raises(ValueError, match="model.draft_threads=3 exceeds this machine's 2 cores"):
+    with pytest.raises(ValueError,
+                       match="model.placement.draft_threads=3 exceeds this machine's 2 cores"):
         check_overlap(CPU, 3, mode="thread", name="pearl")
     with caplog.at_level(logging.WARNING, logger="specdec.drafters.ahead"):
         assert check_overlap(CPU, 1, mode="thread", name="pearl")  # 1 + 1 cores: fits
@@ -77,7 +78,7 @@ def test_overlap_check_refuses_more_draft_threads_than_cores_and_warns_when_seri
         assert not caplog.records
         assert not check_overlap(CPU, 2, mode="thread", name="pearl")  # nothing left
     assert len(caplog.records) == 1 and "serial in wall time" in caplog.text
-    assert "model.draft_threads=2" not in caplog.text and "threads=T" in caplog.text
+    assert "model.placement.draft_threads=2" not in caplog.text and "threads=T" in caplog.text
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="specdec.drafters.ahead"):
         assert not check_overlap(CPU, None, mode="inline", name="pearl")  # serial by choice
@@ -95,8 +96,9 @@ def test_overlap_check_refuses_more_draft_threads_than_cores_and_warns_when_seri
 
 def test_pearl_on_a_config_that_cannot_overlap(compose, monkeypatch, caplog):
     monkeypatch.setattr(ahead_mod, "machine_cores", lambda: 2)
-    cfg = compose("eval", [*FAST, "model.draft_threads=5"])
-    with pytest.raises(Exception, match="model.draft_threads=5 exceeds") as info:  # Hydra wraps
+    cfg = compose("eval", [*FAST, "model.placement.draft_threads=5"])
+    # Hydra wraps
+    with pytest.raises(Exception, match="model.placement.draft_threads=5 exceeds") as info:
         run(cfg)
     assert isinstance(info.value.__cause__ or info.value, ValueError)
     assert not list(Path(cfg.paths.output_dir).glob("records/*.jsonl"))  # before any record

@@ -77,7 +77,7 @@ class LinearDrafter(FeatureDrafter):
 
 @pytest.fixture(scope="module")
 def pair():
-    return tiny_pair(dtype="float64")
+    return tiny_pair(placement={"dtype": "float64"})
 
 
 def _target(pair) -> CachedLM:

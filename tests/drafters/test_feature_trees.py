@@ -56,7 +56,7 @@ PINNED = {  # name: (digest, drafted nodes), recorded at 934fe81
 
 @pytest.fixture(scope="module")
 def pair():
-    return tiny_pair(dtype="float64")
+    return tiny_pair(placement={"dtype": "float64"})
 
 
 def tree_digest(compose, pair, overrides: list[str]) -> tuple[str, int]:
@@ -64,7 +64,7 @@ def tree_digest(compose, pair, overrides: list[str]) -> tuple[str, int]:
     seen: list = []
     for temperature in (0, 1):
         cfg = compose("eval", [*overrides, f"sampling.temperature={temperature}",
-                               "model.dtype=float64"])
+                               "model.placement.dtype=float64"])
         m = build_method(cfg, pair)
         propose = m.drafter.propose
 

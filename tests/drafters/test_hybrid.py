@@ -103,7 +103,8 @@ def test_a_confident_long_match_wins_budget_and_a_failing_short_one_loses_it():
 
 def test_the_presets_compose_the_two_drafters(compose, tiny64):
     for method, inner in (("eagle3_pld", "Eagle3Drafter"), ("specblock_pld", "SpecBlockDrafter")):
-        m = build_method(compose("eval", [f"method={method}", "model.dtype=float64"]), tiny64)
+        cfg = compose("eval", [f"method={method}", "model.placement.dtype=float64"])
+        m = build_method(cfg, tiny64)
         assert type(m.drafter).__name__ == "HybridDrafter" and m.drafter.makes_trees
         assert type(m.drafter.model).__name__ == inner
         assert m.drafter.lookup.branches == 2 and m.drafter.budget.mode == "static"
@@ -119,9 +120,9 @@ TEXTS = ("the cat sat on the mat. the cat sat on the mat. the cat", "Once upon a
 def test_greedy_hybrid_emits_ar_tokens_on_the_tiny_fp64_pair(compose, tiny64, method, budget):
     extra = COSTS if budget == "cost" else []
     m = build_method(compose("eval", [f"method={method}", "sampling.temperature=0",
-                                      "model.dtype=float64", *extra]), tiny64)
+                                      "model.placement.dtype=float64", *extra]), tiny64)
     ar = build_method(compose("eval", ["method=ar", "sampling.temperature=0",
-                                       "model.dtype=float64"]), tiny64)
+                                       "model.placement.dtype=float64"]), tiny64)
     assert m.drafter.budget.mode == budget
     total: dict[str, int] = {}
     for text in TEXTS:

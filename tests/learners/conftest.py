@@ -13,4 +13,4 @@ def tiny32():
     """The tiny random pair in float32 (one per module, as the modules built it themselves)."""
     from specdec.models.tiny import tiny_pair
 
-    return tiny_pair(dtype="float32")
+    return tiny_pair(placement={"dtype": "float32"})

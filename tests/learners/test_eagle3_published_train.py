@@ -163,7 +163,7 @@ def test_eval_config_runs_a_released_head_greedy_like_ar(compose, tiny64, tmp_pa
     from specdec.engine import generate
     from specdec.sampling import TorchCoins
     pinned, unpinned = write_stub(tmp_path / "pinned"), write_stub(tmp_path / "free", layers=None)
-    greedy = ["sampling.temperature=0", "model.dtype=float64"]
+    greedy = ["sampling.temperature=0", "model.placement.dtype=float64"]
     prompt = tiny64.tokenizer.encode("The quick brown fox")
 
     def tokens(overrides: list[str]) -> list[int]:

@@ -7,7 +7,8 @@ taken before they became deltas (``paths.cache_dir=/CACHE``, the repository root
 ``datamodule``, ``data_gen``, ``export``, ``monitor``, ``trainer``, ``task_name``, ``sampling``.
 The one allowed difference is a key the old file left to the code that the new one states with
 the callable's own default (e.g. ``learner.step_weight: 0.8`` of ``eagle3_tiny``, the SmolLM2
-preset's ``draft_path: null``): the object built is the same.
+preset's ``draft_path: null``): the object built is the same. A pair's ``placement:`` node is
+compared as the flat keys it replaced (``specdec.models.placement_config.flat_model``).
 """
 
 from __future__ import annotations
@@ -39,11 +40,29 @@ def resolved(compose, experiment: str) -> dict:
     finally:  # a set HydraConfig would answer ${specdec_choice:} for later tests' configs
         HydraConfig.instance().cfg = None
     out["trainer"].pop("default_root_dir")  # the test's tmp folder (None in the snapshot)
-    return yaml.safe_load(yaml.safe_dump(out).replace(str(ROOT), "<root>"))
+    return yaml.safe_load(yaml.safe_dump(flat_models(out)).replace(str(ROOT), "<root>"))
+
+
+def flat_models(value: object) -> object:
+    """``value`` with every ``model`` config's ``placement:`` node read as the flat keys it
+    replaced (``placement_config.flat_model``, as the hashes read it): the snapshot predates it."""
+    from specdec.models.placement_config import flat_model
+
+    if isinstance(value, dict):
+        return {k: flat_model(flat_models(v)) if k == "model" else flat_models(v)
+                for k, v in value.items()}
+    return value
 
 
 def _default(target: str, key: str) -> object:
-    param = inspect.signature(get_object(target)).parameters.get(key)
+    """The default of ``key`` for ``target``: its parameter's, or the ``placement:`` node's for a
+    placement key of a loader that takes ``placement``."""
+    from specdec.models.placement_config import DEFAULTS
+
+    params = inspect.signature(get_object(target)).parameters
+    if key not in params and "placement" in params and key in DEFAULTS:
+        return DEFAULTS[key]
+    param = params.get(key)
     return inspect.Parameter.empty if param is None else param.default
 
 

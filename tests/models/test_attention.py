@@ -53,13 +53,14 @@ def test_only_sdpa_models_switch_and_the_pair_records_it():
     model = _gqa_model()
     model.set_attn_implementation("eager")
     assert not use_cpu_attention(model) and model.config._attn_implementation == "eager"
-    assert tiny_pair(linear_kernel="weight_stationary").describe()["attention"] == NAME
-    assert tiny_pair(linear_kernel="stock").describe()["attention"] == "sdpa"
+    fast = tiny_pair(placement={"linear_kernel": "weight_stationary"})
+    assert fast.describe()["attention"] == NAME
+    assert tiny_pair(placement={"linear_kernel": "stock"}).describe()["attention"] == "sdpa"
 
 
 @pytest.mark.parametrize("kernel", ["stock", "weight_stationary"])
 def test_training_gradients_flow_through_either_attention(kernel):
-    pair = tiny_pair(linear_kernel=kernel)
+    pair = tiny_pair(placement={"linear_kernel": kernel})
     ids = torch.arange(1, 12)[None]
     loss = pair.draft(input_ids=ids).logits.logsumexp(-1).mean()
     loss.backward()

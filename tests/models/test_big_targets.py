@@ -1,4 +1,4 @@
-"""Big targets: ``model.device_map`` / ``model.max_memory`` through
+"""Big targets: ``model.placement.device_map`` / ``model.placement.max_memory`` through
 ``load_pair``, the errors before generation, timing that syncs every CUDA device, and the Qwen2.5
 0.5B/14B pair's real output-row counts loaded from config-only stubs (no download)."""
 
@@ -13,9 +13,11 @@ from transformers import AutoModelForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
 from specdec.bench.run.runner import build_method
 from specdec.engine import generate
+from specdec.errors import BadInput
 from specdec.lm import CachedLM
 from specdec.models import load_pair
-from specdec.models.placement import check_before_loading, cuda_devices
+from specdec.models.devices import cuda_devices
+from specdec.models.placement import Placement, check_before_loading
 from specdec.models.tiny import byte_tokenizer, tiny_lm
 from specdec.sampling import TorchCoins
 
@@ -41,7 +43,7 @@ def folders(tmp_path_factory):
 
 def test_device_map_cpu_loads_the_pair_and_decodes_like_ar(compose, folders):
     target, draft = folders
-    pair = load_pair("local", target, draft, device_map="cpu")
+    pair = load_pair("local", target, draft, placement={"device_map": "cpu"})
     assert pair.devices() == [torch.device("cpu")]
     info = pair.describe()
     assert info["device_map"] == "cpu" and info["draft_rows"] == "259 (target 320)"
@@ -58,48 +60,61 @@ def test_a_device_map_that_leaves_the_target_on_no_device_is_refused(folders):
     target, draft = folders
     with pytest.raises(ValueError, match=r"the target was left on no device: \d+ parameters are "
                                          r"on 'meta'.*raise max_memory"):
-        load_pair("local", target, draft, device_map="auto", max_memory={"cpu": "1KB"})
-    with pytest.raises(ValueError, match=r"puts the target on 'disk', i.e. on no device"):
-        load_pair("local", target, draft, device_map={"": "disk"})
+        load_pair("local", target, draft,
+                  placement={"device_map": "auto", "max_memory": {"cpu": "1KB"}})
+    # a disk map the entry point's check refuses (below) is refused by the loader too, once loaded
+    with pytest.raises(ValueError, match=r"the target was left on no device"):
+        load_pair("local", target, draft, placement={"device_map": {"": "disk"}})
 
 
-def test_bad_placements_fail_before_any_weights_load(folders, monkeypatch):
-    def no_loading(*args, **kwargs):
-        raise AssertionError("weights were loaded before the check")
-
-    monkeypatch.setattr(AutoModelForCausalLM, "from_pretrained", no_loading)
+def test_bad_placements_are_refused_by_the_check_before_loading(monkeypatch):
     # the refusals of a machine without CUDA, on every machine (a GPU one included)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
-    target, draft = folders
-    cases = [({"draft_device": "cuda:0"}, r"model.draft_device=cuda:0 was requested but CUDA is "
-                                          r"not available.*run with model.draft_device=cpu"),
-             ({"draft_device": "gpu0"}, r"model.draft_device='gpu0' is not a torch device"),
-             ({"device_map": "cuda:1"}, r"model.device_map=cuda:1 was requested but CUDA"),
-             ({"device_map": {}}, r"model.device_map=\{\} leaves the target on no device"),
-             ({"device_map": {"model.layers.0": 3}}, r"model.device_map\['model.layers.0'\]"
+    key = "model.placement"
+    cases = [({"draft_device": "cuda:0"}, rf"{key}.draft_device=cuda:0 was requested but CUDA "
+                                          rf"is not available.*run with {key}.draft_device=cpu"),
+             ({"device_map": "cuda:1"}, rf"{key}.device_map=cuda:1 was requested but CUDA"),
+             ({"device_map": {}}, rf"{key}.device_map=\{{\}} leaves the target on no device"),
+             ({"device_map": {"model.layers.0": 3}}, rf"{key}.device_map\['model.layers.0'\]"
                                                      r"=cuda:3 was requested"),
-             ({"max_memory": {"cpu": "1GiB"}}, r"model.max_memory is set but model.device_map "
-                                               r"is null.*set model.device_map=auto"),
+             ({"max_memory": {"cpu": "1GiB"}}, rf"{key}.max_memory is set but {key}.device_map "
+                                               rf"is null.*set {key}.device_map=auto"),
              ({"device_map": "auto", "max_memory": {0: "70GiB"}},
-              r"model.max_memory\[0\]=cuda:0 was requested but CUDA is not available")]
-    for kwargs, message in cases:
-        with pytest.raises(ValueError, match=message):
-            load_pair("local", target, draft, **kwargs)
+              rf"{key}.max_memory\[0\]=cuda:0 was requested but CUDA is not available")]
+    for keys, message in cases:
+        with pytest.raises(BadInput, match=message):
+            check_before_loading(Placement.from_config(keys))
+    with pytest.raises(BadInput, match=rf"{key}.draft_device='gpu0' is not a torch device"):
+        Placement.from_config({"draft_device": "gpu0"})  # not even a device name
     # with one GPU, a second one is refused by its index
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
-    for kwargs in ({"device_map": "cuda:1"}, {"draft_device": "cuda:1"},
-                   {"device_map": "auto", "max_memory": {1: "70GiB"}}):
-        with pytest.raises(ValueError, match=r"=cuda:1: this machine has 1 CUDA device\(s\)"):
-            load_pair("local", target, draft, **kwargs)
+    for keys in ({"device_map": "cuda:1"}, {"draft_device": "cuda:1"},
+                 {"device_map": "auto", "max_memory": {1: "70GiB"}}):
+        with pytest.raises(BadInput, match=r"=cuda:1: this machine has 1 CUDA device\(s\)"):
+            check_before_loading(Placement.from_config(keys))
+
+
+def test_the_eval_refuses_a_bad_device_map_before_any_weights_load(compose, folders,
+                                                                   monkeypatch):
+    from specdec.bench.run import runner
+
+    monkeypatch.setattr(AutoModelForCausalLM, "from_pretrained",
+                        lambda *a, **k: pytest.fail("weights were loaded before the check"))
+    target, draft = folders
+    cfg = compose("eval", ["model=hf", f"model.target={target}", f"model.draft={draft}",
+                           "method=sps", "model.placement.device_map=disk"])
+    with pytest.raises(BadInput, match=r"model.placement.device_map puts the target on 'disk'"):
+        runner.run(cfg)
 
 
 def test_placement_checks_accept_what_accelerate_takes():
     for device_map in (None, "auto", "balanced", "sequential", "cpu", {"": "cpu"}):
-        check_before_loading("cpu", device_map=device_map)
-    check_before_loading("cpu", device_map="auto", max_memory={"cpu": "1GiB", "disk": "0GiB"})
-    check_before_loading("cpu")
+        check_before_loading(Placement.from_config({"device_map": device_map}))
+    check_before_loading(Placement.from_config(
+        {"device_map": "auto", "max_memory": {"cpu": "1GiB", "disk": "0GiB"}}))
+    check_before_loading(Placement.from_config(None))
 
 
 def test_timing_syncs_every_cuda_device_the_weights_live_on(monkeypatch):
@@ -133,7 +148,8 @@ def test_qwen25_config_stub_loads_through_the_pair_config_and_runs(compose, tmp_
     target = _save(_qwen("14b"), tmp_path / "Qwen2.5-14B-Instruct")
     draft = _save(_qwen("05b"), tmp_path / "Qwen2.5-0.5B-Instruct")
     overrides = ["model=qwen25_05b_14b", f"model.target={target}", f"model.draft={draft}",
-                 "model.dtype=float32", "model.device_map=cpu", "sampling.temperature=0"]
+                 "model.placement.dtype=float32", "model.placement.device_map=cpu",
+                 "sampling.temperature=0"]
     pair = instantiate(compose("eval", [*overrides, "method=ar"]).model)
     info = pair.describe()
     assert info["draft_rows"] == "151936 (target 152064)"
@@ -151,8 +167,8 @@ def test_qwen25_config_stub_loads_through_the_pair_config_and_runs(compose, tmp_
 def test_runner_placement_check_names_device_map(folders):
     from specdec.bench.run.checks import check_where_loaded
 
-    pair = load_pair("local", *folders, device_map="cpu")
+    pair = load_pair("local", *folders, placement={"device_map": "cpu"})
     check_where_loaded(pair, "cpu")
-    with pytest.raises(ValueError, match=r"model.device_map=cpu put the target's first layers on "
-                                         r"cpu but device=cuda: set device=cpu"):
+    with pytest.raises(ValueError, match=r"model.placement.device_map=cpu put the target's first "
+                                         r"layers on cpu but device=cuda: set device=cpu"):
         check_where_loaded(pair, "cuda")

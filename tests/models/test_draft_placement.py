@@ -1,4 +1,4 @@
-"""Draft placement: ``model.draft_device`` / ``model.draft_threads`` reach the
+"""Draft placement: ``model.placement.draft_device`` / ``model.placement.draft_threads`` reach the
 pair loader, the draft's ``CachedLM`` (its own torch thread budget around each forward) and the
 pair's fingerprint; ``pair.devices()`` lists what timing synchronises."""
 
@@ -20,7 +20,7 @@ def _threads_seen(lm: CachedLM) -> list[int]:
 
 
 def test_draft_threads_apply_around_the_drafts_forwards_only(compose):
-    cfg = compose("eval", ["method=sps", "model.draft_threads=2"])
+    cfg = compose("eval", ["method=sps", "model.placement.draft_threads=2"])
     from hydra.utils import instantiate
 
     pair = instantiate(cfg.model)
@@ -37,7 +37,7 @@ def test_draft_threads_apply_around_the_drafts_forwards_only(compose):
 
 
 def test_pair_devices_and_fingerprint_of_an_explicit_draft_device():
-    pair = tiny_pair(draft_device="cpu")
+    pair = tiny_pair(placement={"draft_device": "cpu"})
     assert pair.devices() == [torch.device("cpu")]
     assert pair.describe()["draft_device"] == "cpu"
     # unset: the placement records the target's device (keys naming the draft are left out of
@@ -46,11 +46,11 @@ def test_pair_devices_and_fingerprint_of_an_explicit_draft_device():
 
 
 def test_bad_placement_is_refused_with_the_fix():
-    with pytest.raises(ValueError, match="draft_threads must be >= 1"):
-        tiny_pair(draft_threads=0)
+    with pytest.raises(ValueError, match="model.placement.draft_threads must be an integer >= 1"):
+        tiny_pair(placement={"draft_threads": 0})
     target = tiny_lm(64, hidden=16, layers=1, heads=2, seed=0, dtype=torch.float32)
     draft = tiny_lm(64, hidden=16, layers=1, heads=2, seed=1, dtype=torch.float32)
     draft.model.embed_tokens = target.model.embed_tokens  # a draft sharing the target's embedding
-    with pytest.raises(ValueError, match="leave draft_device null"):
+    with pytest.raises(ValueError, match="model.placement.draft_device=meta alone; leave it null"):
         place_draft(target, draft, "meta")
     assert target.model.embed_tokens.weight.device.type == "cpu"  # nothing was moved

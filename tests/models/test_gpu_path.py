@@ -22,9 +22,10 @@ from specdec.sampling import TorchCoins
 
 @pytest.mark.parametrize("method", ["ar", "sps", "rrs_tree"])
 def test_bfloat16_pair_decodes_greedily(compose, method):
-    pair = tiny_pair(dtype="bfloat16")
+    pair = tiny_pair(placement={"dtype": "bfloat16"})
     assert pair.describe()["dtype"] == "bfloat16"
-    cfg = compose("eval", [f"method={method}", "sampling.temperature=0", "model.dtype=bfloat16"])
+    cfg = compose("eval", [f"method={method}", "sampling.temperature=0",
+                           "model.placement.dtype=bfloat16"])
     m = build_method(cfg, pair)
     prompt = pair.tokenizer.encode("bf16 on the way")
     runs = [generate(prompt, m.target, m.drafter, m.verifier, sampling=m.sampling,
@@ -42,7 +43,7 @@ def test_flash_attention_is_refused_where_it_cannot_run():
     with pytest.raises(ValueError, match=r"runs on CUDA only, but device=cpu"):
         check_attention("flash_attention_2", device="cpu", dtype=bf16, **have)
     with pytest.raises(ValueError, match=r"needs bfloat16 or float16 weights, got float32; set "
-                                         r"model.dtype=bfloat16"):
+                                         r"model.placement.dtype=bfloat16"):
         check_attention("flash_attention_2", device="cuda:0", dtype=torch.float32, **have)
     check_attention("flash_attention_2", device="cuda:0", dtype=bf16, **have)
     for other in (None, "sdpa", "eager"):
@@ -54,8 +55,8 @@ def test_load_pair_refuses_flash_attention_before_loading(tmp_path, monkeypatch)
 
     monkeypatch.setattr(gpu, "flash_installed", lambda _: False)  # as on this CPU machine
     with pytest.raises(ValueError, match=r"needs the 'flash_attn' package"):
-        load_pair("x", str(tmp_path), None, attn_implementation="flash_attention_2",
-                  dtype="bfloat16")
+        load_pair("x", str(tmp_path), None,
+                  placement={"attn_implementation": "flash_attention_2", "dtype": "bfloat16"})
 
 
 class FakeModel:

@@ -33,7 +33,7 @@ def test_weight_stationary_equals_f_linear(rows, bias):
 
 
 def test_swap_keeps_parameters_ties_and_gradients():
-    pair = tiny_pair(dtype="float64", linear_kernel="stock")
+    pair = tiny_pair(placement={"dtype": "float64", "linear_kernel": "stock"})
     model = pair.target
     model.config.tie_word_embeddings = True
     model.tie_weights()
@@ -53,8 +53,9 @@ def test_swap_keeps_parameters_ties_and_gradients():
 
 def test_cached_forwards_agree_across_kernels():
     """Every decoding shape (1 token, chains, a tree) gives the same logits with both kernels."""
-    stock = CachedLM(tiny_pair(dtype="float64", linear_kernel="stock").target)
-    fast = CachedLM(tiny_pair(dtype="float64", linear_kernel="weight_stationary").target)
+    stock = CachedLM(tiny_pair(placement={"dtype": "float64", "linear_kernel": "stock"}).target)
+    fast = CachedLM(tiny_pair(placement={"dtype": "float64",
+                                         "linear_kernel": "weight_stationary"}).target)
     assert type(fast.model.lm_head) is WeightStationaryLinear
     assert type(stock.model.lm_head) is nn.Linear
     steps = [(torch.arange(10, 30), None), (torch.tensor([7]), None),
@@ -74,8 +75,8 @@ def test_kernel_names_and_fingerprint():
     described = tiny_pair().describe()
     assert described["linear_kernel"] == "packed"
     assert described["linear_kernel_probe"].startswith("not probed: 0.")
-    assert "linear_kernel_probe" not in tiny_pair(linear_kernel="stock").describe()
-    assert tiny_pair(linear_kernel="stock").describe()["linear_kernel"] == "stock"
+    assert "linear_kernel_probe" not in tiny_pair(placement={"linear_kernel": "stock"}).describe()
+    assert tiny_pair(placement={"linear_kernel": "stock"}).describe()["linear_kernel"] == "stock"
 
 
 @pytest.mark.parametrize("rows", [1, 2, 3, 8])
@@ -122,8 +123,8 @@ def test_packed_equals_f_linear_and_follows_weight_updates(rows):
 
 
 def test_cached_forwards_agree_with_the_packed_kernel_in_float32():
-    stock = CachedLM(tiny_pair(linear_kernel="stock").target)
-    packed = CachedLM(tiny_pair(linear_kernel="packed").target)
+    stock = CachedLM(tiny_pair(placement={"linear_kernel": "stock"}).target)
+    packed = CachedLM(tiny_pair(placement={"linear_kernel": "packed"}).target)
     assert type(packed.model.lm_head) is PackedLinear
     steps = [(torch.arange(10, 30), None), (torch.tensor([7]), None),
              (torch.tensor([1, 2, 3, 4, 9]), None),

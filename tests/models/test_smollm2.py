@@ -59,7 +59,7 @@ def test_cache_is_created_once_and_reused(tmp_path):
 @pytest.mark.parametrize(("draft", "kernel"), [("trained", "auto"), ("truncated", "auto"),
                                                ("trained", "weight_stationary")])
 def test_greedy_sps_equals_ar_on_smollm2(draft, kernel):
-    pair = smollm2_pair(draft=draft, linear_kernel=kernel)
+    pair = smollm2_pair(draft=draft, placement={"linear_kernel": kernel})
     assert pair.draft is not None
     rates = []
     for prompt in PROMPTS:

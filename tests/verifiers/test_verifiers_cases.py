@@ -79,7 +79,7 @@ def test_tree_with_no_matching_child_recovers():
 
 
 # --- greedy equivalence of CLI overrides on the tiny fp64 pair ----------------------------------
-GREEDY = ["sampling.temperature=0", "model.dtype=float64"]
+GREEDY = ["sampling.temperature=0", "model.placement.dtype=float64"]
 
 
 @pytest.fixture(scope="module")
@@ -88,7 +88,7 @@ def pair():
 
     before = torch.get_num_threads()
     torch.set_num_threads(1)
-    yield tiny_pair(dtype="float64")
+    yield tiny_pair(placement={"dtype": "float64"})
     torch.set_num_threads(before)
 
 

@@ -1,7 +1,10 @@
 """Checks the runner makes on the loaded pair before it generates.
 
-``check_where_loaded``: the models are where the config asked (``device``, ``model.draft_device``;
-a target placed by ``model.device_map`` must start on a device of ``device``'s type).
+``check_where_loaded``: the models are where the config asked (``device``,
+``model.placement.draft_device``; a target placed by ``model.placement.device_map`` must start on
+a device of ``device``'s type). It checks the loader, not the devices: whether this machine has
+them was checked before loading (``placement.check_before_loading``), and where the method's nets
+are is checked after building (``placement.check_built``, against what the pair recorded).
 A loader that ignored ``device`` would otherwise run on the CPU while the records, the config hash
 and the run folder say ``cuda``; the machine tag records the devices the models are actually on
 (``ModelPair.devices()``).
@@ -21,7 +24,7 @@ from omegaconf import DictConfig, OmegaConf
 from specdec.core import Drafter
 from specdec.errors import BadInput
 from specdec.models import ModelPair
-from specdec.models.placement import matches
+from specdec.models.devices import matches
 
 
 def check_where_loaded(pair: ModelPair, device: str) -> None:
@@ -30,7 +33,7 @@ def check_where_loaded(pair: ModelPair, device: str) -> None:
     Args:
         pair: the loaded pair.
         device: the eval's ``device``; the draft's is ``pair.placement.draft_device``
-            (``model.draft_device`` when set, else the same).
+            (``model.placement.draft_device`` when set, else the same).
     """
     wants = {"target": (pair.target, device), "draft": (pair.draft, pair.placement.draft_device)}
     for role, (model, want) in wants.items():
@@ -39,9 +42,9 @@ def check_where_loaded(pair: ModelPair, device: str) -> None:
         got = next(model.parameters()).device
         if not matches(got, torch.device(want)) and role == "target" and pair.placement.device_map:
             raise BadInput(
-                f"model.device_map={pair.placement.device_map} put the target's first layers on "
-                f"{got} but device={want}: set device={got.type} so the records and the machine "
-                "tag say where it ran")
+                f"model.placement.device_map={pair.placement.device_map} put the target's first "
+                f"layers on {got} but device={want}: set device={got.type} so the records and "
+                "the machine tag say where it ran")
         if not matches(got, torch.device(want)):
             raise ValueError(
                 f"device={want} was requested but the pair's loader put the {role} on {got}; "
@@ -176,4 +179,4 @@ def check_target_output(pair: ModelPair) -> None:
             f"the target model produced NaN or +inf logits on a one-token prompt, before any "
             f"decoding: the target {source} (dtype {next(pair.target.parameters()).dtype}) holds "
             "NaN/inf weights (a corrupt or diverged checkpoint: load another copy) or its dtype "
-            "overflows (model.dtype=float16: use bfloat16 or float32)")
+            "overflows (model.placement.dtype=float16: use bfloat16 or float32)")

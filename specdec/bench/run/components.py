@@ -8,13 +8,14 @@ or, for the pair, after the models loaded. ``check_components`` checks from the 
 * every key of a group node is an argument of its ``_target_`` (``config.binding_error``), and
   its value fits the argument's annotation (``values.check_value``: int, float, bool, str, None,
   ``Literal``, lists of these);
-* the pair's placement and kernel keys, shared by every pair loader: ``device`` and
-  ``model.draft_device`` name no CPU index but 0 (torch accepts ``cpu:1`` and places the tensors
-  on the one CPU device, so the run would not be where it says); ``model.draft_device`` is a
-  device this machine has that holds weights (``meta`` holds none; ``device=meta`` is left to
-  ``checks.check_where_loaded``, which its tests use as a device a loader may ignore),
-  ``model.draft_threads`` is within the CPU cores this process may use, ``model.linear_kernel``
-  and ``model.dtype`` are known names;
+* the pair's ``placement:`` node, shared by every pair loader (``Placement.from_config``: no flat
+  placement key left in ``model``, no unknown key, values of the node's types, a known dtype
+  and kernel, devices torch can parse): ``device`` and ``model.placement.draft_device`` name no
+  CPU index but 0 (torch accepts ``cpu:1`` and places the tensors on the one CPU device, so the
+  run would not be where it says); ``model.placement.draft_device`` holds weights (``meta``
+  holds none; ``device=meta`` is left to ``checks.check_where_loaded``, which its tests use as a
+  device a loader may ignore); ``model.placement.draft_threads`` is within the CPU cores this
+  process may use. Whether this machine has the devices is the preflight's check;
 * a drafter class that makes trees is paired with a verifier class that takes them (class
   attributes ``makes_trees`` / ``supports_trees``; the engine checks the built objects again).
 
@@ -100,37 +101,33 @@ def check_cpu_index(key: str, device: object) -> None:
     if dev.type == "cpu" and dev.index not in (None, 0):
         raise BadInput(f"{key}={device}: torch has one CPU device (cpu, or cpu:0), so {device} "
                        f"would run on it while the records say {device}; use {key}=cpu (a "
-                       "draft's own CPU threads: model.draft_threads=N) or cuda[:i] for a GPU")
-
-
-def check_placement_key(key: str, device: object) -> None:
-    """A device this machine has and that holds data (``meta`` does not)."""
-    from specdec.models.placement import check_device
-
-    if device is not None:
-        check_cpu_index(key, device)
-    if device is not None and check_device(str(device), key=key).type == "meta":
-        raise BadInput(f"{key}=meta holds no weights (a meta tensor has no data), so the model "
-                       "could not run; use cpu, cuda[:i] or mps")
+                       "draft's own CPU threads: model.placement.draft_threads=N) or cuda[:i] for "
+                       "a GPU")
 
 
 def check_model_keys(model: DictConfig) -> None:
-    """The placement and kernel keys every pair loader takes."""
-    from specdec.models.kernels import KERNELS
-    from specdec.models.pair import DTYPES
+    """The ``placement:`` node every pair loader takes (see the module docstring)."""
+    from specdec.models.placement import Placement
+    from specdec.models.placement_config import PlacementKeys, key_name, node_of
 
-    check_placement_key("model.draft_device", model.get("draft_device"))
-    threads, cores = model.get("draft_threads"), ahead.machine_cores()
+    node = node_of(model)  # a flat key names its new one, an unknown key is refused
+    hints = typing.get_type_hints(PlacementKeys)
+    for name, value in node.items():
+        if checkable(hints[name]):
+            check_value(key_name(name), value, hints[name])
+    asked = Placement.from_config(node)  # a device torch cannot parse, a dtype, a kernel
+    check_cpu_index(key_name("device"), node["device"])
+    draft, key = node["draft_device"], key_name("draft_device")
+    if draft is not None:
+        check_cpu_index(key, draft)
+        if asked.draft_device.type == "meta":
+            raise BadInput(f"{key}=meta holds no weights (a meta tensor has no data), so the "
+                           "model could not run; use cpu, cuda[:i] or mps")
+    threads, cores = node["draft_threads"], ahead.machine_cores()
     if isinstance(threads, int) and threads > cores:
-        raise BadInput(f"model.draft_threads={threads} exceeds the {cores} CPU cores this process "
-                       f"may use; set at most {cores} (or null: the process's torch threads)")
-    kernel = model.get("linear_kernel")
-    if kernel is not None and kernel not in KERNELS:
-        raise BadInput(f"model.linear_kernel={kernel!r} is not a kernel; use one of "
-                       f"{', '.join(KERNELS)} (specdec/models/kernels.py)")
-    dtype = model.get("dtype")
-    if dtype is not None and dtype not in DTYPES:
-        raise BadInput(f"model.dtype={dtype!r} is not known; use one of {', '.join(DTYPES)}")
+        raise BadInput(f"{key_name('draft_threads')}={threads} exceeds the {cores} CPU cores this "
+                       f"process may use; set at most {cores} (or null: the process's torch "
+                       "threads)")
 
 
 def tree_verifiers() -> list[str]:

@@ -3,8 +3,9 @@
 A pair takes seconds to minutes to load; these mistakes are visible in the config alone, so they
 fail first, each as one ``InputError`` naming the key and the fix (``specdec.errors``):
 
-0. **Devices** (``specdec.models.placement.check_before_loading``): the devices named exist, and a
-   ``model.draft_device`` is one the drafter can honour.
+0. **Devices** (``specdec.models.placement.check_before_loading``, the run's one device check
+   before loading, on ``Placement.from_config(cfg.model)``): the devices named exist, and a
+   ``model.placement.draft_device`` is one the drafter can honour.
 1. **Model references** (a hub-loaded pair: ``_target_`` one of ``HUB_LOADERS``): ``model.target``
    is set, and it and ``model.draft`` name a model folder or a hub id that can load
    (``specdec.models.hf.check_reference``: offline, an uncached id names ``hf download <id>``).
@@ -30,7 +31,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from specdec.errors import BadInput, InputError, MissingInput
-from specdec.models.placement import check_before_loading
+from specdec.models.placement import Placement, check_before_loading
 from specdec.paths import CONF_DIR
 
 ASSET_KEYS = ("path", "head", "hrad")  # drafter/policy keys holding a trained asset folder
@@ -49,14 +50,13 @@ def preflight(cfg: DictConfig) -> None:
 
 
 def check_devices(cfg: DictConfig) -> None:
-    """``check_before_loading`` on the config's ``device`` and ``model.draft_device``, with the
-    drafter's class (a feature drafter cannot draft away from the target)."""
+    """``check_before_loading`` on the model config's placement (its ``device`` is the eval's
+    ``device``), with the drafter's class (a feature drafter cannot draft away from the
+    target)."""
     from hydra.utils import get_class
 
-    model = cfg.get("model") or {}
     target = (cfg.get("drafter") or {}).get("_target_")
-    check_before_loading(model.get("device") or cfg.get("device") or "cpu",
-                         draft_device=model.get("draft_device"),
+    check_before_loading(Placement.from_config(cfg.get("model")),
                          drafter=get_class(target) if target is not None else None)
 
 

@@ -5,10 +5,11 @@ Hydra accepts any value for a key the config declares: ``limit=abc`` composes, a
 loading. ``validate`` checks the top-level keys (``EvalKeys``), ``sampling`` (``SamplingKeys``)
 and each dataset's ``limit`` / ``max_new_tokens`` / ``chat_template`` / ``template``
 (``DatasetKeys``) against their types and ranges before anything loads, and raises ``ValueError``
-naming the key, the bad value and what is expected; ``device`` must be one this machine has
-(``specdec.models.placement.check_device``: ``device=cuda`` on a CPU-only machine fails here); then
-the component groups' keys (``model``, ``drafter``, ``drafter.policy``, ``verifier``) are checked
-against their constructors (``specdec.bench.run.components``).
+naming the key, the bad value and what is expected; then the component groups' keys (``model``
+and its ``placement:`` node, ``drafter``, ``drafter.policy``, ``verifier``) are checked against
+their constructors (``specdec.bench.run.components``). Whether this machine has the devices they
+name (``device=cuda`` on a CPU-only machine) is the preflight's one device check
+(``specdec.bench.run.preflight``: ``specdec.models.placement.check_before_loading``).
 
 Types (``specdec.bench.run.values``): ``int`` (a bool is not an int here), ``float`` (an int is
 accepted), ``bool``, ``str``, ``X | None`` and ``Literal[...]``; ranges come from each field's
@@ -26,7 +27,6 @@ from omegaconf import DictConfig, OmegaConf
 from specdec.bench.eval_keys import DatasetKeys, EvalKeys, SamplingKeys, bounds
 from specdec.bench.run.components import check_components
 from specdec.bench.run.values import check_value
-from specdec.models.placement import check_before_loading
 
 __all__ = ["DatasetKeys", "EvalKeys", "SamplingKeys", "validate"]
 
@@ -51,6 +51,5 @@ def validate(cfg: DictConfig) -> EvalKeys:
     sampling = _checked(SamplingKeys, cfg.get("sampling") or OmegaConf.create(), "sampling.")
     for name, ds in (cfg.get("benchmark", {}).get("datasets") or {}).items():
         _checked(DatasetKeys, ds, f"benchmark.datasets.{name}.")
-    check_before_loading(top.get("device", "cpu"))  # this machine must have it
     check_components(cfg)  # model.*, drafter, drafter.policy, verifier: components.py
     return EvalKeys(**top, sampling=SamplingKeys(**sampling))
