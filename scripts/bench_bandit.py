@@ -41,8 +41,10 @@ from specdec.drafters.bandit_arms import arm_rates
 def variants(cfg: DictConfig) -> dict[str, DictConfig]:
     """The bandit config and, per arm, a copy whose only arm is that one."""
     if "arms" not in cfg.drafter:
-        raise ValueError(f"--method {cfg.method_name} has no drafter.arms; use a bandit preset "
-                         "such as specblock_bandit")
+        raise ValueError(
+            f"--method {cfg.method_name} has no drafter.arms; use a bandit preset "
+            "such as specblock_bandit"
+        )
     out = {"bandit": cfg}
     for name, spec in cfg.drafter.arms.items():
         one = copy.deepcopy(cfg)
@@ -59,9 +61,16 @@ def run_dataset(cfg: DictConfig, pair, name: str, limit: int, max_new: int) -> l
     method = build_method(cfg, pair)
 
     def answer(p):
-        return run_prompt(p, pair, method, seed=cfg.seed, max_new_tokens=max_new,
-                          chat_template=ds.chat_template, template=ds.get("template", "{turn}"),
-                          truncate="left")
+        return run_prompt(
+            p,
+            pair,
+            method,
+            seed=cfg.seed,
+            max_new_tokens=max_new,
+            chat_template=ds.chat_template,
+            template=ds.get("template", "{turn}"),
+            truncate="left",
+        )
 
     answer(prompts[0])  # warm-up, not counted (the bandit keeps what it learned)
     return [answer(p) for p in prompts]
@@ -76,19 +85,31 @@ def main() -> None:
     ap.add_argument("--max-new", type=int, default=64)
     ap.add_argument("--override", action="append", default=[], help="extra Hydra overrides")
     args = ap.parse_args()
-    cfg = compose_config("eval", [f"model={args.model}", f"benchmark={args.benchmark}",
-                                  f"method={args.method}", *args.override])
+    cfg = compose_config(
+        "eval",
+        [
+            f"model={args.model}",
+            f"benchmark={args.benchmark}",
+            f"method={args.method}",
+            *args.override,
+        ],
+    )
     if cfg.get("threads") is not None:  # as the eval does (--override threads=1)
         torch.set_num_threads(int(cfg.threads))
     pair = instantiate(cfg.model)
-    runs = {(v, name): run_dataset(vcfg, pair, name, args.limit, args.max_new)
-            for v, vcfg in variants(cfg).items() for name in cfg.benchmark.datasets}
+    runs = {
+        (v, name): run_dataset(vcfg, pair, name, args.limit, args.max_new)
+        for v, vcfg in variants(cfg).items()
+        for name in cfg.benchmark.datasets
+    }
     arms = list(cfg.drafter.arms)
     for name in cfg.benchmark.datasets:
         print(f"\n{name} ({args.limit} prompts, <= {args.max_new} new tokens, {args.model})")
         head = "".join(f"{a:>7}" for a in arms)
-        print(f"{'variant':>14}{head} {'tokens':>7} {'tau':>5} {'fwd tok/s':>10} "
-              f"{'wall tok/s':>10} {'vs skip':>7} {'vs best fixed':>13}")
+        print(
+            f"{'variant':>14}{head} {'tokens':>7} {'tau':>5} {'fwd tok/s':>10} "
+            f"{'wall tok/s':>10} {'vs skip':>7} {'vs best fixed':>13}"
+        )
         rows = {}
         for v in variants(cfg):
             answers = runs[(v, name)]
@@ -106,10 +127,14 @@ def main() -> None:
         skip = rows.get("skip alone", (None, 0, 0, float("nan")))[3]
         for v, (rates, new, steps, mod, wall) in rows.items():
             shares = "".join(f"{rates.get(a, {}).get('share', 0.0):>7.0%}" for a in arms)
-            print(f"{v:>14}{shares} {new:>7} {new / steps:>5.2f} {mod:>10.1f} {wall:>10.1f} "
-                  f"{mod / skip:>6.2f}x {mod / best:>12.2f}x")
-    print("\nshares: the arm's share of the steps with a choice; vs best fixed: forward-time "
-          "tok/s over the best single arm's on that dataset")
+            print(
+                f"{v:>14}{shares} {new:>7} {new / steps:>5.2f} {mod:>10.1f} {wall:>10.1f} "
+                f"{mod / skip:>6.2f}x {mod / best:>12.2f}x"
+            )
+    print(
+        "\nshares: the arm's share of the steps with a choice; vs best fixed: forward-time "
+        "tok/s over the best single arm's on that dataset"
+    )
 
 
 if __name__ == "__main__":

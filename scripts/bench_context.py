@@ -58,15 +58,27 @@ def measure(method, ids: list[int], new: int) -> Cost:
     """Generate ``new`` tokens greedily after ``ids``; the prefill split and per-step costs."""
     log = method.target.forward_log
     mark = len(log)
-    out = generate(ids, method.target, method.drafter, method.verifier,
-                   sampling=method.sampling, coins=TorchCoins(0), max_new_tokens=new)
+    out = generate(
+        ids,
+        method.target,
+        method.drafter,
+        method.verifier,
+        sampling=method.sampling,
+        coins=TorchCoins(0),
+        max_new_tokens=new,
+    )
     s = out.stats
     split = prefill_split(log[mark:], s.prefill_s)
     steps = max(s.target_forwards, 1)
     verify = sum(f.seconds for f in log[mark:] if f.step >= 0)
-    return Cost(split["prefill_target_s"], split["prefill_draft_s"], 1e3 * s.draft_s / steps,
-                1e3 * verify / steps, 1e3 * (s.decode_s - s.draft_s - verify) / steps,
-                s.new_tokens / steps)
+    return Cost(
+        split["prefill_target_s"],
+        split["prefill_draft_s"],
+        1e3 * s.draft_s / steps,
+        1e3 * verify / steps,
+        1e3 * (s.decode_s - s.draft_s - verify) / steps,
+        s.new_tokens / steps,
+    )
 
 
 def prompt_ids(tokenizer, length: int) -> list[int]:
@@ -79,9 +91,11 @@ def prompt_ids(tokenizer, length: int) -> list[int]:
     return ids[:length]
 
 
-HEAD = (f"{'method':>10} {'context':>7} {'pre tgt s':>9} {'pre drf s':>9} {'d/t pre':>7} "
-        f"{'draft ms':>8} {'verify ms':>9} {'other ms':>8} {'tau':>5} {'d/ar step':>9} "
-        f"{'d grow':>6} {'ar grow':>7}")
+HEAD = (
+    f"{'method':>10} {'context':>7} {'pre tgt s':>9} {'pre drf s':>9} {'d/t pre':>7} "
+    f"{'draft ms':>8} {'verify ms':>9} {'other ms':>8} {'tau':>5} {'d/ar step':>9} "
+    f"{'d grow':>6} {'ar grow':>7}"
+)
 
 
 def _div(a: float | None, b: float | None) -> float:
@@ -95,11 +109,13 @@ def line(costs: dict[str, dict[int, Cost]], method: str, length: int) -> str:
     first = min(by_len)
     ar_step = ar[length].verify_ms if length in ar else None
     ar_first = ar[first].verify_ms if first in ar else None
-    return (f"{method:>10} {length:>7} {c.prefill_target:>9.3f} {c.prefill_draft:>9.3f} "
-            f"{_div(c.prefill_draft, c.prefill_target):>7.2f} {c.draft_ms:>8.1f} "
-            f"{c.verify_ms:>9.1f} {c.other_ms:>8.1f} {c.tau:>5.2f} "
-            f"{_div(c.draft_ms, ar_step):>9.2f} {_div(c.draft_ms, by_len[first].draft_ms):>6.2f} "
-            f"{_div(ar_step, ar_first):>7.2f}")
+    return (
+        f"{method:>10} {length:>7} {c.prefill_target:>9.3f} {c.prefill_draft:>9.3f} "
+        f"{_div(c.prefill_draft, c.prefill_target):>7.2f} {c.draft_ms:>8.1f} "
+        f"{c.verify_ms:>9.1f} {c.other_ms:>8.1f} {c.tau:>5.2f} "
+        f"{_div(c.draft_ms, ar_step):>9.2f} {_div(c.draft_ms, by_len[first].draft_ms):>6.2f} "
+        f"{_div(ar_step, ar_first):>7.2f}"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -108,8 +124,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--methods", default=METHODS)
     ap.add_argument("--contexts", default=CONTEXTS, help="prompt lengths in tokens")
     ap.add_argument("--new", type=int, default=16, help="new tokens per generation")
-    ap.add_argument("--threads", type=int, default=None,
-                    help="torch threads (1 on a machine shared by other jobs)")
+    ap.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="torch threads (1 on a machine shared by other jobs)",
+    )
     ap.add_argument("--override", action="append", default=[], help="extra Hydra overrides")
     args = ap.parse_args(argv)
     if args.threads:

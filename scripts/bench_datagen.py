@@ -83,11 +83,14 @@ def main() -> None:
     pair = smollm2_pair(draft="none")
     model, tok = pair.target, pair.tokenizer
     texts = training_prompts(args.source, limit=args.prompts)
-    prompts = [encode_turn(tok, [{"role": "user", "content": t}], chat_template=True)
-               for t in texts]
+    prompts = [
+        encode_turn(tok, [{"role": "user", "content": t}], chat_template=True) for t in texts
+    ]
     mean_len = sum(map(len, prompts)) / len(prompts)
-    print(f"{len(prompts)} prompts, mean {mean_len:.0f} tokens, max_new {args.max_new}, "
-          f"{args.threads} threads, load {loadavg()}")
+    print(
+        f"{len(prompts)} prompts, mean {mean_len:.0f} tokens, max_new {args.max_new}, "
+        f"{args.threads} threads, load {loadavg()}"
+    )
     flops_s, bytes_s = gflops(), gbps()
     print(f"roofline: matmul {flops_s:.1f} GFLOP/s, copy {bytes_s:.1f} GB/s (load {loadavg()})")
     eos = tok.eos_token_id
@@ -95,16 +98,25 @@ def main() -> None:
         # 1. Decode every prompt at this batch size, 2. print rates and bounds.
         before = loadavg()
         start = time.perf_counter()
-        out = generate_batched(model, prompts, max_new=args.max_new, eos=eos,
-                               pad=tok.pad_token_id or eos, max_rows=batch)
+        out = generate_batched(
+            model,
+            prompts,
+            max_new=args.max_new,
+            eos=eos,
+            pad=tok.pad_token_id or eos,
+            max_rows=batch,
+        )
         secs = time.perf_counter() - start
         gen = sum(len(c) for c, _, _ in out)
         ctx = int(mean_len + sum(len(c) for c, _, _ in out) / len(out) / 2)
         fb, mb = bounds(model, batch, ctx, flops_s, bytes_s)
-        print(f"batch {batch:3d}: {gen / secs:6.1f} generated tok/s, "
-              f"{(gen + sum(map(len, prompts))) / secs:6.1f} incl. prompt, {secs:6.1f} s | "
-              f"bounds at context {ctx}: FLOP {fb:6.1f} tok/s, memory {mb:6.1f} tok/s | "
-              f"load {before} -> {loadavg()}", flush=True)
+        print(
+            f"batch {batch:3d}: {gen / secs:6.1f} generated tok/s, "
+            f"{(gen + sum(map(len, prompts))) / secs:6.1f} incl. prompt, {secs:6.1f} s | "
+            f"bounds at context {ctx}: FLOP {fb:6.1f} tok/s, memory {mb:6.1f} tok/s | "
+            f"load {before} -> {loadavg()}",
+            flush=True,
+        )
     if args.stock:
         stock(model, tok, prompts, args.stock, args.max_new)
 
@@ -119,13 +131,21 @@ def stock(model, tok, prompts: list[list[int]], batch: int, max_new: int) -> Non
         ids = torch.tensor([[pad] * (width - len(p)) + p for p in chunk])
         mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in chunk])
         with torch.inference_mode():
-            out = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=max_new,
-                                 do_sample=False, pad_token_id=pad, eos_token_id=tok.eos_token_id)
+            out = model.generate(
+                input_ids=ids,
+                attention_mask=mask,
+                max_new_tokens=max_new,
+                do_sample=False,
+                pad_token_id=pad,
+                eos_token_id=tok.eos_token_id,
+            )
         for row in out[:, width:].tolist():
             gen += row.index(tok.eos_token_id) + 1 if tok.eos_token_id in row else len(row)
     secs = time.perf_counter() - start
-    print(f"stock generate batch {batch}: {gen / secs:6.1f} generated tok/s, {secs:6.1f} s | "
-          f"load {before} -> {loadavg()}")
+    print(
+        f"stock generate batch {batch}: {gen / secs:6.1f} generated tok/s, {secs:6.1f} s | "
+        f"load {before} -> {loadavg()}"
+    )
 
 
 if __name__ == "__main__":

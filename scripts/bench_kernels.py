@@ -44,8 +44,14 @@ def main() -> None:
             model.set_attn_implementation("sdpa")
             if kernel != "stock":
                 use_cpu_attention(model)
-        table = calibrate(target, draft, max_new=args.max_new, repeats=args.repeats,
-                          ref_context=args.context, far_context=args.context + 256)
+        table = calibrate(
+            target,
+            draft,
+            max_new=args.max_new,
+            repeats=args.repeats,
+            ref_context=args.context,
+            far_context=args.context + 256,
+        )
         for role, times in table.times.items():
             prev = rows.setdefault((role, kernel), {})
             for n in sizes:  # keep the faster of the two passes (less noise from the machine)

@@ -41,9 +41,16 @@ def ours(pair, ids: list[int], gamma: int, max_new: int) -> tuple[list[int], flo
     sampling = Sampling(temperature=0.0)
     drafter = ModelDrafter(CachedLM(pair.draft, role="draft"), Fixed(gamma))
     start = time.perf_counter()
-    out = generate(ids, CachedLM(pair.target), drafter, Tokenwise(), sampling=sampling,
-                   coins=TorchCoins(0), max_new_tokens=max_new,
-                   stop_ids=[pair.tokenizer.eos_token_id])
+    out = generate(
+        ids,
+        CachedLM(pair.target),
+        drafter,
+        Tokenwise(),
+        sampling=sampling,
+        coins=TorchCoins(0),
+        max_new_tokens=max_new,
+        stop_ids=[pair.tokenizer.eos_token_id],
+    )
     return out.tokens, time.perf_counter() - start, out.stats.target_forwards
 
 
@@ -52,34 +59,49 @@ def hf(pair, ids: list[int], max_new: int, calls: list[int]) -> tuple[list[int],
     x = torch.tensor([ids])
     start = time.perf_counter()
     with torch.inference_mode():
-        gen = pair.target.generate(input_ids=x, attention_mask=torch.ones_like(x),
-                                   assistant_model=pair.draft, do_sample=False,
-                                   max_new_tokens=max_new,
-                                   eos_token_id=pair.tokenizer.eos_token_id,
-                                   pad_token_id=pair.tokenizer.eos_token_id)
+        gen = pair.target.generate(
+            input_ids=x,
+            attention_mask=torch.ones_like(x),
+            assistant_model=pair.draft,
+            do_sample=False,
+            max_new_tokens=max_new,
+            eos_token_id=pair.tokenizer.eos_token_id,
+            pad_token_id=pair.tokenizer.eos_token_id,
+        )
     seconds = time.perf_counter() - start
-    return gen[0, len(ids):].tolist(), seconds, len(calls) - 1  # minus the prefill call
+    return gen[0, len(ids) :].tolist(), seconds, len(calls) - 1  # minus the prefill call
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", default=os.path.join(ROOT, "..", "shared", "data", "gsm8k",
-                                                       "eagle_question.jsonl"))
+    parser.add_argument(
+        "--data",
+        default=os.path.join(ROOT, "..", "shared", "data", "gsm8k", "eagle_question.jsonl"),
+    )
     parser.add_argument("--prompts", type=int, default=5)
     parser.add_argument("--gamma", type=int, default=4)
     parser.add_argument("--max-new", type=int, default=128)
     parser.add_argument("--draft", default="trained", choices=["trained", "truncated"])
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
-    parser.add_argument("--hf-kernels", nargs="+", default=["same", "stock"],
-                        choices=["same", "stock"], help="HF rows: our kernels, stock kernels")
+    parser.add_argument(
+        "--hf-kernels",
+        nargs="+",
+        default=["same", "stock"],
+        choices=["same", "stock"],
+        help="HF rows: our kernels, stock kernels",
+    )
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
     pair = smollm2_pair(draft=args.draft)
-    hf_pairs = {("hf" if k == "same" else "hf_stock"): (
-        pair if k == "same" else smollm2_pair(draft=args.draft,
-                                              placement={"linear_kernel": "stock"}))
-        for k in args.hf_kernels}
+    hf_pairs = {
+        ("hf" if k == "same" else "hf_stock"): (
+            pair
+            if k == "same"
+            else smollm2_pair(draft=args.draft, placement={"linear_kernel": "stock"})
+        )
+        for k in args.hf_kernels
+    }
     calls: list[int] = []
     for p in hf_pairs.values():
         # transformers 5.x takes the assistant schedule from the draft's generation_config
@@ -88,8 +110,10 @@ def main(argv: list[str] | None = None) -> None:
         p.draft.generation_config.assistant_confidence_threshold = 0.0
         p.target.register_forward_hook(lambda *_: calls.append(1))
     prompts = load_jsonl_prompts(args.data, "bench", limit=args.prompts + 1)
-    encoded = [encode_turn(pair.tokenizer, [{"role": "user", "content": p.turns[0]}],
-                           chat_template=True) for p in prompts]
+    encoded = [
+        encode_turn(pair.tokenizer, [{"role": "user", "content": p.turns[0]}], chat_template=True)
+        for p in prompts
+    ]
     ours(pair, encoded[0], args.gamma, 16)  # warm-ups
     for p in hf_pairs.values():
         hf(p, encoded[0], 16, calls)
@@ -104,17 +128,26 @@ def main(argv: list[str] | None = None) -> None:
             rows[key][2] += fwd
         for k in hf_pairs:
             same[k] += runs[k][0] == runs["ours"][0]
-        print("prompt: " + " | ".join(f"{k} {len(t)} tok {s:.2f}s ({f} target calls)"
-                                      for k, (t, s, f) in runs.items()), flush=True)
+        print(
+            "prompt: "
+            + " | ".join(
+                f"{k} {len(t)} tok {s:.2f}s ({f} target calls)" for k, (t, s, f) in runs.items()
+            ),
+            flush=True,
+        )
     tps = {k: v[0] / v[1] for k, v in rows.items()}
     per_call = {k: v[0] / max(v[2], 1) for k, v in rows.items()}
-    print(f"\ngamma={args.gamma} greedy, {len(encoded) - 1} prompts, draft={args.draft}, "
-          f"threads={torch.get_num_threads()}")
+    print(
+        f"\ngamma={args.gamma} greedy, {len(encoded) - 1} prompts, draft={args.draft}, "
+        f"threads={torch.get_num_threads()}"
+    )
     for k in rows:
         print(f"{k:8s}: {tps[k]:7.2f} tokens/s  {per_call[k]:.2f} tokens per target call")
     for k in hf_pairs:
-        print(f"ratio ours/{k}: {tps['ours'] / tps[k]:.3f}   outputs identical to ours: "
-              f"{same[k]}/{len(encoded) - 1}")
+        print(
+            f"ratio ours/{k}: {tps['ours'] / tps[k]:.3f}   outputs identical to ours: "
+            f"{same[k]}/{len(encoded) - 1}"
+        )
 
 
 if __name__ == "__main__":

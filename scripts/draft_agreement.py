@@ -30,9 +30,15 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def greedy_answer(target, ids: list[int], max_new: int, eos: int) -> list[int]:
     """The target's greedy continuation of ``ids`` (cut after EOS)."""
     x = torch.tensor([ids])
-    out = target.generate(input_ids=x, attention_mask=torch.ones_like(x), do_sample=False,
-                          max_new_tokens=max_new, eos_token_id=eos, pad_token_id=eos)
-    return out[0, len(ids):].tolist()
+    out = target.generate(
+        input_ids=x,
+        attention_mask=torch.ones_like(x),
+        do_sample=False,
+        max_new_tokens=max_new,
+        eos_token_id=eos,
+        pad_token_id=eos,
+    )
+    return out[0, len(ids) :].tolist()
 
 
 @torch.inference_mode()
@@ -46,8 +52,11 @@ def agreement(draft, ids: list[int], answer: list[int]) -> tuple[int, int]:
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--drafts", nargs="+", default=[os.path.join(ROOT, "specdec", "assets",
-                                                                 "draft_lm", "smollm2")])
+    p.add_argument(
+        "--drafts",
+        nargs="+",
+        default=[os.path.join(ROOT, "specdec", "assets", "draft_lm", "smollm2")],
+    )
     p.add_argument("--data", default=os.path.join(ROOT, "..", "shared", "data"))
     p.add_argument("--datasets", nargs="+", default=["gsm8k", "alpaca", "humaneval"])
     p.add_argument("--prompts", type=int, default=10)
@@ -59,8 +68,11 @@ def main(argv: list[str] | None = None) -> None:
     pair = smollm2_pair(draft="none")
     tok, eos = pair.tokenizer, pair.tokenizer.eos_token_id
     drafts = {d: load_draft(d, pair.target, tokenizer=tok) for d in args.drafts}
-    print(f"{'dataset':10s} " + " ".join(f"{os.path.basename(os.path.normpath(d)):>24s}"
-                                         for d in drafts) + "   positions")
+    print(
+        f"{'dataset':10s} "
+        + " ".join(f"{os.path.basename(os.path.normpath(d)):>24s}" for d in drafts)
+        + "   positions"
+    )
     for name in args.datasets:
         path = os.path.join(args.data, name, "eagle_question.jsonl")
         prompts = load_jsonl_prompts(path, name, limit=args.prompts)
@@ -68,16 +80,21 @@ def main(argv: list[str] | None = None) -> None:
         positions = 0
         for prompt in prompts:
             # 1. The target's greedy answer (what every lossless greedy method emits).
-            ids = encode_turn(tok, [{"role": "user", "content": prompt.turns[0]}],
-                              chat_template=True)
+            ids = encode_turn(
+                tok, [{"role": "user", "content": prompt.turns[0]}], chat_template=True
+            )
             answer = greedy_answer(pair.target, ids, args.max_new, eos)
             # 2. Each draft's argmax at every answer position, teacher-forced.
             for d, net in drafts.items():
                 hits, n = agreement(net, ids, answer)
                 totals[d] += hits
             positions += len(answer)
-        print(f"{name:10s} " + " ".join(f"{totals[d] / max(positions, 1):24.3f}" for d in drafts)
-              + f"   {positions}", flush=True)
+        print(
+            f"{name:10s} "
+            + " ".join(f"{totals[d] / max(positions, 1):24.3f}" for d in drafts)
+            + f"   {positions}",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -79,8 +79,7 @@ def main() -> None:
         # 2. Exact BE and TV per chain verifier; 3. multi-draft on small instances.
         base = None
         for name, make in CHAIN.items():
-            be, tv = measure(make(), ModelDrafter(draft, Fixed(gamma)), target,
-                             sampling, gamma)
+            be, tv = measure(make(), ModelDrafter(draft, Fixed(gamma)), target, sampling, gamma)
             base = be if base is None else base
             ratios[name].append(be / base)
             worst_tv[name] = max(worst_tv[name], tv)
@@ -90,16 +89,22 @@ def main() -> None:
                 be, tv = measure(make(), drafter, target, sampling, gamma)
                 ratios[name].append(be / base)
                 worst_tv[name] = max(worst_tv[name], tv)
-    print(f"{instances} instances (V in 2..4, gamma in 1..5, T in 0.7/1; {args.seeds} seeds if "
-          f"V^gamma <= {args.big}, 1 seed up to {args.max_drafts}), "
-          f"{time.perf_counter() - start:.0f} s")
-    print(f"| {'verifier':<24} | {'n':>4} | {'BE/tokenwise mean':>17} | {'min':>6} | {'max':>6} | "
-          f"{'max TV':>9} |")
+    print(
+        f"{instances} instances (V in 2..4, gamma in 1..5, T in 0.7/1; {args.seeds} seeds if "
+        f"V^gamma <= {args.big}, 1 seed up to {args.max_drafts}), "
+        f"{time.perf_counter() - start:.0f} s"
+    )
+    print(
+        f"| {'verifier':<24} | {'n':>4} | {'BE/tokenwise mean':>17} | {'min':>6} | {'max':>6} | "
+        f"{'max TV':>9} |"
+    )
     print(f"|{'-' * 26}|{'-' * 6}|{'-' * 19}|{'-' * 8}|{'-' * 8}|{'-' * 11}|")
     for name, values in ratios.items():
         if values:
-            print(f"| {name:<24} | {len(values):>4} | {sum(values) / len(values):>17.4f} | "
-                  f"{min(values):>6.4f} | {max(values):>6.4f} | {worst_tv[name]:>9.2e} |")
+            print(
+                f"| {name:<24} | {len(values):>4} | {sum(values) / len(values):>17.4f} | "
+                f"{min(values):>6.4f} | {max(values):>6.4f} | {worst_tv[name]:>9.2e} |"
+            )
 
 
 if __name__ == "__main__":

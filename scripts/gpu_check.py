@@ -56,21 +56,37 @@ def greedy(args: argparse.Namespace) -> int:
     from specdec.engine import generate
     from specdec.sampling import TorchCoins
 
-    base = ["model=tiny", "benchmark=tiny", f"device={args.device}",
-            "model.placement.dtype=float64", "sampling.temperature=0"]
+    base = [
+        "model=tiny",
+        "benchmark=tiny",
+        f"device={args.device}",
+        "model.placement.dtype=float64",
+        "sampling.temperature=0",
+    ]
     pair = instantiate(compose([*base, "method=ar"]).model)
     methods = args.methods or sorted(p.stem for p in (CONF_DIR / "method").glob("*.yaml"))
 
     def tokens(method: str) -> dict[str, list[int]]:
         m = build_method(compose([*base, f"method={method}"]), pair)
-        return {p: generate(pair.tokenizer.encode(p), m.target, m.drafter, m.verifier,
-                            sampling=m.sampling, coins=TorchCoins(0),
-                            max_new_tokens=args.max_new_tokens).tokens for p in PROMPTS}
+        return {
+            p: generate(
+                pair.tokenizer.encode(p),
+                m.target,
+                m.drafter,
+                m.verifier,
+                sampling=m.sampling,
+                coins=TorchCoins(0),
+                max_new_tokens=args.max_new_tokens,
+            ).tokens
+            for p in PROMPTS
+        }
 
     want = tokens("ar")
     failed = []
-    print(f"greedy identity with ar on the tiny pair, device={args.device}, float64, "
-          f"{len(PROMPTS)} prompts x {args.max_new_tokens} tokens")
+    print(
+        f"greedy identity with ar on the tiny pair, device={args.device}, float64, "
+        f"{len(PROMPTS)} prompts x {args.max_new_tokens} tokens"
+    )
     for method in methods:
         try:
             got = tokens(method)
@@ -80,8 +96,14 @@ def greedy(args: argparse.Namespace) -> int:
             failed.append(method)
             continue
         bad = [(p, d) for p, d in zip(PROMPTS, diffs) if d is not None]
-        print(f"  {method:16s} " + ("ok" if not bad else "MISMATCH " + "; ".join(
-            f"{p!r} from token {d}" for p, d in bad)))
+        print(
+            f"  {method:16s} "
+            + (
+                "ok"
+                if not bad
+                else "MISMATCH " + "; ".join(f"{p!r} from token {d}" for p, d in bad)
+            )
+        )
         failed += [method] if bad else []
     print("greedy: " + ("all identical" if not failed else f"FAILED: {', '.join(failed)}"))
     return 1 if failed else 0
@@ -100,15 +122,18 @@ def weights(args: argparse.Namespace) -> int:
         if not isinstance(try_to_load_from_cache(str(name), "config.json"), str):
             missing.append(f"{role} {name}")
     if missing:
-        print(f"weights of {args.pair} not in the local cache: {', '.join(missing)} "
-              "(download them first, e.g. `huggingface-cli download <id>`)")
+        print(
+            f"weights of {args.pair} not in the local cache: {', '.join(missing)} "
+            "(download them first, e.g. `huggingface-cli download <id>`)"
+        )
         return 1
     print(f"weights of {args.pair}: target and draft are in the local cache")
     return 0
 
 
-def timing_problems(summary: dict, min_ratio: float, max_ratio: float = 1.1, *,
-                    monotone: bool = True) -> list[str]:
+def timing_problems(
+    summary: dict, min_ratio: float, max_ratio: float = 1.1, *, monotone: bool = True
+) -> list[str]:
     """Why a run's cost model fails the sanity check (empty: it passes); ``monotone=False``
     leaves a table whose bigger forwards are cheaper unflagged (a launch-bound tiny pair's
     forwards all cost about the same, so noise alone can make one 10 % cheaper)."""
@@ -117,8 +142,10 @@ def timing_problems(summary: dict, min_ratio: float, max_ratio: float = 1.1, *,
         problems.append("the run has no cost model (run the eval with cost_model=true)")
         return problems
     if monotone and summary.get("cost_table_monotone") is False:
-        problems.append("the fitted cost table makes a bigger forward cheaper: "
-                        f"{summary.get('cost_fit', {}).get('monotone_violations')}")
+        problems.append(
+            "the fitted cost table makes a bigger forward cheaper: "
+            f"{summary.get('cost_fit', {}).get('monotone_violations')}"
+        )
     table = (summary.get("cost_table") or {}).get("times", {})
     free = {role: [n for n, t in sizes.items() if t <= 0] for role, sizes in table.items()}
     if any(free.values()):
@@ -126,13 +153,16 @@ def timing_problems(summary: dict, min_ratio: float, max_ratio: float = 1.1, *,
     overall = summary.get("overall", {})
     wall, modeled = overall.get("wall_s"), overall.get("modeled_s")
     if not wall or not modeled:
-        problems.append(f"no wall_s / modeled_s in the summary (wall_s={wall}, "
-                        f"modeled_s={modeled})")
+        problems.append(
+            f"no wall_s / modeled_s in the summary (wall_s={wall}, modeled_s={modeled})"
+        )
     elif not min_ratio <= modeled / wall <= max_ratio:
-        problems.append(f"modeled time {modeled:.3f} s is {modeled / wall:.2f}x the wall time "
-                        f"{wall:.3f} s, outside [{min_ratio}, {max_ratio}]: above, forwards "
-                        "outlast the run (a clock or pricing bug); below, forwards timed without "
-                        "device syncs or a loop overhead outside the forwards")
+        problems.append(
+            f"modeled time {modeled:.3f} s is {modeled / wall:.2f}x the wall time "
+            f"{wall:.3f} s, outside [{min_ratio}, {max_ratio}]: above, forwards "
+            "outlast the run (a clock or pricing bug); below, forwards timed without "
+            "device syncs or a loop overhead outside the forwards"
+        )
     return problems
 
 
@@ -141,11 +171,14 @@ def timing(args: argparse.Namespace) -> int:
     path = Path(args.run_dir) / "summary.json"
     summary = json.loads(path.read_text())
     overall = summary.get("overall", {})
-    print(f"timing: {path}: wall {overall.get('wall_s')} s, modeled {overall.get('modeled_s')} s,"
-          f" devices {summary.get('machine', {}).get('device')}, "
-          f"cost table {summary.get('cost_table')}")
-    problems = timing_problems(summary, args.min_ratio, args.max_ratio,
-                               monotone=not args.allow_nonmonotone)
+    print(
+        f"timing: {path}: wall {overall.get('wall_s')} s, modeled {overall.get('modeled_s')} s,"
+        f" devices {summary.get('machine', {}).get('device')}, "
+        f"cost table {summary.get('cost_table')}"
+    )
+    problems = timing_problems(
+        summary, args.min_ratio, args.max_ratio, monotone=not args.allow_nonmonotone
+    )
     if args.allow_nonmonotone and summary.get("cost_table_monotone") is False:
         sizes = summary.get("cost_fit", {}).get("monotone_violations")
         print(f"  note: non-monotone sizes {sizes}")
@@ -170,8 +203,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("run_dir")
     p.add_argument("--min-ratio", type=float, default=0.2)
     p.add_argument("--max-ratio", type=float, default=1.1)
-    p.add_argument("--allow-nonmonotone", action="store_true",
-                   help="do not fail on a cost table whose bigger forwards are cheaper")
+    p.add_argument(
+        "--allow-nonmonotone",
+        action="store_true",
+        help="do not fail on a cost table whose bigger forwards are cheaper",
+    )
     p.set_defaults(run=timing)
     args = parser.parse_args(argv)
     return args.run(args)

@@ -26,13 +26,14 @@ sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]  # this checkout's specdec, th
 
 from gpu_check import PROMPTS, compose, first_difference  # noqa: E402
 
-PATHS = {"dynamic": ["model.static_cache=false"],
-         "static_eager": ["model.static_cache=true", "model.cuda_graphs=false"],
-         "static_graphs": ["model.static_cache=true", "model.cuda_graphs=true"]}
+PATHS = {
+    "dynamic": ["model.static_cache=false"],
+    "static_eager": ["model.static_cache=true", "model.cuda_graphs=false"],
+    "static_graphs": ["model.static_cache=true", "model.cuda_graphs=true"],
+}
 
 
-def run_ar(overrides: list[str], max_new_tokens: int,
-           profile: int = 0) -> tuple[dict, float, dict]:
+def run_ar(overrides: list[str], max_new_tokens: int, profile: int = 0) -> tuple[dict, float, dict]:
     """``ar``'s tokens per prompt, its per-step ms (after a warm-up generation) and counters;
     ``profile > 0`` prints the ``profile`` costliest kernels / ops of one more generation
     (``torch.profiler``, device time on CUDA, CPU time elsewhere)."""
@@ -48,8 +49,15 @@ def run_ar(overrides: list[str], max_new_tokens: int,
     m = build_method(cfg, pair)
 
     def one(prompt: str):
-        return generate(pair.tokenizer.encode(prompt), m.target, m.drafter, m.verifier,
-                        sampling=m.sampling, coins=TorchCoins(0), max_new_tokens=max_new_tokens)
+        return generate(
+            pair.tokenizer.encode(prompt),
+            m.target,
+            m.drafter,
+            m.verifier,
+            sampling=m.sampling,
+            coins=TorchCoins(0),
+            max_new_tokens=max_new_tokens,
+        )
 
     one(PROMPTS[0])  # warm-up: kernels loaded, every decode bucket captured
     tokens, seconds, steps, counters = {}, 0.0, 0, {}
@@ -87,13 +95,23 @@ def agreement(want: dict, got: dict) -> tuple[float, list[int | None]]:
 
 def graphs(args: argparse.Namespace) -> int:
     """Eager vs replayed ``ar``: per-step ms and greedy identity."""
-    base = [f"model={args.pair}", "benchmark=tiny", f"device={args.device}",
-            f"model.placement.dtype={args.dtype}", *args.overrides]
-    print(f"graphs: ar on {args.pair}, device={args.device}, {args.dtype}, "
-          f"{len(PROMPTS)} prompts x {args.max_new_tokens} tokens")
-    results = {name: run_ar([*base, *extra], args.max_new_tokens,
-                            args.profile if name == "static_graphs" else 0)
-               for name, extra in PATHS.items()}
+    base = [
+        f"model={args.pair}",
+        "benchmark=tiny",
+        f"device={args.device}",
+        f"model.placement.dtype={args.dtype}",
+        *args.overrides,
+    ]
+    print(
+        f"graphs: ar on {args.pair}, device={args.device}, {args.dtype}, "
+        f"{len(PROMPTS)} prompts x {args.max_new_tokens} tokens"
+    )
+    results = {
+        name: run_ar(
+            [*base, *extra], args.max_new_tokens, args.profile if name == "static_graphs" else 0
+        )
+        for name, extra in PATHS.items()
+    }
     for name, (_, ms, counters) in results.items():
         shown = {k: v for k, v in counters.items() if k.startswith("graph_")}
         print(f"  {name:14s} {ms:8.3f} ms/step  {shown}")
@@ -101,8 +119,10 @@ def graphs(args: argparse.Namespace) -> int:
     same, firsts = agreement(eager, replayed)
     dyn_same, _ = agreement(results["dynamic"][0], replayed)
     speedup = results["static_eager"][1] / max(results["static_graphs"][1], 1e-9)
-    print(f"  graphs vs static eager: {same:.3f} identical tokens (first differences {firsts}); "
-          f"speed-up {speedup:.2f}x")
+    print(
+        f"  graphs vs static eager: {same:.3f} identical tokens (first differences {firsts}); "
+        f"speed-up {speedup:.2f}x"
+    )
     print(f"  graphs vs dynamic: {dyn_same:.3f} identical tokens (reported)")
     ok = same == 1.0 and results["static_graphs"][2].get("graph_replays", 0) > 0
     print("graphs: " + ("ok" if ok else "FAILED (replayed tokens differ, or nothing replayed)"))
@@ -115,9 +135,11 @@ def dtypes(args: argparse.Namespace) -> int:
     f32, ms32, _ = run_ar([*base, "model.placement.dtype=float32"], args.max_new_tokens)
     bf16, ms16, _ = run_ar([*base, "model.placement.dtype=bfloat16"], args.max_new_tokens)
     same, firsts = agreement(f32, bf16)
-    print(f"dtypes: ar on {args.pair}, device={args.device}: bfloat16 vs float32 "
-          f"{same:.3f} identical tokens (first differences per prompt {firsts}); "
-          f"{ms32:.3f} vs {ms16:.3f} ms/step")
+    print(
+        f"dtypes: ar on {args.pair}, device={args.device}: bfloat16 vs float32 "
+        f"{same:.3f} identical tokens (first differences per prompt {firsts}); "
+        f"{ms32:.3f} vs {ms16:.3f} ms/step"
+    )
     return 0
 
 
@@ -126,14 +148,20 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("graphs", help="eager vs replayed ar: ms per step, greedy identity")
     p.add_argument("--dtype", default="float32")
-    p.add_argument("--profile", type=int, default=0, metavar="N",
-                   help="print the N costliest kernels of one replayed generation")
+    p.add_argument(
+        "--profile",
+        type=int,
+        default=0,
+        metavar="N",
+        help="print the N costliest kernels of one replayed generation",
+    )
     p.set_defaults(run=graphs)
     q = sub.add_parser("dtypes", help="ar in float32 vs bfloat16: identical-token fraction")
     q.set_defaults(run=dtypes)
     for parser_ in (p, q):
-        parser_.add_argument("overrides", nargs="*",
-                             help="extra config overrides (model.draft=none, ...)")
+        parser_.add_argument(
+            "overrides", nargs="*", help="extra config overrides (model.draft=none, ...)"
+        )
         parser_.add_argument("--pair", default="tiny")
         parser_.add_argument("--device", default="cuda")
         parser_.add_argument("--max-new-tokens", type=int, default=32)

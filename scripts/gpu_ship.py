@@ -75,8 +75,10 @@ def join(args: argparse.Namespace) -> dict:
         else:
             raw = b"".join(p.read_bytes() for p in parts)
             if hashlib.sha256(raw).hexdigest() != digest:
-                raise BadInput(f"the GGUF parts in {ship} do not match gguf.sha256; pack and "
-                               "carry them again (python scripts/train_gpu.py pack .ship)")
+                raise BadInput(
+                    f"the GGUF parts in {ship} do not match gguf.sha256; pack and "
+                    "carry them again (python scripts/train_gpu.py pack .ship)"
+                )
             dest.parent.mkdir(parents=True, exist_ok=True)
             dest.with_suffix(".tmp").write_bytes(raw)
             dest.with_suffix(".tmp").rename(dest)
@@ -86,8 +88,11 @@ def join(args: argparse.Namespace) -> dict:
 
         import specdec.train  # noqa: F401  (hydra, lightning, transformers, safetensors)
 
-        done.update(torch=torch.__version__, cuda=torch.cuda.is_available(),
-                    gpu=torch.cuda.get_device_name(0) if torch.cuda.is_available() else None)
+        done.update(
+            torch=torch.__version__,
+            cuda=torch.cuda.is_available(),
+            gpu=torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+        )
     if args.convert and done["gguf"]:  # the fp32 safetensors cache, once (~30 s), not in "data"
         from specdec.models.smollm2 import target_folder
 

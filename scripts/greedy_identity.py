@@ -42,9 +42,14 @@ def prompts(per_dataset: int) -> dict[str, str]:
     return out
 
 
-def decode_all(model: str, methods: list[str], texts: dict[str, str], max_new: int,
-               overrides: dict[str, object] | None = None,
-               draft: str | None = None) -> dict[str, dict]:
+def decode_all(
+    model: str,
+    methods: list[str],
+    texts: dict[str, str],
+    max_new: int,
+    overrides: dict[str, object] | None = None,
+    draft: str | None = None,
+) -> dict[str, dict]:
     """Every method's greedy tokens for every prompt (``{"error": text}`` for a preset that
     raised: one broken preset does not hide the others' results)."""
     import specdec
@@ -54,8 +59,10 @@ def decode_all(model: str, methods: list[str], texts: dict[str, str], max_new: i
         t0 = time.perf_counter()
         try:
             dec = specdec.load(model, draft, method=method, **(overrides or {}))
-            out[method] = {key: dec.generate(text, max_new_tokens=max_new, temperature=0).tokens
-                           for key, text in texts.items()}
+            out[method] = {
+                key: dec.generate(text, max_new_tokens=max_new, temperature=0).tokens
+                for key, text in texts.items()
+            }
             note = ""
         except Exception as err:  # noqa: BLE001  (recorded per preset, the run goes on)
             out[method] = {"error": f"{type(err).__name__}: {err}"[:400]}
@@ -76,8 +83,10 @@ def parse_sets(items: list[str]) -> dict[str, object]:
 
 def table(now: dict[str, dict[str, list[int]]], before: dict[str, dict[str, list[int]]]) -> str:
     """Markdown: per preset, prompts identical to BEFORE and to ``ar`` now."""
-    rows = ["| preset | prompts | tokens | identical to before | identical to ar |",
-            "|---|---:|---:|---:|---:|"]
+    rows = [
+        "| preset | prompts | tokens | identical to before | identical to ar |",
+        "|---|---:|---:|---:|---:|",
+    ]
     for method, outs in now.items():
         if "error" in outs:
             rows.append(f"| {method} | error | | | {outs['error'][:120]} |")
@@ -86,8 +95,9 @@ def table(now: dict[str, dict[str, list[int]]], before: dict[str, dict[str, list
         same = sum(old.get(k) == v for k, v in outs.items())
         as_ar = sum(now.get("ar", {}).get(k) == v for k, v in outs.items())
         tokens = sum(len(v) for v in outs.values())
-        rows.append(f"| {method} | {len(outs)} | {tokens} | {same}/{len(outs)} | "
-                    f"{as_ar}/{len(outs)} |")
+        rows.append(
+            f"| {method} | {len(outs)} | {tokens} | {same}/{len(outs)} | {as_ar}/{len(outs)} |"
+        )
     return "\n".join(rows)
 
 
@@ -99,25 +109,37 @@ def main() -> None:
     ap.add_argument("--methods", nargs="*", default=None, help="default: every conf/method preset")
     ap.add_argument("--out", required=True)
     ap.add_argument("--compare", default=None, help="a JSON written by an earlier run")
-    ap.add_argument("--draft", default=None,
-                    help="the draft LM (default: the preset's; none: no draft, e.g. when its "
-                         "weights were not carried: presets that need one then error)")
+    ap.add_argument(
+        "--draft",
+        default=None,
+        help="the draft LM (default: the preset's; none: no draft, e.g. when its "
+        "weights were not carried: presets that need one then error)",
+    )
     ap.add_argument("--device", default=None, help="cpu (the preset's default), cuda, cuda:1")
-    ap.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
-                    help="eval config overrides, e.g. model.static_cache=true model.dtype=bfloat16")
+    ap.add_argument(
+        "--set",
+        nargs="*",
+        default=[],
+        metavar="KEY=VALUE",
+        help="eval config overrides, e.g. model.static_cache=true model.dtype=bfloat16",
+    )
     args = ap.parse_args()
     overrides = parse_sets(args.set) | ({"device": args.device} if args.device else {})
     methods = args.methods or sorted(p.stem for p in (CONF_DIR / "method").glob("*.yaml"))
     if "ar" in methods:
         methods = ["ar"] + [m for m in methods if m != "ar"]
-    now = decode_all(args.model, methods, prompts(args.per_dataset), args.max_new, overrides,
-                     args.draft)
+    now = decode_all(
+        args.model, methods, prompts(args.per_dataset), args.max_new, overrides, args.draft
+    )
     Path(args.out).write_text(json.dumps(now))
     if args.compare:
         print(table(now, json.loads(Path(args.compare).read_text())))
     ar = now.get("ar", {})
-    broken = [m for m, outs in now.items() if "error" in outs or any(
-        ar.get(k) != v for k, v in outs.items())]
+    broken = [
+        m
+        for m, outs in now.items()
+        if "error" in outs or any(ar.get(k) != v for k, v in outs.items())
+    ]
     verdict = f"DIFFERS or ERROR: {broken}" if broken else "all identical"
     print(f"greedy identity with ar: {verdict}")
     raise SystemExit(1 if broken else 0)

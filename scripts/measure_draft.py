@@ -33,12 +33,26 @@ def run(pair, target, draft, prompts, gamma, temperature, max_new, cost):
     """Totals over the prompts for one method (gamma 0 = ar)."""
     sampling = Sampling(temperature=temperature)
     drafter = EmptyDrafter() if gamma == 0 else ModelDrafter(draft, Fixed(gamma))
-    tot = {"tokens": 0, "drafted": 0, "accepted": 0, "steps": 0, "wall": 0.0, "modeled": 0.0,
-           "draft_s": 0.0}
+    tot = {
+        "tokens": 0,
+        "drafted": 0,
+        "accepted": 0,
+        "steps": 0,
+        "wall": 0.0,
+        "modeled": 0.0,
+        "draft_s": 0.0,
+    }
     for i, ids in enumerate(prompts):
-        out = generate(ids, target, drafter, Tokenwise(), sampling=sampling,
-                       coins=TorchCoins(1000 + i), max_new_tokens=max_new,
-                       stop_ids=[pair.tokenizer.eos_token_id])
+        out = generate(
+            ids,
+            target,
+            drafter,
+            Tokenwise(),
+            sampling=sampling,
+            coins=TorchCoins(1000 + i),
+            max_new_tokens=max_new,
+            stop_ids=[pair.tokenizer.eos_token_id],
+        )
         tot["wall"] += out.stats.decode_s
         tot["tokens"] += out.stats.new_tokens
         tot["drafted"] += out.stats.drafted
@@ -67,35 +81,46 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
-    pair = smollm2_pair(draft=args.draft, draft_path=args.draft_path,
-                        placement={"linear_kernel": args.kernel})
+    pair = smollm2_pair(
+        draft=args.draft, draft_path=args.draft_path, placement={"linear_kernel": args.kernel}
+    )
     target, draft = CachedLM(pair.target), CachedLM(pair.draft, role="draft")
     cost = calibrate(target, draft, max_new=max(args.gammas) + 1) if args.cost else None
     if cost is not None:
         print("cost table (ms):", cost.describe())
-    print(f"draft={pair.info['draft']} T={args.temperature} max_new={args.max_new} "
-          f"threads={torch.get_num_threads()}")
+    print(
+        f"draft={pair.info['draft']} T={args.temperature} max_new={args.max_new} "
+        f"threads={torch.get_num_threads()}"
+    )
     for name in args.datasets:
         path = os.path.join(args.data, name, "eagle_question.jsonl")
-        prompts = [encode_turn(pair.tokenizer, [{"role": "user", "content": q.turns[0]}],
-                               chat_template=True)
-                   for q in load_jsonl_prompts(path, name, limit=args.prompts + 1)]
+        prompts = [
+            encode_turn(
+                pair.tokenizer, [{"role": "user", "content": q.turns[0]}], chat_template=True
+            )
+            for q in load_jsonl_prompts(path, name, limit=args.prompts + 1)
+        ]
         run(pair, target, draft, prompts[:1], args.gammas[0], args.temperature, 8, None)  # warm
         prompts = prompts[1:]
         base = None
         if args.ar:
             base = run(pair, target, draft, prompts, 0, args.temperature, args.max_new, cost)
-            print(f"{name:9s} ar      tok={base['tokens']:5d} "
-                  f"tok/s={base['tokens'] / base['wall']:6.2f} wall={base['wall']:7.1f}s "
-                  f"modeled={base['modeled']:7.1f}s", flush=True)
+            print(
+                f"{name:9s} ar      tok={base['tokens']:5d} "
+                f"tok/s={base['tokens'] / base['wall']:6.2f} wall={base['wall']:7.1f}s "
+                f"modeled={base['modeled']:7.1f}s",
+                flush=True,
+            )
         for g in args.gammas:
             t = run(pair, target, draft, prompts, g, args.temperature, args.max_new, cost)
             alpha = t["accepted"] / max(t["drafted"], 1)
-            line = (f"{name:9s} sps g={g} tok={t['tokens']:5d} accept={alpha:.3f} "
-                    f"tok/step={t['tokens'] / max(t['steps'], 1):.2f} "
-                    f"tok/s={t['tokens'] / t['wall']:6.2f} wall={t['wall']:7.1f}s "
-                    f"modeled={t['modeled']:7.1f}s draft_ms/tok="
-                    f"{1000 * t['draft_s'] / max(t['drafted'], 1):.1f}")
+            line = (
+                f"{name:9s} sps g={g} tok={t['tokens']:5d} accept={alpha:.3f} "
+                f"tok/step={t['tokens'] / max(t['steps'], 1):.2f} "
+                f"tok/s={t['tokens'] / t['wall']:6.2f} wall={t['wall']:7.1f}s "
+                f"modeled={t['modeled']:7.1f}s draft_ms/tok="
+                f"{1000 * t['draft_s'] / max(t['drafted'], 1):.1f}"
+            )
             if base is not None:
                 ratio = (t["tokens"] / t["wall"]) / (base["tokens"] / base["wall"])
                 line += f" speedup={ratio:.3f}"

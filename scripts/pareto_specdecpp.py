@@ -29,12 +29,25 @@ SWEPT = {"sps": "gamma", "specdecpp": "threshold"}
 
 def launch(out: Path, gammas: str, thresholds: str, extra: list[str]) -> None:
     """One Hydra multirun per family, each in its own sweep folder under ``out``."""
-    jobs = {"sps": [f"drafter.policy.gamma={gammas}"],
-            "specdecpp": [f"drafter.policy.threshold={thresholds}"],
-            "sps_heuristic": [], "adaedl": [], "ar": []}
+    jobs = {
+        "sps": [f"drafter.policy.gamma={gammas}"],
+        "specdecpp": [f"drafter.policy.threshold={thresholds}"],
+        "sps_heuristic": [],
+        "adaedl": [],
+        "ar": [],
+    }
     for method, sweep in jobs.items():
-        cmd = [sys.executable, "-m", "specdec.eval", "-m", f"method={method}", *sweep, *extra,
-               f"hydra.sweep.dir={out / method}", "progress=false"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "specdec.eval",
+            "-m",
+            f"method={method}",
+            *sweep,
+            *extra,
+            f"hydra.sweep.dir={out / method}",
+            "progress=false",
+        ]
         print("+", " ".join(cmd), flush=True)
         subprocess.run(cmd, check=True)
 
@@ -53,8 +66,9 @@ def collect(out: Path) -> dict[str, dict[str, list[dict]]]:
 def frontier(pts: list[dict]) -> list[dict]:
     """Non-dominated points (lower discard and lower verification rate are better)."""
     xy = [(p["discard_rate"], p["verification_rate"]) for p in pts]
-    keep = [p for p, a in zip(pts, xy)
-            if not any(b[0] <= a[0] and b[1] <= a[1] and b != a for b in xy)]
+    keep = [
+        p for p, a in zip(pts, xy) if not any(b[0] <= a[0] and b[1] <= a[1] and b != a for b in xy)
+    ]
     return sorted(keep, key=lambda p: p["discard_rate"])
 
 
@@ -65,25 +79,43 @@ def plot(points: dict, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, len(points), figsize=(5 * len(points), 4), squeeze=False)
-    style = {"sps": ("tab:blue", "o", "fixed γ (sps)"),
-             "specdecpp": ("tab:red", "s", "SpecDec++ (threshold)"),
-             "sps_heuristic": ("tab:green", "^", "heuristic +2/−1"),
-             "adaedl": ("tab:purple", "D", "AdaEDL")}
+    style = {
+        "sps": ("tab:blue", "o", "fixed γ (sps)"),
+        "specdecpp": ("tab:red", "s", "SpecDec++ (threshold)"),
+        "sps_heuristic": ("tab:green", "^", "heuristic +2/−1"),
+        "adaedl": ("tab:purple", "D", "AdaEDL"),
+    }
     for ax, (dataset, by_method) in zip(axes[0], sorted(points.items())):
         for method, (color, marker, label) in style.items():
             pts = by_method.get(method, [])
             if not pts:
                 continue
-            ax.scatter([p["discard_rate"] for p in pts], [p["verification_rate"] for p in pts],
-                       color=color, marker=marker, label=label, alpha=0.8)
+            ax.scatter(
+                [p["discard_rate"] for p in pts],
+                [p["verification_rate"] for p in pts],
+                color=color,
+                marker=marker,
+                label=label,
+                alpha=0.8,
+            )
             front = frontier(pts)
             if len(front) > 1:
-                ax.plot([p["discard_rate"] for p in front],
-                        [p["verification_rate"] for p in front], color=color, lw=1)
+                ax.plot(
+                    [p["discard_rate"] for p in front],
+                    [p["verification_rate"] for p in front],
+                    color=color,
+                    lw=1,
+                )
             for p in pts:
                 if p["knob"] is not None:
-                    ax.annotate(f"{p['knob']}", (p["discard_rate"], p["verification_rate"]),
-                                fontsize=7, color=color, xytext=(3, 3), textcoords="offset points")
+                    ax.annotate(
+                        f"{p['knob']}",
+                        (p["discard_rate"], p["verification_rate"]),
+                        fontsize=7,
+                        color=color,
+                        xytext=(3, 3),
+                        textcoords="offset points",
+                    )
         ax.set_title(dataset)
         ax.set_xlabel("discard rate (discarded drafts / generated token)")
         ax.set_ylabel("verification rate (target calls / generated token)")
@@ -93,8 +125,10 @@ def plot(points: dict, path: Path) -> None:
 
 
 def table(points: dict) -> str:
-    lines = ["| dataset | method | setting | tokens/s | block eff. | discard | verif. |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        "| dataset | method | setting | tokens/s | block eff. | discard | verif. |",
+        "|---|---|---|---|---|---|---|",
+    ]
     gains = []
     for dataset, by_method in sorted(points.items()):
         best: dict[str, dict] = {}
@@ -104,13 +138,17 @@ def table(points: dict) -> str:
                 continue
             p = best[method] = max(pts, key=lambda x: x.get("tokens_per_s") or 0.0)
             setting = "" if p["knob"] is None else f"{SWEPT[method]}={p['knob']} (best)"
-            lines.append(f"| {dataset} | {method} | {setting} | {p['tokens_per_s']:.1f} | "
-                         f"{p['block_efficiency']:.3f} | {p['discard_rate']:.3f} | "
-                         f"{p['verification_rate']:.3f} |")
+            lines.append(
+                f"| {dataset} | {method} | {setting} | {p['tokens_per_s']:.1f} | "
+                f"{p['block_efficiency']:.3f} | {p['discard_rate']:.3f} | "
+                f"{p['verification_rate']:.3f} |"
+            )
         if "sps" in best and "specdecpp" in best:
             gain = best["specdecpp"]["tokens_per_s"] / best["sps"]["tokens_per_s"] - 1
-            gains.append(f"- {dataset}: specdecpp vs best fixed γ: {gain:+.1%} tokens/s "
-                         "(paper, Llama-2 7B/70B: +7.2 % Alpaca, +9.4 % GSM8K, +11.1 % HumanEval)")
+            gains.append(
+                f"- {dataset}: specdecpp vs best fixed γ: {gain:+.1%} tokens/s "
+                "(paper, Llama-2 7B/70B: +7.2 % Alpaca, +9.4 % GSM8K, +11.1 % HumanEval)"
+            )
     return "\n".join(lines + [""] + gains) + "\n"
 
 

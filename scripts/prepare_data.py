@@ -23,15 +23,25 @@ ROOT = Path(__file__).resolve().parents[1]
 def main(argv: list[str] | None = None) -> None:
     default_source = ROOT.parent / "shared" / "data"
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--source", type=Path,
-                        default=default_source if default_source.is_dir() else None,
-                        help=f"local folder laid out like shared/data (default {default_source})")
-    parser.add_argument("--out", type=Path,
-                        default=Path(os.environ.get("SPECDEC_DATA_DIR", ROOT / "data")),
-                        help="data directory (default $SPECDEC_DATA_DIR or <repo>/data)")
+    parser.add_argument(
+        "--source",
+        type=Path,
+        default=default_source if default_source.is_dir() else None,
+        help=f"local folder laid out like shared/data (default {default_source})",
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=Path(os.environ.get("SPECDEC_DATA_DIR", ROOT / "data")),
+        help="data directory (default $SPECDEC_DATA_DIR or <repo>/data)",
+    )
     names = sorted(set(recipes()) | set(recipes(hub=True)))
-    parser.add_argument("--datasets", nargs="+", choices=names,
-                        help="datasets to prepare (default: every one conf/dataset/ can prepare)")
+    parser.add_argument(
+        "--datasets",
+        nargs="+",
+        choices=names,
+        help="datasets to prepare (default: every one conf/dataset/ can prepare)",
+    )
     parser.add_argument("--hub", action="store_true", help="fetch from the HF hub instead")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")

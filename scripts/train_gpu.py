@@ -22,13 +22,32 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
-DEFAULTS = {"MODEL": "smollm2", "DEVICE": "cuda", "STAGES": "data,eagle3,specblock,sweep",
-            "PROMPTS": "6000", "GEN_BATCH": "256", "MAX_NEW": "128", "GEN_MINUTES": "3",
-            "E3_MINUTES": "3", "SB_MINUTES": "3", "E3_STEPS": "4000", "SB_STEPS": "2000",
-            "E3_BATCH": "64", "SB_BATCH": "16", "VAL_EVERY": "250", "SHARD_MIB": "15",
-            "SWEEP_PROMPTS": "16", "SWEEP_NEW": "128", "SWEEP": "4:16 8:32 8:64 10:96",
-            "SB_SWEEP": "8 16 32", "SWEEP_ALSO": "pld", "MAX_FILES": "8", "SELF_INSTRUCT": "1100",
-            "CODE_PROMPTS": "576", "E3_INIT": "shipped"}
+DEFAULTS = {
+    "MODEL": "smollm2",
+    "DEVICE": "cuda",
+    "STAGES": "data,eagle3,specblock,sweep",
+    "PROMPTS": "6000",
+    "GEN_BATCH": "256",
+    "MAX_NEW": "128",
+    "GEN_MINUTES": "3",
+    "E3_MINUTES": "3",
+    "SB_MINUTES": "3",
+    "E3_STEPS": "4000",
+    "SB_STEPS": "2000",
+    "E3_BATCH": "64",
+    "SB_BATCH": "16",
+    "VAL_EVERY": "250",
+    "SHARD_MIB": "15",
+    "SWEEP_PROMPTS": "16",
+    "SWEEP_NEW": "128",
+    "SWEEP": "4:16 8:32 8:64 10:96",
+    "SB_SWEEP": "8 16 32",
+    "SWEEP_ALSO": "pld",
+    "MAX_FILES": "8",
+    "SELF_INSTRUCT": "1100",
+    "CODE_PROMPTS": "576",
+    "E3_INIT": "shipped",
+}
 MAX_LEN = {"tiny": (64, 64), "smollm2": (320, 256)}  # (EAGLE-3, SpecBlock) datamodule.max_len
 
 
@@ -133,67 +152,127 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     e3_len, sb_len = MAX_LEN.get(model, (320, 256))
     if model == "tiny":  # eagle3_tiny's synthetic prompts replaced by the training prompts
-        data_args = ["~data_gen.synthetic", f"++data_gen.source_dir={data}",
-                     "++data_gen.vocab_map_size=96"]
+        data_args = [
+            "~data_gen.synthetic",
+            f"++data_gen.source_dir={data}",
+            "++data_gen.vocab_map_size=96",
+        ]
     else:  # the recipe's breadth: prompts the target writes itself, raw code completions
         data_args = [f"train_data_dir={data}", *extra_sources()]
-    common = [f"+device={device}", f"paths.log_dir={runs}", "++data_gen.features=none",
-              "++datamodule.features=online", f"trainer={'cpu' if device == 'cpu' else 'gpu'}",
-              *data_args]
+    common = [
+        f"+device={device}",
+        f"paths.log_dir={runs}",
+        "++data_gen.features=none",
+        "++datamodule.features=online",
+        f"trainer={'cpu' if device == 'cpu' else 'gpu'}",
+        *data_args,
+    ]
     rates: dict = {"model": model, "device": device}
     if "data" in stages:
         before = trace_stats(traces, e3_len)["tokens"]
         start = time.perf_counter()
-        run_train([f"+experiment=eagle3_{model}", "stage=data", f"eagle3.traces_dir={traces}",
-                   *common, f"++data_gen.limit={env('PROMPTS')}",
-                   f"++data_gen.batch_size={env('GEN_BATCH')}",
-                   f"++data_gen.max_new={env('MAX_NEW')}",
-                   f"++data_gen.max_minutes={env('GEN_MINUTES')}"])
+        run_train(
+            [
+                f"+experiment=eagle3_{model}",
+                "stage=data",
+                f"eagle3.traces_dir={traces}",
+                *common,
+                f"++data_gen.limit={env('PROMPTS')}",
+                f"++data_gen.batch_size={env('GEN_BATCH')}",
+                f"++data_gen.max_new={env('MAX_NEW')}",
+                f"++data_gen.max_minutes={env('GEN_MINUTES')}",
+            ]
+        )
         wall, after = time.perf_counter() - start, trace_stats(traces, e3_len)
         rates["data_tokens_per_s"] = round((after["tokens"] - before) / wall, 1)
-        say(f"data: {after['traces']} traces, {after['tokens'] - before} new tokens in "
-            f"{wall:.1f} s: {rates['data_tokens_per_s']} tokens/s")
+        say(
+            f"data: {after['traces']} traces, {after['tokens'] - before} new tokens in "
+            f"{wall:.1f} s: {rates['data_tokens_per_s']} tokens/s"
+        )
     for kind, minutes, steps, batch, max_len, extra in (
-            ("eagle3", "E3_MINUTES", "E3_STEPS", "E3_BATCH", e3_len, warm_start(model)),
-            ("specblock", "SB_MINUTES", "SB_STEPS", "SB_BATCH", sb_len,
-             [f"learner.init_eagle3={out / 'eagle3'}"])):
+        ("eagle3", "E3_MINUTES", "E3_STEPS", "E3_BATCH", e3_len, warm_start(model)),
+        (
+            "specblock",
+            "SB_MINUTES",
+            "SB_STEPS",
+            "SB_BATCH",
+            sb_len,
+            [f"learner.init_eagle3={out / 'eagle3'}"],
+        ),
+    ):
         if kind not in stages:
             continue
         root, n_steps = runs / "train" / f"{kind}_{model}", int(env(steps))
         step0, time0 = run_stats(root)
-        run_train([f"+experiment={kind}_{model}", f"{kind}.traces_dir={traces}", *common,
-                   f"++trainer.max_time={hms(float(env(minutes)))}",
-                   f"trainer.max_steps={n_steps}",
-                   f"trainer.val_check_interval={min(int(env('VAL_EVERY')), n_steps)}",
-                   f"datamodule.batch_size={env(batch)}", f"datamodule.max_len={max_len}",
-                   f"export.folder={out / kind}", "export.force=true",
-                   f"++export.max_shard_mib={env('SHARD_MIB')}", *extra])
+        run_train(
+            [
+                f"+experiment={kind}_{model}",
+                f"{kind}.traces_dir={traces}",
+                *common,
+                f"++trainer.max_time={hms(float(env(minutes)))}",
+                f"trainer.max_steps={n_steps}",
+                f"trainer.val_check_interval={min(int(env('VAL_EVERY')), n_steps)}",
+                f"datamodule.batch_size={env(batch)}",
+                f"datamodule.max_len={max_len}",
+                f"export.folder={out / kind}",
+                "export.force=true",
+                f"++export.max_shard_mib={env('SHARD_MIB')}",
+                *extra,
+            ]
+        )
         step1, time1 = run_stats(root)
         seen = (step1 - step0) * int(env(batch)) * trace_stats(traces, max_len)["mean_len"]
         rates[f"{kind}_tokens_per_s"] = round(seen / max(time1 - time0, 1e-9), 1)
-        say(f"{kind}: {step1 - step0} steps (to {step1}), ~{seen:.0f} tokens seen (steps x "
+        say(
+            f"{kind}: {step1 - step0} steps (to {step1}), ~{seen:.0f} tokens seen (steps x "
             f"batch x mean trace length) in {time1 - time0:.1f} s of training: "
-            f"{rates[kind + '_tokens_per_s']} tokens/s")
+            f"{rates[kind + '_tokens_per_s']} tokens/s"
+        )
     (work / "rates.json").write_text(json.dumps(rates))
     say(f"rates {json.dumps(rates)}")
     if "sweep" in stages:
         from tree_sweep import parser, tree_sweep
 
         e3, sb = swept("eagle3", out, model), swept("specblock", out, model)
-        tree_sweep(parser().parse_args([
-            "--model", model, "--device", device, "--source", str(data),
-            "--skip", env("PROMPTS"), "--prompts", env("SWEEP_PROMPTS"),
-            "--max-new", env("SWEEP_NEW"), "--e3", str(e3), "--sb", str(sb),
-            "--grid", env("SWEEP") if e3 else "", "--sb-grid", env("SB_SWEEP") if sb else "",
-            "--also", env("SWEEP_ALSO"),
-            "--out", str(work / "tree_sweep.json")]))
+        tree_sweep(
+            parser().parse_args(
+                [
+                    "--model",
+                    model,
+                    "--device",
+                    device,
+                    "--source",
+                    str(data),
+                    "--skip",
+                    env("PROMPTS"),
+                    "--prompts",
+                    env("SWEEP_PROMPTS"),
+                    "--max-new",
+                    env("SWEEP_NEW"),
+                    "--e3",
+                    str(e3),
+                    "--sb",
+                    str(sb),
+                    "--grid",
+                    env("SWEEP") if e3 else "",
+                    "--sb-grid",
+                    env("SB_SWEEP") if sb else "",
+                    "--also",
+                    env("SWEEP_ALSO"),
+                    "--out",
+                    str(work / "tree_sweep.json"),
+                ]
+            )
+        )
     for name in ("tree_sweep.json", "rates.json"):  # at most MAX_FILES files come back
         if (work / name).is_file():
             if sum(p.is_file() for p in out.rglob("*")) < int(env("MAX_FILES")):
                 shutil.copy(work / name, out / name)
             else:  # printed instead: the device tool returns the output's tail
-                say(f"{name} stays in {work} ({env('MAX_FILES')} files in {out} already): "
-                    f"{json.dumps(json.loads((work / name).read_text()))}")
+                say(
+                    f"{name} stays in {work} ({env('MAX_FILES')} files in {out} already): "
+                    f"{json.dumps(json.loads((work / name).read_text()))}"
+                )
     say(f"done: {sum(p.is_file() for p in out.rglob('*'))} files in {out}")
 
 

@@ -30,8 +30,10 @@ def held_out_prompts(source: str, skip: int, count: int) -> list[str]:
 
     texts = training_prompts(source)[skip : skip + count]
     if len(texts) < count:
-        raise BadInput(f"only {len(texts)} training prompts past the {skip} traced ones in "
-                       f"{source}; lower SWEEP_PROMPTS or PROMPTS")
+        raise BadInput(
+            f"only {len(texts)} training prompts past the {skip} traced ones in "
+            f"{source}; lower SWEEP_PROMPTS or PROMPTS"
+        )
     return texts
 
 
@@ -52,8 +54,9 @@ def tree_sweep(args: argparse.Namespace) -> dict:
     settings: list[tuple[str, dict]] = [("ar", {})]
     for item in args.grid.split():
         k, n = (int(v) for v in item.split(":"))
-        settings.append(("eagle3", {"drafter.path": args.e3, "drafter.topk": k,
-                                    "drafter.total_tokens": n}))
+        settings.append(
+            ("eagle3", {"drafter.path": args.e3, "drafter.topk": k, "drafter.total_tokens": n})
+        )
     for n in args.sb_grid.split():
         settings.append(("specblock", {"drafter.path": args.sb, "drafter.total_tokens": int(n)}))
     settings += [(method, {}) for method in args.also.split()]  # presets as shipped
@@ -75,14 +78,22 @@ def tree_sweep(args: argparse.Namespace) -> dict:
             new += len(out.tokens)
             taus.append(float(out.stats["tau"]))
         wall = time.perf_counter() - start
-        return {"tokens": new, "seconds": round(wall, 3), "tokens_per_s": round(new / wall, 2),
-                "tau": round(sum(taus) / len(taus), 3), "graphs": replay}
+        return {
+            "tokens": new,
+            "seconds": round(wall, 3),
+            "tokens_per_s": round(new / wall, 2),
+            "tau": round(sum(taus) / len(taus), 3),
+            "graphs": replay,
+        }
 
     rows = []
     for method, extra in settings:
-        row = {"method": method, "topk": extra.get("drafter.topk"),
-               "total_tokens": extra.get("drafter.total_tokens")}
-        for replay in ([True, False] if graphs else [False]):
+        row = {
+            "method": method,
+            "topk": extra.get("drafter.topk"),
+            "total_tokens": extra.get("drafter.total_tokens"),
+        }
+        for replay in [True, False] if graphs else [False]:
             try:
                 row |= measure(method, extra, replay)
                 break
@@ -94,19 +105,31 @@ def tree_sweep(args: argparse.Namespace) -> dict:
     for row in rows:
         ok = ar and "tokens_per_s" in row
         row["speedup"] = round(row["tokens_per_s"] / ar, 3) if ok else None
-    print(f"{'method':<10} {'topk':>4} {'total':>5} {'graphs':>6} {'tok/s':>9} {'tau':>6} "
-          f"{'speedup':>7}")
+    print(
+        f"{'method':<10} {'topk':>4} {'total':>5} {'graphs':>6} {'tok/s':>9} {'tau':>6} "
+        f"{'speedup':>7}"
+    )
     for r in rows:
         if "tokens_per_s" not in r:
-            print(f"{r['method']:<10} {r['topk'] or '':>4} {r['total_tokens'] or '':>5} "
-                  f"error: {r['error'][:80]}")
+            print(
+                f"{r['method']:<10} {r['topk'] or '':>4} {r['total_tokens'] or '':>5} "
+                f"error: {r['error'][:80]}"
+            )
             continue
-        print(f"{r['method']:<10} {r['topk'] or '':>4} {r['total_tokens'] or '':>5} "
-              f"{str(r['graphs']):>6} {r['tokens_per_s']:>9.1f} {r['tau']:>6.2f} "
-              f"{r['speedup'] or 0:>7.2f}")
-    result = {"model": args.model, "device": args.device, "graphs": graphs,
-              "held_out_prompts": len(prompts),
-              "skip": args.skip, "max_new": args.max_new, "rows": rows}
+        print(
+            f"{r['method']:<10} {r['topk'] or '':>4} {r['total_tokens'] or '':>5} "
+            f"{str(r['graphs']):>6} {r['tokens_per_s']:>9.1f} {r['tau']:>6.2f} "
+            f"{r['speedup'] or 0:>7.2f}"
+        )
+    result = {
+        "model": args.model,
+        "device": args.device,
+        "graphs": graphs,
+        "held_out_prompts": len(prompts),
+        "skip": args.skip,
+        "max_new": args.max_new,
+        "rows": rows,
+    }
     if args.out:
         Path(args.out).write_text(json.dumps(result, indent=2))
     return result
@@ -114,16 +137,27 @@ def tree_sweep(args: argparse.Namespace) -> dict:
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    for key, kind, default in (("--model", str, "smollm2"), ("--device", str, "cuda"),
-                               ("--source", str, None), ("--skip", int, 0),
-                               ("--prompts", int, 16), ("--max-new", int, 128),
-                               ("--e3", str, None), ("--sb", str, None),
-                               ("--grid", str, "4:16 8:32 8:64 10:96"),
-                               ("--sb-grid", str, "8 16 32"), ("--also", str, ""),
-                               ("--out", str, None)):
+    for key, kind, default in (
+        ("--model", str, "smollm2"),
+        ("--device", str, "cuda"),
+        ("--source", str, None),
+        ("--skip", int, 0),
+        ("--prompts", int, 16),
+        ("--max-new", int, 128),
+        ("--e3", str, None),
+        ("--sb", str, None),
+        ("--grid", str, "4:16 8:32 8:64 10:96"),
+        ("--sb-grid", str, "8 16 32"),
+        ("--also", str, ""),
+        ("--out", str, None),
+    ):
         p.add_argument(key, type=kind, default=default)
-    p.add_argument("--graphs", action=argparse.BooleanOptionalAction, default=None,
-                   help="static cache + replayed CUDA graphs for every setting (default: on cuda)")
+    p.add_argument(
+        "--graphs",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="static cache + replayed CUDA graphs for every setting (default: on cuda)",
+    )
     return p
 
 

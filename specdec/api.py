@@ -75,8 +75,9 @@ def _value(value: object) -> str:
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def overrides_for(target: str, draft: str | None, method: str,
-                  overrides: Mapping[str, object]) -> list[str]:
+def overrides_for(
+    target: str, draft: str | None, method: str, overrides: Mapping[str, object]
+) -> list[str]:
     """The eval command's overrides for ``load``'s arguments: ``target`` names a pair preset
     (``conf/model/<target>.yaml``: ``tiny``, ``smollm2``) or a hub id / folder (``model=hf``);
     ``draft`` sets ``model.draft``; ``foo__bar=1`` is ``foo.bar=1``."""
@@ -105,15 +106,18 @@ def compose_eval(overrides: Sequence[str]) -> DictConfig:
         cfg = compose_config("eval", overrides)
     except HydraException as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise BadInput(f"cannot compose the eval config from {list(overrides)}: {first}; see "
-                       "`python -m specdec.eval --help` for the groups and keys") from None
+        raise BadInput(
+            f"cannot compose the eval config from {list(overrides)}: {first}; see "
+            "`python -m specdec.eval --help` for the groups and keys"
+        ) from None
     with open_dict(cfg):
         cfg.paths.output_dir = None  # nothing is written: no run folder
     return cfg
 
 
-def load(target: str = "tiny", draft: str | None = None, method: str = "sps",
-         **overrides: object) -> Decoder:
+def load(
+    target: str = "tiny", draft: str | None = None, method: str = "sps", **overrides: object
+) -> Decoder:
     """Load a pair and build a method preset on it, as ``python -m specdec.eval`` would.
 
     Args:
@@ -206,9 +210,16 @@ class Decoder:
         with self._tokenizer_lock:
             return encode_turn(self.tokenizer, parsed, chat_template=True)
 
-    def generate(self, prompt: str | Sequence[Mapping[str, str]] | Sequence[int], *,
-                 max_new_tokens: int = 128, temperature: float | None = None, seed: int = 0,
-                 stream: bool = False, prompt_id: str = "api") -> Output | Stream[Output]:
+    def generate(
+        self,
+        prompt: str | Sequence[Mapping[str, str]] | Sequence[int],
+        *,
+        max_new_tokens: int = 128,
+        temperature: float | None = None,
+        seed: int = 0,
+        stream: bool = False,
+        prompt_id: str = "api",
+    ) -> Output | Stream[Output]:
         """Answer ``prompt``; with ``stream=True`` a ``Stream`` of per-step ``Chunk``s whose
         ``result`` is the ``Output`` once iterated (the arguments are checked now, the decoding
         starts with the first chunk).
@@ -230,9 +241,14 @@ class Decoder:
                 return run(None)
         return Stream(run, self._decode, take=self._turns.take, give_back=self._turns.give_back)
 
-    def _prepare(self, prompt: object, max_new_tokens: int, temperature: float | None,
-                 seed: int, prompt_id: str) -> Callable[[Callable[[list[int]], None] | None],
-                                                         Output]:
+    def _prepare(
+        self,
+        prompt: object,
+        max_new_tokens: int,
+        temperature: float | None,
+        seed: int,
+        prompt_id: str,
+    ) -> Callable[[Callable[[list[int]], None] | None], Output]:
         """The generation ``generate`` asked for, as a function of its ``on_step`` hook."""
         import torch
 
@@ -244,9 +260,13 @@ class Decoder:
 
         method, sampling = self.method, self._sampling_at(temperature)
         where = f"the prompt {prompt_id!r} given to Decoder.generate"
-        ids, _ = fit_context(self.encode(prompt), max_new_tokens=max_new_tokens,
-                             limits=context_limits(self.pair),
-                             truncate=self.cfg.get("truncate_prompts"), where=where)
+        ids, _ = fit_context(
+            self.encode(prompt),
+            max_new_tokens=max_new_tokens,
+            limits=context_limits(self.pair),
+            truncate=self.cfg.get("truncate_prompts"),
+            where=where,
+        )
         eos = self.tokenizer.eos_token_id
         budget = torch.get_num_threads()  # the caller's; a stream's worker thread runs with it
 
@@ -255,10 +275,17 @@ class Decoder:
                 torch.set_num_threads(budget)
             coins = turn_coins(TorchCoins(prompt_seed(seed, prompt_id)), 0)  # fresh per run
             try:
-                out = generate(ids, method.target, method.drafter, method.verifier,
-                               sampling=sampling, coins=coins,
-                               max_new_tokens=max_new_tokens,
-                               stop_ids=[eos] if eos is not None else [], on_step=on_step)
+                out = generate(
+                    ids,
+                    method.target,
+                    method.drafter,
+                    method.verifier,
+                    sampling=sampling,
+                    coins=coins,
+                    max_new_tokens=max_new_tokens,
+                    stop_ids=[eos] if eos is not None else [],
+                    on_step=on_step,
+                )
             except BackgroundError as err:  # a drafter's worker failed: say on which prompt
                 raise err.at(where) from err.__cause__
             stats = summarize([out.stats])

@@ -65,9 +65,11 @@ def _parse(overrides: list[str]) -> list:
             out.extend(parser.parse_overrides([text]))
         except OverrideParseException as err:
             reason = str(err).splitlines()[0]
-            raise BadInput(f"cannot parse the override {text!r} ({reason}); write key=value, "
-                           f"quoting a value with spaces or brackets ('key=\"a b\"'); see "
-                           f"{SYNTAX}") from None
+            raise BadInput(
+                f"cannot parse the override {text!r} ({reason}); write key=value, "
+                f"quoting a value with spaces or brackets ('key=\"a b\"'); see "
+                f"{SYNTAX}"
+            ) from None
     return out
 
 
@@ -93,8 +95,10 @@ def check_groups(overrides: list) -> None:
             continue
         for value in _values(override):
             if value not in options:
-                raise BadInput(f"{override.key_or_group}={value} is not an option of conf/{group}/"
-                               f"{suggest(value, options)} (options: {', '.join(options)})")
+                raise BadInput(
+                    f"{override.key_or_group}={value} is not an option of conf/{group}/"
+                    f"{suggest(value, options)} (options: {', '.join(options)})"
+                )
 
 
 def _missing_segment(base: DictConfig, key: str) -> BadInput | None:
@@ -111,11 +115,17 @@ def _missing_segment(base: DictConfig, key: str) -> BadInput | None:
             parent = ".".join(parts[:i])
             where = f"{parent}." if parent else ""
             wrong = ".".join(parts[: i + 1])
-            return BadInput(f"{wrong} is not a key of the config{suggest(part, keys)} (keys of "
-                            f"{parent or 'the top level'}: {', '.join(where + k for k in keys)})"
-                            f"; to add a new key write +{key}=...")
-        node = OmegaConf.select(node, part, throw_on_missing=False,  # a value ends the walk
-                                throw_on_resolution_failure=False)
+            return BadInput(
+                f"{wrong} is not a key of the config{suggest(part, keys)} (keys of "
+                f"{parent or 'the top level'}: {', '.join(where + k for k in keys)})"
+                f"; to add a new key write +{key}=..."
+            )
+        node = OmegaConf.select(
+            node,
+            part,
+            throw_on_missing=False,  # a value ends the walk
+            throw_on_resolution_failure=False,
+        )
     return None
 
 
@@ -123,8 +133,11 @@ def _unknown_key(config_name: str, parsed: list, text: list[str]) -> None:
     """After a failed compose: refuse the first changed key the config lacks, with the nearest
     keys of the node where its path leaves the config (composed with the group choices only, so
     the preset's keys are there)."""
-    groups = [t for o, t in zip(parsed, text, strict=True)
-              if group_options(o.key_or_group.replace(".", "/")) is not None]
+    groups = [
+        t
+        for o, t in zip(parsed, text, strict=True)
+        if group_options(o.key_or_group.replace(".", "/")) is not None
+    ]
     try:
         base = compose_config(config_name, groups, hydra_node=False)
     except Exception:
@@ -151,9 +164,11 @@ def _empty_merges(cfg: DictConfig, parsed: list) -> None:
             got = OmegaConf.select(cfg, override.key_or_group)
             if isinstance(got, DictConfig) and len(got) > 0:
                 key = override.key_or_group
-                raise BadInput(f"{key}={{}} merges an empty mapping into the preset's {key} "
-                               f"({', '.join(map(str, got))}), which leaves it unchanged; to "
-                               f"replace it write '~{key}' '+{key}={{name: ...}}'")
+                raise BadInput(
+                    f"{key}={{}} merges an empty mapping into the preset's {key} "
+                    f"({', '.join(map(str, got))}), which leaves it unchanged; to "
+                    f"replace it write '~{key}' '+{key}={{name: ...}}'"
+                )
 
 
 def _first_job(override, text: str) -> str | None:
@@ -180,9 +195,11 @@ def check_flag_order(argv: list[str], config_name: str) -> None:
         return
     flags = [word for word in argv if word not in overrides and word not in stray]
     fixed = " ".join([f"python -m specdec.{config_name}", *flags, *overrides, *stray])
-    raise BadInput(f"the overrides {' '.join(stray)} come after the flag {' '.join(flags)}, and "
-                   "Hydra reads only the overrides before a flag; put the flags first: "
-                   f"{fixed}")
+    raise BadInput(
+        f"the overrides {' '.join(stray)} come after the flag {' '.join(flags)}, and "
+        "Hydra reads only the overrides before a flag; put the flags first: "
+        f"{fixed}"
+    )
 
 
 def check_command_line(argv: list[str], config_name: str) -> None:
@@ -202,9 +219,17 @@ def check_command_line(argv: list[str], config_name: str) -> None:
         args, _ = get_args_parser().parse_known_args(argv)
     except SystemExit:  # Hydra's own parser will say what is wrong
         return
-    if (args.help or args.hydra_help or args.cfg or args.info is not None or args.shell_completion
-            or args.config_name or args.config_path or args.config_dir
-            or args.experimental_rerun):
+    if (
+        args.help
+        or args.hydra_help
+        or args.cfg
+        or args.info is not None
+        or args.shell_completion
+        or args.config_name
+        or args.config_path
+        or args.config_dir
+        or args.experimental_rerun
+    ):
         return
     check_flag_order(argv, config_name)
     check_overrides(list(args.overrides), config_name)
@@ -233,8 +258,11 @@ def check_overrides(overrides: list[str], config_name: str) -> None:
         first = [_first_job(o, t) for o, t in zip(parsed, text, strict=True)]
         if None in first:  # glob(...): only Hydra's config loader expands it
             return
-        job = " (in the sweep's job " + " ".join(
-            f for f, o in zip(first, parsed, strict=True) if o.is_sweep_override()) + ")"
+        job = (
+            " (in the sweep's job "
+            + " ".join(f for f, o in zip(first, parsed, strict=True) if o.is_sweep_override())
+            + ")"
+        )
         text, parsed = first, _parse(first)
     try:
         try:
@@ -242,9 +270,14 @@ def check_overrides(overrides: list[str], config_name: str) -> None:
         except HydraException as err:
             _unknown_key(config_name, parsed, text)
             lines = [line.strip() for line in str(err).splitlines() if line.strip()] or [""]
-            hint = ("; the Optuna search needs its sweeper plugin: pip install -e '.[sweep]' "
-                    "(hydra-optuna-sweeper)") if "hydra/sweeper/optuna" in str(err) else (
-                        f"; `python -m specdec.{config_name} --cfg job` shows the keys and values")
+            hint = (
+                (
+                    "; the Optuna search needs its sweeper plugin: pip install -e '.[sweep]' "
+                    "(hydra-optuna-sweeper)"
+                )
+                if "hydra/sweeper/optuna" in str(err)
+                else (f"; `python -m specdec.{config_name} --cfg job` shows the keys and values")
+            )
             raise BadInput(f"the overrides do not compose: {lines[0]}{hint}") from None
         except Exception:  # not a composition error: @hydra.main reports it as before
             return

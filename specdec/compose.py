@@ -43,9 +43,14 @@ class Method:
         return {"target": Held("target", self.target.model), **self.drafter.modules()}
 
 
-def compose_method(pair: ModelPair, sampling: Sampling,
-                   make_drafter: Callable[[CachedLM | None], Drafter],
-                   make_verifier: Callable[[], Verifier], *, synchronize: bool = False) -> Method:
+def compose_method(
+    pair: ModelPair,
+    sampling: Sampling,
+    make_drafter: Callable[[CachedLM | None], Drafter],
+    make_verifier: Callable[[], Verifier],
+    *,
+    synchronize: bool = False,
+) -> Method:
     """Build a method on ``pair`` (see module).
 
     Args:
@@ -57,20 +62,30 @@ def compose_method(pair: ModelPair, sampling: Sampling,
     """
     # model.static_cache: preallocated caches, bucketed forwards (specdec.static_cache)
     spec = pair.static_cache
-    static = {"static": spec is not None, "max_cache_len": spec.max_cache_len if spec else None,
-              "graphs": spec.cuda_graphs if spec else None}  # model.cuda_graphs (specdec.graphs)
+    static = {
+        "static": spec is not None,
+        "max_cache_len": spec.max_cache_len if spec else None,
+        "graphs": spec.cuda_graphs if spec else None,
+    }  # model.cuda_graphs (specdec.graphs)
     target = CachedLM(pair.target, role="target", synchronize=synchronize, **static)
     draft = None
     if pair.draft is not None:
         # the target's rows: a draft with other (padding) rows is fitted to them (specdec.vocab)
-        draft = CachedLM(pair.draft, role="draft", threads=pair.draft_threads,
-                         synchronize=synchronize, vocab_size=target.vocab_size, **static)
+        draft = CachedLM(
+            pair.draft,
+            role="draft",
+            threads=pair.draft_threads,
+            synchronize=synchronize,
+            vocab_size=target.vocab_size,
+            **static,
+        )
     drafter = make_drafter(draft)
     verifier = make_verifier()
     check_compatible(target, drafter, verifier)
     # flash-attention cannot take tree masks: such models run sdpa, recorded in the fingerprint
-    switched = fit_attention([("target", pair.target), ("draft", pair.draft)],
-                             makes_trees=drafter.makes_trees)
+    switched = fit_attention(
+        [("target", pair.target), ("draft", pair.draft)], makes_trees=drafter.makes_trees
+    )
     if "target" in switched:
         pair.placement = replace(pair.placement, attention=TREE_FALLBACK)
         pair.info.update(attention_requested=switched["target"])

@@ -33,8 +33,9 @@ from specdec.paths import CONF_DIR, ROOT
 HYDRA_KEYS = ("_target_", "_partial_", "_recursive_", "_convert_", "_args_")
 
 
-def compose_config(name: str, overrides: Sequence[str] = (), *,
-                   hydra_node: bool = True) -> DictConfig:
+def compose_config(
+    name: str, overrides: Sequence[str] = (), *, hydra_node: bool = True
+) -> DictConfig:
     """``conf/<name>.yaml`` composed with ``overrides`` as ``python -m specdec.<name>`` would.
 
     The resolvers are registered first and Hydra's global state is cleared before and after, so
@@ -72,9 +73,11 @@ def register_resolvers() -> None:
         from specdec.learners.resume import run_name_resolver
 
         OmegaConf.register_new_resolver("specdec_train_run_name", run_name_resolver)
-    for name, resolver in (("specdec_pair_name", pair_label),
-                           ("specdec_target_layers", target_layers),
-                           ("specdec_experiment", experiment_for)):
+    for name, resolver in (
+        ("specdec_pair_name", pair_label),
+        ("specdec_target_layers", target_layers),
+        ("specdec_experiment", experiment_for),
+    ):
         if not OmegaConf.has_resolver(name):
             OmegaConf.register_new_resolver(name, resolver)
     from specdec.cli_help import group_options, primary_keys
@@ -100,8 +103,10 @@ def _choice(group: str, *, _root_) -> str:
         return str(HydraConfig.get().runtime.choices[group])
     choices = OmegaConf.select(_root_, "hydra.runtime.choices")
     if choices is None or group not in choices:
-        raise ValueError(f"no choice recorded for config group {group!r}; compose the config "
-                         "through Hydra (return_hydra_config=True) or set the value explicitly")
+        raise ValueError(
+            f"no choice recorded for config group {group!r}; compose the config "
+            "through Hydra (return_hydra_config=True) or set the value explicitly"
+        )
     return str(choices[group])
 
 
@@ -145,8 +150,10 @@ def target_depth(model: DictConfig) -> int | None:
     try:
         config = AutoConfig.from_pretrained(str(target), trust_remote_code=False)
     except (OSError, ValueError) as e:
-        raise MissingInput(f"model.target={target}: cannot read its config.json ({e}); give a "
-                           "folder written by save_pretrained or a cached hub id") from None
+        raise MissingInput(
+            f"model.target={target}: cannot read its config.json ({e}); give a "
+            "folder written by save_pretrained or a cached hub id"
+        ) from None
     return int(config.get_text_config().num_hidden_layers)
 
 
@@ -155,8 +162,10 @@ def target_layers(*, _root_) -> list[int]:
     a preset whose depth is not in its config (SmolLM2's GGUF) sets the list itself."""
     depth = target_depth(OmegaConf.select(_root_, "model"))
     if depth is None:
-        raise BadInput("cannot tell the target's layer count from this model config; set the "
-                       "experiment's target_layers=[low,middle,high] (hidden_states indices)")
+        raise BadInput(
+            "cannot tell the target's layer count from this model config; set the "
+            "experiment's target_layers=[low,middle,high] (hidden_states indices)"
+        )
     return feature_layers(depth)
 
 
@@ -176,8 +185,11 @@ def experiment_for(kind: str, *, _root_) -> str:
     if choice == "hf" and model is not None:
         from specdec.models.hf import no_draft
 
-        words += [f"model.{key}={model[key]}" for key in ("target", "draft")
-                  if key in model and not no_draft(model[key])]
+        words += [
+            f"model.{key}={model[key]}"
+            for key in ("target", "draft")
+            if key in model and not no_draft(model[key])
+        ]
     return " ".join(words)
 
 
@@ -209,12 +221,15 @@ def binding_error(node: dict) -> str | None:
     kwargs = {k: v for k, v in node.items() if k not in HYDRA_KEYS}
     params = sig.parameters
     if not any(p.kind is p.VAR_KEYWORD for p in params.values()):
-        named = {n for n, p in params.items()
-                 if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+        named = {
+            n for n, p in params.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+        }
         unknown = [k for k in kwargs if k not in named]
         if unknown:
-            return (f"{target} takes no argument {', '.join(map(repr, unknown))} "
-                    f"(it takes: {', '.join(sorted(named)) or 'nothing'})")
+            return (
+                f"{target} takes no argument {', '.join(map(repr, unknown))} "
+                f"(it takes: {', '.join(sorted(named)) or 'nothing'})"
+            )
     try:
         sig.bind_partial(*node.get("_args_", []), **kwargs)
     except TypeError as e:
@@ -225,8 +240,11 @@ def binding_error(node: dict) -> str | None:
 def config_errors(config: object, source: str) -> list[str]:
     """``<source>: <key path>: <problem>`` for every ``_target_`` of a loaded config that does not
     bind (``config``: the plain container of a YAML file or of an unresolved composed config)."""
-    return [f"{source}: {where}: {error}" for where, node in target_nodes(config)
-            if (error := binding_error(node)) is not None]
+    return [
+        f"{source}: {where}: {error}"
+        for where, node in target_nodes(config)
+        if (error := binding_error(node)) is not None
+    ]
 
 
 def target_errors(path: str | Path) -> list[str]:

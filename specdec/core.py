@@ -131,12 +131,22 @@ class LM(Protocol):
         ...
 
     def reset(self) -> None: ...
-    def forward(self, tokens: torch.Tensor, parent: torch.Tensor | None = None, *,
-                hidden_layers: Sequence[int] = (),
-                inputs_embeds: torch.Tensor | None = None) -> LMOut: ...
-    def extend(self, tokens: torch.Tensor, parent: torch.Tensor, *,
-               hidden_layers: Sequence[int] = (),
-               inputs_embeds: torch.Tensor | None = None) -> LMOut: ...
+    def forward(
+        self,
+        tokens: torch.Tensor,
+        parent: torch.Tensor | None = None,
+        *,
+        hidden_layers: Sequence[int] = (),
+        inputs_embeds: torch.Tensor | None = None,
+    ) -> LMOut: ...
+    def extend(
+        self,
+        tokens: torch.Tensor,
+        parent: torch.Tensor,
+        *,
+        hidden_layers: Sequence[int] = (),
+        inputs_embeds: torch.Tensor | None = None,
+    ) -> LMOut: ...
     def reconcile(self, ids: list[int], *, hidden_layers: Sequence[int] = ()) -> LMOut: ...
     def keep(self, nodes: list[int]) -> None: ...
     def crop(self, length: int) -> None: ...
@@ -226,6 +236,7 @@ class Drafter:
     def modules(self) -> dict[str, Held]:
         """Every module held, with its role (``specdec.models.placement.drafter_modules``)."""
         from specdec.models.placement import drafter_modules
+
         return drafter_modules(self)
 
     def reset(self) -> None:

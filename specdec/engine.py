@@ -38,14 +38,18 @@ class Generation:
 def check_compatible(target: LM, drafter: Drafter, verifier: Verifier) -> None:
     """Raise ``ValueError`` when a drafter and verifier (or the models) cannot work together."""
     if drafter.makes_trees and not verifier.supports_trees:
-        raise BadInput(f"verifier {type(verifier).__name__} does not support tree drafts from "
-                       f"{type(drafter).__name__}; use a tree-capable verifier or a chain "
-                       "drafter")
+        raise BadInput(
+            f"verifier {type(verifier).__name__} does not support tree drafts from "
+            f"{type(drafter).__name__}; use a tree-capable verifier or a chain "
+            "drafter"
+        )
     for lm in drafter.models:
         if lm.vocab_size != target.vocab_size:
-            raise ValueError(f"target vocabulary size {target.vocab_size} != draft vocabulary size "
-                             f"{lm.vocab_size}; speculative decoding needs a draft with the "
-                             "target's tokenizer")
+            raise ValueError(
+                f"target vocabulary size {target.vocab_size} != draft vocabulary size "
+                f"{lm.vocab_size}; speculative decoding needs a draft with the "
+                "target's tokenizer"
+            )
 
 
 # The loop's own tensor work runs on one thread, every model forward on the caller's budget
@@ -123,9 +127,15 @@ def generate(
         committed[: prompt.numel()] = prompt
         length, root, new, features, step = prompt.numel(), int(prompt[-1]), [], None, 0
         while len(new) < max_new_tokens:
-            ctx = Context(tokens=committed[:length], coins=coins, sampling=sampling, step=step,
-                          stop_ids=stops, budget=max_new_tokens - len(new),
-                          target_features=features)
+            ctx = Context(
+                tokens=committed[:length],
+                coins=coins,
+                sampling=sampling,
+                step=step,
+                stop_ids=stops,
+                budget=max_new_tokens - len(new),
+                target_features=features,
+            )
             # 2.1 Propose a draft rooted at the last committed token.
             t0 = time.perf_counter()
             draft = drafter.propose(ctx)

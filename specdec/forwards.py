@@ -103,7 +103,8 @@ def nonfinite_error(logits: torch.Tensor, *, role: str, context: int) -> NonFini
     return NonFiniteLogits(
         f"the {role} model produced NaN or +inf logits (or a row of -inf) for the tokens at "
         f"positions {context}..{context + n - 1}; check its weights (a broken or "
-        "mis-converted checkpoint) or load it in a wider dtype (float32) if it overflows")
+        "mis-converted checkpoint) or load it in a wider dtype (float32) if it overflows"
+    )
 
 
 def check_finite(logits: torch.Tensor, *, role: str, context: int) -> None:

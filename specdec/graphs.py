@@ -57,8 +57,16 @@ class GraphRunner:
         warmup: eager forwards on a side stream before a bucket's capture.
     """
 
-    def __init__(self, model: PreTrainedModel, cache: StaticCache, cache_kw: str, *,
-                 capture: bool | None = None, warmup: int = 2, cap: int = BUCKET_CAP):
+    def __init__(
+        self,
+        model: PreTrainedModel,
+        cache: StaticCache,
+        cache_kw: str,
+        *,
+        capture: bool | None = None,
+        warmup: int = 2,
+        cap: int = BUCKET_CAP,
+    ):
         self.model, self.cache, self.cache_kw = model, cache, cache_kw
         self.device = next(model.parameters()).device
         self.capture = self.device.type == "cuda" if capture is None else capture
@@ -105,8 +113,9 @@ class GraphRunner:
 
     # --- helpers ----------------------------------------------------------------------------------
     def _eager(self, kwargs: dict[str, torch.Tensor], hidden: bool):
-        return self.model(**{self.cache_kw: self.cache}, use_cache=True,
-                          output_hidden_states=hidden, **kwargs)
+        return self.model(
+            **{self.cache_kw: self.cache}, use_cache=True, output_hidden_states=hidden, **kwargs
+        )
 
     def _run_static(self, entry: Entry, hidden: bool) -> None:
         """The CPU path: the forward on the static inputs, its outputs copied into static ones."""
@@ -143,8 +152,9 @@ class GraphRunner:
         return [*entry.inputs.values(), *outs]
 
 
-def graph_runner(model: PreTrainedModel, static: StaticKV | None, cache_kw: str,
-                 graphs: bool | None) -> GraphRunner | None:
+def graph_runner(
+    model: PreTrainedModel, static: StaticKV | None, cache_kw: str, graphs: bool | None
+) -> GraphRunner | None:
     """A ``CachedLM``'s runner: with a static cache when ``graphs`` (``None``: on CUDA)."""
     on = graphs if graphs is not None else next(model.parameters()).device.type == "cuda"
     return GraphRunner(model, static.cache, cache_kw) if static is not None and on else None

@@ -58,12 +58,21 @@ class CachedLM(LMBase):
             replay them from fixed buffers (``specdec.graphs``; ``None``: on CUDA only).
     """
 
-    def __init__(self, model: PreTrainedModel, role: str = "target", *, synchronize: bool = False,
-                 threads: int | None = None, vocab_size: int | None = None,
-                 static: bool = False, max_cache_len: int | None = None,
-                 graphs: bool | None = None):
-        super().__init__(model, role, synchronize=synchronize, threads=threads,
-                         vocab_size=vocab_size)
+    def __init__(
+        self,
+        model: PreTrainedModel,
+        role: str = "target",
+        *,
+        synchronize: bool = False,
+        threads: int | None = None,
+        vocab_size: int | None = None,
+        static: bool = False,
+        max_cache_len: int | None = None,
+        graphs: bool | None = None,
+    ):
+        super().__init__(
+            model, role, synchronize=synchronize, threads=threads, vocab_size=vocab_size
+        )
         self._ids: list[int] = []
         self._pending: list[int] = []  # ids appended since the last commit, not yet kept
         self._pending_parent: list[int] = []  # parent of each pending node (-1: the prefix)
@@ -173,8 +182,13 @@ class CachedLM(LMBase):
         """
         return reconcile_cache(self, ids, hidden_layers=hidden_layers)
 
-    def _append(self, tokens: torch.Tensor, parents: list[int], hidden_layers: Layers,
-                inputs_embeds: Embeds | None) -> LMOut:
+    def _append(
+        self,
+        tokens: torch.Tensor,
+        parents: list[int],
+        hidden_layers: Layers,
+        inputs_embeds: Embeds | None,
+    ) -> LMOut:
         """Forward new pending nodes after the pending ones; ``parents`` index the pending set.
 
         The logged time covers preparing the inputs (a callable ``inputs_embeds``, the tree mask),
@@ -188,9 +202,16 @@ class CachedLM(LMBase):
         try:
             with forward_budget(self.threads):  # the loop itself runs on one thread (threads.py)
                 kwargs = self._inputs(tokens, parents, inputs_embeds, prefix, before)
-                out = (self.graphs.forward(kwargs, n, bool(hidden_layers)) if self.graphs else
-                       self.model(**{self._cache_kw: self._cache}, use_cache=True,
-                                  output_hidden_states=bool(hidden_layers), **kwargs))
+                out = (
+                    self.graphs.forward(kwargs, n, bool(hidden_layers))
+                    if self.graphs
+                    else self.model(
+                        **{self._cache_kw: self._cache},
+                        use_cache=True,
+                        output_hidden_states=bool(hidden_layers),
+                        **kwargs,
+                    )
+                )
                 if self._static is not None:
                     self._static.trim()  # the bucket's padding rows leave the cache
                 logits = fit_rows(out.logits[0, :n], self.vocab_size)  # [N, V]
@@ -198,8 +219,9 @@ class CachedLM(LMBase):
         finally:
             end = self._clock()
         where, step = current_lane()
-        self.forward_log.append(ForwardRecord(self.role, n, prefix + before, end - start,
-                                              start, end, where, step))
+        self.forward_log.append(
+            ForwardRecord(self.role, n, prefix + before, end - start, start, end, where, step)
+        )
         self._pending = self._pending + [int(t) for t in tokens.tolist()]
         self._pending_parent = parents
         self._pending_chain = is_chain(parents)
@@ -243,8 +265,14 @@ class CachedLM(LMBase):
             drop_last(self._cache, len(self._pending))
             self._pending, self._pending_parent, self._pending_chain = [], [], True
 
-    def _inputs(self, tokens: torch.Tensor, parents: list[int], inputs_embeds: Embeds | None,
-                prefix: int, before: int) -> dict:
+    def _inputs(
+        self,
+        tokens: torch.Tensor,
+        parents: list[int],
+        inputs_embeds: Embeds | None,
+        prefix: int,
+        before: int,
+    ) -> dict:
         """The model's keyword inputs for new nodes (``specdec.lm_inputs``); ``parents`` run over
         every pending node, old and new."""
         embeds = inputs_embeds() if callable(inputs_embeds) else inputs_embeds

@@ -33,8 +33,15 @@ class LMBase:
             logits are fitted to it (``specdec.vocab.fit_rows``: a draft gets the target's).
     """
 
-    def __init__(self, model: PreTrainedModel, role: str = "target", *, synchronize: bool = False,
-                 threads: int | None = None, vocab_size: int | None = None):
+    def __init__(
+        self,
+        model: PreTrainedModel,
+        role: str = "target",
+        *,
+        synchronize: bool = False,
+        threads: int | None = None,
+        vocab_size: int | None = None,
+    ):
         if threads is not None and threads < 1:
             raise BadInput(f"threads must be >= 1 or null, got {threads}")
         self.model = model.eval()
@@ -64,8 +71,7 @@ class LMBase:
     @torch.inference_mode()
     def head(self, hidden: torch.Tensor) -> torch.Tensor:
         """``[N, V]`` logits of final hidden states ``hidden [N, H]`` (the output head alone)."""
-        return fit_rows(self.model.get_output_embeddings()(hidden.to(self.device)),
-                        self.vocab_size)
+        return fit_rows(self.model.get_output_embeddings()(hidden.to(self.device)), self.vocab_size)
 
     def _clock(self) -> float:
         """``time.perf_counter()``, after syncing the model's CUDA devices (``synchronize``)."""

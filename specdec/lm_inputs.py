@@ -16,8 +16,9 @@ from specdec.trees import ancestor_mask, depths, is_chain
 from specdec.vocab import fit_ids
 
 
-def node_inputs(tokens: torch.Tensor, embeds: torch.Tensor | None, device: torch.device,
-                input_rows: int | None) -> dict:
+def node_inputs(
+    tokens: torch.Tensor, embeds: torch.Tensor | None, device: torch.device, input_rows: int | None
+) -> dict:
     """``input_ids [1, N]`` of ``tokens [N]`` (fitted to a draft's ``input_rows``), or
     ``inputs_embeds [1, N, H]`` when ``embeds [N, H]`` is given."""
     n = int(tokens.shape[0])
@@ -27,8 +28,9 @@ def node_inputs(tokens: torch.Tensor, embeds: torch.Tensor | None, device: torch
     return {"input_ids": fit_ids(tokens.to(device), input_rows).view(1, n)}  # [1, N]
 
 
-def position_inputs(parents: list[int], prefix: int, before: int, device: torch.device,
-                    dtype: torch.dtype) -> dict:
+def position_inputs(
+    parents: list[int], prefix: int, before: int, device: torch.device, dtype: torch.dtype
+) -> dict:
     """Positions (and, for a tree, the additive mask) of the new nodes ``parents[before:]``."""
     if is_chain(parents):
         first, n = prefix + before, len(parents) - before

@@ -95,14 +95,20 @@ class GenerationStats:
 
     def to_record(self) -> dict:
         """Every field but the forward log, JSON-ready (the stats part of an eval record)."""
-        return {f.name: copy.copy(getattr(self, f.name)) for f in fields(self)
-                if f.name != "forwards"}
+        return {
+            f.name: copy.copy(getattr(self, f.name)) for f in fields(self) if f.name != "forwards"
+        }
 
     @classmethod
     def from_record(cls, record: dict) -> GenerationStats:
         """The stats an eval record was written from (without the forward log)."""
-        return cls(**{f.name: copy.copy(record[f.name]) for f in fields(cls)
-                      if f.name in record and f.name != "forwards"})
+        return cls(
+            **{
+                f.name: copy.copy(record[f.name])
+                for f in fields(cls)
+                if f.name in record and f.name != "forwards"
+            }
+        )
 
 
 def _ratio(num: float, den: float) -> float:

@@ -108,7 +108,8 @@ class TorchCoins:
             raise ValueError(
                 f"Coins.fork({key!r}) called twice on one stream: both children would draw the "
                 f"same numbers. Make the key unique per use (e.g. add the step, or fork each turn "
-                f"of a conversation from its own stream with turn_coins)")
+                f"of a conversation from its own stream with turn_coins)"
+            )
         self._forked.add(canon)
         return TorchCoins(_seed_of(self.seed, canon))
 

@@ -51,21 +51,26 @@ class StaticSpec:
     cuda_graphs: bool | None = None
 
 
-def static_spec(static_cache: bool, max_cache_len: int | None,
-                cuda_graphs: bool | None = None) -> StaticSpec | None:
+def static_spec(
+    static_cache: bool, max_cache_len: int | None, cuda_graphs: bool | None = None
+) -> StaticSpec | None:
     """The config keys ``model.static_cache`` / ``model.max_cache_len`` / ``model.cuda_graphs``
     as a ``StaticSpec`` (``None`` for the dynamic cache), checked before any weights load."""
     if cuda_graphs is not None and not isinstance(cuda_graphs, bool):
         raise BadInput(f"model.cuda_graphs must be true, false or null (auto), got {cuda_graphs!r}")
     if cuda_graphs and static_cache is False:
-        raise BadInput("model.cuda_graphs=true needs model.static_cache=true (graphs replay the "
-                       "static cache's fixed-shape forwards): set both, or cuda_graphs=null")
+        raise BadInput(
+            "model.cuda_graphs=true needs model.static_cache=true (graphs replay the "
+            "static cache's fixed-shape forwards): set both, or cuda_graphs=null"
+        )
     if not isinstance(static_cache, bool):
         raise BadInput(f"model.static_cache must be true or false, got {static_cache!r}")
-    if max_cache_len is not None and (isinstance(max_cache_len, bool)
-                                      or not isinstance(max_cache_len, int) or max_cache_len < 1):
-        raise BadInput(f"model.max_cache_len must be a whole number >= 1 or null, "
-                       f"got {max_cache_len!r}")
+    if max_cache_len is not None and (
+        isinstance(max_cache_len, bool) or not isinstance(max_cache_len, int) or max_cache_len < 1
+    ):
+        raise BadInput(
+            f"model.max_cache_len must be a whole number >= 1 or null, got {max_cache_len!r}"
+        )
     return StaticSpec(max_cache_len, cuda_graphs) if static_cache else None
 
 
@@ -87,8 +92,10 @@ def cache_length(model: PreTrainedModel, max_cache_len: int | None) -> int:
     if max_cache_len is None:
         positions = getattr(model.config, "max_position_embeddings", None)
         if positions is None:
-            raise BadInput("model.static_cache=true needs model.max_cache_len: this model's "
-                           "config has no max_position_embeddings to default to")
+            raise BadInput(
+                "model.static_cache=true needs model.max_cache_len: this model's "
+                "config has no max_position_embeddings to default to"
+            )
         return int(positions) + BUCKET_CAP
     static_spec(True, int(max_cache_len))  # refuses a length < 1
     return int(max_cache_len)
@@ -101,16 +108,19 @@ class StaticKV:
     write position back; kept rows are copied into place), exactly as with ``DynamicCache``.
     """
 
-    def __init__(self, model: PreTrainedModel, max_cache_len: int | None = None,
-                 cap: int = BUCKET_CAP):
+    def __init__(
+        self, model: PreTrainedModel, max_cache_len: int | None = None, cap: int = BUCKET_CAP
+    ):
         self.max_len = cache_length(model, max_cache_len)
         self.cap = cap
         self.dtype = model.dtype
         self.cache = StaticCache(config=model.config, max_cache_len=self.max_len)
         kinds = {type(layer).__name__ for layer in self.cache.layers}
         if kinds != {StaticLayer.__name__}:
-            raise BadInput(f"model.static_cache=true supports full-attention layers only; this "
-                           f"model's cache has {sorted(kinds)}: set model.static_cache=false")
+            raise BadInput(
+                f"model.static_cache=true supports full-attention layers only; this "
+                f"model's cache has {sorted(kinds)}: set model.static_cache=false"
+            )
         self.padding = 0  # padding nodes of the forward in flight, cropped by `trim`
 
     def reset(self, length: int) -> None:
@@ -124,8 +134,10 @@ class StaticKV:
         first = prefix + before
         n = len(parents) - before
         if first + n > self.max_len:
-            raise BadInput(f"the static KV cache holds {self.max_len} tokens but this forward "
-                           f"needs {first + n}: raise model.max_cache_len (or set it to null)")
+            raise BadInput(
+                f"the static KV cache holds {self.max_len} tokens but this forward "
+                f"needs {first + n}: raise model.max_cache_len (or set it to null)"
+            )
         size = bucket(n, self.cap)
         if first + size > self.max_len:
             size = n  # no room for the padding at the end of the cache: run unpadded
@@ -137,8 +149,9 @@ class StaticKV:
             out["input_ids"] = torch.cat([ids, ids.new_zeros(1, pad)], 1)  # [1, B]
         else:
             embeds = kwargs["inputs_embeds"]  # [1, N, H]
-            out["inputs_embeds"] = torch.cat([embeds, embeds.new_zeros(1, pad, embeds.shape[2])],
-                                             1)  # [1, B, H]
+            out["inputs_embeds"] = torch.cat(
+                [embeds, embeds.new_zeros(1, pad, embeds.shape[2])], 1
+            )  # [1, B, H]
         # 1. Real rows see the prefix and their pending ancestors; padding rows see themselves.
         chain = before == 0 and is_chain(parents)
         allowed = torch.zeros(size, before + size, dtype=torch.bool)  # [B, before + B]
@@ -148,13 +161,17 @@ class StaticKV:
             allowed[:n, : before + n] = ancestor_mask(parents)[before:]
         allowed[range(n, size), range(before + n, before + size)] = True
         # the mask is built where the model runs: only the small block crosses from the host
-        mask = torch.full((1, 1, size, self.max_len), torch.finfo(self.dtype).min,
-                          dtype=self.dtype, device=device)  # [1, 1, B, L]
+        mask = torch.full(
+            (1, 1, size, self.max_len), torch.finfo(self.dtype).min, dtype=self.dtype, device=device
+        )  # [1, 1, B, L]
         mask[0, 0, :, :prefix] = 0
         mask[0, 0, :, prefix : first + size].masked_fill_(allowed.to(device), 0)
         # 2. Positions: prefix + depth (a chain: first, first + 1, ...); padding: ``first``.
-        real = (torch.arange(first, first + n) if chain
-                else torch.tensor(depths(parents)[before:], dtype=torch.long) + prefix)  # [N]
+        real = (
+            torch.arange(first, first + n)
+            if chain
+            else torch.tensor(depths(parents)[before:], dtype=torch.long) + prefix
+        )  # [N]
         positions = torch.cat([real, torch.full((pad,), first)])[None]  # [1, B]
         return out | {"attention_mask": mask, "position_ids": positions.to(device)}
 
@@ -191,10 +208,12 @@ def drop_last(cache: Cache, count: int) -> None:
             else:
                 import transformers
 
-                raise BadInput(f"transformers {transformers.__version__}'s "
-                               f"{type(layer).__name__} cannot be cropped; install a transformers "
-                               "release the project supports (pyproject.toml) or set "
-                               "model.static_cache=false")
+                raise BadInput(
+                    f"transformers {transformers.__version__}'s "
+                    f"{type(layer).__name__} cannot be cropped; install a transformers "
+                    "release the project supports (pyproject.toml) or set "
+                    "model.static_cache=false"
+                )
 
 
 def gather_nodes(cache: Cache, device: torch.device, prefix: int, nodes: list[int]) -> None:

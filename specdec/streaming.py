@@ -55,10 +55,14 @@ class Stream(Generic[R]):
             stops this stream); none by default.
     """
 
-    def __init__(self, run: Callable[[Callable[[list[int]], None]], R],
-                 decode: Callable[[list[int]], str], *,
-                 take: Callable[[Callable[[], None]], None] | None = None,
-                 give_back: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self,
+        run: Callable[[Callable[[list[int]], None]], R],
+        decode: Callable[[list[int]], str],
+        *,
+        take: Callable[[Callable[[], None]], None] | None = None,
+        give_back: Callable[[], None] | None = None,
+    ) -> None:
         self._run, self._decode = run, decode
         self._take, self._give_back = take, give_back
         self.result: R | None = None
@@ -148,13 +152,15 @@ class Stream(Generic[R]):
 
     def _check_cancelled(self) -> None:
         if self._cancelled:
-            raise StreamCancelled("this stream was cancelled: its thread called the same Decoder "
-                                  "again before reading it to the end; read or close a stream "
-                                  "before the next call")
+            raise StreamCancelled(
+                "this stream was cancelled: its thread called the same Decoder "
+                "again before reading it to the end; read or close a stream "
+                "before the next call"
+            )
 
     def _new_text(self, tokens: list[int], text: str, *, final: bool) -> str:
         """The text ``tokens`` add after ``text``: empty while the decoding so far does not
         extend it, and, unless ``final``, without a trailing incomplete character (U+FFFD)."""
         full = self._decode(tokens)
         ready = full if final else full.rstrip("\ufffd")
-        return ready[len(text):] if ready.startswith(text) else ""
+        return ready[len(text) :] if ready.startswith(text) else ""

@@ -64,9 +64,13 @@ def build_logger(cfg: DictConfig) -> Logger | bool:
     if cfg.logger.train is None:
         return False  # Trainer(logger=None) would mean Lightning's default logger
     logger = instantiate(cfg.logger.train)
-    logger.log_hyperparams({k: OmegaConf.to_container(v, resolve=True)
-                            if OmegaConf.is_config(v) else v
-                            for k, v in cfg.items() if k != "hydra"})
+    logger.log_hyperparams(
+        {
+            k: OmegaConf.to_container(v, resolve=True) if OmegaConf.is_config(v) else v
+            for k, v in cfg.items()
+            if k != "hydra"
+        }
+    )
     return logger
 
 
@@ -77,8 +81,10 @@ def build_callbacks(cfg: DictConfig) -> list[Callback]:
         if node is None:
             continue
         if not OmegaConf.is_dict(node) or "_target_" not in node:
-            raise TypeError(f"callbacks.{name} is not a _target_ config (got {node!r}); give it a "
-                            f"_target_ or drop it with callbacks.{name}=null")
+            raise TypeError(
+                f"callbacks.{name} is not a _target_ config (got {node!r}); give it a "
+                f"_target_ or drop it with callbacks.{name}=null"
+            )
         callbacks.append(instantiate(node))
     return callbacks
 
@@ -110,12 +116,15 @@ def log_export(logger: Logger | bool, folder: Path, cfg: DictConfig) -> None:
     import wandb
 
     install = bool(cfg.export.get("install", False))
-    artifact = wandb.Artifact(run_name(cfg), type="model",  # the run folder's hash, as the run
-                              metadata={"experiment": cfg.task_name, "installed": install,
-                                        "folder": str(folder)})
+    artifact = wandb.Artifact(
+        run_name(cfg),
+        type="model",  # the run folder's hash, as the run
+        metadata={"experiment": cfg.task_name, "installed": install, "folder": str(folder)},
+    )
     artifact.add_dir(str(folder))
-    logger.experiment.log_artifact(artifact, aliases=["latest", "installed"] if install
-                                   else ["latest"])
+    logger.experiment.log_artifact(
+        artifact, aliases=["latest", "installed"] if install else ["latest"]
+    )
 
 
 def check_placement(cfg: DictConfig) -> None:
@@ -162,8 +171,7 @@ def train(cfg: DictConfig) -> dict[str, float]:
         check_fits(learner, ckpt_path, cfg)
     logger = build_logger(cfg)
     # RngState: generator states in each checkpoint, so a resumed fit repeats the straight one
-    trainer = instantiate(cfg.trainer, logger=logger,
-                          callbacks=[*build_callbacks(cfg), RngState()])
+    trainer = instantiate(cfg.trainer, logger=logger, callbacks=[*build_callbacks(cfg), RngState()])
     if trainer.world_size == 1:  # several ranks: Lightning's DistributedSampler orders each epoch
         make_resumable(datamodule, cfg.seed)
     try:
@@ -172,17 +180,22 @@ def train(cfg: DictConfig) -> dict[str, float]:
         trainer.fit(learner, datamodule=datamodule, ckpt_path=ckpt_path, weights_only=True)
         save_last(trainer, out_dir)  # a rerun of this finished command trains nothing
         best = best_checkpoint(trainer)
-        log.info("testing and exporting %s (monitor: %s, %s)", best or "the current weights",
-                 cfg.monitor.metric, cfg.monitor.mode)
+        log.info(
+            "testing and exporting %s (monitor: %s, %s)",
+            best or "the current weights",
+            cfg.monitor.metric,
+            cfg.monitor.mode,
+        )
         # loads the best checkpoint into `learner`: the export below writes those weights
         trainer.test(learner, datamodule=datamodule, ckpt_path=best, weights_only=True)
         if cfg.export is not None and trainer.is_global_zero:  # one writer under DDP / FSDP
             from lightning.pytorch.strategies import FSDPStrategy
 
             sharded = isinstance(trainer.strategy, FSDPStrategy)
-            folder = instantiate(cfg.export)(exportable(learner, best, sharded=sharded,
-                                                        build=lambda: instantiate(cfg.learner)),
-                                             out_dir)
+            folder = instantiate(cfg.export)(
+                exportable(learner, best, sharded=sharded, build=lambda: instantiate(cfg.learner)),
+                out_dir,
+            )
             log.info("exported to %s", folder)
             if folder is not None:
                 log_export(logger, Path(folder), cfg)
@@ -209,12 +222,16 @@ def check_experiment(argv: list[str]) -> None:
         if not sep or key.lstrip("+~") != "experiment" or value in names:
             continue
         match = [g for g in generic if value.startswith(f"{g}_")]
-        fix = (f"for your own pair use the generic one: python -m specdec.train "
-               f"+experiment={match[0]} model=hf model.target=<hub id|folder> "
-               "[model.draft=<hub id|folder>]" if match else
-               f"pick one of: {', '.join(names)}")
-        raise BadInput(f"+experiment={value}: no such experiment "
-                       f"(conf/experiment/{value}.yaml); {fix}")
+        fix = (
+            f"for your own pair use the generic one: python -m specdec.train "
+            f"+experiment={match[0]} model=hf model.target=<hub id|folder> "
+            "[model.draft=<hub id|folder>]"
+            if match
+            else f"pick one of: {', '.join(names)}"
+        )
+        raise BadInput(
+            f"+experiment={value}: no such experiment (conf/experiment/{value}.yaml); {fix}"
+        )
 
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="train")

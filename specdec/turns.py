@@ -54,8 +54,10 @@ class Turns:
                     self._cancel()
                     self._cancel = None
                 elif self._owner == me and not self._streaming:
-                    raise RuntimeError("Decoder.generate was called again inside a running call "
-                                       "in the same thread; a Decoder runs one call at a time")
+                    raise RuntimeError(
+                        "Decoder.generate was called again inside a running call "
+                        "in the same thread; a Decoder runs one call at a time"
+                    )
                 # 2. Another thread's call or stream: wait for it to give the turn back.
                 self._cond.wait()
             self._busy, self._owner, self._cancel = True, me, cancel

@@ -100,8 +100,9 @@ def check_rows(
             when either model has fewer output rows than the tokenizer has ids.
     """
     ids = max(tokenizer.get_vocab().values()) + 1  # ids 0..ids-1 must all have a row
-    sizes = (f"target: {target_rows} output rows, draft: {draft_rows} output rows, tokenizer: "
-             f"{ids} ids")
+    sizes = (
+        f"target: {target_rows} output rows, draft: {draft_rows} output rows, tokenizer: {ids} ids"
+    )
     if draft_tokenizer is not None:
         a, b = tokenizer.get_vocab(), draft_tokenizer.get_vocab()
         if a != b:
@@ -109,11 +110,13 @@ def check_rows(
             raise BadInput(
                 f"the target's tokenizer ({len(a)} tokens) and the draft's ({len(b)} tokens) "
                 f"differ ({diff}); {sizes}. Speculative decoding needs a draft trained on the "
-                "target's tokenizer: pick a draft of the same model family in conf/model/")
+                "target's tokenizer: pick a draft of the same model family in conf/model/"
+            )
     short = min(target_rows, draft_rows)
     if short < ids:
         who = "target" if target_rows == short else "draft"
         raise BadInput(
             f"the {who} has {short} output rows but the tokenizer has {ids} ids ({sizes})"
             ": some tokens have no logit; the draft must share the target's tokenizer (pick a "
-            "matching draft in conf/model/)")
+            "matching draft in conf/model/)"
+        )

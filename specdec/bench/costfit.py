@@ -62,19 +62,26 @@ def log_columns(forwards: Sequence[ForwardRecord]) -> Columns:
     new tokens ``n``, context ``c``, microseconds ``us`` and decoding ``step``."""
     roles = sorted({f.role for f in forwards})
     lanes = sorted({f.lane for f in forwards})
-    return {"roles": roles, "lanes": lanes,
-            "role": [roles.index(f.role) for f in forwards],
-            "lane": [lanes.index(f.lane) for f in forwards],
-            "n": [int(f.new_tokens) for f in forwards], "c": [int(f.context) for f in forwards],
-            "us": [round(1e6 * f.seconds) for f in forwards],
-            "step": [int(f.step) for f in forwards]}
+    return {
+        "roles": roles,
+        "lanes": lanes,
+        "role": [roles.index(f.role) for f in forwards],
+        "lane": [lanes.index(f.lane) for f in forwards],
+        "n": [int(f.new_tokens) for f in forwards],
+        "c": [int(f.context) for f in forwards],
+        "us": [round(1e6 * f.seconds) for f in forwards],
+        "step": [int(f.step) for f in forwards],
+    }
 
 
 def log_rows(cols: Columns) -> list[ForwardRecord]:
     """``log_columns`` read back (times to the microsecond; start/end are not kept)."""
-    return [ForwardRecord(cols["roles"][r], n, c, us / 1e6, lane=cols["lanes"][la], step=st)
-            for r, la, n, c, us, st in zip(cols["role"], cols["lane"], cols["n"], cols["c"],
-                                            cols["us"], cols["step"], strict=True)]
+    return [
+        ForwardRecord(cols["roles"][r], n, c, us / 1e6, lane=cols["lanes"][la], step=st)
+        for r, la, n, c, us, st in zip(
+            cols["role"], cols["lane"], cols["n"], cols["c"], cols["us"], cols["step"], strict=True
+        )
+    ]
 
 
 def record_modeled_s(record: dict, table: CostTable) -> float:
@@ -96,9 +103,14 @@ def _quartile_slope(points: list[tuple[int, float]]) -> float | None:
     return None if var == 0 else sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / var
 
 
-def fit_cost_table(logs: Iterable[Sequence[ForwardRecord]], fallback: CostTable | None = None,
-                   *, min_samples: int = 5, ref_context: int | None = None,
-                   trim: float = 0.0) -> tuple[CostTable, dict]:
+def fit_cost_table(
+    logs: Iterable[Sequence[ForwardRecord]],
+    fallback: CostTable | None = None,
+    *,
+    min_samples: int = 5,
+    ref_context: int | None = None,
+    trim: float = 0.0,
+) -> tuple[CostTable, dict]:
     """Fit ``T_role(n)`` and ``s_role`` on forward logs (steps 2-3 of the module docstring).
 
     Args:
@@ -122,7 +134,8 @@ def fit_cost_table(logs: Iterable[Sequence[ForwardRecord]], fallback: CostTable 
     for log in logs:
         for f in log:
             samples.setdefault(f.role, {}).setdefault(int(f.new_tokens), []).append(
-                (int(f.context), float(f.seconds)))
+                (int(f.context), float(f.seconds))
+            )
     if not samples and fallback is None:
         raise ValueError("no forwards to fit a cost table on, and no calibration to fall back on")
     if ref_context is None:
@@ -141,11 +154,15 @@ def fit_cost_table(logs: Iterable[Sequence[ForwardRecord]], fallback: CostTable 
         base_slope = fallback.slopes.get(role, 0.0) if fallback else 0.0
         slopes[role] = sum(w * s for w, s in fits) / sum(w for w, _ in fits) if fits else base_slope
         # 2. T(n) at c_ref for every well-sampled size.
-        at_ref = {n: [t - slopes[role] * (c - ref_context) for c, t in pts]
-                  for n, pts in sizes.items() if len(pts) >= min_samples}
+        at_ref = {
+            n: [t - slopes[role] * (c - ref_context) for c, t in pts]
+            for n, pts in sizes.items()
+            if len(pts) >= min_samples
+        }
         times[role] = {n: trimmed_mean(ts, trim) for n, ts in at_ref.items()}
-        errors[role] = {n: statistics.stdev(ts) / len(ts) ** 0.5 for n, ts in at_ref.items()
-                        if len(ts) > 1}
+        errors[role] = {
+            n: statistics.stdev(ts) / len(ts) ** 0.5 for n, ts in at_ref.items() if len(ts) > 1
+        }
         report["fitted"][role] = {str(n): len(sizes[n]) for n in sorted(times[role])}
     # 3. Sizes the run (nearly) never made: the calibration, rescaled to the run's speed.
     for role in roles:
@@ -156,15 +173,18 @@ def fit_cost_table(logs: Iterable[Sequence[ForwardRecord]], fallback: CostTable 
             report["calibrated"][role] = sorted(missing)
             report.setdefault("calibration_scale", {})[role] = ratio
         if not times[role]:  # a few forwards and no calibration: better than nothing
-            times[role] = {n: statistics.median(t for _, t in pts)
-                           for n, pts in samples[role].items()}
+            times[role] = {
+                n: statistics.median(t for _, t in pts) for n, pts in samples[role].items()
+            }
         times[role] = dict(sorted(times[role].items()))
         peaks = drop_peaks(times[role], errors[role])
         report["monotone_violations"][role] = list(peaks)
         report["kernel_shape"][role] = reproduced_drops(
-            times[role], peaks, fallback.halves.get(role, []) if fallback else [])
-    report["stderr"] = {role: {str(n): e for n, e in sorted(errs.items())}
-                        for role, errs in errors.items()}
+            times[role], peaks, fallback.halves.get(role, []) if fallback else []
+        )
+    report["stderr"] = {
+        role: {str(n): e for n, e in sorted(errs.items())} for role, errs in errors.items()
+    }
     return CostTable(times=times, slopes=slopes, ref_context=ref_context), report
 
 
@@ -175,26 +195,38 @@ def trimmed_mean(values: Sequence[float], trim: float) -> float:
     return statistics.fmean(values[k : len(values) - k])
 
 
-def _speed_ratio(times: dict[str, dict[int, float]], fallback: CostTable,
-                 roles: Sequence[str]) -> float:
+def _speed_ratio(
+    times: dict[str, dict[int, float]], fallback: CostTable, roles: Sequence[str]
+) -> float:
     """Median of fitted / calibrated time over the fitted sizes of ``roles`` (1.0 if none)."""
-    ratios = [t / fallback.base(role, n) for role in roles if role in fallback.times
-              for n, t in times.get(role, {}).items() if fallback.base(role, n) > 0]
+    ratios = [
+        t / fallback.base(role, n)
+        for role in roles
+        if role in fallback.times
+        for n, t in times.get(role, {}).items()
+        if fallback.base(role, n) > 0
+    ]
     return statistics.median(ratios) if ratios else 1.0
 
 
-def monotone_violations(table: dict[int, float], stderr: dict[int, float] | None = None,
-                        tolerance: float = MONOTONE_TOLERANCE,
-                        sigmas: float = NOISE_SIGMAS) -> list[int]:
+def monotone_violations(
+    table: dict[int, float],
+    stderr: dict[int, float] | None = None,
+    tolerance: float = MONOTONE_TOLERANCE,
+    sigmas: float = NOISE_SIGMAS,
+) -> list[int]:
     """Sizes whose time is more than ``tolerance`` below the largest time of a smaller size (the
     peak) and, when ``stderr`` knows both sizes (fitted means), more than ``sigmas`` combined
     standard errors below it: a drop within the noise of two means is no evidence."""
     return list(drop_peaks(table, stderr, tolerance, sigmas))
 
 
-def drop_peaks(table: dict[int, float], stderr: dict[int, float] | None = None,
-               tolerance: float = MONOTONE_TOLERANCE,
-               sigmas: float = NOISE_SIGMAS) -> dict[int, int]:
+def drop_peaks(
+    table: dict[int, float],
+    stderr: dict[int, float] | None = None,
+    tolerance: float = MONOTONE_TOLERANCE,
+    sigmas: float = NOISE_SIGMAS,
+) -> dict[int, int]:
     """``{n: peak}``: each of ``monotone_violations``'s sizes, with the smaller size it drops
     from (the most expensive one below it)."""
     stderr = stderr or {}
@@ -202,8 +234,11 @@ def drop_peaks(table: dict[int, float], stderr: dict[int, float] | None = None,
     peak, peak_n = 0.0, None
     for n in sorted(table):
         drop = peak - table[n]
-        noise = (sigmas * (stderr[n] ** 2 + stderr[peak_n] ** 2) ** 0.5
-                 if n in stderr and peak_n in stderr else 0.0)
+        noise = (
+            sigmas * (stderr[n] ** 2 + stderr[peak_n] ** 2) ** 0.5
+            if n in stderr and peak_n in stderr
+            else 0.0
+        )
         if peak_n is not None and drop > tolerance * peak and drop > noise:
             out[n] = peak_n
         if table[n] > peak:
@@ -211,23 +246,33 @@ def drop_peaks(table: dict[int, float], stderr: dict[int, float] | None = None,
     return out
 
 
-def reproduced_drops(table: dict[int, float], peaks: dict[int, int],
-                     witnesses: Sequence[dict[int, float]],
-                     tolerance: float = SHAPE_TOLERANCE) -> list[int]:
+def reproduced_drops(
+    table: dict[int, float],
+    peaks: dict[int, int],
+    witnesses: Sequence[dict[int, float]],
+    tolerance: float = SHAPE_TOLERANCE,
+) -> list[int]:
     """The drops of ``peaks`` (``drop_peaks`` of ``table``) that every witness reproduces: it
     measured both sizes and its ratio ``w[n] / w[peak]`` is within ``tolerance`` of the table's
     ``table[n] / table[peak]``. ``witnesses`` are measurements of the same sizes taken apart from
     each other (a calibration's ``halves``); without witnesses nothing is reproduced."""
+
     def ratio(times: dict[int, float], n: int, peak: int) -> float:
         return times[n] / times[peak] if times.get(peak, 0.0) > 0 and n in times else math.nan
 
-    return [n for n, peak in peaks.items() if witnesses and all(
-        abs(ratio(w, n, peak) - ratio(table, n, peak)) <= tolerance for w in witnesses)]
+    return [
+        n
+        for n, peak in peaks.items()
+        if witnesses
+        and all(abs(ratio(w, n, peak) - ratio(table, n, peak)) <= tolerance for w in witnesses)
+    ]
 
 
 def unexplained_violations(fit: dict) -> dict[str, list[int]]:
     """Per role, a fit report's ``monotone_violations`` that are not in its ``kernel_shape`` (a
     report without ``kernel_shape``, from before it was recorded: every violation)."""
     shape = fit.get("kernel_shape") or {}
-    return {role: [n for n in sizes if n not in shape.get(role, [])]
-            for role, sizes in (fit.get("monotone_violations") or {}).items()}
+    return {
+        role: [n for n in sizes if n not in shape.get(role, [])]
+        for role, sizes in (fit.get("monotone_violations") or {}).items()
+    }

@@ -28,8 +28,9 @@ from specdec.sampling_params import Sampling
 _BOUND_NAMES = ("ge", "gt", "le")
 
 
-def _key(default: object = None, *, hashed: bool = True, in_run_dir: bool = True,
-         **limits: float) -> typing.Any:
+def _key(
+    default: object = None, *, hashed: bool = True, in_run_dir: bool = True, **limits: float
+) -> typing.Any:
     return field(default=default, metadata={"hashed": hashed, "in_run_dir": in_run_dir, **limits})
 
 
@@ -75,8 +76,9 @@ class EvalKeys:
     rank_timeout_s: float = _key(1800.0, hashed=False, in_run_dir=False, gt=0.0)
     truncate_prompts: Literal["left"] | None = _key(None)
     optimized_metric: str | None = _key("sweep_objective", hashed=False, in_run_dir=False)
-    sampling: SamplingKeys = field(default_factory=SamplingKeys,
-                                   metadata={"hashed": True, "in_run_dir": True})
+    sampling: SamplingKeys = field(
+        default_factory=SamplingKeys, metadata={"hashed": True, "in_run_dir": True}
+    )
 
 
 @dataclass(frozen=True)
@@ -110,12 +112,13 @@ def _unhashed(cls: type) -> tuple[str, ...]:
     return tuple(f.name for f in fields(cls) if not f.metadata.get("hashed", True))
 
 
-UNHASHED_KEYS: tuple[str, ...] = (_unhashed(EvalKeys)
-                                  + tuple(name for name, g in GROUPS.items() if not g.hashed))
+UNHASHED_KEYS: tuple[str, ...] = _unhashed(EvalKeys) + tuple(
+    name for name, g in GROUPS.items() if not g.hashed
+)
 # ``benchmark.datasets.<name>.source``: where the prompts come from (``specdec.data.registry``:
 # prepare recipe, raw eval files, training split); the hash covers the prepared file's digest
 DATASET_SOURCE_KEY = "source"
 UNHASHED_DATASET_KEYS: tuple[str, ...] = _unhashed(DatasetKeys) + (DATASET_SOURCE_KEY,)
-RUN_DIR_EXCLUDED_KEYS: tuple[str, ...] = (
-    tuple(f.name for f in fields(EvalKeys) if not f.metadata.get("in_run_dir", True))
-    + tuple(key for g in GROUPS.values() for key in g.run_dir_excluded))
+RUN_DIR_EXCLUDED_KEYS: tuple[str, ...] = tuple(
+    f.name for f in fields(EvalKeys) if not f.metadata.get("in_run_dir", True)
+) + tuple(key for g in GROUPS.values() for key in g.run_dir_excluded)

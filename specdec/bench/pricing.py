@@ -72,8 +72,10 @@ def ar_profile(prompt_tokens: Sequence[int], new_tokens: Sequence[int]) -> Profi
     """The profile of AR emitting ``new_tokens[t]`` tokens after a ``prompt_tokens[t]``-token
     prompt, for each turn ``t`` (see the module docstring)."""
     if len(prompt_tokens) != len(new_tokens):
-        raise ValueError(f"{len(prompt_tokens)} prompt lengths for {len(new_tokens)} turns; "
-                         "give one prompt length per turn")
+        raise ValueError(
+            f"{len(prompt_tokens)} prompt lengths for {len(new_tokens)} turns; "
+            "give one prompt length per turn"
+        )
     count = ctx_sum = 0
     for prompt, n in zip(prompt_tokens, new_tokens):
         count += n
@@ -113,8 +115,11 @@ class CostTable:
         if len(sizes) == 1:
             return table[sizes[0]] * n / sizes[0]
         # interpolate between neighbours (or extrapolate from the two nearest ends)
-        lo, hi = (sizes[i - 1], sizes[i]) if 0 < i < len(sizes) else (
-            (sizes[0], sizes[1]) if i == 0 else (sizes[-2], sizes[-1]))
+        lo, hi = (
+            (sizes[i - 1], sizes[i])
+            if 0 < i < len(sizes)
+            else ((sizes[0], sizes[1]) if i == 0 else (sizes[-2], sizes[-1]))
+        )
         return table[lo] + (n - lo) / (hi - lo) * (table[hi] - table[lo])
 
     def cost(self, role: str, new_tokens: int, context: int) -> float:
@@ -149,32 +154,40 @@ class CostTable:
             slope = self.slopes.get(role, 0.0)
             for n, (count, ctx_sum) in sizes.items():
                 total += count * self.base(role, int(n)) + slope * (
-                    ctx_sum - count * self.ref_context)
+                    ctx_sum - count * self.ref_context
+                )
         return total
 
     def to_dict(self) -> dict:
         """JSON form (``summary.json``: ``cost_table``, ``calibration``; ``halves`` only when
         measured); ``from_dict`` reads it back."""
-        out = {"times": {role: _str_keys(tab) for role, tab in self.times.items()},
-               "slopes": dict(self.slopes), "ref_context": self.ref_context}
+        out = {
+            "times": {role: _str_keys(tab) for role, tab in self.times.items()},
+            "slopes": dict(self.slopes),
+            "ref_context": self.ref_context,
+        }
         if self.halves:
             out["halves"] = {role: [_str_keys(h) for h in hs] for role, hs in self.halves.items()}
         return out
 
     @classmethod
     def from_dict(cls, data: dict) -> CostTable:
-        return cls(times={role: _int_keys(tab) for role, tab in data["times"].items()},
-                   slopes={k: float(v) for k, v in data.get("slopes", {}).items()},
-                   ref_context=int(data.get("ref_context", 0)),
-                   halves={role: [_int_keys(h) for h in hs]
-                           for role, hs in data.get("halves", {}).items()})
+        return cls(
+            times={role: _int_keys(tab) for role, tab in data["times"].items()},
+            slopes={k: float(v) for k, v in data.get("slopes", {}).items()},
+            ref_context=int(data.get("ref_context", 0)),
+            halves={
+                role: [_int_keys(h) for h in hs] for role, hs in data.get("halves", {}).items()
+            },
+        )
 
     def describe(self) -> str:
         """One line for logs: per role, ms per forward by new tokens to 3 significant digits
         (``target: n=1 4.12, n=2 4.3; draft: ...``)."""
-        return "; ".join(f"{role}: " + ", ".join(f"n={n} {1000 * t:.3g}"
-                                                 for n, t in sorted(tab.items()))
-                         for role, tab in self.times.items())
+        return "; ".join(
+            f"{role}: " + ", ".join(f"n={n} {1000 * t:.3g}" for n, t in sorted(tab.items()))
+            for role, tab in self.times.items()
+        )
 
 
 def _str_keys(table: dict[int, float]) -> dict[str, float]:

@@ -55,20 +55,30 @@ def gsm8k_correct(text: str, answer: str) -> float:
 
 def truncate_completion(completion: str) -> str:
     """Cut a code completion at the first HumanEval stop sequence (end of the function body)."""
-    cut = min((i for s in HUMANEVAL_STOPS if (i := completion.find(s)) >= 0),
-              default=len(completion))
+    cut = min(
+        (i for s in HUMANEVAL_STOPS if (i := completion.find(s)) >= 0), default=len(completion)
+    )
     return completion[:cut]
 
 
 def humaneval_run(
-    prompt: str, completion: str, test: str, entry_point: str, *, timeout_s: float = 10.0,
+    prompt: str,
+    completion: str,
+    test: str,
+    entry_point: str,
+    *,
+    timeout_s: float = 10.0,
     limits: Limits | None = None,
 ) -> SandboxResult:
     """Run ``prompt + completion`` (cut at the stops) sandboxed; ``test``'s ``check`` is judged
     apart, given the program's ``entry_point``."""
     program = f"{prompt}{truncate_completion(completion)}\n"
-    return run_sandboxed(program, timeout_s=timeout_s, limits=limits,
-                         tests=TaskTests(code=test, entry_point=entry_point, context=prompt))
+    return run_sandboxed(
+        program,
+        timeout_s=timeout_s,
+        limits=limits,
+        tests=TaskTests(code=test, entry_point=entry_point, context=prompt),
+    )
 
 
 def humaneval_pass(
@@ -82,8 +92,9 @@ def _rouge_scorer():
     try:
         from rouge_score import rouge_scorer
     except ImportError as e:
-        raise ValueError("quality check rouge_l needs `pip install rouge-score`; or set "
-                         "quality=false") from e
+        raise ValueError(
+            "quality check rouge_l needs `pip install rouge-score`; or set quality=false"
+        ) from e
     return rouge_scorer.RougeScorer(["rougeL"], use_stemmer=True)
 
 
@@ -130,14 +141,23 @@ class HumanEvalPass1:
 
     def __call__(self, prompt: Prompt, answers: list[str], *, timeout_s: float = 10.0) -> float:
         if not {"test", "entry_point"} <= set(prompt.meta):
-            raise ValueError(f"prompt {prompt.id} has no meta.test/entry_point; re-run "
-                             "prepare_data.py")
-        result = humaneval_run(prompt.turns[0], answers[-1], prompt.meta["test"],
-                               prompt.meta["entry_point"], timeout_s=timeout_s)
+            raise ValueError(
+                f"prompt {prompt.id} has no meta.test/entry_point; re-run prepare_data.py"
+            )
+        result = humaneval_run(
+            prompt.turns[0],
+            answers[-1],
+            prompt.meta["test"],
+            prompt.meta["entry_point"],
+            timeout_s=timeout_s,
+        )
         if not result.network_isolated and not self.warned:
             self.warned = True
-            log.warning("HumanEval code runs without network isolation on this machine "
-                        "(sandbox layers: %s)", ", ".join(result.layers) or "none")
+            log.warning(
+                "HumanEval code runs without network isolation on this machine "
+                "(sandbox layers: %s)",
+                ", ".join(result.layers) or "none",
+            )
         return float(result.passed)
 
 
@@ -165,10 +185,14 @@ def check_unsafe_code_confirmed(cfg: DictConfig) -> None:
     """
     if not cfg.quality or cfg.confirm_run_unsafe_code:
         return
-    risky = [name for name, ds in cfg.benchmark.datasets.items()
-             if ds.get("quality") is not None and get_class(ds.quality._target_).runs_model_code]
+    risky = [
+        name
+        for name, ds in cfg.benchmark.datasets.items()
+        if ds.get("quality") is not None and get_class(ds.quality._target_).runs_model_code
+    ]
     if risky:
         raise BadInput(
             f"quality=true on {', '.join(risky)} executes model-written code; add "
             "confirm_run_unsafe_code=true to run it in the sandbox (specdec/bench/sandbox/), "
-            "or set quality=false")
+            "or set quality=false"
+        )

@@ -55,12 +55,15 @@ def config_hash(cfg: dict) -> str:
     model = keep.get("model")
     if isinstance(model, dict) and any(model.get(k, 0) is None for k in MODEL_KEYS_IF_SET):
         # keys added after records existed hash only when set: their default moves no hash
-        keep["model"] = {k: v for k, v in model.items()
-                         if not (k in MODEL_KEYS_IF_SET and v is None)}
+        keep["model"] = {
+            k: v for k, v in model.items() if not (k in MODEL_KEYS_IF_SET and v is None)
+        }
     bench = keep.get("benchmark")
     if isinstance(bench, dict):
-        datasets = {name: {k: v for k, v in ds.items() if k not in UNHASHED_DATASET_KEYS}
-                    for name, ds in (bench.get("datasets") or {}).items()}
+        datasets = {
+            name: {k: v for k, v in ds.items() if k not in UNHASHED_DATASET_KEYS}
+            for name, ds in (bench.get("datasets") or {}).items()
+        }
         keep["benchmark"] = {"datasets": datasets}
     blob = json.dumps(keep, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
@@ -81,8 +84,9 @@ class RecordFile:
     records: list[dict] = field(default_factory=list)
 
     @classmethod
-    def open(cls, path: str | Path, config_hash: str, *, resume: bool = True,
-             on_bad: str = "stop") -> RecordFile:
+    def open(
+        cls, path: str | Path, config_hash: str, *, resume: bool = True, on_bad: str = "stop"
+    ) -> RecordFile:
         """Read existing records (dropping a partial last line); ``resume=False`` starts over.
 
         With ``resume=False`` records of this configuration are removed from the file (records of
@@ -151,11 +155,17 @@ def _whole_lines(path: Path, *, on_bad: str = "stop") -> list[tuple[str, dict]]:
             continue
         rec, problem = _parse(raw)
         if rec is None and on_bad == "stop":
-            raise BadInput(f"record file {path}, line {number}: {problem}. Remove the line, or "
-                             "rerun with on_bad_record=skip to drop it and run its prompt again")
+            raise BadInput(
+                f"record file {path}, line {number}: {problem}. Remove the line, or "
+                "rerun with on_bad_record=skip to drop it and run its prompt again"
+            )
         if rec is None:
-            log.warning("record file %s, line %d: %s; dropped (its prompt runs again)",
-                        path, number, problem)
+            log.warning(
+                "record file %s, line %d: %s; dropped (its prompt runs again)",
+                path,
+                number,
+                problem,
+            )
             continue
         out.append((raw.decode("utf-8"), rec))
     rec, _ = _parse(tail) if tail.strip() else (None, "")

@@ -33,8 +33,16 @@ Metrics = dict[str, Any]  # specdec.metrics.summarize plus a summary's own keys 
 Progress = dict[str, dict[str, int]]  # dataset -> {"recorded": n, "expected": m}
 
 #: written only once set (None: absent from the file)
-LATE = ("world_size", "calibration", "cost_fit", "cost_tables", "cost_fits",
-        "cost_table_monotone", "timing", "sweep_objective_source")
+LATE = (
+    "world_size",
+    "calibration",
+    "cost_fit",
+    "cost_tables",
+    "cost_fits",
+    "cost_table_monotone",
+    "timing",
+    "sweep_objective_source",
+)
 
 
 @dataclass
@@ -91,8 +99,11 @@ class RunSummary:
     def to_json(self) -> dict[str, Any]:
         """The ``summary.json`` object: the known keys in file order (the ``LATE`` ones only when
         set), then ``extra``."""
-        out = {f.name: getattr(self, f.name) for f in fields(self)
-               if f.name != "extra" and not (f.name in LATE and getattr(self, f.name) is None)}
+        out = {
+            f.name: getattr(self, f.name)
+            for f in fields(self)
+            if f.name != "extra" and not (f.name in LATE and getattr(self, f.name) is None)
+        }
         if self.timing is not None:
             out["timing"] = self.timing.to_json()
         order = [*ORDER, *LATE]
@@ -106,8 +117,10 @@ class RunSummary:
             KeyError: without ``method`` or ``datasets``.
         """
         known = {f.name for f in fields(cls)} - {"extra"}
-        summary = cls(**{k: v for k, v in data.items() if k in known},
-                      extra={k: v for k, v in data.items() if k not in known})
+        summary = cls(
+            **{k: v for k, v in data.items() if k in known},
+            extra={k: v for k, v in data.items() if k not in known},
+        )
         if isinstance(summary.timing, dict):
             summary.timing = TimingCheck.from_json(summary.timing)
         summary.datasets = {name: _renamed(m) for name, m in summary.datasets.items()}
@@ -126,6 +139,24 @@ def _renamed(metrics: Metrics) -> Metrics:
 
 
 #: the keys every summary of this version holds, in file order (then ``LATE``)
-ORDER = ("method", "lossless", "model", "learned_weights", "prompt_files", "sampling", "seed",
-         "machine", "software", "provenance", "config_hash", "complete", "datasets_done",
-         "progress", "cost_model", "cost_table", "datasets", "overall", "config")
+ORDER = (
+    "method",
+    "lossless",
+    "model",
+    "learned_weights",
+    "prompt_files",
+    "sampling",
+    "seed",
+    "machine",
+    "software",
+    "provenance",
+    "config_hash",
+    "complete",
+    "datasets_done",
+    "progress",
+    "cost_model",
+    "cost_table",
+    "datasets",
+    "overall",
+    "config",
+)

@@ -71,7 +71,7 @@ def run_folder_name(dirname: str) -> str:
     name = re.sub(r"(^|[=,])/+", r"\1", dirname).replace("/", "--")
     if len(name) > MAX_NAME:
         digest = hashlib.sha256(dirname.encode()).hexdigest()[:12]
-        name = f"{name[:MAX_NAME - 13]}-{digest}"
+        name = f"{name[: MAX_NAME - 13]}-{digest}"
     return name
 
 
@@ -119,7 +119,7 @@ def _remove_stale_tmps(path: Path) -> None:
     """Remove ``write_json``'s temporary files of ``path`` left by writers no longer running."""
     stem = f".{path.name}."
     for tmp in path.parent.glob(f"{glob.escape(stem)}*.tmp"):
-        pid = tmp.name[len(stem):-len(".tmp")]
+        pid = tmp.name[len(stem) : -len(".tmp")]
         if pid.isdigit() and int(pid) != os.getpid() and not pid_running(int(pid)):
             tmp.unlink(missing_ok=True)
 
@@ -163,7 +163,8 @@ class RunLock:
             raise RunDirInUse(
                 f"run directory {self.path.parent} is in use by another eval (pid {holder}); "
                 "wait for it to finish, or give this run another folder (other overrides or "
-                "hydra.run.dir=...)") from None
+                "hydra.run.dir=...)"
+            ) from None
         f.seek(0)
         f.truncate()
         f.write(str(os.getpid()))
@@ -171,8 +172,9 @@ class RunLock:
         self._file = f
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, err: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, err: BaseException | None, tb: TracebackType | None
+    ) -> None:
         if self._file is not None:
             fcntl.flock(self._file, fcntl.LOCK_UN)
             self._file.close()

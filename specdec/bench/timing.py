@@ -65,8 +65,10 @@ def strict() -> bool:
     """
     mode = os.environ.get(ENV, "strict").strip().lower() or "strict"
     if mode not in ("strict", "lenient"):
-        raise ValueError(f"{ENV}={mode!r}: use strict (withhold an unreliable run's speedups) "
-                         "or lenient (keep them beside the flag)")
+        raise ValueError(
+            f"{ENV}={mode!r}: use strict (withhold an unreliable run's speedups) "
+            "or lenient (keep them beside the flag)"
+        )
     return mode == "strict"
 
 
@@ -119,8 +121,9 @@ class TimingCheck:
         """The check of a run (or a resumed run's new process) starting now: its start load read
         after ``previous``'s readings (the same run's earlier processes)."""
         earlier = list(previous.load) if previous is not None else []
-        return cls(load=[*earlier, ["start", *read_load()]], cores=cores(),
-                   threads=max(int(threads), 1))
+        return cls(
+            load=[*earlier, ["start", *read_load()]], cores=cores(), threads=max(int(threads), 1)
+        )
 
     def end(self) -> None:
         """Read the load at the run's end."""
@@ -131,17 +134,26 @@ class TimingCheck:
         return "timing: ok" if self.reliable else f"timing: unreliable ({'; '.join(self.reasons)})"
 
     def to_json(self) -> dict[str, Any]:
-        return {"reliable": self.reliable, "reasons": self.reasons, "table": list(self.table),
-                "paired": list(self.paired), "load": [list(x) for x in self.load],
-                "cores": self.cores, "threads": self.threads}
+        return {
+            "reliable": self.reliable,
+            "reasons": self.reasons,
+            "table": list(self.table),
+            "paired": list(self.paired),
+            "load": [list(x) for x in self.load],
+            "cores": self.cores,
+            "threads": self.threads,
+        }
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> TimingCheck:
         """A check as ``to_json`` wrote it (``reliable`` and ``reasons`` are derived again)."""
-        return cls(table=[str(r) for r in data.get("table", [])],
-                   paired=[str(r) for r in data.get("paired", [])],
-                   load=[list(x) for x in data.get("load", [])], cores=int(data.get("cores", 1)),
-                   threads=int(data.get("threads", 1)))
+        return cls(
+            table=[str(r) for r in data.get("table", [])],
+            paired=[str(r) for r in data.get("paired", [])],
+            load=[list(x) for x in data.get("load", [])],
+            cores=int(data.get("cores", 1)),
+            threads=int(data.get("threads", 1)),
+        )
 
 
 def table_reasons(name: str, table: dict, fit: dict) -> list[str]:
@@ -154,9 +166,11 @@ def table_reasons(name: str, table: dict, fit: dict) -> list[str]:
         if sizes:
             times = table["times"].get(role, {})
             shown = ", ".join(f"n={n} {1e3 * times.get(str(n), math.nan):.3g} ms" for n in sizes)
-            out.append(f"{name}: {role} forward time drops as tokens grow ({shown}; "
-                       f"n=1 {1e3 * times.get('1', math.nan):.3g} ms; not reproduced by the "
-                       "calibration)")
+            out.append(
+                f"{name}: {role} forward time drops as tokens grow ({shown}; "
+                f"n=1 {1e3 * times.get('1', math.nan):.3g} ms; not reproduced by the "
+                "calibration)"
+            )
     for role, times in table["times"].items():
         bad = [n for n, t in times.items() if t <= 0]
         if bad:
@@ -175,18 +189,23 @@ def calibration_reasons(name: str, table: dict, fit: dict, calibration: dict) ->
             ran, measured = table["times"][role][n], cal.base(role, int(n))
             ratio = ran / measured if measured > 0 else math.inf
             if not 1 / CALIBRATION_RATIO <= ratio <= CALIBRATION_RATIO:
-                out.append(f"{name}: {role} n={n} took {1e3 * ran:.3g} ms in the run, "
-                           f"{1e3 * measured:.3g} ms in the calibration ({ratio:.3g}x; "
-                           f"limit {CALIBRATION_RATIO:g}x)")
+                out.append(
+                    f"{name}: {role} n={n} took {1e3 * ran:.3g} ms in the run, "
+                    f"{1e3 * measured:.3g} ms in the calibration ({ratio:.3g}x; "
+                    f"limit {CALIBRATION_RATIO:g}x)"
+                )
     return out
 
 
 def load_reasons(check: TimingCheck) -> list[str]:
     """Reasons against the load readings (see the module docstring)."""
     limit = min(check.threads, check.cores) + LOAD_EXCESS * check.cores
-    return [f"load average {reading[1]:.2f} at the {reading[0]} on {check.cores} cores (limit "
-            f"{limit:g}: this run's {check.threads} threads + {LOAD_EXCESS:g} per core)"
-            for reading in check.load if len(reading) > 1 and reading[1] > limit]
+    return [
+        f"load average {reading[1]:.2f} at the {reading[0]} on {check.cores} cores (limit "
+        f"{limit:g}: this run's {check.threads} threads + {LOAD_EXCESS:g} per core)"
+        for reading in check.load
+        if len(reading) > 1 and reading[1] > limit
+    ]
 
 
 def paired_reasons(mine: dict | None, theirs: dict | None, base: str) -> list[str]:
@@ -195,13 +214,19 @@ def paired_reasons(mine: dict | None, theirs: dict | None, base: str) -> list[st
     if not mine or not theirs:
         return []
     a, b = CostTable.from_dict(mine), CostTable.from_dict(theirs)
-    ratios = [a.times[role][n] / b.times[role][n] for role in a.times if role in b.times
-              for n in a.times[role] if n in b.times[role] and b.times[role][n] > 0
-              and a.times[role][n] > 0]
+    ratios = [
+        a.times[role][n] / b.times[role][n]
+        for role in a.times
+        if role in b.times
+        for n in a.times[role]
+        if n in b.times[role] and b.times[role][n] > 0 and a.times[role][n] > 0
+    ]
     if not ratios:
         return []
     ratio = statistics.median(ratios)
     if 1 / PAIRED_RATIO <= ratio <= PAIRED_RATIO:
         return []
-    return [f"this run's calibration is {ratio:.3g}x the `{base}` run's (median over "
-            f"{len(ratios)} sizes; limit {PAIRED_RATIO:g}x)"]
+    return [
+        f"this run's calibration is {ratio:.3g}x the `{base}` run's (median over "
+        f"{len(ratios)} sizes; limit {PAIRED_RATIO:g}x)"
+    ]

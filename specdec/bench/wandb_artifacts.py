@@ -36,11 +36,24 @@ from typing import Any
 
 from specdec.bench.run_summary import RunSummary
 
-REPORT_FILES = ("leaderboard.md", "leaderboard.csv", "leaderboard.tex", "*.pdf", "*.png",
-                "*.yaml")  # yaml: the sweep's
+REPORT_FILES = (
+    "leaderboard.md",
+    "leaderboard.csv",
+    "leaderboard.tex",
+    "*.pdf",
+    "*.png",
+    "*.yaml",
+)  # yaml: the sweep's
 # what `wandb agent` sets for its trial's run: a report run started in that process must not use it
-TRIAL_ENV = ("WANDB_RUN_ID", "WANDB_RESUME", "WANDB_SWEEP_ID", "WANDB_SWEEP_PARAM_PATH",
-             "WANDB_RUN_GROUP", "WANDB_JOB_TYPE", "WANDB_NAME")
+TRIAL_ENV = (
+    "WANDB_RUN_ID",
+    "WANDB_RESUME",
+    "WANDB_SWEEP_ID",
+    "WANDB_SWEEP_PARAM_PATH",
+    "WANDB_RUN_GROUP",
+    "WANDB_JOB_TYPE",
+    "WANDB_NAME",
+)
 
 
 @contextmanager
@@ -69,8 +82,12 @@ class RunTag:
         if isinstance(summary, dict):
             summary = RunSummary.from_json({"datasets": {}, **summary})
         datasets = summary.prompt_files or summary.datasets or {}
-        return cls(str(summary.method), str((summary.model or {}).get("name", "pair")),
-                   "+".join(sorted(datasets)), int(summary.seed or 0))
+        return cls(
+            str(summary.method),
+            str((summary.model or {}).get("name", "pair")),
+            "+".join(sorted(datasets)),
+            int(summary.seed or 0),
+        )
 
     @property
     def group(self) -> str:
@@ -96,8 +113,15 @@ def artifact_name(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-") or "artifact"
 
 
-def log_files(run: Any, wandb: Any, *, name: str, kind: str, files: Sequence[Path],
-              metadata: dict | None = None) -> Any:
+def log_files(
+    run: Any,
+    wandb: Any,
+    *,
+    name: str,
+    kind: str,
+    files: Sequence[Path],
+    metadata: dict | None = None,
+) -> Any:
     """Log ``files`` as one artifact of type ``kind`` on the W&B ``run``; returns the artifact.
 
     Raises:
@@ -147,8 +171,14 @@ class WandbReport:
         mode: ``offline`` (default), ``online`` or ``disabled``.
     """
 
-    def __init__(self, *, project: str | None = None, entity: str | None = None,
-                 mode: str = "offline", tags: Sequence[str] = ()) -> None:
+    def __init__(
+        self,
+        *,
+        project: str | None = None,
+        entity: str | None = None,
+        mode: str = "offline",
+        tags: Sequence[str] = (),
+    ) -> None:
         self.project, self.entity, self.mode, self.tags = project, entity, mode, list(tags)
 
     def log(self, out_dir: str | Path, *, group: str | None = None) -> str:
@@ -159,14 +189,28 @@ class WandbReport:
         files = report_files(out_dir)
         wandb_dir = os.environ.get("WANDB_DIR") or str(out_dir)
         with own_run_env():  # never the sweep trial's run (module docstring)
-            run = wandb.init(project=self.project, entity=self.entity, mode=self.mode,
-                             tags=self.tags, group=group, job_type="report",
-                             name=f"report-{out_dir.name}", dir=wandb_dir,
-                             id=uuid.uuid4().hex[:12], reinit="finish_previous")
+            run = wandb.init(
+                project=self.project,
+                entity=self.entity,
+                mode=self.mode,
+                tags=self.tags,
+                group=group,
+                job_type="report",
+                name=f"report-{out_dir.name}",
+                dir=wandb_dir,
+                id=uuid.uuid4().hex[:12],
+                reinit="finish_previous",
+            )
         name = artifact_name(f"leaderboard-{out_dir.name}")
         try:
-            log_files(run, wandb, name=name, kind="leaderboard", files=files,
-                      metadata={"folder": str(out_dir)})
+            log_files(
+                run,
+                wandb,
+                name=name,
+                kind="leaderboard",
+                files=files,
+                metadata={"folder": str(out_dir)},
+            )
             log_board(run, wandb, out_dir)
         finally:
             run.finish()

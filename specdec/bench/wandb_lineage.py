@@ -76,8 +76,9 @@ def use_models(run: Any, wandb: Any, folders: Sequence[Path]) -> list[Any]:
     """Declare each folder's files as a ``model`` artifact ``run`` used; returns the artifacts."""
     used = []
     for folder in folders:
-        artifact = wandb.Artifact(model_artifact_name(folder), type="model",
-                                  metadata={"folder": str(folder)})
+        artifact = wandb.Artifact(
+            model_artifact_name(folder), type="model", metadata={"folder": str(folder)}
+        )
         artifact.add_dir(str(folder))
         used.append(run.use_artifact(artifact))
     return used

@@ -30,8 +30,9 @@ from specdec.data.slot_cache import SlotKV
 Continuation = tuple[list[int], torch.Tensor, torch.Tensor]  # ids, top-k ids [C, k], log-p [C, k]
 
 
-def plan_batches(lengths: Sequence[int], *, max_new: int, max_rows: int = 64,
-                 slot_budget: int = 32768) -> list[list[int]]:
+def plan_batches(
+    lengths: Sequence[int], *, max_new: int, max_rows: int = 64, slot_budget: int = 32768
+) -> list[list[int]]:
     """Prompt indices grouped into decode batches, longest prompts first.
 
     A batch holds at most ``max_rows`` rows and ``rows * (width + max_new) <= slot_budget`` (its
@@ -41,8 +42,11 @@ def plan_batches(lengths: Sequence[int], *, max_new: int, max_rows: int = 64,
     batches: list[list[int]] = []
     for i in order:
         cur = batches[-1] if batches else None
-        if cur and len(cur) < max_rows and \
-                (len(cur) + 1) * (lengths[cur[0]] + max_new) <= slot_budget:
+        if (
+            cur
+            and len(cur) < max_rows
+            and (len(cur) + 1) * (lengths[cur[0]] + max_new) <= slot_budget
+        ):
             cur.append(i)
         else:
             batches.append([i])
@@ -64,10 +68,18 @@ def _choose(logits: torch.Tensor, temperature: float, gen: torch.Generator | Non
 
 
 @torch.inference_mode()
-def decode_batch(model: torch.nn.Module, prompts: Sequence[Sequence[int]], *, max_new: int,
-                 eos: int | None, pad: int, temperature: float = 0.0, topk: int = 8,
-                 gen: torch.Generator | None = None, prefill_tokens: int = 4096
-                 ) -> list[Continuation]:
+def decode_batch(
+    model: torch.nn.Module,
+    prompts: Sequence[Sequence[int]],
+    *,
+    max_new: int,
+    eos: int | None,
+    pad: int,
+    temperature: float = 0.0,
+    topk: int = 8,
+    gen: torch.Generator | None = None,
+    prefill_tokens: int = 4096,
+) -> list[Continuation]:
     """Decode one batch; per prompt ``(continuation ids, top-k ids [C, k] int32, top-k log-probs
     [C, k] fp16)``, the continuation ending at its first EOS or after ``max_new`` tokens; row
     ``j`` of the top-k is the target's unwarped distribution of continuation token ``j``."""
@@ -79,7 +91,7 @@ def decode_batch(model: torch.nn.Module, prompts: Sequence[Sequence[int]], *, ma
     ids = torch.full((rows, width), pad, dtype=torch.long)  # [B, W]
     valid = torch.zeros(rows, width + max_new, dtype=torch.bool)  # [B, S]
     for r, p in enumerate(prompts):
-        ids[r, width - len(p):] = torch.tensor(list(p), dtype=torch.long)
+        ids[r, width - len(p) :] = torch.tensor(list(p), dtype=torch.long)
         valid[r, width - len(p) : width] = True
     # 2. Prefill in groups of rows (bounded activations); keep each row's last logits.
     causal = torch.ones(width, width, dtype=torch.bool).tril()  # [W, W]
@@ -91,9 +103,14 @@ def decode_batch(model: torch.nn.Module, prompts: Sequence[Sequence[int]], *, ma
         kv.rows, kv.length = slice(a, b), 0
         mask = (causal[None] & valid[a:b, None, :width]) | own[None]  # [b, W, W]
         pos = (torch.arange(width)[None] - (width - plen[a:b, None])).clamp(min=0)  # [b, W]
-        out = model(input_ids=ids[a:b].to(device), attention_mask=mask[:, None].to(device),
-                    position_ids=pos.to(device), use_cache=True, **{_cache_kw(type(model)): kv},
-                    logits_to_keep=1)
+        out = model(
+            input_ids=ids[a:b].to(device),
+            attention_mask=mask[:, None].to(device),
+            position_ids=pos.to(device),
+            use_cache=True,
+            **{_cache_kw(type(model)): kv},
+            logits_to_keep=1,
+        )
         last.append(out.logits[:, -1])  # [b, V]
     kv.rows, kv.length = slice(None), width
     logits = torch.cat(last)  # [B, V]
@@ -124,29 +141,53 @@ def decode_batch(model: torch.nn.Module, prompts: Sequence[Sequence[int]], *, ma
         # 3c. One forward of the chosen tokens at slot ``width + t``.
         valid[:, width + t] = True
         mask = valid[:, None, None, : width + t + 1]  # [b, 1, 1, L]
-        out = model(input_ids=nxt[:, None].to(device), attention_mask=mask.to(device),
-                    position_ids=pos[:, None].to(device), use_cache=True,
-                    **{_cache_kw(type(model)): kv},
-                    logits_to_keep=1)
+        out = model(
+            input_ids=nxt[:, None].to(device),
+            attention_mask=mask.to(device),
+            position_ids=pos[:, None].to(device),
+            use_cache=True,
+            **{_cache_kw(type(model)): kv},
+            logits_to_keep=1,
+        )
         kv.length += 1
         pos += 1
         logits = out.logits[:, -1]  # [b, V]
-    return [(c, torch.stack([s[0] for s in tp]), torch.stack([s[1] for s in tp]))
-            for c, tp in zip(conts, tops)]
+    return [
+        (c, torch.stack([s[0] for s in tp]), torch.stack([s[1] for s in tp]))
+        for c, tp in zip(conts, tops)
+    ]
 
 
-def generate_batched(model: torch.nn.Module, prompts: Sequence[Sequence[int]], *, max_new: int,
-                     eos: int | None, pad: int, temperature: float = 0.0, seed: int = 0,
-                     topk: int = 8, max_rows: int = 64, slot_budget: int = 32768
-                     ) -> list[Continuation]:
+def generate_batched(
+    model: torch.nn.Module,
+    prompts: Sequence[Sequence[int]],
+    *,
+    max_new: int,
+    eos: int | None,
+    pad: int,
+    temperature: float = 0.0,
+    seed: int = 0,
+    topk: int = 8,
+    max_rows: int = 64,
+    slot_budget: int = 32768,
+) -> list[Continuation]:
     """``decode_batch`` over length buckets (``plan_batches``); results in prompt order."""
     device = next(model.parameters()).device
     gen = torch.Generator(device=device).manual_seed(seed) if temperature > 0 else None
     out: list[Continuation | None] = [None] * len(prompts)
-    for idx in plan_batches([len(p) for p in prompts], max_new=max_new, max_rows=max_rows,
-                            slot_budget=slot_budget):
-        res = decode_batch(model, [prompts[i] for i in idx], max_new=max_new, eos=eos, pad=pad,
-                           temperature=temperature, topk=topk, gen=gen)
+    for idx in plan_batches(
+        [len(p) for p in prompts], max_new=max_new, max_rows=max_rows, slot_budget=slot_budget
+    ):
+        res = decode_batch(
+            model,
+            [prompts[i] for i in idx],
+            max_new=max_new,
+            eos=eos,
+            pad=pad,
+            temperature=temperature,
+            topk=topk,
+            gen=gen,
+        )
         for i, r in zip(idx, res):
             out[i] = r
     return out  # type: ignore[return-value]

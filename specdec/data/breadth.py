@@ -31,17 +31,23 @@ from specdec.errors import BadInput
 
 DOMAINS = ("summarization", "passage_qa", "rag", "translation", "multi_turn")
 Conversation = list[dict[str, str]]
-QUESTIONS = ("What is the main point of the text above?",
-             "Who are the people mentioned above, and what did each of them do?",
-             "According to the passage, what happened, and when?",
-             "List three facts stated in the text.",
-             "Why does the passage say this matters? Answer in two sentences.",
-             "What numbers appear in the passage, and what do they refer to?")
-FOLLOW_UPS = ("Make your answer half as long.", "Explain that to a ten year old.",
-              "Give one concrete example of what you described.",
-              "Turn your answer into a short bulleted list.",
-              "What could be wrong or missing in your answer?",
-              "Rewrite your answer in a formal tone.", "Sum up your answer in one sentence.")
+QUESTIONS = (
+    "What is the main point of the text above?",
+    "Who are the people mentioned above, and what did each of them do?",
+    "According to the passage, what happened, and when?",
+    "List three facts stated in the text.",
+    "Why does the passage say this matters? Answer in two sentences.",
+    "What numbers appear in the passage, and what do they refer to?",
+)
+FOLLOW_UPS = (
+    "Make your answer half as long.",
+    "Explain that to a ten year old.",
+    "Give one concrete example of what you described.",
+    "Turn your answer into a short bulleted list.",
+    "What could be wrong or missing in your answer?",
+    "Rewrite your answer in a formal tone.",
+    "Sum up your answer in one sentence.",
+)
 LANGUAGES = ("German", "French", "Spanish")
 
 
@@ -56,8 +62,11 @@ def _articles(source_dir: str | Path) -> list[str]:
     """The passages: Alpaca training answers of at least ``MIN_PASSAGE`` characters, whitespace
     collapsed (the multi-turn domain uses the shorter ones)."""
     rows = training_rows("alpaca", source_dir)
-    return [re.sub(r"\s+", " ", r.answer).strip() for r in rows
-            if r.answer and len(r.answer) >= MIN_PASSAGE]
+    return [
+        re.sub(r"\s+", " ", r.answer).strip()
+        for r in rows
+        if r.answer and len(r.answer) >= MIN_PASSAGE
+    ]
 
 
 def _paragraphs(article: str, chars: int) -> str:
@@ -75,8 +84,10 @@ def _entity_words(text: str) -> set[str]:
 def _rag(gold: int, pool: Sequence[str], words: Sequence[set[str]], k: int, question: str) -> str:
     """``k`` passages (``pool[gold]`` at a hash-chosen slot, the rest the passages of ``pool``
     sharing most ``words`` with it) and the question last."""
-    ranked = sorted((i for i in range(len(pool)) if i != gold),
-                    key=lambda i: (-len(words[gold] & words[i]), hash_text(pool[i])))
+    ranked = sorted(
+        (i for i in range(len(pool)) if i != gold),
+        key=lambda i: (-len(words[gold] & words[i]), hash_text(pool[i])),
+    )
     others = [pool[i] for i in ranked[: k - 1]]
     gold_text = pool[gold]
     slot = hash_text(gold_text) % k
@@ -88,8 +99,9 @@ def _sentences(article: str) -> list[str]:
     return [s.strip() for s in re.split(r"(?<=[.!?])\s+", article) if 60 <= len(s.strip()) <= 250]
 
 
-def breadth_conversations(source_dir: str | Path, counts: dict[str, int],
-                          guard: EvalGuard | None = None) -> dict[str, list[Conversation]]:
+def breadth_conversations(
+    source_dir: str | Path, counts: dict[str, int], guard: EvalGuard | None = None
+) -> dict[str, list[Conversation]]:
     """Up to ``counts[domain]`` conversations per domain (``DOMAINS``), each ending with a user
     turn; none contains an eval prompt (``guard``, default: the registry's eval files)."""
     unknown = sorted(set(counts) - set(DOMAINS))
@@ -97,8 +109,11 @@ def breadth_conversations(source_dir: str | Path, counts: dict[str, int],
         raise BadInput(f"data_gen.breadth has unknown domains {unknown}; use {list(DOMAINS)}")
     guard = guard or EvalGuard.from_source(source_dir)
     need = [d for d in DOMAINS if counts.get(d)]
-    arts = [a for a in _articles(source_dir) if not guard.leaks(a)] if \
-        {"summarization", "passage_qa", "rag", "translation"} & set(need) else []
+    arts = (
+        [a for a in _articles(source_dir) if not guard.leaks(a)]
+        if {"summarization", "passage_qa", "rag", "translation"} & set(need)
+        else []
+    )
     # 1. Hash buckets of articles (an article feeds one domain): 3/8 summaries, 2/8 passage QA,
     # 2/8 RAG, 1/8 translation.
     eighths = ("summarization",) * 3 + ("passage_qa",) * 2 + ("rag",) * 2 + ("translation",)
@@ -119,8 +134,9 @@ def breadth_conversations(source_dir: str | Path, counts: dict[str, int],
         out.get("rag", []).append(_user(_rag(g, pool, words, 4, q)))
     if "translation" in out:
         alpaca = training_rows("alpaca", source_dir)
-        out["translation"] += [_user(r.turn("\n")) for r in alpaca
-                               if re.search(r"\btranslat", r.text, re.I)]
+        out["translation"] += [
+            _user(r.turn("\n")) for r in alpaca if re.search(r"\btranslat", r.text, re.I)
+        ]
         for a in bucket["translation"]:
             for j, s in enumerate(_sentences(a)[:2]):
                 lang = LANGUAGES[(hash_text(s) + j) % len(LANGUAGES)]
@@ -129,9 +145,13 @@ def breadth_conversations(source_dir: str | Path, counts: dict[str, int],
         for r in sorted(training_rows("alpaca", source_dir), key=lambda r: hash_text(r.turn())):
             if r.answer and len(r.answer) < MIN_PASSAGE:
                 follow = FOLLOW_UPS[hash_text(r.turn()) % len(FOLLOW_UPS)]
-                out["multi_turn"].append(_user(r.turn("\n")) + [
-                    {"role": "assistant", "content": r.answer},
-                    {"role": "user", "content": follow}])
+                out["multi_turn"].append(
+                    _user(r.turn("\n"))
+                    + [
+                        {"role": "assistant", "content": r.answer},
+                        {"role": "user", "content": follow},
+                    ]
+                )
     # 3. Screen every turn, drop repeats, keep the first ``count`` in hash order.
     for d, convs in out.items():
         seen, kept = set(), []

@@ -59,8 +59,9 @@ def documented_functions(path: Path) -> Iterator[tuple[str, str]]:
             yield node.name, prompt
 
 
-def code_prompts(count: int, *, roots: Sequence[str | Path] | None = None,
-                 source_dir: str | Path | None = None) -> list[tuple[str, str, str]]:
+def code_prompts(
+    count: int, *, roots: Sequence[str | Path] | None = None, source_dir: str | Path | None = None
+) -> list[tuple[str, str, str]]:
     """Up to ``count`` ``(file, function, prompt)`` triples from the ``.py`` files under ``roots``.
 
     Args:
@@ -77,8 +78,10 @@ def code_prompts(count: int, *, roots: Sequence[str | Path] | None = None,
     found: dict[str, tuple[str, str, str]] = {}
     for root in roots:
         if not root.is_dir():
-            raise BadInput(f"code prompt root {root} is not a folder; set "
-                           "data_gen.code_completion.roots to folders of .py files")
+            raise BadInput(
+                f"code prompt root {root} is not a folder; set "
+                "data_gen.code_completion.roots to folders of .py files"
+            )
         for path in sorted(root.rglob("*.py")):
             if SKIP_DIRS & set(path.relative_to(root).parts[:-1]):
                 continue
@@ -88,17 +91,27 @@ def code_prompts(count: int, *, roots: Sequence[str | Path] | None = None,
                     continue
                 found[key] = (str(path.relative_to(root)), name, prompt)
     if not found:
-        raise BadInput(f"no documented Python function under {[str(r) for r in roots]}; set "
-                       "data_gen.code_completion.roots")
+        raise BadInput(
+            f"no documented Python function under {[str(r) for r in roots]}; set "
+            "data_gen.code_completion.roots"
+        )
     picked = sorted(found.values(), key=lambda row: hash_text(row[2]))[:count]
-    log.info("code prompts: %d of %d documented functions under %s", len(picked), len(found),
-             [str(r) for r in roots])
+    log.info(
+        "code prompts: %d of %d documented functions under %s",
+        len(picked),
+        len(found),
+        [str(r) for r in roots],
+    )
     return picked
 
 
-def write_code_prompts(out_dir: str | Path, count: int, *,
-                       roots: Sequence[str | Path] | None = None,
-                       source_dir: str | Path | None = None) -> list[str]:
+def write_code_prompts(
+    out_dir: str | Path,
+    count: int,
+    *,
+    roots: Sequence[str | Path] | None = None,
+    source_dir: str | Path | None = None,
+) -> list[str]:
     """The prompts of ``code_prompts``, recorded in ``out_dir/code_prompts.jsonl``.
 
     A folder that already has the record keeps its prompts (a rerun on another interpreter's
@@ -112,7 +125,8 @@ def write_code_prompts(out_dir: str | Path, count: int, *,
     picked = code_prompts(count, roots=roots, source_dir=source_dir)
     record.parent.mkdir(parents=True, exist_ok=True)
     tmp = record.with_suffix(".tmp")
-    tmp.write_text("".join(json.dumps({"file": f, "function": n, "text": t}) + "\n"
-                           for f, n, t in picked))
+    tmp.write_text(
+        "".join(json.dumps({"file": f, "function": n, "text": t}) + "\n" for f, n, t in picked)
+    )
     tmp.replace(record)
     return [t for _, _, t in picked]

@@ -47,8 +47,9 @@ def features_path(traces_file: Path) -> Path:
 
 
 @torch.inference_mode()
-def cache_features(model, folder: str | Path, target_layers: Sequence[int],
-                   batch_size: int = 8) -> int:
+def cache_features(
+    model, folder: str | Path, target_layers: Sequence[int], batch_size: int = 8
+) -> int:
     """Write ``features_*.safetensors`` beside every traces file that lacks one; returns count.
 
     Args:
@@ -103,8 +104,9 @@ def frozen_target(model) -> torch.nn.Module:
     return target
 
 
-def load_feature_traces(folder: str | Path, *, features: bool = True
-                        ) -> list[tuple[Trace, torch.Tensor | None]]:
+def load_feature_traces(
+    folder: str | Path, *, features: bool = True
+) -> list[tuple[Trace, torch.Tensor | None]]:
     """Every trace of ``folder`` with its ``[n, k, H]`` fp16 features (``features=False``: with
     None, for features computed online; no feature file is read or needed).
 
@@ -131,22 +133,33 @@ def load_feature_traces(folder: str | Path, *, features: bool = True
     return out
 
 
-def synthetic_traces(model, out_dir: str | Path, *, prompts: int = 24, max_new: int = 24,
-                     vocab_map_size: int = 64, seed: int = 0, batch_size: int = 8) -> Path:
+def synthetic_traces(
+    model,
+    out_dir: str | Path,
+    *,
+    prompts: int = 24,
+    max_new: int = 24,
+    vocab_map_size: int = 64,
+    seed: int = 0,
+    batch_size: int = 8,
+) -> Path:
     """Greedy target answers to seeded random printable prompts, and their token map."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     tok, gen = model.tokenizer, torch.Generator().manual_seed(seed)
     alphabet = "abcdefghijklmnopqrstuvwxyz ,.?"
-    texts = ["".join(alphabet[i] for i in torch.randint(len(alphabet), (12,), generator=gen))
-             for _ in range(prompts)]
+    texts = [
+        "".join(alphabet[i] for i in torch.randint(len(alphabet), (12,), generator=gen))
+        for _ in range(prompts)
+    ]
     ids = [tok.encode(t) for t in texts]
     for c, b in enumerate(range(0, len(ids), batch_size)):
         path = out / f"traces_p0_{c:05d}.safetensors"
         if not path.exists():
             batch = ids[b : b + batch_size]
-            conts = generate_continuations(model.target, tok, batch, max_new=max_new,
-                                           temperature=0.0, seed=seed + c)
+            conts = generate_continuations(
+                model.target, tok, batch, max_new=max_new, temperature=0.0, seed=seed + c
+            )
             save_traces(path.with_suffix(".tmp"), batch, conts)  # atomic: a kill mid-write
             path.with_suffix(".tmp").rename(path)  # leaves no half file that a rerun would keep
     write_argmax_map(out, model.target.config.vocab_size, vocab_map_size, tok.eos_token_id)
@@ -160,16 +173,28 @@ def write_argmax_map(folder: Path, vocab: int, size: int, eos: int | None) -> Pa
         counts += torch.bincount(tr.topk_ids[:, 0], minlength=vocab)
     tmap = token_map(counts, size, always=[eos] if eos is not None else [])
     save_file({"token_map": tmap, "counts": counts}, str(folder / "token_map.safetensors"))
-    log.info("token map: %d tokens cover %.4f of the target's argmax tokens", tmap.numel(),
-             counts[tmap].sum().item() / max(counts.sum().item(), 1))
+    log.info(
+        "token map: %d tokens cover %.4f of the target's argmax tokens",
+        tmap.numel(),
+        counts[tmap].sum().item() / max(counts.sum().item(), 1),
+    )
     return folder / "token_map.safetensors"
 
 
-def make_eagle3_data(model, out_dir: str, target_layers: Sequence[int], *,
-                     source_dir: str | None = None, synthetic: dict | None = None,
-                     self_instruct: dict | None = None, code_completion: dict | None = None,
-                     breadth: dict | None = None, feature_batch: int = 8,
-                     features: str = "cache", **trace_kwargs) -> Path:
+def make_eagle3_data(
+    model,
+    out_dir: str,
+    target_layers: Sequence[int],
+    *,
+    source_dir: str | None = None,
+    synthetic: dict | None = None,
+    self_instruct: dict | None = None,
+    code_completion: dict | None = None,
+    breadth: dict | None = None,
+    feature_batch: int = 8,
+    features: str = "cache",
+    **trace_kwargs,
+) -> Path:
     """``stage=data``: traces (from ``source_dir``'s training prompts, or ``synthetic``), the
     target's answers to ``self_instruct`` prompts (``data.self_instruct``: its
     keyword arguments, e.g. ``{count: 1500, starters: [...]}``) in ``traces_self_*`` files, its
@@ -194,18 +219,25 @@ def make_eagle3_data(model, out_dir: str, target_layers: Sequence[int], *,
         write_trace_chunks(model, Path(out_dir), texts, prefix="traces_self", **chunk_kwargs)
     if code_completion:
         texts = write_code_prompts(out_dir, source_dir=source_dir, **code_completion)
-        write_trace_chunks(model, Path(out_dir), texts, prefix="traces_code", chat_template=False,
-                           **chunk_kwargs)
+        write_trace_chunks(
+            model, Path(out_dir), texts, prefix="traces_code", chat_template=False, **chunk_kwargs
+        )
     if breadth:
         if source_dir is None:
             raise BadInput("data_gen.breadth needs data_gen.source_dir (the training splits)")
         for domain, convs in breadth_conversations(source_dir, dict(breadth)).items():
             log.info("breadth: %d %s conversations", len(convs), domain)
-            write_trace_chunks(model, Path(out_dir), convs, prefix=f"traces_{domain}",
-                               **chunk_kwargs)
+            write_trace_chunks(
+                model, Path(out_dir), convs, prefix=f"traces_{domain}", **chunk_kwargs
+            )
     if self_instruct or code_completion or breadth:  # the token map over every trace
-        write_token_map(model.target.config.vocab_size, model.tokenizer, Path(out_dir),
-                        source_dir, int(trace_kwargs.get("vocab_map_size", 8192)))
+        write_token_map(
+            model.target.config.vocab_size,
+            model.tokenizer,
+            Path(out_dir),
+            source_dir,
+            int(trace_kwargs.get("vocab_map_size", 8192)),
+        )
     if features == "cache":
         cache_features(model, out_dir, target_layers, batch_size=feature_batch)
     return Path(out_dir)

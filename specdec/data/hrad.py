@@ -79,10 +79,16 @@ class HradRecorder(Drafter):
     def observe(self, ctx: Context, draft: Draft, verdict: Verdict) -> None:
         # 1. A full-length draft with features gets a row; a short one cannot be all-accept.
         if self._pending is not None and draft.num_drafted == self.gamma_max:
-            self.rows.append({"features": self._pending.cpu(), "accepted": verdict.num_accepted,
-                              "label": hrad_class(verdict.num_accepted, self.gamma_max),
-                              "step": ctx.step, "prefix_len": int(ctx.tokens.numel()),
-                              "draft": draft.tokens[1:].cpu()})
+            self.rows.append(
+                {
+                    "features": self._pending.cpu(),
+                    "accepted": verdict.num_accepted,
+                    "label": hrad_class(verdict.num_accepted, self.gamma_max),
+                    "step": ctx.step,
+                    "prefix_len": int(ctx.tokens.numel()),
+                    "draft": draft.tokens[1:].cpu(),
+                }
+            )
         elif self._pending is not None:
             self.dropped_short += 1
         self._pending = None
@@ -95,12 +101,15 @@ class HradRecorder(Drafter):
 def synthetic_prompts(count: int, seed: int = 0, length: int = 12) -> list[str]:
     """Seeded random printable strings (pairs without training data: the tiny pair)."""
     gen, alphabet = torch.Generator().manual_seed(seed), "abcdefghijklmnopqrstuvwxyz ,.?"
-    return ["".join(alphabet[i] for i in torch.randint(len(alphabet), (length,), generator=gen))
-            for _ in range(count)]
+    return [
+        "".join(alphabet[i] for i in torch.randint(len(alphabet), (length,), generator=gen))
+        for _ in range(count)
+    ]
 
 
-def prompt_texts(*, source_dir: str | None, datasets: list[str], limit: int | None,
-                 synthetic: dict | None) -> list[str]:
+def prompt_texts(
+    *, source_dir: str | None, datasets: list[str], limit: int | None, synthetic: dict | None
+) -> list[str]:
     """User turns: ``synthetic`` (``{count, seed}``) or the training splits under ``source_dir``."""
     if synthetic is not None:
         return synthetic_prompts(**synthetic)
@@ -111,12 +120,23 @@ def prompt_texts(*, source_dir: str | None, datasets: list[str], limit: int | No
     return training_prompts(source_dir, datasets, limit)
 
 
-def generate_hrad_data(model, out_dir: str, *, source_dir: str | None = None,
-                       datasets: tuple[str, ...] = DEFAULT_SETS, limit: int | None = None,
-                       synthetic: dict | None = None, gamma_max: int = 7, layers: int = 4,
-                       sampling: dict | None = None, max_new_tokens: int = 128, seed: int = 0,
-                       chunk_size: int = 16, val_fraction: float = 0.1,
-                       test_fraction: float = 0.1) -> Path:
+def generate_hrad_data(
+    model,
+    out_dir: str,
+    *,
+    source_dir: str | None = None,
+    datasets: tuple[str, ...] = DEFAULT_SETS,
+    limit: int | None = None,
+    synthetic: dict | None = None,
+    gamma_max: int = 7,
+    layers: int = 4,
+    sampling: dict | None = None,
+    max_new_tokens: int = 128,
+    seed: int = 0,
+    chunk_size: int = 16,
+    val_fraction: float = 0.1,
+    test_fraction: float = 0.1,
+) -> Path:
     """Decode every prompt with a γ_max chain drafter and write the labelled steps (see module).
 
     Args:
@@ -138,21 +158,33 @@ def generate_hrad_data(model, out_dir: str, *, source_dir: str | None = None,
     from specdec.verifiers import Tokenwise
 
     if model.draft is None:
-        raise BadInput("H-RAD labels need a draft model: pick a pair with a draft "
-                         "(model.draft=none has none)")
+        raise BadInput(
+            "H-RAD labels need a draft model: pick a pair with a draft (model.draft=none has none)"
+        )
     smp = Sampling(**(sampling or {}))
-    texts = prompt_texts(source_dir=source_dir, datasets=list(datasets), limit=limit,
-                         synthetic=synthetic)
+    texts = prompt_texts(
+        source_dir=source_dir, datasets=list(datasets), limit=limit, synthetic=synthetic
+    )
     cfg = model.target.config
     out, target_layers = Path(out_dir), hrad_layers(int(cfg.num_hidden_layers), layers)
-    check_meta(out, {"model": model.describe(), "target_hidden_size": int(cfg.hidden_size),
-                     "target_num_layers": int(cfg.num_hidden_layers),
-                     "target_vocab_size": int(model.target.get_output_embeddings().weight.shape[0]),
-                     "layers": layers, "gamma_max": gamma_max, "max_new_tokens": max_new_tokens,
-                     "sampling": {"temperature": smp.temperature, "top_k": smp.top_k,
-                                  "top_p": smp.top_p}, "seed": seed, "chunk_size": chunk_size,
-                     "prompts": len(texts), "val_fraction": val_fraction,
-                     "test_fraction": test_fraction})
+    check_meta(
+        out,
+        {
+            "model": model.describe(),
+            "target_hidden_size": int(cfg.hidden_size),
+            "target_num_layers": int(cfg.num_hidden_layers),
+            "target_vocab_size": int(model.target.get_output_embeddings().weight.shape[0]),
+            "layers": layers,
+            "gamma_max": gamma_max,
+            "max_new_tokens": max_new_tokens,
+            "sampling": {"temperature": smp.temperature, "top_k": smp.top_k, "top_p": smp.top_p},
+            "seed": seed,
+            "chunk_size": chunk_size,
+            "prompts": len(texts),
+            "val_fraction": val_fraction,
+            "test_fraction": test_fraction,
+        },
+    )
     tok, width = model.tokenizer, (layers + 1) * int(cfg.hidden_size)
     # the eval's composition (specdec.compose): a γ_max chain drafter and the tokenwise verifier
     method = compose_method(model, smp, lambda lm: ModelDrafter(lm, Fixed(gamma_max)), Tokenwise)
@@ -162,9 +194,16 @@ def generate_hrad_data(model, out_dir: str, *, source_dir: str | None = None,
         """The prompt's ids, its answer and the recorder that watched the decoding."""
         ids = encode_turn(tok, [{"role": "user", "content": text}], chat_template=True)
         recorder = HradRecorder(method.drafter, target_layers, gamma_max)
-        gen = generate(ids, method.target, recorder, method.verifier, sampling=smp,
-                       coins=TorchCoins(prompt_seed(seed, text)), max_new_tokens=max_new_tokens,
-                       stop_ids=stop_ids)
+        gen = generate(
+            ids,
+            method.target,
+            recorder,
+            method.verifier,
+            sampling=smp,
+            coins=TorchCoins(prompt_seed(seed, text)),
+            max_new_tokens=max_new_tokens,
+            stop_ids=stop_ids,
+        )
         return ids, gen.tokens, recorder
 
     for c, start in enumerate(range(0, len(texts), chunk_size)):
@@ -182,6 +221,11 @@ def generate_hrad_data(model, out_dir: str, *, source_dir: str | None = None,
             seq_prompt.append(i)
             dropped += recorder.dropped_short
         write_chunk(path, rows, seqs, seq_prompt, gamma_max, width, dropped)
-        log.info("hrad data: chunk %d (%d prompts, %d steps, %d short drafts dropped)", c,
-                 min(start + chunk_size, len(texts)), len(rows), dropped)
+        log.info(
+            "hrad data: chunk %d (%d prompts, %d steps, %d short drafts dropped)",
+            c,
+            min(start + chunk_size, len(texts)),
+            len(rows),
+            dropped,
+        )
     return out

@@ -30,25 +30,38 @@ def check_meta(out: Path, meta: dict) -> None:
         old = json.loads(path.read_text())
         diff = sorted(k for k in meta if old.get(k) != meta[k])
         if diff:
-            raise BadInput(f"{out} holds H-RAD data made with other settings ({diff}); delete "
-                             "the folder or set data_gen.out_dir to a new one")
+            raise BadInput(
+                f"{out} holds H-RAD data made with other settings ({diff}); delete "
+                "the folder or set data_gen.out_dir to a new one"
+            )
         return
     out.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(meta, indent=2))
 
 
-def write_chunk(path: Path, rows: list[dict], seqs: list[list[int]], seq_prompt: list[int],
-                gamma_max: int, width: int, dropped_short: int = 0) -> None:
+def write_chunk(
+    path: Path,
+    rows: list[dict],
+    seqs: list[list[int]],
+    seq_prompt: list[int],
+    gamma_max: int,
+    width: int,
+    dropped_short: int = 0,
+) -> None:
     """One chunk file, written atomically (``rows`` may be empty)."""
     offsets = torch.tensor([0] + [len(s) for s in seqs]).cumsum(0)
     tensors = {
-        "features": torch.stack([r["features"] for r in rows]) if rows
+        "features": torch.stack([r["features"] for r in rows])
+        if rows
         else torch.zeros(0, width),  # [N, D]
-        "draft": torch.stack([r["draft"] for r in rows]) if rows
+        "draft": torch.stack([r["draft"] for r in rows])
+        if rows
         else torch.zeros(0, gamma_max, dtype=torch.long),  # [N, γ]
         "tokens": torch.tensor([t for s in seqs for t in s], dtype=torch.int32),
-        "offsets": offsets, "seq_prompt": torch.tensor(seq_prompt, dtype=torch.long),
-        "dropped_short": torch.tensor([dropped_short])}
+        "offsets": offsets,
+        "seq_prompt": torch.tensor(seq_prompt, dtype=torch.long),
+        "dropped_short": torch.tensor([dropped_short]),
+    }
     for key in ("label", "accepted", "step", "prefix_len", "prompt", "split"):
         tensors[key] = torch.tensor([r[key] for r in rows], dtype=torch.long)
     tensors["labels"] = tensors.pop("label")
@@ -81,5 +94,5 @@ def committed_sequences(folder: str | Path) -> dict[int, list[int]]:
         d = load_file(str(f))
         off = d["offsets"].tolist()
         for j, i in enumerate(d["seq_prompt"].tolist()):
-            out[i] = d["tokens"][off[j]: off[j + 1]].tolist()
+            out[i] = d["tokens"][off[j] : off[j + 1]].tolist()
     return out

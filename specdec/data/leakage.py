@@ -45,8 +45,9 @@ class EvalGuard:
     def from_source(cls, source_dir: str | Path, conf: str | Path | None = None) -> EvalGuard:
         """Every registered eval file under ``source_dir`` (those it lacks are skipped)."""
         src = Path(source_dir)
-        return cls(t for rel in eval_files(conf) if (src / rel).exists()
-                   for t in file_turns(src / rel))
+        return cls(
+            t for rel in eval_files(conf) if (src / rel).exists() for t in file_turns(src / rel)
+        )
 
     def leaks(self, text: str) -> bool:
         """Whether ``text`` is, or contains, an eval prompt or a ``SHINGLE``-word part of one."""

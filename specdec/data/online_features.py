@@ -18,9 +18,13 @@ import torch
 
 
 @torch.no_grad()
-def target_features(target: torch.nn.Module, ids: torch.Tensor, length: torch.Tensor,
-                    layers: Sequence[int], cast: torch.dtype | None = torch.float16
-                    ) -> torch.Tensor:
+def target_features(
+    target: torch.nn.Module,
+    ids: torch.Tensor,
+    length: torch.Tensor,
+    layers: Sequence[int],
+    cast: torch.dtype | None = torch.float16,
+) -> torch.Tensor:
     """``[B, T, k, H]`` hidden states of ``layers`` at every token of right-padded ``ids``.
 
     Args:
@@ -37,16 +41,18 @@ def target_features(target: torch.nn.Module, ids: torch.Tensor, length: torch.Te
     target.eval()
     decoder = target.get_decoder() if hasattr(target, "get_decoder") else target
     valid = torch.arange(ids.shape[1], device=ids.device)[None] < length.to(ids.device)[:, None]
-    states = decoder(input_ids=ids, attention_mask=valid.long(), output_hidden_states=True,
-                     use_cache=False).hidden_states
+    states = decoder(
+        input_ids=ids, attention_mask=valid.long(), output_hidden_states=True, use_cache=False
+    ).hidden_states
     feats = torch.stack([states[i] for i in layers], 2)  # [B, T, k, H]
     if cast is not None:
         feats = feats.to(cast)
     return feats * valid[:, :, None, None]
 
 
-def batch_features(batch: dict[str, torch.Tensor], target: torch.nn.Module,
-                   layers: Sequence[int]) -> torch.Tensor:
+def batch_features(
+    batch: dict[str, torch.Tensor], target: torch.nn.Module, layers: Sequence[int]
+) -> torch.Tensor:
     """``batch["feats"]`` when the datamodule read the cache, else ``target_features``."""
     if "feats" in batch:
         return batch["feats"]

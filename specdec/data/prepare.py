@@ -42,8 +42,13 @@ def _read_jsonl(path: Path) -> list[Row]:
 def _record(pid, category: str, turns: list[str], reference=None, **meta) -> Row:
     if isinstance(reference, list):
         reference = reference[0] if reference else None
-    return {"id": str(pid), "category": category, "turns": list(turns),
-            "reference": reference, "meta": {k: str(v) for k, v in meta.items()}}
+    return {
+        "id": str(pid),
+        "category": category,
+        "turns": list(turns),
+        "reference": reference,
+        "meta": {k: str(v) for k, v in meta.items()},
+    }
 
 
 def gsm8k_final_answer(answer: str) -> str:
@@ -57,18 +62,33 @@ def gsm8k_final_answer(answer: str) -> str:
 # --- normalisers: source rows -> prepared rows ----------------------------------------------------
 def norm_question(rows: Iterable[Row], default_category: str) -> list[Row]:
     """Spec-Bench / EAGLE question rows (``question_id``, ``category``, ``turns``)."""
-    return [_record(r["question_id"], r.get("category") or default_category, r["turns"],
-                    r.get("reference")) for r in rows]
+    return [
+        _record(
+            r["question_id"], r.get("category") or default_category, r["turns"], r.get("reference")
+        )
+        for r in rows
+    ]
 
 
 def norm_gsm8k(rows: Iterable[Row]) -> list[Row]:
-    return [_record(i, "math", [r["question"]], r["answer"], answer=gsm8k_final_answer(r["answer"]))
-            for i, r in enumerate(rows)]
+    return [
+        _record(i, "math", [r["question"]], r["answer"], answer=gsm8k_final_answer(r["answer"]))
+        for i, r in enumerate(rows)
+    ]
 
 
 def norm_humaneval(rows: Iterable[Row]) -> list[Row]:
-    return [_record(r["task_id"], "code", [r["prompt"]], r["canonical_solution"],
-                    entry_point=r["entry_point"], test=r["test"]) for r in rows]
+    return [
+        _record(
+            r["task_id"],
+            "code",
+            [r["prompt"]],
+            r["canonical_solution"],
+            entry_point=r["entry_point"],
+            test=r["test"],
+        )
+        for r in rows
+    ]
 
 
 def norm_cnndm_specbench(rows: Iterable[Row]) -> list[Row]:
@@ -76,8 +96,10 @@ def norm_cnndm_specbench(rows: Iterable[Row]) -> list[Row]:
 
 
 def norm_cnndm_hub(rows: Iterable[Row]) -> list[Row]:
-    return [_record(r["id"], "summarization", ["Summarize: " + r["article"]], r["highlights"])
-            for r in rows]
+    return [
+        _record(r["id"], "summarization", ["Summarize: " + r["article"]], r["highlights"])
+        for r in rows
+    ]
 
 
 def norm_alpaca_hub(rows: Iterable[Row]) -> list[Row]:
@@ -128,8 +150,10 @@ def _source_file(name: str, recipe: dict, source: str | Path | None) -> Path:
     packaged = _packaged(recipe)
     if packaged is not None:
         return packaged
-    raise MissingInput(f"{file} missing: {name} needs {rel} in the source folder "
-                       f"({registry.conf_dir() / name}.yaml: source.prepare.file)")
+    raise MissingInput(
+        f"{file} missing: {name} needs {rel} in the source folder "
+        f"({registry.conf_dir() / name}.yaml: source.prepare.file)"
+    )
 
 
 def prepare(
@@ -153,16 +177,20 @@ def prepare(
     if unknown:
         where = "the hub (no source.hub in their conf/dataset file)" if hub else "a local folder"
         raise BadInput(f"cannot prepare {unknown} from {where}; choose from {sorted(table)}")
-    only_packaged = source is None and bool(names) and all(
-        _packaged(table[n]) is not None for n in names)
+    only_packaged = (
+        source is None and bool(names) and all(_packaged(table[n]) is not None for n in names)
+    )
     if not hub and not only_packaged and (source is None or not Path(source).is_dir()):
-        raise BadInput(f"source folder {source} not found; pass --source DIR (laid out like "
-                       "shared/data, see its README) or --hub on a machine with network")
+        raise BadInput(
+            f"source folder {source} not found; pass --source DIR (laid out like "
+            "shared/data, see its README) or --hub on a machine with network"
+        )
     written = {}
     for name in names:
         recipe = table[name]
-        norm = registry.instantiate_node(recipe["normaliser"],
-                                         f"{registry.conf_dir() / name}.yaml: source normaliser")
+        norm = registry.instantiate_node(
+            recipe["normaliser"], f"{registry.conf_dir() / name}.yaml: source normaliser"
+        )
         if hub:
             from datasets import load_dataset
 

@@ -73,13 +73,17 @@ def read_prompt_file(
 
     path = Path(path)
     if not path.exists():
-        raise MissingInput(f"prompt file {path} not found for dataset {dataset!r}; "
-                                + PREPARE_HINT)
+        raise MissingInput(f"prompt file {path} not found for dataset {dataset!r}; " + PREPARE_HINT)
     data = path.read_bytes()
     count = _check_lines(data, path)
     digest = hashlib.sha256(data).hexdigest()
-    rows = load_dataset("json", name=f"sha256-{digest[:16]}", data_files=str(path), split="train",
-                        cache_dir=str(cache_dir) if cache_dir else None)
+    rows = load_dataset(
+        "json",
+        name=f"sha256-{digest[:16]}",
+        data_files=str(path),
+        split="train",
+        cache_dir=str(cache_dir) if cache_dir else None,
+    )
     assert len(rows) == count, f"{path}: {len(rows)} rows loaded, {count} checked"
     out = tuple(_to_prompt(row, dataset) for row in rows)
     ids = [p.id for p in out]
@@ -117,20 +121,25 @@ def _check_lines(data: bytes, path: Path) -> int:
         except UnicodeDecodeError as err:
             raise BadInput(f"{where}: not UTF-8 ({err.reason}); {FIX_HINT}") from None
         except json.JSONDecodeError as err:
-            raise BadInput(f"{where}: not valid JSON ({err.msg} at column {err.colno}); "
-                             + FIX_HINT) from None
+            raise BadInput(
+                f"{where}: not valid JSON ({err.msg} at column {err.colno}); " + FIX_HINT
+            ) from None
         _check_row(row, where)
         mixed = mixed or _mixed_kind(row, number, kinds)
         rows += 1
     if rows == 0:
-        raise BadInput(f"prompt file {path} has no prompts (it is empty or only blank lines); "
-                       f"{PREPARE_HINT}, or point the dataset's path at a filled file")
+        raise BadInput(
+            f"prompt file {path} has no prompts (it is empty or only blank lines); "
+            f"{PREPARE_HINT}, or point the dataset's path at a filled file"
+        )
     if mixed and blank:
         # a field whose type changes sends datasets to its line-by-line reader, which fails on
         # a blank line ("Expected object or value")
-        raise BadInput(f"prompt file {path}, line {blank}: a blank line in a file whose {mixed}; "
-                       "datasets cannot read that mix: remove the blank lines, or give the "
-                       "field one type on every line")
+        raise BadInput(
+            f"prompt file {path}, line {blank}: a blank line in a file whose {mixed}; "
+            "datasets cannot read that mix: remove the blank lines, or give the "
+            "field one type on every line"
+        )
     return rows
 
 
@@ -161,37 +170,48 @@ def _check_row(row: object, where: str) -> None:
     """The fields ``datasets`` and ``_to_prompt`` rely on (a bad one would fail inside pyarrow,
     or be changed silently: pyarrow drops a lone surrogate from a string)."""
     if not isinstance(row, dict):
-        raise BadInput(f"{where}: a row must be a JSON object, got {type(row).__name__}; "
-                         + FIX_HINT)
+        raise BadInput(
+            f"{where}: a row must be a JSON object, got {type(row).__name__}; " + FIX_HINT
+        )
     try:
         json.dumps(row, ensure_ascii=False).encode("utf-8")
     except UnicodeEncodeError as err:
-        bad = err.object[err.start:err.end].encode("unicode_escape").decode()
-        raise BadInput(f"{where}: holds a lone UTF-16 surrogate ({bad}), which is no text; "
-                       + FIX_HINT) from None
+        bad = err.object[err.start : err.end].encode("unicode_escape").decode()
+        raise BadInput(
+            f"{where}: holds a lone UTF-16 surrogate ({bad}), which is no text; " + FIX_HINT
+        ) from None
     pid = row.get("id", row.get("question_id"))
     if pid is None:
         raise BadInput(f"{where}: the row has no 'id' (or 'question_id'); {FIX_HINT}")
     if not isinstance(pid, str | int) or isinstance(pid, bool):
-        raise BadInput(f"{where}: the id must be a string or an integer, got "
-                       f"{json.dumps(pid)[:80]}; {FIX_HINT}")
+        raise BadInput(
+            f"{where}: the id must be a string or an integer, got "
+            f"{json.dumps(pid)[:80]}; {FIX_HINT}"
+        )
     turns = row.get("turns")
     if turns is None:
         raise BadInput(f"{where}: the row has no 'turns' (the user turns); {FIX_HINT}")
     if not isinstance(turns, str) and not (
-            isinstance(turns, list) and turns and all(isinstance(t, str) for t in turns)):
-        raise BadInput(f"{where}: 'turns' must be a string or a non-empty list of strings, "
-                         f"got {json.dumps(turns)[:80]}; {FIX_HINT}")
+        isinstance(turns, list) and turns and all(isinstance(t, str) for t in turns)
+    ):
+        raise BadInput(
+            f"{where}: 'turns' must be a string or a non-empty list of strings, "
+            f"got {json.dumps(turns)[:80]}; {FIX_HINT}"
+        )
     if any(not t.strip() for t in ([turns] if isinstance(turns, str) else turns)):
         raise BadInput(f"{where}: a turn is empty (no text to answer); {FIX_HINT}")
     kinds = {"meta": (dict,), "category": (str,), "reference": (str, list)}
     for key, types in kinds.items():
         value = row.get(key)
         if value is not None and not isinstance(value, types):
-            want = {"meta": "an object", "category": "a string",
-                    "reference": "a string or a list of strings"}[key]
-            raise BadInput(f"{where}: '{key}' must be {want} or null, got "
-                           f"{json.dumps(value)[:80]}; {FIX_HINT}")
+            want = {
+                "meta": "an object",
+                "category": "a string",
+                "reference": "a string or a list of strings",
+            }[key]
+            raise BadInput(
+                f"{where}: '{key}' must be {want} or null, got {json.dumps(value)[:80]}; {FIX_HINT}"
+            )
 
 
 def first_per_category(prompts: Sequence[Prompt], n: int | None) -> list[Prompt]:
@@ -226,8 +246,7 @@ def _to_prompt(row: dict, dataset: str) -> Prompt:
     if isinstance(ref, list):
         ref = ref[0] if ref else None
     meta = {k: str(v) for k, v in (row.get("meta") or {}).items() if v is not None}
-    return Prompt(str(pid), dataset, str(row.get("category") or dataset), tuple(turns),
-                  ref, meta)
+    return Prompt(str(pid), dataset, str(row.get("category") or dataset), tuple(turns), ref, meta)
 
 
 def prompt_ids_hash(ids: list[str]) -> str:

@@ -65,25 +65,35 @@ def _entry(path: Path) -> Entry:
     source = node.get("source") or {}
     unknown = sorted(set(source) - set(SOURCE_KEYS))
     if not isinstance(source, dict) or unknown:
-        raise BadInput(f"{path}: source has unknown keys {unknown}; it takes "
-                       f"{', '.join(SOURCE_KEYS)} ({FIX})")
+        raise BadInput(
+            f"{path}: source has unknown keys {unknown}; it takes {', '.join(SOURCE_KEYS)} ({FIX})"
+        )
     for key in ("prepare", "hub"):
         if source.get(key) is not None and "normaliser" not in source[key]:
             raise BadInput(f"{path}: source.{key} needs a 'normaliser' ({{_target_: ...}}); {FIX}")
     train = source.get("train")
     if train is not None and "_target_" not in train:
-        raise BadInput(f"{path}: source.train needs a '_target_' reader "
-                       "(specdec.data.sources); " + FIX)
-    return Entry(path.stem, path, source.get("prepare"), source.get("hub"),
-                   tuple(source.get("eval_files") or ()), train)
+        raise BadInput(
+            f"{path}: source.train needs a '_target_' reader (specdec.data.sources); " + FIX
+        )
+    return Entry(
+        path.stem,
+        path,
+        source.get("prepare"),
+        source.get("hub"),
+        tuple(source.get("eval_files") or ()),
+        train,
+    )
 
 
 def datasets(conf: str | Path | None = None) -> dict[str, Entry]:
     """Every registered dataset by name (file-name order)."""
     folder = conf_dir(conf)
     if not folder.is_dir():
-        raise BadInput(f"dataset registry {folder} is not a folder; set {ENV} to conf/dataset "
-                       "or a folder of dataset YAML files")
+        raise BadInput(
+            f"dataset registry {folder} is not a folder; set {ENV} to conf/dataset "
+            "or a folder of dataset YAML files"
+        )
     return {p.stem: _entry(p) for p in sorted(folder.glob("*.yaml"))}
 
 
@@ -91,8 +101,10 @@ def lookup(name: str, conf: str | Path | None = None) -> Entry:
     """One registered dataset; an unknown name names the registry and the registered names."""
     table = datasets(conf)
     if name not in table:
-        raise BadInput(f"unknown dataset {name!r}: no {conf_dir(conf) / (name + '.yaml')}; "
-                       f"choose from {sorted(table)} or add that file ({FIX})")
+        raise BadInput(
+            f"unknown dataset {name!r}: no {conf_dir(conf) / (name + '.yaml')}; "
+            f"choose from {sorted(table)} or add that file ({FIX})"
+        )
     return table[name]
 
 
@@ -104,8 +116,10 @@ def instantiate_node(node: dict, where: str) -> object:
     try:
         return instantiate(node)
     except InstantiationException as e:
-        raise BadInput(f"{where}: cannot build {node.get('_target_')!r} ({e}); fix the "
-                       f"_target_ or its keys ({FIX})") from e
+        raise BadInput(
+            f"{where}: cannot build {node.get('_target_')!r} ({e}); fix the "
+            f"_target_ or its keys ({FIX})"
+        ) from e
 
 
 def norm_text(text: str) -> str:
@@ -115,8 +129,7 @@ def norm_text(text: str) -> str:
 
 def file_turns(path: Path) -> list[str]:
     """The user turns of a raw eval file (``turns``, else ``question``, else ``prompt``)."""
-    data = gzip.decompress(path.read_bytes()).decode() if path.suffix == ".gz" else \
-        path.read_text()
+    data = gzip.decompress(path.read_bytes()).decode() if path.suffix == ".gz" else path.read_text()
     out: list[str] = []
     for line in data.splitlines():
         if line.strip():

@@ -39,10 +39,13 @@ def user_header(tokenizer) -> str:
         ValueError: the tokenizer has no chat template (a base model cannot self-instruct).
     """
     if not getattr(tokenizer, "chat_template", None):
-        raise BadInput("self-instruct prompts need an instruct target with a chat template; "
-                         "drop data_gen.self_instruct for this pair")
-    text = tokenizer.apply_chat_template([{"role": "user", "content": SENTINEL}], tokenize=False,
-                                         add_generation_prompt=False)
+        raise BadInput(
+            "self-instruct prompts need an instruct target with a chat template; "
+            "drop data_gen.self_instruct for this pair"
+        )
+    text = tokenizer.apply_chat_template(
+        [{"role": "user", "content": SENTINEL}], tokenize=False, add_generation_prompt=False
+    )
     return text[: text.index(SENTINEL)]
 
 
@@ -52,10 +55,20 @@ def read_instructions(folder: str | Path) -> list[str]:
 
 
 @torch.inference_mode()
-def self_instructions(model, out_dir: str | Path, *, count: int, source_dir: str | Path | None,
-                      starters: Sequence[str] = ("",), temperature: float = 0.9,
-                      top_p: float = 0.95, max_new: int = 96, batch_size: int = 48,
-                      seed: int = 0, max_minutes: float | None = None) -> list[str]:
+def self_instructions(
+    model,
+    out_dir: str | Path,
+    *,
+    count: int,
+    source_dir: str | Path | None,
+    starters: Sequence[str] = ("",),
+    temperature: float = 0.9,
+    top_p: float = 0.95,
+    max_new: int = 96,
+    batch_size: int = 48,
+    seed: int = 0,
+    max_minutes: float | None = None,
+) -> list[str]:
     """Sample up to ``count`` user prompts from the target (resuming ``self_instruct.jsonl``).
 
     Batch ``b`` uses starter ``starters[b % len(starters)]`` and seed ``seed + b``, so a resumed
@@ -82,27 +95,43 @@ def self_instructions(model, out_dir: str | Path, *, count: int, source_dir: str
         # 2. Sample the user turns.
         with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
             torch.manual_seed(seed + batch_no)
-            gen = target.generate(input_ids=ids.to(device), attention_mask=torch.ones_like(ids).to(
-                device), do_sample=True, temperature=temperature, top_p=top_p, top_k=0,
-                max_new_tokens=max_new, pad_token_id=pad, eos_token_id=eos)
+            gen = target.generate(
+                input_ids=ids.to(device),
+                attention_mask=torch.ones_like(ids).to(device),
+                do_sample=True,
+                temperature=temperature,
+                top_p=top_p,
+                top_k=0,
+                max_new_tokens=max_new,
+                pad_token_id=pad,
+                eos_token_id=eos,
+            )
         # 3. Keep finished, new, non-eval turns; append them with the batch number.
         new = []
-        for row in gen[:, ids.shape[1]:].tolist():
+        for row in gen[:, ids.shape[1] :].tolist():
             if eos not in row:
                 continue
             text = (starter + tok.decode(row[: row.index(eos)])).strip()
             if 16 <= len(text) <= 2000 and norm_text(text) not in seen:
                 seen.add(norm_text(text))
                 new.append(text)
-        lines = [json.dumps({"batch": batch_no, "starter": starter, "text": t})
-                 for t in new[: count - len(kept)]]
+        lines = [
+            json.dumps({"batch": batch_no, "starter": starter, "text": t})
+            for t in new[: count - len(kept)]
+        ]
         lines.append(json.dumps({"batch": batch_no, "done": True}))
         with (out / FILE).open("a") as f:
             f.write("\n".join(lines) + "\n")  # one write per batch
         kept += new[: count - len(kept)]
         batch_no += 1
-        log.info("self-instruct: batch %d kept %d/%d (%d total, %.0f s)", batch_no, len(new),
-                 batch_size, len(kept), time.monotonic() - start)
+        log.info(
+            "self-instruct: batch %d kept %d/%d (%d total, %.0f s)",
+            batch_no,
+            len(new),
+            batch_size,
+            len(kept),
+            time.monotonic() - start,
+        )
     return kept
 
 

@@ -28,8 +28,9 @@ class _SlotLayer(CacheLayerMixin):
     def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
         return None
 
-    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs
-               ) -> tuple[torch.Tensor, torch.Tensor]:
+    def update(
+        self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         return self.store.write(self.index, key_states, value_states)
 
     def get_seq_length(self) -> int:
@@ -50,8 +51,17 @@ class SlotKV(Cache):
         rows: the batch; slots: ``S``, the positions each row can hold.
     """
 
-    def __init__(self, *, layers: int, heads: int, head_dim: int, rows: int, slots: int,
-                 dtype: torch.dtype, device: torch.device | str = "cpu") -> None:
+    def __init__(
+        self,
+        *,
+        layers: int,
+        heads: int,
+        head_dim: int,
+        rows: int,
+        slots: int,
+        dtype: torch.dtype,
+        device: torch.device | str = "cpu",
+    ) -> None:
         shape = (rows, heads, slots, head_dim)
         self.keys = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(layers)]
         self.values = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(layers)]
@@ -65,11 +75,19 @@ class SlotKV(Cache):
         heads = getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads
         head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
         p = next(model.parameters())
-        return cls(layers=cfg.num_hidden_layers, heads=heads, head_dim=head_dim, rows=rows,
-                   slots=slots, dtype=p.dtype, device=p.device)
+        return cls(
+            layers=cfg.num_hidden_layers,
+            heads=heads,
+            head_dim=head_dim,
+            rows=rows,
+            slots=slots,
+            dtype=p.dtype,
+            device=p.device,
+        )
 
-    def write(self, index: int, k: torch.Tensor, v: torch.Tensor
-              ) -> tuple[torch.Tensor, torch.Tensor]:
+    def write(
+        self, index: int, k: torch.Tensor, v: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Store ``k, v [b, H_kv, n, D]`` at slots ``length .. length + n`` of ``rows``; returns
         every slot up to there (``[b, H_kv, length + n, D]`` views)."""
         end = self.length + k.shape[2]

@@ -53,22 +53,29 @@ class JsonRecords:
         answer: the key of the reference answer, or None.
     """
 
-    def __init__(self, files: Sequence[str], prompt: str, extra: str | None = None,
-                 answer: str | None = None) -> None:
+    def __init__(
+        self, files: Sequence[str], prompt: str, extra: str | None = None, answer: str | None = None
+    ) -> None:
         self.files, self.prompt, self.extra, self.answer = list(files), prompt, extra, answer
 
     def rows(self, source_dir: str | Path, name: str) -> list[TrainRow]:
         src = Path(source_dir)
         paths = [p for pattern in self.files for p in sorted(src.glob(pattern))]
         if not paths:
-            raise MissingInput(f"training source {name!r}: no {' or '.join(self.files)} under "
-                               f"{src}")
+            raise MissingInput(
+                f"training source {name!r}: no {' or '.join(self.files)} under {src}"
+            )
         out = []
         for path in paths:
             for i, rec in enumerate(_records(path)):
-                out.append(TrainRow(f"{name}/{path.stem}/{i}", rec[self.prompt],
-                                    (rec.get(self.extra) or "") if self.extra else "",
-                                    rec.get(self.answer) if self.answer else None))
+                out.append(
+                    TrainRow(
+                        f"{name}/{path.stem}/{i}",
+                        rec[self.prompt],
+                        (rec.get(self.extra) or "") if self.extra else "",
+                        rec.get(self.answer) if self.answer else None,
+                    )
+                )
         return out
 
 
@@ -94,16 +101,21 @@ class TopicPrompts:
         self.count = int(count)
 
     def rows(self, source_dir: str | Path, name: str) -> list[TrainRow]:
-        return [TrainRow(f"{name}/{i}", f"Tell me something about {TOPICS[i % len(TOPICS)]} "
-                         f"(#{i}).") for i in range(self.count)]
+        return [
+            TrainRow(f"{name}/{i}", f"Tell me something about {TOPICS[i % len(TOPICS)]} (#{i}).")
+            for i in range(self.count)
+        ]
 
 
-def training_rows(name: str, source_dir: str | Path, conf: str | Path | None = None
-                  ) -> list[TrainRow]:
+def training_rows(
+    name: str, source_dir: str | Path, conf: str | Path | None = None
+) -> list[TrainRow]:
     """The training split of a registered dataset (its ``source.train`` reader)."""
     ds = registry.lookup(name, conf)
     if ds.train is None:
-        raise BadInput(f"dataset {name!r} has no training split: {ds.file} lacks source.train; "
-                       f"pick another dataset or add one ({registry.FIX})")
+        raise BadInput(
+            f"dataset {name!r} has no training split: {ds.file} lacks source.train; "
+            f"pick another dataset or add one ({registry.FIX})"
+        )
     reader = registry.instantiate_node(ds.train, f"{ds.file}: source.train")
     return reader.rows(source_dir, name)

@@ -63,8 +63,10 @@ def load_source(source: dict, data_dir: Path) -> list[tuple[str, str]]:
         else:
             rows = training_rows(name, data_dir)
     except MissingInput as e:
-        raise MissingInput(f"{e}; set data_gen.data_dir to the folder holding the training "
-                           "data (laid out like shared/data)") from e
+        raise MissingInput(
+            f"{e}; set data_gen.data_dir to the folder holding the training "
+            "data (laid out like shared/data)"
+        ) from e
     banned, seen, out = registry.eval_texts(data_dir), set(), []
     for row in rows:
         text = row.turn("\n\n")
@@ -76,8 +78,13 @@ def load_source(source: dict, data_dir: Path) -> list[tuple[str, str]]:
 
 
 @torch.inference_mode()
-def label_response(pair: ModelPair, prompt_ids: list[int], response_ids: list[int],
-                   sampling: Sampling, generator: torch.Generator) -> tuple[list[int], list[float]]:
+def label_response(
+    pair: ModelPair,
+    prompt_ids: list[int],
+    response_ids: list[int],
+    sampling: Sampling,
+    generator: torch.Generator,
+) -> tuple[list[int], list[float]]:
     """Draft token per response position and its acceptance probability ``min(1, p/q)``.
 
     Returns:
@@ -85,8 +92,8 @@ def label_response(pair: ModelPair, prompt_ids: list[int], response_ids: list[in
     """
     ids = torch.tensor([prompt_ids + response_ids], device=pair.target.device)  # [1, P+n]
     start, n = len(prompt_ids) - 1, len(response_ids)
-    q = warp(pair.draft(input_ids=ids).logits[0, start:start + n].double(), sampling)  # [n, V]
-    p = warp(pair.target(input_ids=ids).logits[0, start:start + n].double(), sampling)  # [n, V]
+    q = warp(pair.draft(input_ids=ids).logits[0, start : start + n].double(), sampling)  # [n, V]
+    p = warp(pair.target(input_ids=ids).logits[0, start : start + n].double(), sampling)  # [n, V]
     draft = torch.multinomial(q.cpu(), 1, generator=generator).to(q.device)  # [n, 1]
     labels = (p.gather(1, draft) / q.gather(1, draft)).clamp(max=1.0)[:, 0]  # [n]
     return draft[:, 0].tolist(), labels.float().tolist()
@@ -133,23 +140,34 @@ def generate_acceptance_data(
     ar = compose_method(model, smp, lambda lm: EmptyDrafter(), Tokenwise)
     tok = model.tokenizer
     stop_ids = [tok.eos_token_id] if tok.eos_token_id is not None else []
-    encoded = [(pid, encode_turn(tok, [{"role": "user", "content": text}], chat_template=True))
-               for pid, text in prompts]
+    encoded = [
+        (pid, encode_turn(tok, [{"role": "user", "content": text}], chat_template=True))
+        for pid, text in prompts
+    ]
     if exclude_traces:
         from specdec.data.traces import load_traces
 
         seen = {tuple(tr.ids[: tr.prompt_len].tolist()) for tr in load_traces(exclude_traces)}
         encoded = [(pid, ids) for pid, ids in encoded if tuple(ids) not in seen]
-        log.info("acceptance data: %d prompts left after excluding %d traced prompts",
-                 len(encoded), len(seen))
+        log.info(
+            "acceptance data: %d prompts left after excluding %d traced prompts",
+            len(encoded),
+            len(seen),
+        )
     greedy: dict[str, list[int]] = {}
     if smp.temperature == 0 and batch_size > 1:
         from specdec.data.traces import generate_continuations
 
         for b in range(0, len(encoded), batch_size):
             chunk = encoded[b : b + batch_size]
-            conts = generate_continuations(model.target, tok, [ids for _, ids in chunk],
-                                           max_new=max_new_tokens, temperature=0.0, seed=seed)
+            conts = generate_continuations(
+                model.target,
+                tok,
+                [ids for _, ids in chunk],
+                max_new=max_new_tokens,
+                temperature=0.0,
+                seed=seed,
+            )
             greedy.update({pid: c[0] for (pid, _), c in zip(chunk, conts)})
             log.info("acceptance data: answers %d/%d", b + len(chunk), len(encoded))
     rows: dict[str, list[dict]] = {"train": [], "validation": [], "test": []}
@@ -159,17 +177,31 @@ def generate_acceptance_data(
             response = greedy[pid]
         else:
             coins = TorchCoins(prompt_seed(seed, pid))
-            response = generate(prompt_ids, ar.target, ar.drafter, ar.verifier, sampling=smp,
-                                coins=coins, max_new_tokens=max_new_tokens,
-                                stop_ids=stop_ids).tokens
+            response = generate(
+                prompt_ids,
+                ar.target,
+                ar.drafter,
+                ar.verifier,
+                sampling=smp,
+                coins=coins,
+                max_new_tokens=max_new_tokens,
+                stop_ids=stop_ids,
+            ).tokens
         if not response:
             continue
         # 2-3. Draft token per position and its label min(1, p/q).
         gen = torch.Generator().manual_seed(prompt_seed(seed + 1, pid))
         draft_ids, labels = label_response(model, prompt_ids, response, smp, gen)
         rows[split_of(pid, val_fraction, test_fraction)].append(
-            {"prompt_id": pid, "source": pid.split("/")[0], "prompt_ids": prompt_ids,
-             "response_ids": response, "draft_ids": draft_ids, "labels": labels})
+            {
+                "prompt_id": pid,
+                "source": pid.split("/")[0],
+                "prompt_ids": prompt_ids,
+                "response_ids": response,
+                "draft_ids": draft_ids,
+                "labels": labels,
+            }
+        )
         if k % 50 == 0:
             log.info("acceptance data: %d/%d prompts", k + 1, len(encoded))
     empty = [name for name, r in rows.items() if not r]
@@ -177,9 +209,13 @@ def generate_acceptance_data(
         raise ValueError(f"split(s) {empty} got no prompt; use more prompts or larger fractions")
     out = Path(out_dir)
     DatasetDict({name: Dataset.from_list(r) for name, r in rows.items()}).save_to_disk(str(out))
-    meta = {"sampling": {"temperature": smp.temperature, "top_k": smp.top_k, "top_p": smp.top_p},
-            "model": model.describe(), "max_new_tokens": max_new_tokens, "seed": seed,
-            "rows": {name: len(r) for name, r in rows.items()}}
+    meta = {
+        "sampling": {"temperature": smp.temperature, "top_k": smp.top_k, "top_p": smp.top_p},
+        "model": model.describe(),
+        "max_new_tokens": max_new_tokens,
+        "seed": seed,
+        "rows": {name: len(r) for name, r in rows.items()},
+    }
     (out / "acceptance_meta.json").write_text(json.dumps(meta, indent=2))
     log.info("wrote %s (%s)", out, meta["rows"])
     return out

@@ -42,14 +42,21 @@ class Trace:
     topk_ids: torch.Tensor  # [T - prompt_len, k]
     topk_logp: torch.Tensor  # [T - prompt_len, k]
 
+
 DATA_COMMAND = "python -m specdec.train +experiment=draft_lm_smollm2 stage=data"
 
 
-
 @torch.inference_mode()
-def generate_continuations(model, tokenizer, prompts: list[list[int]], *, max_new: int,
-                           temperature: float, seed: int, topk: int = 8
-                           ) -> list[tuple[list[int], torch.Tensor, torch.Tensor]]:
+def generate_continuations(
+    model,
+    tokenizer,
+    prompts: list[list[int]],
+    *,
+    max_new: int,
+    temperature: float,
+    seed: int,
+    topk: int = 8,
+) -> list[tuple[list[int], torch.Tensor, torch.Tensor]]:
     """The target's continuation of every prompt, each cut after its first EOS
     (``data.batch_decode``: length buckets, a preallocated cache, finished rows dropped).
 
@@ -59,19 +66,36 @@ def generate_continuations(model, tokenizer, prompts: list[list[int]], *, max_ne
     """
     eos = tokenizer.eos_token_id
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos
-    return generate_batched(model, prompts, max_new=max_new, eos=eos, pad=pad,
-                            temperature=temperature, seed=seed, topk=topk)
+    return generate_batched(
+        model,
+        prompts,
+        max_new=max_new,
+        eos=eos,
+        pad=pad,
+        temperature=temperature,
+        seed=seed,
+        topk=topk,
+    )
 
 
-def save_traces(path: str | Path, prompts: list[list[int]],
-                conts: list[tuple[list[int], torch.Tensor, torch.Tensor]]) -> None:
+def save_traces(
+    path: str | Path,
+    prompts: list[list[int]],
+    conts: list[tuple[list[int], torch.Tensor, torch.Tensor]],
+) -> None:
     seqs = [p + c[0] for p, c in zip(prompts, conts, strict=True)]
     offsets = torch.tensor([0] + [len(s) for s in seqs]).cumsum(0)
     flat = torch.tensor([t for s in seqs for t in s], dtype=torch.int32)
-    save_file({"tokens": flat, "offsets": offsets,
-               "prompt_len": torch.tensor([len(p) for p in prompts]),
-               "topk_ids": torch.cat([c[1] for c in conts]).contiguous(),
-               "topk_logp": torch.cat([c[2] for c in conts]).contiguous()}, str(path))
+    save_file(
+        {
+            "tokens": flat,
+            "offsets": offsets,
+            "prompt_len": torch.tensor([len(p) for p in prompts]),
+            "topk_ids": torch.cat([c[1] for c in conts]).contiguous(),
+            "topk_logp": torch.cat([c[2] for c in conts]).contiguous(),
+        },
+        str(path),
+    )
 
 
 def _prompts_in(path: Path) -> int:
@@ -84,8 +108,7 @@ def load_traces(folder: str | Path) -> list[Trace]:
     """Every trace in the ``traces*.safetensors`` files of ``folder``."""
     files = sorted(Path(folder).glob("traces*.safetensors"))
     if not files:
-        raise MissingInput(f"no traces*.safetensors in {folder}; create them with "
-                                f"`{DATA_COMMAND}`")
+        raise MissingInput(f"no traces*.safetensors in {folder}; create them with `{DATA_COMMAND}`")
     return [tr for f in files for tr in traces_of_file(f)]
 
 
@@ -95,8 +118,14 @@ def traces_of_file(path: str | Path) -> list[Trace]:
     off, c, out = d["offsets"].tolist(), 0, []
     for i, plen in enumerate(d["prompt_len"].tolist()):
         n = off[i + 1] - off[i] - plen  # continuation length
-        out.append(Trace(d["tokens"][off[i] : off[i + 1]].long(), plen,
-                         d["topk_ids"][c : c + n].long(), d["topk_logp"][c : c + n].float()))
+        out.append(
+            Trace(
+                d["tokens"][off[i] : off[i + 1]].long(),
+                plen,
+                d["topk_ids"][c : c + n].long(),
+                d["topk_logp"][c : c + n].float(),
+            )
+        )
         c += n
     return out
 
@@ -109,11 +138,22 @@ def token_map(counts: torch.Tensor, size: int, always: Sequence[int] = ()) -> to
     return torch.topk(boost, size).indices.sort().values
 
 
-def make_traces(model, out_dir: str, source_dir: str, *, datasets: Sequence[str] = DEFAULT_SETS,
-                passes: Sequence[dict] = ({"temperature": 0.0},), max_new: int = 256,
-                batch_size: int = 16, limit: int | None = None, vocab_map_size: int = 8192,
-                topk: int = 8, max_minutes: float | None = None, seed: int = 0,
-                first_chunk: int = 0) -> Path:
+def make_traces(
+    model,
+    out_dir: str,
+    source_dir: str,
+    *,
+    datasets: Sequence[str] = DEFAULT_SETS,
+    passes: Sequence[dict] = ({"temperature": 0.0},),
+    max_new: int = 256,
+    batch_size: int = 16,
+    limit: int | None = None,
+    vocab_map_size: int = 8192,
+    topk: int = 8,
+    max_minutes: float | None = None,
+    seed: int = 0,
+    first_chunk: int = 0,
+) -> Path:
     """``stage=data``: write ``traces_p<pass>_<chunk>.safetensors`` and ``token_map.safetensors``.
 
     Resumable: existing chunk files are skipped. ``max_minutes`` stops generating (between
@@ -131,8 +171,18 @@ def make_traces(model, out_dir: str, source_dir: str, *, datasets: Sequence[str]
     tok = model.tokenizer
     texts = training_prompts(source_dir, datasets, limit)
     log.info("traces: %d training prompts -> %s", len(texts), out)
-    write_trace_chunks(model, out, texts, passes=passes, max_new=max_new, batch_size=batch_size,
-                       topk=topk, max_minutes=max_minutes, seed=seed, first_chunk=first_chunk)
+    write_trace_chunks(
+        model,
+        out,
+        texts,
+        passes=passes,
+        max_new=max_new,
+        batch_size=batch_size,
+        topk=topk,
+        max_minutes=max_minutes,
+        seed=seed,
+        first_chunk=first_chunk,
+    )
     write_token_map(model.target.config.vocab_size, tok, out, source_dir, vocab_map_size)
     return out
 
@@ -141,8 +191,10 @@ def write_token_map(vocab: int, tok, out: Path, source_dir: str | Path, size: in
     """``token_map.safetensors`` from the traces in ``out`` (weight 10) and the references."""
     counts = torch.zeros(vocab, dtype=torch.long)
     for text in reference_texts(source_dir):
-        counts += torch.bincount(torch.tensor(tok.encode(text, add_special_tokens=False),
-                                              dtype=torch.long), minlength=vocab)
+        counts += torch.bincount(
+            torch.tensor(tok.encode(text, add_special_tokens=False), dtype=torch.long),
+            minlength=vocab,
+        )
     trace_counts = torch.zeros(vocab, dtype=torch.long)
     for tr in load_traces(out):
         trace_counts += torch.bincount(tr.topk_ids[:, 0], minlength=vocab)  # target argmax
@@ -154,11 +206,21 @@ def write_token_map(vocab: int, tok, out: Path, source_dir: str | Path, size: in
     return out / "token_map.safetensors"
 
 
-def write_trace_chunks(model, out: Path, texts: Sequence[str | list[dict]], *,
-                       prefix: str = "traces",
-                       passes: Sequence[dict] = ({"temperature": 0.0},), max_new: int = 256,
-                       batch_size: int = 16, topk: int = 8, max_minutes: float | None = None,
-                       seed: int = 0, first_chunk: int = 0, chat_template: bool = True) -> bool:
+def write_trace_chunks(
+    model,
+    out: Path,
+    texts: Sequence[str | list[dict]],
+    *,
+    prefix: str = "traces",
+    passes: Sequence[dict] = ({"temperature": 0.0},),
+    max_new: int = 256,
+    batch_size: int = 16,
+    topk: int = 8,
+    max_minutes: float | None = None,
+    seed: int = 0,
+    first_chunk: int = 0,
+    chat_template: bool = True,
+) -> bool:
     """Write ``<prefix>_p<pass>_<chunk>.safetensors`` for user turns ``texts``; resumable.
 
     ``chat_template=False`` encodes each text as a plain completion prompt (``encode_turn``); an
@@ -170,8 +232,14 @@ def write_trace_chunks(model, out: Path, texts: Sequence[str | list[dict]], *,
     """
     out.mkdir(parents=True, exist_ok=True)
     tok = model.tokenizer
-    prompts = [encode_turn(tok, [{"role": "user", "content": t}] if isinstance(t, str) else t,
-                           chat_template=chat_template) for t in texts]
+    prompts = [
+        encode_turn(
+            tok,
+            [{"role": "user", "content": t}] if isinstance(t, str) else t,
+            chat_template=chat_template,
+        )
+        for t in texts
+    ]
     start = time.monotonic()
     for i, spec in enumerate(passes):
         for c, b in enumerate(range(0, len(prompts), batch_size)):
@@ -181,16 +249,33 @@ def write_trace_chunks(model, out: Path, texts: Sequence[str | list[dict]], *,
             if c < first_chunk or (path.exists() and _prompts_in(path) == len(batch)):
                 continue
             if path.exists():  # a short last chunk of a smaller run: the prompt list grew
-                log.info("%s: regenerating %s (%d -> %d prompts)", prefix, path.name,
-                         _prompts_in(path), len(batch))
+                log.info(
+                    "%s: regenerating %s (%d -> %d prompts)",
+                    prefix,
+                    path.name,
+                    _prompts_in(path),
+                    len(batch),
+                )
             if max_minutes is not None and time.monotonic() - start > 60 * max_minutes:
                 return False
             # 2. Generate, 3. write atomically.
-            conts = generate_continuations(model.target, tok, batch, max_new=max_new,
-                                           temperature=float(spec["temperature"]),
-                                           seed=seed + 1000 * i + c, topk=topk)
+            conts = generate_continuations(
+                model.target,
+                tok,
+                batch,
+                max_new=max_new,
+                temperature=float(spec["temperature"]),
+                seed=seed + 1000 * i + c,
+                topk=topk,
+            )
             save_traces(path.with_suffix(".tmp"), batch, conts)
             path.with_suffix(".tmp").rename(path)
-            log.info("%s: pass %d chunk %d (%d prompts, %.0f s)", prefix, i, c,
-                     min(b + batch_size, len(prompts)), time.monotonic() - start)
+            log.info(
+                "%s: pass %d chunk %d (%d prompts, %.0f s)",
+                prefix,
+                i,
+                c,
+                min(b + batch_size, len(prompts)),
+                time.monotonic() - start,
+            )
     return True

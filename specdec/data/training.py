@@ -20,8 +20,14 @@ from specdec.data.registry import eval_texts, norm_text
 from specdec.data.sources import TrainRow, training_rows
 from specdec.errors import MissingInput
 
-__all__ = ["eval_texts", "hash_text", "norm_text", "reference_texts", "training_pairs",
-           "training_prompts"]
+__all__ = [
+    "eval_texts",
+    "hash_text",
+    "norm_text",
+    "reference_texts",
+    "training_pairs",
+    "training_prompts",
+]
 DEFAULT_SETS = ("gsm8k", "alpaca")  # registered datasets whose training splits are read by default
 PASSAGE_WORDS = 150  # a prompt this long (an article) is also screened for eval passages inside it
 HINT = "set train_data_dir (env SPECDEC_SHARED_DATA) to a folder laid out like shared/data"
@@ -52,8 +58,9 @@ def _rows(source_dir: str | Path, datasets: Sequence[str]) -> dict[str, list[Tra
         raise MissingInput(f"training prompts not found under {source_dir} ({e}); {HINT}") from e
 
 
-def training_prompts(source_dir: str | Path, datasets: Sequence[str] = DEFAULT_SETS,
-                     limit: int | None = None) -> list[str]:
+def training_prompts(
+    source_dir: str | Path, datasets: Sequence[str] = DEFAULT_SETS, limit: int | None = None
+) -> list[str]:
     """User turns from the training splits only, eval prompts excluded, in hash order.
 
     Raises:
@@ -75,8 +82,9 @@ def training_prompts(source_dir: str | Path, datasets: Sequence[str] = DEFAULT_S
     return prompts[:limit] if limit else prompts
 
 
-def training_pairs(source_dir: str | Path, datasets: Sequence[str] = DEFAULT_SETS
-                   ) -> list[tuple[str, str]]:
+def training_pairs(
+    source_dir: str | Path, datasets: Sequence[str] = DEFAULT_SETS
+) -> list[tuple[str, str]]:
     """``(prompt, reference answer)`` of the training splits, eval prompts excluded, hash order
     (a prompt met twice, in any set, is kept once)."""
     banned, per_set = _Banned(source_dir), _rows(source_dir, datasets)

@@ -6,5 +6,10 @@ from specdec.drafters.model import ModelDrafter
 from specdec.drafters.multi import MultiDraftDrafter
 from specdec.drafters.tree import TopKTreeDrafter
 
-__all__ = ["EmptyDrafter", "ModelDrafter", "MultiDraftDrafter", "PromptLookupDrafter",
-           "TopKTreeDrafter"]
+__all__ = [
+    "EmptyDrafter",
+    "ModelDrafter",
+    "MultiDraftDrafter",
+    "PromptLookupDrafter",
+    "TopKTreeDrafter",
+]

@@ -33,8 +33,14 @@ class LookupRates:
         prior: the prior rate; weight: its pseudo-count; discount: per-update decay of counts.
     """
 
-    def __init__(self, max_length: int, depth: int, prior: float = 0.5, weight: float = 2.0,
-                 discount: float = 0.98) -> None:
+    def __init__(
+        self,
+        max_length: int,
+        depth: int,
+        prior: float = 0.5,
+        weight: float = 2.0,
+        discount: float = 0.98,
+    ) -> None:
         self.max_length, self.depth = int(max_length), int(depth)
         self.prior, self.weight, self.discount = float(prior), float(weight), float(discount)
         shape = (self.max_length + 1, self.depth + 1)

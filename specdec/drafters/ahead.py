@@ -81,8 +81,7 @@ def machine_cores() -> int:
         return os.cpu_count() or 1
 
 
-def check_overlap(device: torch.device, draft_threads: int | None, *, mode: str,
-                  name: str) -> bool:
+def check_overlap(device: torch.device, draft_threads: int | None, *, mode: str, name: str) -> bool:
     """Whether background work on ``device`` can overlap the target's forward in wall time.
 
     Args:
@@ -100,30 +99,43 @@ def check_overlap(device: torch.device, draft_threads: int | None, *, mode: str,
         ValueError: when ``draft_threads`` exceeds the machine's cores.
     """
     if mode == "inline":
-        log.info("background work %r runs inline: serial in wall time, overlapped in the "
-                 "modeled clock", name)
+        log.info(
+            "background work %r runs inline: serial in wall time, overlapped in the modeled clock",
+            name,
+        )
         return False
     if device.type != "cpu":
         return True
     cores, target = machine_cores(), torch.get_num_threads()
     if draft_threads is not None and draft_threads > cores:
-        raise BadInput(f"model.placement.draft_threads={draft_threads} exceeds this machine's "
-                       f"{cores} cores; give the draft at most {max(1, cores - 1)} (and the target "
-                       "the rest with threads=...)")
+        raise BadInput(
+            f"model.placement.draft_threads={draft_threads} exceeds this machine's "
+            f"{cores} cores; give the draft at most {max(1, cores - 1)} (and the target "
+            "the rest with threads=...)"
+        )
     draft = draft_threads if draft_threads is not None else target
     if draft + target <= cores:
         return True
-    what = ("the worker runs inline (drafter.mode=auto): same output, no thread contention in "
-            "the forward times the modeled clock is fitted on" if mode == "auto" else
-            "a worker thread only adds contention (drafter.mode=thread): it slows the forwards "
-            "the modeled clock is fitted on; drafter.mode=auto runs it inline")
+    what = (
+        "the worker runs inline (drafter.mode=auto): same output, no thread contention in "
+        "the forward times the modeled clock is fitted on"
+        if mode == "auto"
+        else "a worker thread only adds contention (drafter.mode=thread): it slows the forwards "
+        "the modeled clock is fitted on; drafter.mode=auto runs it inline"
+    )
     log.warning(
         "background work %r: the draft's %d torch threads and the target's %d share %d CPU "
         "cores, so drafting cannot overlap verification: this run is serial in wall time "
         "(wall_s) and %s; modeled_s prices the two lanes as two devices. To overlap, set "
         "threads=T model.placement.draft_threads=D with T + D <= %d, or "
         "model.placement.draft_device=<gpu>",
-        name, draft, target, cores, what, cores)
+        name,
+        draft,
+        target,
+        cores,
+        what,
+        cores,
+    )
     return False
 
 
@@ -138,11 +150,18 @@ class Ahead(Generic[T]):
             (a worker thread) or ``inline`` (run inside ``submit``). ``self.mode`` is the one used.
     """
 
-    def __init__(self, name: str, *, device: torch.device | str = "cpu",
-                 threads: int | None = None, mode: str = "auto") -> None:
+    def __init__(
+        self,
+        name: str,
+        *,
+        device: torch.device | str = "cpu",
+        threads: int | None = None,
+        mode: str = "auto",
+    ) -> None:
         if mode not in MODES:
-            raise BadInput(f"drafter.mode={mode!r} is not a background mode; use one of "
-                             f"{list(MODES)}")
+            raise BadInput(
+                f"drafter.mode={mode!r} is not a background mode; use one of {list(MODES)}"
+            )
         self.name, self.threads = name, threads
         self.device = torch.device(device)
         self.overlaps = check_overlap(self.device, threads, mode=mode, name=name)
@@ -159,8 +178,10 @@ class Ahead(Generic[T]):
     def submit(self, step: int, job: Callable[[], T]) -> None:
         """Start ``job`` for decoding step ``step`` (inline: run it now)."""
         if self._job is not None:
-            raise RuntimeError(f"background work {self.name!r}: the job of step "
-                               f"{self._job[0]} was never taken; take() it in observe")
+            raise RuntimeError(
+                f"background work {self.name!r}: the job of step "
+                f"{self._job[0]} was never taken; take() it in observe"
+            )
         if self.mode == "inline":
             future: Future = Future()
             try:
@@ -184,8 +205,10 @@ class Ahead(Generic[T]):
         try:
             return future.result()
         except Exception as err:
-            raise BackgroundError(f"background work {self.name!r} of decoding step {step} "
-                                  f"failed: {type(err).__name__}: {err}") from err
+            raise BackgroundError(
+                f"background work {self.name!r} of decoding step {step} "
+                f"failed: {type(err).__name__}: {err}"
+            ) from err
 
     def discard(self) -> None:
         """Wait for a pending job and drop its result or error (a generation ended early)."""
@@ -205,8 +228,9 @@ class Ahead(Generic[T]):
         if self._pool is None:
             if self.device.type == "cuda":
                 self._stream = torch.cuda.Stream(device=self.device)
-            self._pool = ThreadPoolExecutor(1, thread_name_prefix=f"specdec-{self.name}",
-                                            initializer=self._init_thread)
+            self._pool = ThreadPoolExecutor(
+                1, thread_name_prefix=f"specdec-{self.name}", initializer=self._init_thread
+            )
         return self._pool
 
     def _init_thread(self) -> None:

@@ -51,15 +51,24 @@ class DiscountedUCB:
         contexts: number of context buckets (>= 1).
     """
 
-    def __init__(self, arms: int, *, discount: float = 0.99, exploration: float = 0.5,
-                 explore: float = 0.0, contexts: int = 1) -> None:
+    def __init__(
+        self,
+        arms: int,
+        *,
+        discount: float = 0.99,
+        exploration: float = 0.5,
+        explore: float = 0.0,
+        contexts: int = 1,
+    ) -> None:
         if arms < 1 or contexts < 1:
             raise ValueError(f"the bandit needs >= 1 arm and >= 1 context, got {arms}, {contexts}")
         if not 0.0 < discount <= 1.0:
             raise BadInput(f"drafter.discount must be in (0, 1] (1 = UCB1), got {discount}")
         if exploration < 0.0 or not 0.0 <= explore <= 1.0:
-            raise BadInput(f"drafter.exploration must be >= 0 and drafter.explore in [0, 1], "
-                             f"got {exploration}, {explore}")
+            raise BadInput(
+                f"drafter.exploration must be >= 0 and drafter.explore in [0, 1], "
+                f"got {exploration}, {explore}"
+            )
         self.arms, self.contexts = int(arms), int(contexts)
         self.discount, self.c, self.eps = float(discount), float(exploration), float(explore)
         self.reset()
@@ -76,8 +85,10 @@ class DiscountedUCB:
         weight, total = self.weight[context], self.total[context]
         log_n = math.log(max(sum(weight), 1.0))
         scale = self.scale if self.scale > 0 else 1.0
-        return [math.inf if w <= 0 else s / (w * scale) + self.c * math.sqrt(log_n / w)
-                for w, s in zip(weight, total)]
+        return [
+            math.inf if w <= 0 else s / (w * scale) + self.c * math.sqrt(log_n / w)
+            for w, s in zip(weight, total)
+        ]
 
     def choose(self, context: int = 0, coins: Coins | None = None) -> int:
         """The arm to pull next in ``context`` (``coins``: for the ε-uniform draw)."""
@@ -109,9 +120,11 @@ class DiscountedUCB:
         ``γ^(updates - at)``. For costs that become known later (a deferred forward)."""
         age = self.updates[context] - at
         if age < 0 or not new >= 0.0:
-            raise ValueError(f"cannot revise update {at} of context {context} (at "
-                             f"{self.updates[context]}) to reward {new}")
-        self.total[context][arm] += self.discount ** age * (new - old)
+            raise ValueError(
+                f"cannot revise update {at} of context {context} (at "
+                f"{self.updates[context]}) to reward {new}"
+            )
+        self.total[context][arm] += self.discount**age * (new - old)
 
 
 class StepClock:
@@ -122,12 +135,17 @@ class StepClock:
     """
 
     def __init__(self, costs: Mapping[str, Sequence[float]] | None = None) -> None:
-        self.costs = None if costs is None else {str(r): tuple(float(x) for x in ab)
-                                                 for r, ab in costs.items()}
+        self.costs = (
+            None
+            if costs is None
+            else {str(r): tuple(float(x) for x in ab) for r, ab in costs.items()}
+        )
         for role, ab in (self.costs or {}).items():
             if len(ab) != 2 or min(ab) < 0:
-                raise BadInput(f"drafter.costs.{role} must be [fixed seconds, seconds per new "
-                                 f"token], both >= 0, got {list(ab)}")
+                raise BadInput(
+                    f"drafter.costs.{role} must be [fixed seconds, seconds per new "
+                    f"token], both >= 0, got {list(ab)}"
+                )
 
     def __call__(self, records: Iterable[ForwardRecord]) -> float:
         if self.costs is None:
@@ -135,9 +153,11 @@ class StepClock:
         seconds = 0.0
         for r in records:
             if r.role not in self.costs:
-                raise BadInput(f"drafter.costs has no price for {r.role!r} forwards; give "
-                                 f"{r.role}: [fixed seconds, seconds per new token] (priced: "
-                                 f"{sorted(self.costs)}), or costs: null for measured times")
+                raise BadInput(
+                    f"drafter.costs has no price for {r.role!r} forwards; give "
+                    f"{r.role}: [fixed seconds, seconds per new token] (priced: "
+                    f"{sorted(self.costs)}), or costs: null for measured times"
+                )
             a, b = self.costs[r.role]
             seconds += a + b * int(r.new_tokens)
         return seconds

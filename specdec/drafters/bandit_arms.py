@@ -25,20 +25,27 @@ def arm_shape(full: TreeShape, name: str, spec: Mapping | None) -> TreeShape | N
     allowed = sorted(f.name for f in fields(TreeShape))
     unknown = sorted(set(spec) - set(allowed))
     if unknown:
-        raise BadInput(f"drafter.arms.{name} sets {unknown}, which are not tree settings; use "
-                         f"{allowed}, or null for the skip arm")
+        raise BadInput(
+            f"drafter.arms.{name} sets {unknown}, which are not tree settings; use "
+            f"{allowed}, or null for the skip arm"
+        )
     spec = {k: tuple(int(w) for w in v) if k == "widths" else v for k, v in spec.items()}
     return replace(full, **spec)
 
 
 def arm_rates(counters: Mapping[str, int]) -> dict[str, dict[str, float]]:
     """Per arm from (summed) counters: ``share`` of the pulls and modeled ``tokens_per_s``."""
-    names = [k[len("bandit_"): -len("_pulls")] for k in counters
-             if k.startswith("bandit_") and k.endswith("_pulls")]
+    names = [
+        k[len("bandit_") : -len("_pulls")]
+        for k in counters
+        if k.startswith("bandit_") and k.endswith("_pulls")
+    ]
     total = sum(counters[f"bandit_{n}_pulls"] for n in names)
     out = {}
     for name in names:
         pulls, tokens, us = (counters[f"bandit_{name}_{k}"] for k in ("pulls", "tokens", "us"))
-        out[name] = {"share": pulls / total if total else 0.0,
-                     "tokens_per_s": 1e6 * tokens / us if us else 0.0}
+        out[name] = {
+            "share": pulls / total if total else 0.0,
+            "tokens_per_s": 1e6 * tokens / us if us else 0.0,
+        }
     return out

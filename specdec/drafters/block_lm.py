@@ -119,14 +119,19 @@ class BlockLM:
         n = int(cond.shape[0])
         first = torch.arange(self.positions + 1, self.positions + 1 + n, device=cond.device)
         cached = self.positions * self.net.slots
-        out = self._timed(n, lambda: append_block(self.net, cond[None], embeds[None],
-                                                  first[None], self._store, cached, keep))
+        out = self._timed(
+            n,
+            lambda: append_block(
+                self.net, cond[None], embeds[None], first[None], self._store, cached, keep
+            ),
+        )
         self.positions += n
         return out
 
     @torch.inference_mode()
-    def chain(self, cond: torch.Tensor, embeds: torch.Tensor, position: int,
-              cut: torch.Tensor) -> BlockOut:
+    def chain(
+        self, cond: torch.Tensor, embeds: torch.Tensor, position: int, cut: torch.Tensor
+    ) -> BlockOut:
         """A later block at ``M`` leaves of cached position ``position``.
 
         Args:
@@ -139,22 +144,35 @@ class BlockLM:
         assert self._buffers is not None and position < self.positions
         cross = [(ck[:, :, : position * k], cv[:, :, : position * k]) for ck, cv in self._buffers]
         at = slice(position * k, (position + 1) * k)
-        prefix = [(ck[:, :, at][:, :, None].expand(-1, -1, m, -1, -1),
-                   cv[:, :, at][:, :, None].expand(-1, -1, m, -1, -1))
-                  for ck, cv in self._buffers]  # [1, h_kv, M, K, d]
+        prefix = [
+            (
+                ck[:, :, at][:, :, None].expand(-1, -1, m, -1, -1),
+                cv[:, :, at][:, :, None].expand(-1, -1, m, -1, -1),
+            )
+            for ck, cv in self._buffers
+        ]  # [1, h_kv, M, K, d]
         seen = torch.ones(1, position * k, dtype=torch.bool)
         keys = ChainKeys(cross, seen, prefix, cut.cpu()[:, None], k)
         first = (position + 1 + cut).to(cond.device)  # [M]
         return self._timed(m, lambda: self.net.block(cond[None], embeds[None], first[None], keys))
 
-    def forward(self, tokens: torch.Tensor, parent: torch.Tensor | None = None, *,
-                hidden_layers=(), inputs_embeds: torch.Tensor | None = None) -> LMOut:
+    def forward(
+        self,
+        tokens: torch.Tensor,
+        parent: torch.Tensor | None = None,
+        *,
+        hidden_layers=(),
+        inputs_embeds: torch.Tensor | None = None,
+    ) -> LMOut:
         """``core.LM`` shape for the cost calibration: append ``len(tokens)`` positions reading
         ``inputs_embeds [n, H]`` with zero target features (same cost as real ones); the logits
         are the last position's slot 0 (``[1, V_d]``), the only row ``append`` computes."""
         n = int(tokens.numel())
-        embeds = inputs_embeds if inputs_embeds is not None else torch.zeros(
-            n, self.hidden_size, dtype=self.dtype)
+        embeds = (
+            inputs_embeds
+            if inputs_embeds is not None
+            else torch.zeros(n, self.hidden_size, dtype=self.dtype)
+        )
         embeds = embeds.to(device=self.device, dtype=self.dtype)
         out = self.append(torch.zeros_like(embeds), embeds)
         return LMOut(logits=out.logits[0, :, 0])
@@ -166,8 +184,9 @@ class BlockLM:
             bad = nonfinite_error(out.logits.flatten(0, 2), role=self.role, context=self.positions)
         end = time.perf_counter()
         where, step = current_lane()
-        self.forward_log.append(ForwardRecord(self.role, n, self.positions, end - start, start,
-                                              end, where, step))
+        self.forward_log.append(
+            ForwardRecord(self.role, n, self.positions, end - start, start, end, where, step)
+        )
         if bad is not None:
             raise bad
         return out

@@ -86,9 +86,17 @@ class BranchGrower:
         stop_ids: nothing is drafted after these.
     """
 
-    def __init__(self, grower: TreeGrower, tokens: list[int], parent: list[int],
-                 sampling: Sampling, *, topk: bool, coins: Coins,
-                 stop_ids: frozenset[int] = frozenset()) -> None:
+    def __init__(
+        self,
+        grower: TreeGrower,
+        tokens: list[int],
+        parent: list[int],
+        sampling: Sampling,
+        *,
+        topk: bool,
+        coins: Coins,
+        stop_ids: frozenset[int] = frozenset(),
+    ) -> None:
         self.grower, self.tokens, self.parent = grower, tokens, parent
         self.sampling, self.topk, self.coins, self.stop_ids = sampling, topk, coins, stop_ids
         self.q_rows: dict[int, torch.Tensor] = {}  # node -> [V] warped q over its children
@@ -116,10 +124,16 @@ class BranchGrower:
                     self.q_rows[node] = warp(logits[None], self.sampling)[0]  # [V]
                     tok = self.coins.categorical(self.q_rows[node])
                 depth_here = rule.depth - left + 1  # 1 = the head's child
-                fork = not forked and rule.k_max > 1 and (
-                    float(conf[tok]) < rule.threshold or (rule.fork_first and depth_here == 1))
-                soft_stop = not forked and rule.stop_at_branch and (
-                    float(conf[tok]) < rule.threshold or (rule.fork_first and depth_here == 1))
+                fork = (
+                    not forked
+                    and rule.k_max > 1
+                    and (float(conf[tok]) < rule.threshold or (rule.fork_first and depth_here == 1))
+                )
+                soft_stop = (
+                    not forked
+                    and rule.stop_at_branch
+                    and (float(conf[tok]) < rule.threshold or (rule.fork_first and depth_here == 1))
+                )
                 # 3. The branch tokens: the chain's own token first, then k - 1 more.
                 branch = [tok]
                 if fork:
@@ -135,8 +149,9 @@ class BranchGrower:
                     self.parent.append(node)
                     new = len(self.tokens) - 1
                     # 4. A duplicate, a stop id, the soft stop or the depth end a branch.
-                    keep = tok not in seen and tok not in self.stop_ids and left > 1 \
-                        and not soft_stop
+                    keep = (
+                        tok not in seen and tok not in self.stop_ids and left > 1 and not soft_stop
+                    )
                     seen.add(tok)
                     if keep:
                         grown.append((new, left - 1, forked or fork, rule))

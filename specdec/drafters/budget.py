@@ -74,17 +74,27 @@ class NodeBudget:
         role: the role whose forwards verify (the target's).
     """
 
-    def __init__(self, mode: str = "static", total: int = 8, max_nodes: int = 16,
-                 costs: VerifyCost | None = None, role: str = "target") -> None:
+    def __init__(
+        self,
+        mode: str = "static",
+        total: int = 8,
+        max_nodes: int = 16,
+        costs: VerifyCost | None = None,
+        role: str = "target",
+    ) -> None:
         if mode not in MODES:
             raise BadInput(f"drafter.budget must be one of {list(MODES)}, got {mode!r}")
         if total < 1 or max_nodes < 1:
-            raise BadInput(f"drafter.total_tokens and drafter.max_tokens must be >= 1, got "
-                           f"{total} and {max_nodes}")
+            raise BadInput(
+                f"drafter.total_tokens and drafter.max_tokens must be >= 1, got "
+                f"{total} and {max_nodes}"
+            )
         if mode == "cost" and not isinstance(costs, VerifyCost):
-            raise BadInput("drafter.budget=cost needs a verify cost table: set drafter.costs to a "
-                           "table (a run's summary.json cost_table under _target_: "
-                           "specdec.bench.pricing.CostTable.from_dict), or drafter.budget=static")
+            raise BadInput(
+                "drafter.budget=cost needs a verify cost table: set drafter.costs to a "
+                "table (a run's summary.json cost_table under _target_: "
+                "specdec.bench.pricing.CostTable.from_dict), or drafter.budget=static"
+            )
         self.mode, self.total, self.max_nodes = mode, int(total), int(max_nodes)
         self.costs, self.role = costs, role
 

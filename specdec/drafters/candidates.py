@@ -47,8 +47,9 @@ class Candidates:
         """The score a child of ``parent`` adds its log-probability to (the root's: 0)."""
         return 0.0 if parent < 0 else self.score[parent]
 
-    def add_children(self, parent: int, logp: Sequence[float],
-                     tokens: Sequence[int]) -> list[int | None]:
+    def add_children(
+        self, parent: int, logp: Sequence[float], tokens: Sequence[int]
+    ) -> list[int | None]:
         """Children ``tokens`` of ``parent`` with log-probabilities ``logp`` (relative to the
         parent), in the given order; each entry is the new node or ``None`` (a duplicate)."""
         base = self.base(parent)
@@ -56,8 +57,9 @@ class Candidates:
 
     def frontier(self, depth: int, n: int, stop_ids: frozenset[int] = frozenset()) -> list[int]:
         """The ``n`` best-scored nodes of ``depth`` that are no stop token (ties: creation)."""
-        level = [i for i, d in enumerate(self.depth)
-                 if d == depth and self.token[i] not in stop_ids]
+        level = [
+            i for i, d in enumerate(self.depth) if d == depth and self.token[i] not in stop_ids
+        ]
         return sorted(level, key=lambda i: -self.score[i])[:n]
 
     def best(self, n: int) -> list[int]:
@@ -65,8 +67,7 @@ class Candidates:
         order = sorted(range(len(self.token)), key=lambda i: (-self.score[i], self.depth[i]))
         kept = order[:n]
         chosen = set(kept)
-        assert all(self.parent[i] < 0 or self.parent[i] in chosen for i in kept), \
-            "ancestor closure"
+        assert all(self.parent[i] < 0 or self.parent[i] in chosen for i in kept), "ancestor closure"
         return sorted(kept, key=lambda i: (self.depth[i], i))
 
     def to_draft(self, root: int, kept: Sequence[int]) -> Draft:

@@ -62,27 +62,40 @@ class Eagle3Drafter(FeatureDrafter):
 
     name = "EAGLE-3"
 
-    def __init__(self, policy: Policy, path: str,
-                 topk: int = 2, total_tokens: int = 4, experiment: str = "eagle3_<model>",
-                 target_layers: list[int] | None = None,
-                 placement: Placement | None = None) -> None:
+    def __init__(
+        self,
+        policy: Policy,
+        path: str,
+        topk: int = 2,
+        total_tokens: int = 4,
+        experiment: str = "eagle3_<model>",
+        target_layers: list[int] | None = None,
+        placement: Placement | None = None,
+    ) -> None:
         if topk < 1 or total_tokens < 1:
-            raise BadInput(f"drafter.topk and drafter.total_tokens must be >= 1, got {topk}, "
-                             f"{total_tokens}")
+            raise BadInput(
+                f"drafter.topk and drafter.total_tokens must be >= 1, got {topk}, {total_tokens}"
+            )
         self.topk, self.total = int(topk), int(total_tokens)
         super().__init__(
-            policy, lambda command: load_eagle3(path, train_command=command,
-                                                target_layers=target_layers),
-            cache=lambda net: CachedLM(net.decoder, role="draft",
-                                       vocab_size=net.meta["target_vocab"]),
-            experiment=experiment, placement=placement, asset=path)
+            policy,
+            lambda command: load_eagle3(path, train_command=command, target_layers=target_layers),
+            cache=lambda net: CachedLM(
+                net.decoder, role="draft", vocab_size=net.meta["target_vocab"]
+            ),
+            experiment=experiment,
+            placement=placement,
+            asset=path,
+        )
         self.net: Eagle3Net | PublishedEagle3Net
         self.vocab = self.net.decoder.token_map  # [V_d]
         check_width("drafter.topk", self.topk, int(self.vocab.numel()))
         depth = policy.longest()  # topk expanded nodes per depth; topk² candidates each
-        check_nodes(max(1 + self.topk * depth, self.topk ** 2, 1 + self.total),
-                    what=f"drafter.topk={topk} (depth {depth}), drafter.total_tokens="
-                    f"{total_tokens}", fix="drafter.topk or drafter.total_tokens")
+        check_nodes(
+            max(1 + self.topk * depth, self.topk**2, 1 + self.total),
+            what=f"drafter.topk={topk} (depth {depth}), drafter.total_tokens={total_tokens}",
+            fix="drafter.topk or drafter.total_tokens",
+        )
 
     def reset(self) -> None:
         super().reset()
@@ -124,8 +137,12 @@ class Eagle3Drafter(FeatureDrafter):
             cond = torch.stack([hidden[tree.parent[i]] for i in level])  # [M, H]
             parents = torch.tensor([slot.get(tree.parent[i], -1) for i in level])  # [M]
             grow = self.lm.forward if not slot else self.lm.extend
-            out = grow(toks, parents, hidden_layers=(-1,),
-                       inputs_embeds=lambda t=toks, c=cond: self.net.inputs(self.view.embed(t), c))
+            out = grow(
+                toks,
+                parents,
+                hidden_layers=(-1,),
+                inputs_embeds=lambda t=toks, c=cond: self.net.inputs(self.view.embed(t), c),
+            )
             for j, i in enumerate(level):
                 slot[i] = len(slot)
                 hidden[i] = out.hidden[j, 0]

@@ -76,9 +76,16 @@ class FeatureDrafter(Drafter):
     net: nn.Module
     total: int  # candidates kept per step (the target verifies one more); a subclass sets it
 
-    def __init__(self, policy: Policy, load: Callable[[str], nn.Module], *,
-                 cache: Callable[[nn.Module], LM] | None = None, experiment: str,
-                 placement: Placement | None, asset: str | None = None) -> None:
+    def __init__(
+        self,
+        policy: Policy,
+        load: Callable[[str], nn.Module],
+        *,
+        cache: Callable[[nn.Module], LM] | None = None,
+        experiment: str,
+        placement: Placement | None,
+        asset: str | None = None,
+    ) -> None:
         self.command = retrain_command(experiment, asset)  # writes `asset`, not <run>/export/
         self.net = self.place(load(self.command), placement)
         self.policy = policy
@@ -95,8 +102,10 @@ class FeatureDrafter(Drafter):
 
     def modules(self) -> dict[str, Held]:
         policy = getattr(self, "policy", None)
-        return {"drafter.net": Held("features", self.net),
-                **(policy.modules() if policy is not None else {})}
+        return {
+            "drafter.net": Held("features", self.net),
+            **(policy.modules() if policy is not None else {}),
+        }
 
     def reset(self) -> None:
         if self.lm is not None:
@@ -107,9 +116,15 @@ class FeatureDrafter(Drafter):
     def attach(self, target: TargetView) -> None:
         """Check the target once (shapes, then placement); keep its view (embedding, head)."""
         if self.view is None:
-            check_target(self.net.meta, hidden=target.hidden_size, vocab=target.vocab_size,
-                         layers=target.num_layers, where="(drafter.path)",
-                         train_command=self.command, name=self.name)
+            check_target(
+                self.net.meta,
+                hidden=target.hidden_size,
+                vocab=target.vocab_size,
+                layers=target.num_layers,
+                where="(drafter.path)",
+                train_command=self.command,
+                name=self.name,
+            )
             self.check_view(target)
         self.view = target
 
@@ -120,7 +135,8 @@ class FeatureDrafter(Drafter):
             raise BadInput(
                 f"the drafter's net was placed on {weight.device} in {weight.dtype}, but the "
                 f"target runs on {target.device} in {target.dtype}; build the drafter with the "
-                "pair's placement (placement=pair.placement, as bench.method.build_method does)")
+                "pair's placement (placement=pair.placement, as bench.method.build_method does)"
+            )
 
     # --- verified positions -------------------------------------------------------------------
     def _advance(self, tokens: list[int], features: torch.Tensor) -> None:

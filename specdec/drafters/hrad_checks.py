@@ -24,17 +24,29 @@ def load_head(hrad: str, gamma: int, placement: Placement | None) -> HradHead:
     # errors name the experiment that trains it (hrad_<model> for a folder named after a
     # preset's pair) with the export overrides that write this very folder
     head = (placement or Placement.cpu()).place(
-        load_hrad(Path(hrad), experiment=f"{experiment_of('hrad', hrad)} "
-                  f"{export_args(hrad)}".strip()), "features", cast=False)
+        load_hrad(
+            Path(hrad), experiment=f"{experiment_of('hrad', hrad)} {export_args(hrad)}".strip()
+        ),
+        "features",
+        cast=False,
+    )
     trained = head.meta.get("gamma_max")
     if trained is not None and int(trained) != gamma:
         # class 2 means "all gamma_max accepted": a head labelled with another length
         # predicts a different event than the one this draft length needs
-        log.warning("drafter.hrad %s was trained with gamma_max=%s but "
-                    "drafter.policy.gamma=%d: its classes 0 / 1..%d / %d describe another "
-                    "draft length; set drafter.policy.gamma=%s or train a head with "
-                    "hrad.gamma_max=%d", hrad, trained, gamma, int(trained) - 1,
-                    int(trained), trained, gamma)
+        log.warning(
+            "drafter.hrad %s was trained with gamma_max=%s but "
+            "drafter.policy.gamma=%d: its classes 0 / 1..%d / %d describe another "
+            "draft length; set drafter.policy.gamma=%s or train a head with "
+            "hrad.gamma_max=%d",
+            hrad,
+            trained,
+            gamma,
+            int(trained) - 1,
+            int(trained),
+            trained,
+            gamma,
+        )
     return head
 
 
@@ -42,7 +54,11 @@ def warn_temperature(head: HradHead, hrad: str | None, temperature: float) -> No
     """Warn when the head's labels were made at another temperature than ``temperature``."""
     labelled = (head.meta.get("sampling") or {}).get("temperature")
     if labelled is not None and float(labelled) != temperature:
-        log.warning("drafter.hrad %s was labelled at temperature %s but this run samples "
-                    "at %s; its classes may be miscalibrated (train a head at this "
-                    "temperature: sampling.temperature in the hrad experiment)", hrad,
-                    labelled, temperature)
+        log.warning(
+            "drafter.hrad %s was labelled at temperature %s but this run samples "
+            "at %s; its classes may be miscalibrated (train a head at this "
+            "temperature: sampling.temperature in the hrad experiment)",
+            hrad,
+            labelled,
+            temperature,
+        )

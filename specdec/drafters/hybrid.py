@@ -59,8 +59,12 @@ def match_length(source: list[int], start: int, tokens: list[int], cap: int) -> 
     """How many tokens before ``source[start]`` equal the last ones of ``tokens`` (at most
     ``cap``): the length of the suffix match whose continuation starts at ``start``."""
     n = 0
-    while n < cap and n < len(tokens) and start - 1 - n >= 0 and \
-            source[start - 1 - n] == tokens[-1 - n]:
+    while (
+        n < cap
+        and n < len(tokens)
+        and start - 1 - n >= 0
+        and source[start - 1 - n] == tokens[-1 - n]
+    ):
         n += 1
     return n
 
@@ -87,28 +91,48 @@ class HybridDrafter(Drafter):
     makes_trees = True
     reads_target = True
 
-    def __init__(self, policy: Policy | None = None, *, model: Callable[..., Drafter],
-                 lookup: Callable[..., Drafter], lookup_depth: int = 8, total_tokens: int = 8,
-                 budget: str = "static", max_tokens: int = 16, costs: VerifyCost | None = None,
-                 max_length: int = 6, prior: float = 0.5, discount: float = 0.98,
-                 persist: bool = False, placement: Placement | None = None) -> None:
+    def __init__(
+        self,
+        policy: Policy | None = None,
+        *,
+        model: Callable[..., Drafter],
+        lookup: Callable[..., Drafter],
+        lookup_depth: int = 8,
+        total_tokens: int = 8,
+        budget: str = "static",
+        max_tokens: int = 16,
+        costs: VerifyCost | None = None,
+        max_length: int = 6,
+        prior: float = 0.5,
+        discount: float = 0.98,
+        persist: bool = False,
+        placement: Placement | None = None,
+    ) -> None:
         if policy is None:
             raise BadInput("the hybrid drafter needs a policy: set drafter/policy=fixed")
         if lookup_depth < 1 or max_length < 1 or not 0 < prior < 1 or not 0 < discount <= 1:
-            raise BadInput(f"need drafter.lookup_depth >= 1, drafter.max_length >= 1, 0 < "
-                           f"drafter.prior < 1 and 0 < drafter.discount <= 1, got {lookup_depth}, "
-                           f"{max_length}, {prior}, {discount}")
+            raise BadInput(
+                f"need drafter.lookup_depth >= 1, drafter.max_length >= 1, 0 < "
+                f"drafter.prior < 1 and 0 < drafter.discount <= 1, got {lookup_depth}, "
+                f"{max_length}, {prior}, {discount}"
+            )
         self.model = model(policy=policy, placement=placement)
         self.lookup = lookup(policy=Fixed(lookup_depth))
         if not isinstance(self.model, FeatureDrafter):
-            raise BadInput(f"drafter.model must be a feature drafter (EAGLE-3 or SpecBlock), got "
-                           f"{type(self.model).__name__}")
+            raise BadInput(
+                f"drafter.model must be a feature drafter (EAGLE-3 or SpecBlock), got "
+                f"{type(self.model).__name__}"
+            )
         if not isinstance(self.lookup, PromptLookupDrafter):
-            raise BadInput(f"drafter.lookup must be a prompt lookup drafter, got "
-                           f"{type(self.lookup).__name__}")
+            raise BadInput(
+                f"drafter.lookup must be a prompt lookup drafter, got {type(self.lookup).__name__}"
+            )
         self.budget = NodeBudget(budget, total_tokens, max_tokens, costs)
-        check_nodes(1 + self.budget.largest, what=f"drafter.total_tokens={total_tokens} / "
-                    f"drafter.max_tokens={max_tokens}", fix="them")
+        check_nodes(
+            1 + self.budget.largest,
+            what=f"drafter.total_tokens={total_tokens} / drafter.max_tokens={max_tokens}",
+            fix="them",
+        )
         self.policy, self.lookup_depth = policy, int(lookup_depth)
         self.max_length, self.prior, self.discount = int(max_length), float(prior), float(discount)
         self.persist = bool(persist)
@@ -118,8 +142,9 @@ class HybridDrafter(Drafter):
         self.reset()
 
     def _fresh_estimates(self) -> None:
-        self.rates = LookupRates(self.max_length, self.lookup_depth, self.prior,
-                                 discount=self.discount)
+        self.rates = LookupRates(
+            self.max_length, self.lookup_depth, self.prior, discount=self.discount
+        )
         self.calibration = ModelCalibration(discount=self.discount)
 
     def modules(self) -> dict[str, Held]:
@@ -131,9 +156,14 @@ class HybridDrafter(Drafter):
         if not self.persist:
             self._fresh_estimates()
         self._last: tuple[list[int], MergedTree, list[int]] | None = None
-        self._counts = {"hybrid_kept": 0, "hybrid_candidates": 0, "hybrid_lookup_nodes": 0,
-                        "hybrid_model_nodes": 0, "hybrid_lookup_accepted": 0,
-                        "hybrid_model_accepted": 0}
+        self._counts = {
+            "hybrid_kept": 0,
+            "hybrid_candidates": 0,
+            "hybrid_lookup_nodes": 0,
+            "hybrid_model_nodes": 0,
+            "hybrid_lookup_accepted": 0,
+            "hybrid_model_accepted": 0,
+        }
 
     def attach(self, target: TargetView) -> None:
         self.model.attach(target)
@@ -162,8 +192,9 @@ class HybridDrafter(Drafter):
         ids = ctx.tokens.tolist()
         lengths = []
         # the draft's root children follow the matches' order, each a chain of its match
-        for k, ((source, start), node) in enumerate(zip(self.lookup.matches(ctx.tokens),
-                                                         kids[0], strict=True)):
+        for k, ((source, start), node) in enumerate(
+            zip(self.lookup.matches(ctx.tokens), kids[0], strict=True)
+        ):
             chain = [tokens[node]]
             while kids[node]:
                 node = kids[node][0]
@@ -211,8 +242,9 @@ class HybridDrafter(Drafter):
         accepted = {kept[j - 1] for j in verdict.path}  # draft node j is candidate kept[j - 1]
         # 1. Model calibration: the kept model nodes' predicted and accepted counts.
         model_nodes = [i for i in kept if tree.model[i] is not None]
-        self.calibration.update(sum(tree.model[i] for i in model_nodes),
-                                sum(i in accepted for i in model_nodes))
+        self.calibration.update(
+            sum(tree.model[i] for i in model_nodes), sum(i in accepted for i in model_nodes)
+        )
         # 2. Lookup rates: each match's kept chain (kept is in depth order).
         for k, length in enumerate(lengths):
             self.rates.update(length, [i in accepted for i in kept if tree.chain[i] == k])
@@ -223,5 +255,8 @@ class HybridDrafter(Drafter):
         self._counts["hybrid_model_accepted"] += sum(i in accepted for i in model_nodes)
 
     def counters(self) -> dict[str, int]:
-        return {**self.model.counters(), **self.lookup.counters(),
-                **{k: v for k, v in self._counts.items() if v}}
+        return {
+            **self.model.counters(),
+            **self.lookup.counters(),
+            **{k: v for k, v in self._counts.items() if v},
+        }

@@ -35,16 +35,19 @@ def max_tree_nodes() -> int:
     except ValueError:
         cap = 0
     if cap < 1:
-        raise BadInput(f"{ENV}={raw!r} is not valid: expected an integer >= 1 (unset: "
-                       f"{MAX_TREE_NODES})")
+        raise BadInput(
+            f"{ENV}={raw!r} is not valid: expected an integer >= 1 (unset: {MAX_TREE_NODES})"
+        )
     return cap
 
 
 def check_width(key: str, width: int, vocab: int) -> None:
     """Refuse a per-node width above the vocabulary (``key`` names the config key)."""
     if width > vocab:
-        raise BadInput(f"{key}={width} exceeds the draft vocabulary ({vocab} tokens): a node "
-                       f"cannot have more distinct children; lower {key} to <= {vocab}")
+        raise BadInput(
+            f"{key}={width} exceeds the draft vocabulary ({vocab} tokens): a node "
+            f"cannot have more distinct children; lower {key} to <= {vocab}"
+        )
 
 
 def check_nodes(nodes: int, *, what: str, fix: str) -> None:
@@ -57,9 +60,11 @@ def check_nodes(nodes: int, *, what: str, fix: str) -> None:
     """
     cap = max_tree_nodes()
     if nodes > cap:
-        raise BadInput(f"{what} makes up to {nodes} draft nodes per step, over the cap of {cap} "
-                       f"(each scored with an [N, N] attention mask); lower {fix}, or raise the "
-                       f"cap with {ENV}=<n> if the machine has the memory")
+        raise BadInput(
+            f"{what} makes up to {nodes} draft nodes per step, over the cap of {cap} "
+            f"(each scored with an [N, N] attention mask); lower {fix}, or raise the "
+            f"cap with {ENV}=<n> if the machine has the memory"
+        )
 
 
 def tree_nodes(branching: list[int], depth: int, vocab: int) -> int:

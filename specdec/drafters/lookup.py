@@ -63,14 +63,24 @@ class PromptLookupDrafter(Drafter):
     No draft model and no sampling: the draft is deterministic (``q=None``).
     """
 
-    def __init__(self, policy: Policy | None = None, *, max_ngram: int = 3, min_ngram: int = 1,
-                 branches: int = 1, history: bool = False) -> None:
+    def __init__(
+        self,
+        policy: Policy | None = None,
+        *,
+        max_ngram: int = 3,
+        min_ngram: int = 1,
+        branches: int = 1,
+        history: bool = False,
+    ) -> None:
         if policy is None:
             raise BadInput("the lookup drafter needs a policy: set drafter/policy=fixed")
         check_lookup(max_ngram, min_ngram, branches)  # integers, 1 <= min <= max <= the cap
         depth = policy.longest()  # each branch follows its own match to the draft length
-        check_nodes(1 + int(branches) * depth, what=f"drafter.branches={branches} x depth {depth}",
-                    fix="drafter.branches or drafter.policy.gamma")
+        check_nodes(
+            1 + int(branches) * depth,
+            what=f"drafter.branches={branches} x depth {depth}",
+            fix="drafter.branches or drafter.policy.gamma",
+        )
         check_branches(branches)
         self.policy, self.max_ngram, self.min_ngram = policy, int(max_ngram), int(min_ngram)
         self.branches, self.makes_trees = int(branches), branches > 1

@@ -70,8 +70,9 @@ class MergedTree:
             out.append(min(est, out[par]) if par >= 0 else est)
         return out
 
-    def candidates(self, model_estimate: Callable[[float], float]) -> tuple[Candidates,
-                                                                             list[float]]:
+    def candidates(
+        self, model_estimate: Callable[[float], float]
+    ) -> tuple[Candidates, list[float]]:
         """The trie as ``Candidates`` scored by log-estimate (same indices), and the estimates."""
         est = self.estimates(model_estimate)
         tree = Candidates()

@@ -52,9 +52,11 @@ class MultiDraftDrafter(Drafter):
         self.lm, self.policy = lm, policy
         self.num_drafts = int(num_drafts)
         gamma = policy.longest()
-        check_nodes(1 + self.num_drafts * gamma,
-                    what=f"drafter.num_drafts={self.num_drafts} chains of length {gamma}",
-                    fix="drafter.num_drafts or the policy's draft length")
+        check_nodes(
+            1 + self.num_drafts * gamma,
+            what=f"drafter.num_drafts={self.num_drafts} chains of length {gamma}",
+            fix="drafter.num_drafts or the policy's draft length",
+        )
         self.models = [lm]
 
     def reset(self) -> None:

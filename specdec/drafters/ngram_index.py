@@ -36,17 +36,23 @@ KEY = 1 << 32
 
 def check_lookup(max_ngram: int, min_ngram: int, branches: int) -> None:
     """Refuse lookup knobs that are not integers in range, naming the key and the cap."""
-    for key, value in (("drafter.max_ngram", max_ngram), ("drafter.min_ngram", min_ngram),
-                       ("drafter.branches", branches)):
+    for key, value in (
+        ("drafter.max_ngram", max_ngram),
+        ("drafter.min_ngram", min_ngram),
+        ("drafter.branches", branches),
+    ):
         if isinstance(value, bool) or not isinstance(value, int):
             raise BadInput(f"{key} must be an integer, got {value!r}")
     if not 1 <= min_ngram <= max_ngram:
-        raise BadInput(f"need 1 <= drafter.min_ngram <= drafter.max_ngram, got {min_ngram} "
-                       f"and {max_ngram}")
+        raise BadInput(
+            f"need 1 <= drafter.min_ngram <= drafter.max_ngram, got {min_ngram} and {max_ngram}"
+        )
     if max_ngram > MAX_NGRAM:
-        raise BadInput(f"drafter.max_ngram={max_ngram} is over the cap of {MAX_NGRAM} (the "
-                       f"matcher's memory grows with it; prompt lookup uses 2-5): lower "
-                       f"drafter.max_ngram to <= {MAX_NGRAM}")
+        raise BadInput(
+            f"drafter.max_ngram={max_ngram} is over the cap of {MAX_NGRAM} (the "
+            f"matcher's memory grows with it; prompt lookup uses 2-5): lower "
+            f"drafter.max_ngram to <= {MAX_NGRAM}"
+        )
     if branches < 1:
         raise BadInput(f"drafter.branches must be >= 1, got {branches}")
 
@@ -54,8 +60,10 @@ def check_lookup(max_ngram: int, min_ngram: int, branches: int) -> None:
 def check_branches(branches: int) -> None:
     """Refuse more root children than ``MAX_BRANCHES``."""
     if branches > MAX_BRANCHES:
-        raise BadInput(f"drafter.branches={branches} is over the cap of {MAX_BRANCHES} matches "
-                       f"per draft: lower drafter.branches to <= {MAX_BRANCHES}")
+        raise BadInput(
+            f"drafter.branches={branches} is over the cap of {MAX_BRANCHES} matches "
+            f"per draft: lower drafter.branches to <= {MAX_BRANCHES}"
+        )
 
 
 class NgramIndex:

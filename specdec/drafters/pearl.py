@@ -85,11 +85,19 @@ class PearlDrafter(Drafter):
         lane: the worker's lane in the forward log.
     """
 
-    def __init__(self, lm: CachedLM, policy: Policy, *, pre_draft: int = 0, mode: str = "auto",
-                 lane: str = "pearl") -> None:
+    def __init__(
+        self,
+        lm: CachedLM,
+        policy: Policy,
+        *,
+        pre_draft: int = 0,
+        mode: str = "auto",
+        lane: str = "pearl",
+    ) -> None:
         if pre_draft < 0:
-            raise BadInput(f"drafter.pre_draft must be >= 0 (0: PEARL's one-token PRE step), "
-                             f"got {pre_draft}")
+            raise BadInput(
+                f"drafter.pre_draft must be >= 0 (0: PEARL's one-token PRE step), got {pre_draft}"
+            )
         self.chain = ModelDrafter(lm, policy)  # the worker's chain drafting
         # the main lane's PRE draft (same model and cache, used only while the worker is idle)
         self.pre = ModelDrafter(lm, Fixed(pre_draft)) if pre_draft else None
@@ -120,9 +128,13 @@ class PearlDrafter(Drafter):
         budget = ctx.budget - draft.num_drafted
         tail = draft.tokens[1:]  # [k]
         if budget > MIN_BLOCK and not ctx.stop_ids.intersection(tail.tolist()):
-            ahead = replace(ctx, tokens=torch.cat([ctx.tokens, tail]), budget=budget,
-                            coins=ctx.coins.fork(("pearl", ctx.step, int(ctx.tokens.numel()))),
-                            target_features=None)
+            ahead = replace(
+                ctx,
+                tokens=torch.cat([ctx.tokens, tail]),
+                budget=budget,
+                coins=ctx.coins.fork(("pearl", ctx.step, int(ctx.tokens.numel()))),
+                target_features=None,
+            )
             self.ahead.submit(ctx.step, partial(self.chain.propose, ahead))
         return draft
 

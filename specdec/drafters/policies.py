@@ -171,12 +171,21 @@ class AdaEDL(Policy):
         ema: EMA decay of the slack statistics (0 = only the last step).
     """
 
-    def __init__(self, threshold: float = 0.5, entropy_scale: float = 0.2, *, min_len: int = 1,
-                 max_len: int = 8, ema: float = 0.9) -> None:
+    def __init__(
+        self,
+        threshold: float = 0.5,
+        entropy_scale: float = 0.2,
+        *,
+        min_len: int = 1,
+        max_len: int = 8,
+        ema: float = 0.9,
+    ) -> None:
         check_bounds("min_len", min_len, max_len)
         if not 0.0 <= threshold <= 1.0:
-            raise BadInput(f"drafter.policy.threshold={threshold} is not valid: expected a "
-                           "number in [0, 1] (a level of the acceptance bound)")
+            raise BadInput(
+                f"drafter.policy.threshold={threshold} is not valid: expected a "
+                "number in [0, 1] (a level of the acceptance bound)"
+            )
         if entropy_scale <= 0 or not 0 <= ema < 1:
             raise BadInput("drafter.policy.entropy_scale must be > 0 and ema in [0, 1)")
         self.threshold, self.entropy_scale = float(threshold), float(entropy_scale)

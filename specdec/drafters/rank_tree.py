@@ -36,10 +36,18 @@ class Leaf:
     slot: int
 
 
-def grow_block(tree: Candidates, logp: torch.Tensor, classes: Sequence[int],
-               token_map: torch.Tensor, *, widths: Sequence[int], parent: int = -1,
-               root_width: int | None = None, depth_limit: int,
-               stop_ids: frozenset[int] = frozenset()) -> tuple[list[Leaf], bool]:
+def grow_block(
+    tree: Candidates,
+    logp: torch.Tensor,
+    classes: Sequence[int],
+    token_map: torch.Tensor,
+    *,
+    widths: Sequence[int],
+    parent: int = -1,
+    root_width: int | None = None,
+    depth_limit: int,
+    stop_ids: frozenset[int] = frozenset(),
+) -> tuple[list[Leaf], bool]:
     """Add one block's nodes below ``parent``; returns its pending leaves and whether it gave up.
 
     Args:

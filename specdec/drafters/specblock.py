@@ -60,24 +60,34 @@ class TreeShape:
 
     def __post_init__(self) -> None:
         if len(self.widths) != RANK_CLASSES or min(self.widths) < 0:
-            raise BadInput(f"drafter.widths needs {RANK_CLASSES} widths >= 0 (one per rank "
-                             f"class), got {list(self.widths)}")
+            raise BadInput(
+                f"drafter.widths needs {RANK_CLASSES} widths >= 0 (one per rank "
+                f"class), got {list(self.widths)}"
+            )
         if self.root_width is not None and self.root_width < 1:
             raise BadInput(f"drafter.root_width must be >= 1 or null, got {self.root_width}")
         if self.total_tokens < 1 or self.beam < 1:
-            raise BadInput(f"drafter.total_tokens and drafter.beam must be >= 1, got "
-                             f"{self.total_tokens}, {self.beam}")
+            raise BadInput(
+                f"drafter.total_tokens and drafter.beam must be >= 1, got "
+                f"{self.total_tokens}, {self.beam}"
+            )
         if self.max_blocks not in (1, 2):
-            raise BadInput(f"drafter.max_blocks must be 1 or 2 (a third block would need block "
-                             f"2's keys in the valid prefix), got {self.max_blocks}")
-        check_nodes(1 + self.total_tokens, what=f"drafter.total_tokens={self.total_tokens}",
-                    fix="drafter.total_tokens")
+            raise BadInput(
+                f"drafter.max_blocks must be 1 or 2 (a third block would need block "
+                f"2's keys in the valid prefix), got {self.max_blocks}"
+            )
+        check_nodes(
+            1 + self.total_tokens,
+            what=f"drafter.total_tokens={self.total_tokens}",
+            fix="drafter.total_tokens",
+        )
 
     def check_vocab(self, vocab: int) -> None:
         """Refuse a slot width above the draft vocabulary (``drafters.limits``)."""
         for width in (*self.widths, self.root_width or 0):
-            check_width("drafter.widths" if width in self.widths else "drafter.root_width",
-                        width, vocab)
+            check_width(
+                "drafter.widths" if width in self.widths else "drafter.root_width", width, vocab
+            )
 
 
 class SpecBlockDrafter(FeatureDrafter):
@@ -101,16 +111,29 @@ class SpecBlockDrafter(FeatureDrafter):
 
     name = "SpecBlock"
 
-    def __init__(self, policy: Policy, path: str,
-                 widths: Sequence[int] = (1, 2, 3, 0), root_width: int | None = 3,
-                 total_tokens: int = 8, max_blocks: int = 1, beam: int = 2,
-                 experiment: str = "specblock_<model>",
-                 placement: Placement | None = None) -> None:
-        self.shape = TreeShape(tuple(int(w) for w in widths), root_width, int(total_tokens),
-                               int(max_blocks), int(beam))
-        super().__init__(policy, lambda command: load_specblock(path, train_command=command),
-                         cache=lambda net: BlockLM(net, net.meta["target_vocab"]),
-                         experiment=experiment, placement=placement, asset=path)
+    def __init__(
+        self,
+        policy: Policy,
+        path: str,
+        widths: Sequence[int] = (1, 2, 3, 0),
+        root_width: int | None = 3,
+        total_tokens: int = 8,
+        max_blocks: int = 1,
+        beam: int = 2,
+        experiment: str = "specblock_<model>",
+        placement: Placement | None = None,
+    ) -> None:
+        self.shape = TreeShape(
+            tuple(int(w) for w in widths), root_width, int(total_tokens), int(max_blocks), int(beam)
+        )
+        super().__init__(
+            policy,
+            lambda command: load_specblock(path, train_command=command),
+            cache=lambda net: BlockLM(net, net.meta["target_vocab"]),
+            experiment=experiment,
+            placement=placement,
+            asset=path,
+        )
         self.shape.check_vocab(int(self.net.token_map.numel()))
 
     @property
@@ -141,15 +164,27 @@ class SpecBlockDrafter(FeatureDrafter):
         block 2 below the best pending leaves."""
         logits, ranks, hidden, shape = *self.block1, self.shape
         leaves, gave_up = grow_block(
-            tree, logits.float().log_softmax(-1), ranks.argmax(-1).tolist(), self.net.token_map,
-            widths=shape.widths, root_width=shape.root_width, depth_limit=depth_limit,
-            stop_ids=ctx.stop_ids)
+            tree,
+            logits.float().log_softmax(-1),
+            ranks.argmax(-1).tolist(),
+            self.net.token_map,
+            widths=shape.widths,
+            root_width=shape.root_width,
+            depth_limit=depth_limit,
+            stop_ids=ctx.stop_ids,
+        )
         self.counts["give_ups"] += int(gave_up)
         if shape.max_blocks > 1:
             self._block2(tree, leaves, hidden, depth_limit, ctx.stop_ids)
 
-    def _block2(self, tree: Candidates, leaves: list[Leaf], hidden: torch.Tensor,
-                depth_limit: int, stop_ids: frozenset[int]) -> None:
+    def _block2(
+        self,
+        tree: Candidates,
+        leaves: list[Leaf],
+        hidden: torch.Tensor,
+        depth_limit: int,
+        stop_ids: frozenset[int],
+    ) -> None:
         """Extend the best pending leaves by one batched block (valid prefix ``s + 1``)."""
         room = max(0, self.shape.total_tokens - len(tree.token)) // self.net.slots
         grow = [leaf for leaf in leaves if tree.depth[leaf.node] < depth_limit]
@@ -159,14 +194,21 @@ class SpecBlockDrafter(FeatureDrafter):
         slot = torch.tensor([leaf.slot for leaf in grow])  # [M]
         tokens = torch.tensor([tree.token[leaf.node] for leaf in grow])  # [M]
         with torch.inference_mode():
-            out = self.lm.chain(hidden[slot], self.view.embed(tokens), self.lm.positions - 1,
-                                slot + 1)
+            out = self.lm.chain(
+                hidden[slot], self.view.embed(tokens), self.lm.positions - 1, slot + 1
+            )
         self.counts["block2_forwards"] += 1
         for j, leaf in enumerate(grow):
-            _, gave_up = grow_block(tree, out.logits[0, j].float().log_softmax(-1),
-                                    out.rank_logits[0, j].argmax(-1).tolist(),
-                                    self.net.token_map, widths=self.shape.widths, parent=leaf.node,
-                                    depth_limit=depth_limit, stop_ids=stop_ids)
+            _, gave_up = grow_block(
+                tree,
+                out.logits[0, j].float().log_softmax(-1),
+                out.rank_logits[0, j].argmax(-1).tolist(),
+                self.net.token_map,
+                widths=self.shape.widths,
+                parent=leaf.node,
+                depth_limit=depth_limit,
+                stop_ids=stop_ids,
+            )
             self.counts["give_ups"] += int(gave_up)
 
     def counters(self) -> dict[str, int]:

@@ -102,25 +102,49 @@ class SpecBlockBanditDrafter(SpecBlockDrafter):
         persist: keep the bandit's statistics across generations (``reset`` keeps them).
     """
 
-    def __init__(self, policy: Policy, path: str,
-                 arms: Mapping[str, Mapping | None] | None = None, discount: float = 0.99,
-                 exploration: float = 0.5, explore: float = 0.0,
-                 context_edges: Sequence[int] = (), costs: Mapping | None = None,
-                 persist: bool = True, widths: Sequence[int] = (1, 2, 3, 0),
-                 root_width: int | None = 3, total_tokens: int = 8, max_blocks: int = 1,
-                 beam: int = 2, experiment: str = "specblock_<model>",
-                 placement: Placement | None = None) -> None:
+    def __init__(
+        self,
+        policy: Policy,
+        path: str,
+        arms: Mapping[str, Mapping | None] | None = None,
+        discount: float = 0.99,
+        exploration: float = 0.5,
+        explore: float = 0.0,
+        context_edges: Sequence[int] = (),
+        costs: Mapping | None = None,
+        persist: bool = True,
+        widths: Sequence[int] = (1, 2, 3, 0),
+        root_width: int | None = 3,
+        total_tokens: int = 8,
+        max_blocks: int = 1,
+        beam: int = 2,
+        experiment: str = "specblock_<model>",
+        placement: Placement | None = None,
+    ) -> None:
         arms = DEFAULT_ARMS if arms is None else arms
         if len(arms) < 1:
             raise BadInput("drafter.arms is empty; give at least one arm (e.g. full: {})")
         self.arm_names = [str(name) for name in arms]
         self.edges = sorted(int(e) for e in context_edges)
-        self.rule = DiscountedUCB(len(arms), discount=discount, exploration=exploration,
-                                  explore=explore, contexts=len(self.edges) + 1)
+        self.rule = DiscountedUCB(
+            len(arms),
+            discount=discount,
+            exploration=exploration,
+            explore=explore,
+            contexts=len(self.edges) + 1,
+        )
         self.clock, self.persist = StepClock(costs), bool(persist)
-        super().__init__(policy, path, widths=widths, root_width=root_width,
-                         total_tokens=total_tokens, max_blocks=max_blocks, beam=beam,
-                         experiment=experiment, placement=placement)
+        super().__init__(
+            policy,
+            path,
+            widths=widths,
+            root_width=root_width,
+            total_tokens=total_tokens,
+            max_blocks=max_blocks,
+            beam=beam,
+            experiment=experiment,
+            placement=placement,
+        )
         self.shapes = [arm_shape(self.shape, name, spec) for name, spec in arms.items()]
         for shape in self.shapes:
             if shape is not None:
@@ -176,23 +200,35 @@ class SpecBlockBanditDrafter(SpecBlockDrafter):
         #    the skip steps' share of its catch-up forward (their rewards are revised).
         verify = self.view.last_forward()
         assert verify is not None and verify.new_tokens == draft.size, "verification not last"
-        drafts = self.lm.forward_log[self.mark:]
+        drafts = self.lm.forward_log[self.mark :]
         seconds = self.clock([*drafts, verify]) - self._settle(drafts)
         if seconds <= 0:
-            raise BadInput(f"a step priced at {seconds} s (measured forward times of 0: a test "
-                             "double?); give drafter.costs {role: [a, b]} to model them")
+            raise BadInput(
+                f"a step priced at {seconds} s (measured forward times of 0: a test "
+                "double?); give drafter.costs {role: [a, b]} to model them"
+            )
         # 2. Reward = emitted tokens per second, to the arm pulled in this step's context.
         tokens = verdict.num_accepted + 1
         self.rule.update(self.pick, tokens / seconds, self.context)
         self.counts["bandit_timed_steps"] += int(self.clock.costs is None)
         count = self.arm_counts[self.arm_names[self.pick]]
-        count[0], count[1], count[2] = count[0] + 1, count[1] + tokens, count[2] + round(
-            1e6 * seconds)
+        count[0], count[1], count[2] = (
+            count[0] + 1,
+            count[1] + tokens,
+            count[2] + round(1e6 * seconds),
+        )
         # 3. A skip step waits for its catch-up; a drafting step's verdict sets the context.
         if self.shapes[self.pick] is None:
-            self.deferred.append(Deferred(self.pick, self.context,
-                                          self.rule.updates[self.context], tokens, seconds,
-                                          self.own))
+            self.deferred.append(
+                Deferred(
+                    self.pick,
+                    self.context,
+                    self.rule.updates[self.context],
+                    tokens,
+                    seconds,
+                    self.own,
+                )
+            )
         else:
             self.context = bisect.bisect_right(self.edges, verdict.num_accepted)
 
@@ -206,8 +242,9 @@ class SpecBlockBanditDrafter(SpecBlockDrafter):
         price, charged = self.clock([catch]), 0.0
         for d in self.deferred:
             extra = price * d.positions / self.caught
-            self.rule.revise(d.arm, d.context, d.at, d.tokens / d.seconds,
-                             d.tokens / (d.seconds + extra))
+            self.rule.revise(
+                d.arm, d.context, d.at, d.tokens / d.seconds, d.tokens / (d.seconds + extra)
+            )
             self.arm_counts[self.arm_names[d.arm]][2] += round(1e6 * extra)
             charged += extra
         self.deferred = []
@@ -220,6 +257,11 @@ class SpecBlockBanditDrafter(SpecBlockDrafter):
         arms, so the tokens at T > 0, then depend on timing, not on the seed alone)."""
         out = dict(self.counts)
         for name, (pulls, tokens, us) in self.arm_counts.items():
-            out.update({f"bandit_{name}_pulls": pulls, f"bandit_{name}_tokens": tokens,
-                        f"bandit_{name}_us": us})
+            out.update(
+                {
+                    f"bandit_{name}_pulls": pulls,
+                    f"bandit_{name}_tokens": tokens,
+                    f"bandit_{name}_us": us,
+                }
+            )
         return out

@@ -95,23 +95,37 @@ class SpecBranchDrafter(Drafter):
 
     makes_trees = True
 
-    def __init__(self, lm: CachedLM, policy: Policy, *,
-                 threshold: float = 0.5, k_max: int = 3, branching: str = "auto",
-                 hrad: str | None = None, mode: str = "auto", lane: str = "specbranch",
-                 placement: Placement | None = None) -> None:
+    def __init__(
+        self,
+        lm: CachedLM,
+        policy: Policy,
+        *,
+        threshold: float = 0.5,
+        k_max: int = 3,
+        branching: str = "auto",
+        hrad: str | None = None,
+        mode: str = "auto",
+        lane: str = "specbranch",
+        placement: Placement | None = None,
+    ) -> None:
         if lm is None:
             raise BadInput("specbranch needs a draft model: set model=<pair> with a draft")
         if not 0.0 <= threshold <= 1.0 or k_max < 1:
-            raise BadInput(f"need 0 <= drafter.threshold <= 1 and drafter.k_max >= 1, got "
-                             f"{threshold} and {k_max}")
+            raise BadInput(
+                f"need 0 <= drafter.threshold <= 1 and drafter.k_max >= 1, got "
+                f"{threshold} and {k_max}"
+            )
         if branching not in BRANCHINGS:
             raise BadInput(f"drafter.branching={branching!r}; use one of {list(BRANCHINGS)}")
         self.lm, self.policy, self.branching = lm, policy, branching
         self.threshold, self.k_max = float(threshold), int(k_max)
         # no vocabulary bound: i.i.d. forks (branching=sample) may repeat a token
         gamma = policy.longest()  # k_max branches, each as long as the chain at most
-        check_nodes(1 + self.k_max * gamma, what=f"drafter.k_max={k_max} branches of length "
-                    f"{gamma}", fix="drafter.k_max or the policy's draft length")
+        check_nodes(
+            1 + self.k_max * gamma,
+            what=f"drafter.k_max={k_max} branches of length {gamma}",
+            fix="drafter.k_max or the policy's draft length",
+        )
         self.models = [lm]
         self.head: HradHead | None = None
         if hrad is not None:
@@ -124,8 +138,12 @@ class SpecBranchDrafter(Drafter):
 
     def attach(self, target: TargetView) -> None:
         if self.head is not None:
-            check_target(self.head.meta, target, where="drafter.hrad",
-                         experiment=self.head.meta.get("experiment", "hrad_<model>"))
+            check_target(
+                self.head.meta,
+                target,
+                where="drafter.hrad",
+                experiment=self.head.meta.get("experiment", "hrad_<model>"),
+            )
         self.view = target
 
     def prefill(self, prompt: torch.Tensor, features: torch.Tensor | None = None) -> None:
@@ -199,14 +217,18 @@ class SpecBranchDrafter(Drafter):
         heads = []
         for leaf in leaves(parent):
             room = min(gamma, ctx.budget - depth[leaf] - 2) + 1  # the next draft's + its root
-            duplicate = any(tokens[s] == tokens[leaf] and s < leaf
-                            for s in range(1, len(tokens)) if parent[s] == parent[leaf])
+            duplicate = any(
+                tokens[s] == tokens[leaf] and s < leaf
+                for s in range(1, len(tokens))
+                if parent[s] == parent[leaf]
+            )
             if room >= 2 and tokens[leaf] not in ctx.stop_ids and not duplicate:
                 heads.append((leaf, self.rule(None, room)))
         if heads:
             coins = ctx.coins.fork(("specbranch", ctx.step, int(ctx.tokens.numel())))
-            self.ahead.submit(ctx.step, partial(self._grow_round, ctx, tokens, parent, heads,
-                                                coins))
+            self.ahead.submit(
+                ctx.step, partial(self._grow_round, ctx, tokens, parent, heads, coins)
+            )
         return draft
 
     def observe(self, ctx: Context, draft: Draft, verdict: Verdict) -> None:
@@ -220,8 +242,11 @@ class SpecBranchDrafter(Drafter):
             # 2. Hit: the accepted path ends at a leaf, and y is one of its worker children.
             end = verdict.path[-1] if verdict.path else 0
             parent = tree.parent.tolist()
-            kids = [c for c in range(draft.tokens.numel(), len(parent)) if parent[c] == end
-                    and int(tree.tokens[c]) == verdict.token]
+            kids = [
+                c
+                for c in range(draft.tokens.numel(), len(parent))
+                if parent[c] == end and int(tree.tokens[c]) == verdict.token
+            ]
             if kids:
                 self._counts[HITS] += 1
                 self._next = extract(tree, kids[0])
@@ -231,17 +256,37 @@ class SpecBranchDrafter(Drafter):
                 rolled += added
         self._counts[ROLLED_BACK] += rolled
 
-    def _grow(self, ctx: Context, tokens: list[int], parent: list[int],
-              heads: list[tuple[int, BranchRule]], coins, extra: list[int] = ()) -> Draft:
+    def _grow(
+        self,
+        ctx: Context,
+        tokens: list[int],
+        parent: list[int],
+        heads: list[tuple[int, BranchRule]],
+        coins,
+        extra: list[int] = (),
+    ) -> Draft:
         grower = TreeGrower(self.lm, ctx.tokens.tolist())
-        bg = BranchGrower(grower, tokens, parent, ctx.sampling, topk=self.topk_at(ctx.sampling),
-                          coins=coins, stop_ids=ctx.stop_ids)
+        bg = BranchGrower(
+            grower,
+            tokens,
+            parent,
+            ctx.sampling,
+            topk=self.topk_at(ctx.sampling),
+            coins=coins,
+            stop_ids=ctx.stop_ids,
+        )
         bg.grow(heads, extra)
         grower.close()
         return Draft(torch.tensor(tokens), torch.tensor(parent), bg.q(self.lm.vocab_size))
 
-    def _grow_round(self, ctx: Context, tokens: list[int], parent: list[int],
-                    heads: list[tuple[int, BranchRule]], coins) -> tuple[Draft, int]:
+    def _grow_round(
+        self,
+        ctx: Context,
+        tokens: list[int],
+        parent: list[int],
+        heads: list[tuple[int, BranchRule]],
+        coins,
+    ) -> tuple[Draft, int]:
         """The worker's job: the draft tree with a branch tree below each head (their ancestors
         are scored in its first forward). Returns the grown tree and how many tokens it added."""
         n = len(tokens)
@@ -249,4 +294,3 @@ class SpecBranchDrafter(Drafter):
         above = sorted({a for h in head_ids for a in ancestors(parent, h)} - {0})
         tree = self._grow(ctx, list(tokens), list(parent), heads, coins, above)
         return tree, int(tree.tokens.numel()) - n
-

@@ -54,16 +54,24 @@ class SpecDecPP(Policy):
 
     wants_hidden = True
 
-    def __init__(self, head: str, threshold: float = 0.3, *, min_len: int = 2, max_len: int = 20,
-                 experiment: str = "specdecpp_<model>",
-                 placement: Placement | None = None) -> None:
+    def __init__(
+        self,
+        head: str,
+        threshold: float = 0.3,
+        *,
+        min_len: int = 2,
+        max_len: int = 20,
+        experiment: str = "specdecpp_<model>",
+        placement: Placement | None = None,
+    ) -> None:
         from specdec.nets.specdecpp.head import load_head
 
         check_bounds("min_len", min_len, max_len)
         if not 0.0 <= threshold <= 1.0:
             raise BadInput(f"drafter.policy.threshold must be in [0, 1], got {threshold}")
         self.head = (placement or Placement.cpu()).place(
-            load_head(head, experiment=experiment), "draft", cast=False)
+            load_head(head, experiment=experiment), "draft", cast=False
+        )
         self.experiment = experiment
         self.path, self.checked = head, set()  # the samplings already compared with the labels
         self.threshold, self.min_len, self.max_len = float(threshold), int(min_len), int(max_len)
@@ -95,11 +103,19 @@ class SpecDecPP(Policy):
         if sampling in self.checked or trained is None:
             return
         self.checked.add(sampling)
-        run = {"temperature": sampling.temperature, "top_k": sampling.top_k,
-               "top_p": sampling.top_p}
+        run = {
+            "temperature": sampling.temperature,
+            "top_k": sampling.top_k,
+            "top_p": sampling.top_p,
+        }
         if {k: trained.get(k) for k in run} != run:
-            log.warning("acceptance head %s was trained with sampling %s but runs with %s; "
-                        "retrain it with the run's sampling", self.path, trained, run)
+            log.warning(
+                "acceptance head %s was trained with sampling %s but runs with %s; "
+                "retrain it with the run's sampling",
+                self.path,
+                trained,
+                run,
+            )
 
     def should_draft(self, state: DraftState) -> bool:
         assert state.hidden is not None, "SpecDecPP needs the draft hidden state (wants_hidden)"

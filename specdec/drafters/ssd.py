@@ -93,29 +93,48 @@ class SsdDrafter(Drafter):
         lane: the worker's lane in the forward log.
     """
 
-    def __init__(self, lm: CachedLM, policy: Policy, *, budget: int = 6,
-                 r: float = 0.5, saguaro_c: float = 1.0, saguaro_top: int = 1,
-                 backup: str = "auto", cost_ratio: float = 0.1, prior_accept: float = 0.7,
-                 prior_miss: float = 0.3, prior_weight: float = 8.0, mode: str = "auto",
-                 lane: str = "ssd") -> None:
+    def __init__(
+        self,
+        lm: CachedLM,
+        policy: Policy,
+        *,
+        budget: int = 6,
+        r: float = 0.5,
+        saguaro_c: float = 1.0,
+        saguaro_top: int = 1,
+        backup: str = "auto",
+        cost_ratio: float = 0.1,
+        prior_accept: float = 0.7,
+        prior_miss: float = 0.3,
+        prior_weight: float = 8.0,
+        mode: str = "auto",
+        lane: str = "ssd",
+    ) -> None:
         if lm is None:
             raise BadInput("ssd needs a draft model: set model=<pair> with a draft")
         if backup not in BACKUPS:
-            raise BadInput(f"drafter.backup={backup!r} is not a miss path; use one of "
-                             f"{list(BACKUPS)}")
+            raise BadInput(
+                f"drafter.backup={backup!r} is not a miss path; use one of {list(BACKUPS)}"
+            )
         if cost_ratio < 0:
-            raise BadInput(f"drafter.cost_ratio must be >= 0 (draft / target forward time), "
-                             f"got {cost_ratio}")
+            raise BadInput(
+                f"drafter.cost_ratio must be >= 0 (draft / target forward time), got {cost_ratio}"
+            )
         check_saguaro(saguaro_top, saguaro_c)
         self.lm, self.policy, self.models = lm, policy, [lm]
-        self.fan = FanOut(budget, r, prior_accept=prior_accept, prior_miss=prior_miss,
-                          prior_weight=prior_weight)
+        self.fan = FanOut(
+            budget, r, prior_accept=prior_accept, prior_miss=prior_miss, prior_weight=prior_weight
+        )
         gamma = policy.longest()  # each candidate pre-drafts a chain of up to gamma tokens
-        check_nodes(1 + budget * (1 + gamma), what=f"drafter.budget={budget} candidates with "
-                    f"chains of {gamma}", fix="drafter.budget or the policy's draft length")
+        check_nodes(
+            1 + budget * (1 + gamma),
+            what=f"drafter.budget={budget} candidates with chains of {gamma}",
+            fix="drafter.budget or the policy's draft length",
+        )
         self.top, self.c, self.backup, self.cost_ratio = saguaro_top, saguaro_c, backup, cost_ratio
-        self.ahead: Ahead[dict[Key, Draft]] = Ahead(lane, device=lm.device, threads=lm.threads,
-                                                    mode=mode)
+        self.ahead: Ahead[dict[Key, Draft]] = Ahead(
+            lane, device=lm.device, threads=lm.threads, mode=mode
+        )
         self.reset()
 
     def reset(self) -> None:
@@ -129,16 +148,25 @@ class SsdDrafter(Drafter):
 
     def _fallback(self, ctx: Context, gamma: int) -> Draft:
         """The miss path: a fresh serial chain (``jit``) or the root alone (``none``)."""
-        jit = self.backup == "jit" or (self.backup == "auto"
-                                       and self.fan.use_jit(gamma, self.cost_ratio))
+        jit = self.backup == "jit" or (
+            self.backup == "auto" and self.fan.use_jit(gamma, self.cost_ratio)
+        )
         if gamma < 1:  # the last token of the budget: nothing to draft
             return Draft.empty(ctx.root)
         if not jit:
             self._counts["root_steps"] += 1
             return Draft.empty(ctx.root)
         self._counts["jit_steps"] += 1
-        draft = jit_chain(self.lm, ctx.tokens.tolist(), gamma, ctx.sampling, self.top, self.c,
-                          ctx.coins, ctx.stop_ids)
+        draft = jit_chain(
+            self.lm,
+            ctx.tokens.tolist(),
+            gamma,
+            ctx.sampling,
+            self.top,
+            self.c,
+            ctx.coins,
+            ctx.stop_ids,
+        )
         self._counts[DRAFT_TOKENS] += draft.num_drafted
         return draft
 
@@ -153,17 +181,24 @@ class SsdDrafter(Drafter):
         s = draft.tokens[1:].tolist()  # [K]
         K, V = len(s), self.lm.vocab_size
         ended = [any(t in ctx.stop_ids for t in s[:k]) for k in range(K + 1)]
-        self._lengths = [0 if ended[k] else max(0, min(gamma, ctx.budget - (k + 1) - 1))
-                         for k in range(K + 1)]
+        self._lengths = [
+            0 if ended[k] else max(0, min(gamma, ctx.budget - (k + 1) - 1)) for k in range(K + 1)
+        ]
         caps = [(V - 1 if k < K else V) if self._lengths[k] else 0 for k in range(K + 1)]
         fanout = self.fan.fanout(K, caps)
         if sum(fanout):
             # 3. Start the job (its coins: a stream of its own per step; a turn has its own root).
-            plan = Plan(ids=ctx.tokens.tolist(), draft=s, fanout=fanout, lengths=self._lengths,
-                        coins=ctx.coins.fork(("ssd", ctx.step, int(ctx.tokens.numel()))),
-                        stop_ids=ctx.stop_ids)
-            self.ahead.submit(ctx.step, partial(speculate, self.lm, plan, ctx.sampling,
-                                                self.top, self.c))
+            plan = Plan(
+                ids=ctx.tokens.tolist(),
+                draft=s,
+                fanout=fanout,
+                lengths=self._lengths,
+                coins=ctx.coins.fork(("ssd", ctx.step, int(ctx.tokens.numel()))),
+                stop_ids=ctx.stop_ids,
+            )
+            self.ahead.submit(
+                ctx.step, partial(speculate, self.lm, plan, ctx.sampling, self.top, self.c)
+            )
         return draft
 
     def observe(self, ctx: Context, draft: Draft, verdict: Verdict) -> None:

@@ -95,8 +95,9 @@ def speculate(lm: LM, plan: Plan, sampling: Sampling, top: int, c: float) -> dic
                 continue  # that outcome ends the generation
             tokens.append(tok)
             parent.append(k)
-            chains.append(_Chain((k, tok), len(tokens) - 1, plan.lengths[k],
-                                 plan.coins.fork((k, tok))))
+            chains.append(
+                _Chain((k, tok), len(tokens) - 1, plan.lengths[k], plan.coins.fork((k, tok)))
+            )
     # 3. Depth by depth: score every chain's newest node in one forward, then draw its child.
     frontier = chains
     while frontier:
@@ -117,8 +118,16 @@ def speculate(lm: LM, plan: Plan, sampling: Sampling, top: int, c: float) -> dic
     return {ch.key: _as_draft(ch.key[1], ch.tokens, ch.q) for ch in chains}
 
 
-def jit_chain(lm: LM, ids: list[int], length: int, sampling: Sampling, top: int, c: float,
-              coins: Coins, stop_ids: frozenset[int] = frozenset()) -> Draft:
+def jit_chain(
+    lm: LM,
+    ids: list[int],
+    length: int,
+    sampling: Sampling,
+    top: int,
+    c: float,
+    coins: Coins,
+    stop_ids: frozenset[int] = frozenset(),
+) -> Draft:
     """A chain of up to ``length`` tokens after ``ids`` (root last), drawn serially from ``q'``."""
     out = lm.reconcile(ids)
     tokens: list[int] = []

@@ -85,19 +85,31 @@ class FanOut:
         prior_weight: pseudo-steps the priors count for.
     """
 
-    def __init__(self, budget: int, r: float, *, prior_accept: float = 0.7,
-                 prior_miss: float = 0.3, prior_weight: float = 8.0) -> None:
+    def __init__(
+        self,
+        budget: int,
+        r: float,
+        *,
+        prior_accept: float = 0.7,
+        prior_miss: float = 0.3,
+        prior_weight: float = 8.0,
+    ) -> None:
         if budget < 1:
             raise BadInput(f"drafter.budget must be >= 1 (candidates per step), got {budget}")
         if r < 0:
             raise BadInput(f"drafter.r must be >= 0 (miss(F) ∝ F^-r), got {r}")
         if not 0.0 < prior_accept < 1.0 or not 0.0 <= prior_miss <= 1.0 or prior_weight <= 0:
-            raise BadInput(f"the fan-out priors need 0 < drafter.prior_accept < 1, 0 <= "
-                           f"drafter.prior_miss <= 1 and drafter.prior_weight > 0; got "
-                           f"{prior_accept}, {prior_miss}, {prior_weight}")
+            raise BadInput(
+                f"the fan-out priors need 0 < drafter.prior_accept < 1, 0 <= "
+                f"drafter.prior_miss <= 1 and drafter.prior_weight > 0; got "
+                f"{prior_accept}, {prior_miss}, {prior_weight}"
+            )
         self.budget, self.r = budget, r
-        self.prior_accept, self.prior_miss, self.prior_weight = prior_accept, prior_miss, \
-            prior_weight
+        self.prior_accept, self.prior_miss, self.prior_weight = (
+            prior_accept,
+            prior_miss,
+            prior_weight,
+        )
         self.reset()
 
     def reset(self) -> None:

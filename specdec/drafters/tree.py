@@ -76,7 +76,10 @@ class TopKTreeDrafter(Drafter):
     makes_trees = True
 
     def __init__(
-        self, lm: LM, policy: Policy, branching: list[int] = (2, 2, 1),
+        self,
+        lm: LM,
+        policy: Policy,
+        branching: list[int] = (2, 2, 1),
     ) -> None:
         if lm is None:
             raise BadInput("a tree drafter needs a draft model: set model=<pair> with a draft")
@@ -87,9 +90,11 @@ class TopKTreeDrafter(Drafter):
         for b in self.branching:
             check_width("drafter.branching", b, lm.vocab_size)
         depth = policy.longest()
-        check_nodes(tree_nodes(self.branching, depth, lm.vocab_size),
-                    what=f"drafter.branching={self.branching} at depth {depth}",
-                    fix="drafter.branching or the policy's draft length")
+        check_nodes(
+            tree_nodes(self.branching, depth, lm.vocab_size),
+            what=f"drafter.branching={self.branching} at depth {depth}",
+            fix="drafter.branching or the policy's draft length",
+        )
         self.models = [lm]
 
     def reset(self) -> None:

@@ -34,14 +34,20 @@ def learner_target(learner: Any) -> dict[str, int] | None:
     (None for a learner that keeps no target)."""
     dims = getattr(learner, "target_dims", None)  # H-RAD keeps the sizes only
     if isinstance(dims, dict) and "target_hidden_size" in dims:
-        return {k: int(dims[f"target_{k}"]) for k in ("hidden_size", "vocab_size", "num_layers")
-                if f"target_{k}" in dims}
+        return {
+            k: int(dims[f"target_{k}"])
+            for k in ("hidden_size", "vocab_size", "num_layers")
+            if f"target_{k}" in dims
+        }
     held = getattr(learner, "_target", None)  # the feature learners keep the frozen target
     if not held:
         return None
     cfg = held[0].config
-    return {"hidden_size": int(cfg.hidden_size), "vocab_size": int(cfg.vocab_size),
-            "num_layers": int(cfg.num_hidden_layers)}
+    return {
+        "hidden_size": int(cfg.hidden_size),
+        "vocab_size": int(cfg.vocab_size),
+        "num_layers": int(cfg.num_hidden_layers),
+    }
 
 
 def data_target(learner: Any, datamodule: Any) -> tuple[Path, dict[str, int]] | None:
@@ -64,8 +70,11 @@ def data_target(learner: Any, datamodule: Any) -> tuple[Path, dict[str, int]] | 
     meta = Path(path) / "meta.json" if path else None
     if meta is not None and meta.is_file():  # H-RAD
         raw = json.loads(meta.read_text())
-        return meta.parent, {k: int(raw[f"target_{k}"]) for k in ("hidden_size", "vocab_size")
-                             if isinstance(raw.get(f"target_{k}"), int)}
+        return meta.parent, {
+            k: int(raw[f"target_{k}"])
+            for k in ("hidden_size", "vocab_size")
+            if isinstance(raw.get(f"target_{k}"), int)
+        }
     return None
 
 
@@ -94,15 +103,21 @@ def check_data_fits(learner: Any, datamodule: Any, *, data_key: str) -> None:
     if target is None or data is None:
         return
     folder, sizes = data
-    wrong = [f"{what} {sizes[key]} (this target's: {target[key]})"
-             for key, what in (("hidden_size", "hidden size"), ("vocab_size", "vocabulary"))
-             if key in sizes and key in target and sizes[key] != target[key]]
+    wrong = [
+        f"{what} {sizes[key]} (this target's: {target[key]})"
+        for key, what in (("hidden_size", "hidden size"), ("vocab_size", "vocabulary"))
+        if key in sizes and key in target and sizes[key] != target[key]
+    ]
     layers = getattr(learner, "hparams", {}).get("target_layers")
     if layers is not None and "layers_read" in sizes and sizes["layers_read"] != len(layers):
-        wrong.append(f"features of {sizes['layers_read']} target layers (learner.target_layers "
-                     f"reads {len(layers)})")
+        wrong.append(
+            f"features of {sizes['layers_read']} target layers (learner.target_layers "
+            f"reads {len(layers)})"
+        )
     if wrong:
-        raise BadInput(f"the training data in {folder} does not fit this run: "
-                       f"{', '.join(wrong)}; write data for this target (delete that folder and "
-                       f"rerun this command with stage=data) or pass {data_key}=<a folder of "
-                       "data for it>")
+        raise BadInput(
+            f"the training data in {folder} does not fit this run: "
+            f"{', '.join(wrong)}; write data for this target (delete that folder and "
+            f"rerun this command with stage=data) or pass {data_key}=<a folder of "
+            "data for it>"
+        )

@@ -47,27 +47,39 @@ def check_writable(dest: Path, key: str) -> None:
     through a file, or one whose nearest existing folder refuses a new entry (the export's
     temporary sibling goes there). Probed by creating and removing an empty folder, so a
     read-only file system or missing permission is found whoever runs it."""
-    fix = f"pass {key}=<a folder you can write>" if key != "the run folder" else \
-        "pass export.folder=<a folder you can write> or another paths.output_dir"
+    fix = (
+        f"pass {key}=<a folder you can write>"
+        if key != "the run folder"
+        else "pass export.folder=<a folder you can write> or another paths.output_dir"
+    )
     if dest.exists() and not dest.is_dir():
-        raise BadInput(f"the export folder {dest} ({key}) is a file, not a folder; {fix} or "
-                       "remove the file")
+        raise BadInput(
+            f"the export folder {dest} ({key}) is a file, not a folder; {fix} or remove the file"
+        )
     parent = dest.parent
     while not parent.exists():
         parent = parent.parent
     if not parent.is_dir():
-        raise BadInput(f"the export folder {dest} ({key}) cannot be created: {parent} is a "
-                       f"file; {fix}")
+        raise BadInput(
+            f"the export folder {dest} ({key}) cannot be created: {parent} is a file; {fix}"
+        )
     try:
         os.rmdir(tempfile.mkdtemp(prefix=".specdec-export-probe-", dir=parent))
     except OSError as err:
-        raise BadInput(f"the export folder {dest} ({key}) cannot be written: {parent} refuses "
-                       f"new files ({err.strerror or err}); {fix}") from err
+        raise BadInput(
+            f"the export folder {dest} ({key}) cannot be written: {parent} refuses "
+            f"new files ({err.strerror or err}); {fix}"
+        ) from err
 
 
-def export_folder(out_dir: str | Path, *, folder: str | Path | None = None,
-                  install: bool = False, asset: str | Path | None = None,
-                  force: bool = False) -> Path:
+def export_folder(
+    out_dir: str | Path,
+    *,
+    folder: str | Path | None = None,
+    install: bool = False,
+    asset: str | Path | None = None,
+    force: bool = False,
+) -> Path:
     """The folder an export writes to, after checking it may be written.
 
     Args:
@@ -85,11 +97,15 @@ def export_folder(out_dir: str | Path, *, folder: str | Path | None = None,
     """
     run = Path(out_dir).resolve()
     if install and folder is not None:
-        raise BadInput(f"export.install=true and export.folder={folder} name two destinations; "
-                       "drop export.folder (install writes to export.asset) or export.install")
+        raise BadInput(
+            f"export.install=true and export.folder={folder} name two destinations; "
+            "drop export.folder (install writes to export.asset) or export.install"
+        )
     if install and not asset:
-        raise BadInput("export.install=true but this experiment names no export.asset (the "
-                       "shipped folder); set export.asset=DIR or export.folder=DIR")
+        raise BadInput(
+            "export.install=true but this experiment names no export.asset (the "
+            "shipped folder); set export.asset=DIR or export.folder=DIR"
+        )
     dest = Path(asset if install else folder) if (install or folder) else run / EXPORT_SUBDIR
     dest = dest.resolve()
     check_writable(dest, _key(install, folder))
@@ -101,5 +117,6 @@ def export_folder(out_dir: str | Path, *, folder: str | Path | None = None,
             raise BadInput(
                 f"the export would overwrite {existing[0]}{more}, which this run did not write; "
                 "pass export.force=true to replace it, or leave export.install/export.folder "
-                f"unset to export under the run folder ({run / EXPORT_SUBDIR})")
+                f"unset to export under the run folder ({run / EXPORT_SUBDIR})"
+            )
     return dest

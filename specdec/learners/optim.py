@@ -8,8 +8,14 @@ from collections.abc import Iterable
 import torch
 
 
-def adamw_warmup_cosine(params: Iterable[torch.nn.Parameter], *, lr: float, weight_decay: float,
-                        warmup_steps: int, total_steps: int) -> dict:
+def adamw_warmup_cosine(
+    params: Iterable[torch.nn.Parameter],
+    *,
+    lr: float,
+    weight_decay: float,
+    warmup_steps: int,
+    total_steps: int,
+) -> dict:
     """A Lightning ``configure_optimizers`` result stepping the schedule every optimiser step.
 
     The factor is ``(step + 1) / warmup`` during warm-up, then ``0.1 + 0.9 · ½(1 + cos(π f))``

@@ -62,7 +62,7 @@ class EpochSampler(Sampler[int]):
             order = torch.randperm(self.n, generator=gen).tolist()
         else:
             order = list(range(self.n))
-        yield from order[self.started_at:]
+        yield from order[self.started_at :]
 
 
 class ResumableLoader(DataLoader):
@@ -95,17 +95,26 @@ class ResumableLoader(DataLoader):
 def resumable_copy(loader: DataLoader, seed: int) -> DataLoader:
     """``loader`` as a ``ResumableLoader`` (same dataset, batch size, collate function and
     workers), or ``loader`` itself when its sampler is not a standard one."""
-    if loader.batch_size is None or not isinstance(loader.sampler,
-                                                   RandomSampler | SequentialSampler):
+    if loader.batch_size is None or not isinstance(
+        loader.sampler, RandomSampler | SequentialSampler
+    ):
         return loader
-    sampler = EpochSampler(len(loader.dataset), seed=seed,
-                           shuffle=isinstance(loader.sampler, RandomSampler))
+    sampler = EpochSampler(
+        len(loader.dataset), seed=seed, shuffle=isinstance(loader.sampler, RandomSampler)
+    )
     return ResumableLoader(
-        loader.dataset, batch_size=loader.batch_size, sampler=sampler,
-        collate_fn=loader.collate_fn, num_workers=loader.num_workers,
-        pin_memory=loader.pin_memory, drop_last=loader.drop_last, timeout=loader.timeout,
-        worker_init_fn=loader.worker_init_fn, generator=torch.Generator(),
-        persistent_workers=loader.persistent_workers if loader.num_workers else False)
+        loader.dataset,
+        batch_size=loader.batch_size,
+        sampler=sampler,
+        collate_fn=loader.collate_fn,
+        num_workers=loader.num_workers,
+        pin_memory=loader.pin_memory,
+        drop_last=loader.drop_last,
+        timeout=loader.timeout,
+        worker_init_fn=loader.worker_init_fn,
+        generator=torch.Generator(),
+        persistent_workers=loader.persistent_workers if loader.num_workers else False,
+    )
 
 
 def make_resumable(datamodule: Any, seed: int) -> None:

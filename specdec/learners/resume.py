@@ -46,15 +46,28 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-UNHASHED_KEYS = ("hydra", "paths", "logger", "callbacks", "export", "stage", "ckpt_path",
-                 "resume", "task_name", "method_name")
+UNHASHED_KEYS = (
+    "hydra",
+    "paths",
+    "logger",
+    "callbacks",
+    "export",
+    "stage",
+    "ckpt_path",
+    "resume",
+    "task_name",
+    "method_name",
+)
 LAST = Path("checkpoints") / "last.ckpt"  # conf/callbacks/last_checkpoint.yaml
 
 
 def train_hash(cfg: DictConfig) -> str:
     """12 hex digits of the training-relevant config (``UNHASHED_KEYS`` left out)."""
-    keep = {k: v for k, v in OmegaConf.to_container(cfg, resolve=False).items()
-            if k not in UNHASHED_KEYS}
+    keep = {
+        k: v
+        for k, v in OmegaConf.to_container(cfg, resolve=False).items()
+        if k not in UNHASHED_KEYS
+    }
     if "model" in keep:  # the placement node's keys where they were before it: the same hash
         keep["model"] = flat_model(keep["model"])
     blob = json.dumps(keep, sort_keys=True, default=str)
@@ -119,19 +132,28 @@ def check_fits(learner: nn.Module, ckpt_path: str | Path, cfg: DictConfig) -> No
     fix = CKPT_FIX if cfg.get("ckpt_path") else LAST_FIX
     theirs = read_checkpoint(ckpt_path, fix)["state_dict"]
     mine = learner.state_dict()
-    shapes = [f"{k} {tuple(theirs[k].shape)} (the learner's {tuple(mine[k].shape)})"
-              for k in sorted(set(mine) & set(theirs))
-              if isinstance(theirs[k], torch.Tensor) and theirs[k].shape != mine[k].shape]
+    shapes = [
+        f"{k} {tuple(theirs[k].shape)} (the learner's {tuple(mine[k].shape)})"
+        for k in sorted(set(mine) & set(theirs))
+        if isinstance(theirs[k], torch.Tensor) and theirs[k].shape != mine[k].shape
+    ]
     unexpected = sorted(set(theirs) - set(mine))
     missing = sorted(set(mine) - set(theirs)) if getattr(learner, "strict_loading", True) else []
     if not (shapes or unexpected or missing):
         return
-    what = "; ".join(part for part in (
-        f"tensors of another shape: {', '.join(shapes[:3])}" if shapes else "",
-        f"keys the learner lacks: {unexpected[:3]}" if unexpected else "",
-        f"keys it lacks: {missing[:3]}" if missing else "") if part)
-    raise BadInput(f"training checkpoint {ckpt_path} is not of this learner's architecture "
-                   f"({type(learner).__name__}, {cfg.get('task_name')}): {what}; {fix}")
+    what = "; ".join(
+        part
+        for part in (
+            f"tensors of another shape: {', '.join(shapes[:3])}" if shapes else "",
+            f"keys the learner lacks: {unexpected[:3]}" if unexpected else "",
+            f"keys it lacks: {missing[:3]}" if missing else "",
+        )
+        if part
+    )
+    raise BadInput(
+        f"training checkpoint {ckpt_path} is not of this learner's architecture "
+        f"({type(learner).__name__}, {cfg.get('task_name')}): {what}; {fix}"
+    )
 
 
 def save_last(trainer: L.Trainer, out_dir: str | Path) -> None:
@@ -141,8 +163,12 @@ def save_last(trainer: L.Trainer, out_dir: str | Path) -> None:
     from lightning.pytorch.callbacks import ModelCheckpoint
 
     last = Path(out_dir) / LAST
-    keeps_last = any(isinstance(cb, ModelCheckpoint) and cb.dirpath is not None
-                     and Path(cb.dirpath) == last.parent and cb.filename == last.stem
-                     for cb in trainer.checkpoint_callbacks)
+    keeps_last = any(
+        isinstance(cb, ModelCheckpoint)
+        and cb.dirpath is not None
+        and Path(cb.dirpath) == last.parent
+        and cb.filename == last.stem
+        for cb in trainer.checkpoint_callbacks
+    )
     if keeps_last and not trainer.fast_dev_run and not trainer.interrupted:
         trainer.save_checkpoint(last)

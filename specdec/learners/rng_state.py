@@ -35,8 +35,13 @@ def capture() -> dict[str, Any]:
     kind, keys, pos, has_gauss, gauss = np.random.get_state(legacy=True)
     state: dict[str, Any] = {
         "python": random.getstate(),
-        "numpy": {"kind": kind, "keys": torch.from_numpy(keys.astype(np.int64)), "pos": int(pos),
-                  "has_gauss": int(has_gauss), "gauss": float(gauss)},
+        "numpy": {
+            "kind": kind,
+            "keys": torch.from_numpy(keys.astype(np.int64)),
+            "pos": int(pos),
+            "has_gauss": int(has_gauss),
+            "gauss": float(gauss),
+        },
         "torch": torch.get_rng_state(),
     }
     if torch.cuda.is_available() and torch.cuda.is_initialized():
@@ -50,16 +55,27 @@ def restore(state: dict[str, Any]) -> None:
     version, internal, gauss = state["python"]
     random.setstate((version, tuple(internal), gauss))
     npy = state["numpy"]
-    np.random.set_state((npy["kind"], npy["keys"].numpy().astype(np.uint32), npy["pos"],
-                         npy["has_gauss"], npy["gauss"]))
+    np.random.set_state(
+        (
+            npy["kind"],
+            npy["keys"].numpy().astype(np.uint32),
+            npy["pos"],
+            npy["has_gauss"],
+            npy["gauss"],
+        )
+    )
     torch.set_rng_state(state["torch"])
     cuda = state.get("cuda")
     if cuda is not None and torch.cuda.is_available():
         if len(cuda) == torch.cuda.device_count():
             torch.cuda.set_rng_state_all(cuda)
         else:
-            log.warning("the checkpoint holds the CUDA generators of %d devices, this machine "
-                        "has %d: they are not restored", len(cuda), torch.cuda.device_count())
+            log.warning(
+                "the checkpoint holds the CUDA generators of %d devices, this machine "
+                "has %d: they are not restored",
+                len(cuda),
+                torch.cuda.device_count(),
+            )
 
 
 class RngState(L.Callback):
@@ -84,12 +100,17 @@ class RngState(L.Callback):
             return
         self._resuming, pending, self._pending = False, self._pending, None
         if trainer.world_size > 1:
-            log.warning("resumed under %d processes: each rank's generators start anew, so this "
-                        "run draws other random numbers (dropout) than one never interrupted",
-                        trainer.world_size)
+            log.warning(
+                "resumed under %d processes: each rank's generators start anew, so this "
+                "run draws other random numbers (dropout) than one never interrupted",
+                trainer.world_size,
+            )
         elif pending is None:
-            log.warning("the checkpoint %s holds no generator states (written by an older "
-                        "version): this resumed run draws other random numbers (dropout) than "
-                        "one never interrupted and exports other weights", trainer.ckpt_path)
+            log.warning(
+                "the checkpoint %s holds no generator states (written by an older "
+                "version): this resumed run draws other random numbers (dropout) than "
+                "one never interrupted and exports other weights",
+                trainer.ckpt_path,
+            )
         else:
             restore(pending)

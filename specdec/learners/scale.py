@@ -34,8 +34,12 @@ from pathlib import Path
 from specdec.errors import BadInput
 
 
-def fsdp_strategy(layers: Sequence[str], sharding_strategy: str = "FULL_SHARD",
-                  state_dict_type: str = "full", **kwargs):
+def fsdp_strategy(
+    layers: Sequence[str],
+    sharding_strategy: str = "FULL_SHARD",
+    state_dict_type: str = "full",
+    **kwargs,
+):
     """A Lightning ``FSDPStrategy`` that wraps each instance of the named classes on its own.
 
     Args:
@@ -59,10 +63,16 @@ def fsdp_strategy(layers: Sequence[str], sharding_strategy: str = "FULL_SHARD",
         except (ImportError, AttributeError, ValueError):
             continue
     if not classes:
-        raise BadInput(f"trainer.strategy.layers={list(layers)}: none of these classes could be "
-                         "imported; name the decoder-layer class of your models")
-    return FSDPStrategy(auto_wrap_policy=classes, sharding_strategy=sharding_strategy,
-                        state_dict_type=state_dict_type, **kwargs)
+        raise BadInput(
+            f"trainer.strategy.layers={list(layers)}: none of these classes could be "
+            "imported; name the decoder-layer class of your models"
+        )
+    return FSDPStrategy(
+        auto_wrap_policy=classes,
+        sharding_strategy=sharding_strategy,
+        state_dict_type=state_dict_type,
+        **kwargs,
+    )
 
 
 def world_size() -> int:
@@ -80,7 +90,8 @@ def check_single_process(stage: str) -> None:
         raise RuntimeError(
             f"stage={stage} writes the training data once and must run in one process, but "
             f"WORLD_SIZE={world_size()}: run `python -m specdec.train +experiment=<name> "
-            "stage=data` without torchrun, then train with torchrun or trainer=ddp_cpu/ddp/fsdp")
+            "stage=data` without torchrun, then train with torchrun or trainer=ddp_cpu/ddp/fsdp"
+        )
 
 
 def exportable(learner, best: str | None, *, sharded: bool, build):
@@ -104,7 +115,8 @@ def exportable(learner, best: str | None, *, sharded: bool, build):
         raise RuntimeError(
             f"the FSDP export reads the best checkpoint as one file, but got {best!r}: train "
             "with a checkpoint (not fast_dev_run) and trainer.strategy.state_dict_type=full "
-            "(one file), or pass export=null")
+            "(one file), or pass export=null"
+        )
     from specdec.models.shipped import read_checkpoint
 
     fresh = build()

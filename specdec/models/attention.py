@@ -27,10 +27,17 @@ NAME = "specdec_sdpa"
 _FALLBACK_KEYS = ("position_bias", "cache", "softcap")
 
 
-def cpu_gqa_sdpa(module: nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-                 attention_mask: torch.Tensor | None, dropout: float = 0.0,
-                 scaling: float | None = None, is_causal: bool | None = None, **kwargs
-                 ) -> tuple[torch.Tensor, None]:
+def cpu_gqa_sdpa(
+    module: nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    dropout: float = 0.0,
+    scaling: float | None = None,
+    is_causal: bool | None = None,
+    **kwargs,
+) -> tuple[torch.Tensor, None]:
     """``sdpa_attention_forward`` without ``repeat_kv`` on CPU.
 
     Args:
@@ -43,13 +50,32 @@ def cpu_gqa_sdpa(module: nn.Module, query: torch.Tensor, key: torch.Tensor, valu
     q_len, kv_len = query.shape[2], key.shape[2]
     causal = getattr(module, "is_causal", True) if is_causal is None else is_causal
     causal = bool(q_len > 1 and attention_mask is None and causal)
-    if (query.device.type != "cpu" or dropout > 0 or (causal and kv_len != q_len)
-            or any(kwargs.get(k) is not None for k in _FALLBACK_KEYS)):
-        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout,
-                                      scaling=scaling, is_causal=is_causal, **kwargs)
+    if (
+        query.device.type != "cpu"
+        or dropout > 0
+        or (causal and kv_len != q_len)
+        or any(kwargs.get(k) is not None for k in _FALLBACK_KEYS)
+    ):
+        return sdpa_attention_forward(
+            module,
+            query,
+            key,
+            value,
+            attention_mask,
+            dropout=dropout,
+            scaling=scaling,
+            is_causal=is_causal,
+            **kwargs,
+        )
     out = F.scaled_dot_product_attention(
-        query, key, value, attn_mask=attention_mask, is_causal=causal, scale=scaling,
-        enable_gqa=query.shape[1] != key.shape[1])  # [B, H, Q, D]
+        query,
+        key,
+        value,
+        attn_mask=attention_mask,
+        is_causal=causal,
+        scale=scaling,
+        enable_gqa=query.shape[1] != key.shape[1],
+    )  # [B, H, Q, D]
     return out.transpose(1, 2).contiguous(), None
 
 

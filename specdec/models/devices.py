@@ -50,18 +50,24 @@ def check_device(device: str | torch.device, *, key: str = "device") -> torch.de
     try:
         dev = torch.device(device)
     except RuntimeError as err:
-        raise BadInput(f"{key}={device!r} is not a torch device (cpu, cuda, cuda:1, mps): "
-                       f"{err}") from None
+        raise BadInput(
+            f"{key}={device!r} is not a torch device (cpu, cuda, cuda:1, mps): {err}"
+        ) from None
     if dev.type == "cuda" and not torch.cuda.is_available():
-        raise BadInput(f"{key}={device} was requested but CUDA is not available on this machine "
-                       "(torch.cuda.is_available() is False: no GPU, or a CPU-only torch "
-                       f"build); run with {key}=cpu")
+        raise BadInput(
+            f"{key}={device} was requested but CUDA is not available on this machine "
+            "(torch.cuda.is_available() is False: no GPU, or a CPU-only torch "
+            f"build); run with {key}=cpu"
+        )
     if dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
-        raise BadInput(f"{key}={device}: this machine has {torch.cuda.device_count()} CUDA "
-                       "device(s)")
+        raise BadInput(
+            f"{key}={device}: this machine has {torch.cuda.device_count()} CUDA device(s)"
+        )
     if dev.type == "mps" and not torch.backends.mps.is_available():
-        raise BadInput(f"{key}={device} was requested but MPS is not available on this "
-                       f"machine; run with {key}=cpu")
+        raise BadInput(
+            f"{key}={device} was requested but MPS is not available on this "
+            f"machine; run with {key}=cpu"
+        )
     return dev
 
 
@@ -76,7 +82,8 @@ def _check_one(value: str | int, key: str) -> None:
         raise BadInput(
             f"{key} puts the target on {name!r}, i.e. on no device: offloaded weights are "
             "streamed in at every forward, so no timing means anything; give the target GPUs "
-            "(device_map=auto with more max_memory, or more GPUs) or a smaller target")
+            "(device_map=auto with more max_memory, or more GPUs) or a smaller target"
+        )
     check_device(name, key=key)
 
 
@@ -94,7 +101,8 @@ def check_device_map(device_map: DeviceMap) -> None:
     if not isinstance(device_map, Mapping) or not device_map:
         raise BadInput(
             f"{DEVICE_MAP}={device_map!r} leaves the target on no device: use one of "
-            f"{STRATEGIES}, a device (cuda:0), or a non-empty dict of module name -> device")
+            f"{STRATEGIES}, a device (cuda:0), or a non-empty dict of module name -> device"
+        )
     for module, value in device_map.items():
         _check_one(value, f"{DEVICE_MAP}[{module!r}]")
 
@@ -106,10 +114,13 @@ def check_max_memory(max_memory: Mapping | None, device_map: DeviceMap) -> None:
     if device_map is None:
         raise BadInput(
             f"{MAX_MEMORY} is set but {DEVICE_MAP} is null, so it would be ignored; "
-            f"set {DEVICE_MAP}=auto (or balanced / sequential) to place the target by it")
+            f"set {DEVICE_MAP}=auto (or balanced / sequential) to place the target by it"
+        )
     if not isinstance(max_memory, Mapping) or not max_memory:
-        raise BadInput(f"{MAX_MEMORY}={max_memory!r} must be a non-empty dict of device -> "
-                       "size, e.g. {0: 70GiB, 1: 70GiB, cpu: 200GiB}")
+        raise BadInput(
+            f"{MAX_MEMORY}={max_memory!r} must be a non-empty dict of device -> "
+            "size, e.g. {0: 70GiB, 1: 70GiB, cpu: 200GiB}"
+        )
     for device in max_memory:
         name = device_name(device)
         if name != "disk":  # a disk budget is refused after loading if anything lands there
@@ -132,7 +143,8 @@ def check_loaded(model: nn.Module, *, role: str = "target") -> None:
         raise BadInput(
             f"the {role} was left on no device: {len(meta)} parameters are on 'meta' (modules "
             f"{where} went to disk) because {MAX_MEMORY} / {DEVICE_MAP} leave them no "
-            "room on a device; raise max_memory, add GPUs, or pick a smaller target")
+            "room on a device; raise max_memory, add GPUs, or pick a smaller target"
+        )
 
 
 def cuda_devices(model: torch.nn.Module) -> list[torch.device]:

@@ -35,8 +35,9 @@ class ExactRMSNorm(LlamaRMSNorm):
 class ExactRotary(LlamaRotaryEmbedding):
     """``LlamaRotaryEmbedding`` (default RoPE) computing cos/sin in float64 for a float64 ``x``."""
 
-    def forward(self, x: torch.Tensor, position_ids: torch.Tensor
-                ) -> tuple[torch.Tensor, torch.Tensor]:  # position_ids: [B, S]
+    def forward(
+        self, x: torch.Tensor, position_ids: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:  # position_ids: [B, S]
         if x.dtype != torch.float64 or self.rope_type != "default":
             return super().forward(x, position_ids)
         inv_freq = self.inv_freq.to(device=x.device, dtype=torch.float64)  # [D/2]

@@ -80,7 +80,7 @@ def _alive(pid: int) -> bool:
 def _owner_alive(folder: Path, sibling: Path) -> bool:
     """Whether the process named in ``.<name>.<pid>.<hex>.<kind>`` still runs (this one
     included): a name without a pid counts as a dead process's."""
-    pid = sibling.name[len(folder.name) + 2:].split(".")[0]
+    pid = sibling.name[len(folder.name) + 2 :].split(".")[0]
     return pid.isdigit() and _alive(int(pid))
 
 
@@ -102,7 +102,7 @@ def recover_folder(folder: str | Path) -> None:
         # 1. killed between the renames: the .tmp of the same tag is complete (the first rename
         #    comes after its last write), so it takes the folder's place; without one, the old
         #    folder comes back
-        tmp = old.with_name(old.name[:-len(".old")] + ".tmp")
+        tmp = old.with_name(old.name[: -len(".old")] + ".tmp")
         if not folder.exists():
             if tmp.is_dir():
                 os.rename(tmp, folder)
@@ -132,8 +132,10 @@ def replace_folder(folder: str | Path) -> Iterator[Path]:
     """
     folder = target(folder)
     if folder.exists() and not folder.is_dir():
-        raise BadInput(f"cannot export into {folder}: it is a file, not a folder; choose another "
-                       "export folder or remove the file")
+        raise BadInput(
+            f"cannot export into {folder}: it is a file, not a folder; choose another "
+            "export folder or remove the file"
+        )
     folder.parent.mkdir(parents=True, exist_ok=True)
     recover_folder(folder)
     tag = f"{os.getpid()}.{uuid.uuid4().hex[:8]}"

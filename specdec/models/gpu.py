@@ -47,8 +47,13 @@ def flash_installed(implementation: str) -> bool:
     return importlib.util.find_spec(FLASH[implementation]) is not None
 
 
-def check_attention(requested: str | None, *, device: str, dtype: torch.dtype,
-                    installed: Callable[[str], bool] | None = None) -> None:
+def check_attention(
+    requested: str | None,
+    *,
+    device: str,
+    dtype: torch.dtype,
+    installed: Callable[[str], bool] | None = None,
+) -> None:
     """Refuse a flash-attention request this machine or configuration cannot serve.
 
     Args:
@@ -67,14 +72,16 @@ def check_attention(requested: str | None, *, device: str, dtype: torch.dtype,
     if not (installed or flash_installed)(requested):
         raise BadInput(
             f"{attn} needs the {FLASH[requested]!r} package, which is not installed; install the "
-            f"GPU extra (pip install -e '.[gpu]', see docs/gpu.md) or use {sdpa}")
+            f"GPU extra (pip install -e '.[gpu]', see docs/gpu.md) or use {sdpa}"
+        )
     if not str(device).startswith("cuda"):
-        raise BadInput(f"{attn} runs on CUDA only, but device={device}; use device=cuda or "
-                       f"{sdpa}")
+        raise BadInput(f"{attn} runs on CUDA only, but device={device}; use device=cuda or {sdpa}")
     if dtype not in HALF:
-        raise BadInput(f"{attn} needs bfloat16 or float16 weights, got "
-                       f"{str(dtype).replace('torch.', '')}; set {key_name('dtype')}=bfloat16 "
-                       f"or {sdpa}")
+        raise BadInput(
+            f"{attn} needs bfloat16 or float16 weights, got "
+            f"{str(dtype).replace('torch.', '')}; set {key_name('dtype')}=bfloat16 "
+            f"or {sdpa}"
+        )
 
 
 def fit_attention(models: Iterable[tuple[str, object]], *, makes_trees: bool) -> dict[str, str]:
@@ -97,8 +104,13 @@ def fit_attention(models: Iterable[tuple[str, object]], *, makes_trees: bool) ->
         if current in FLASH:
             model.set_attn_implementation(TREE_FALLBACK)
             switched[role] = current
-            log.info("the %s runs %s instead of %s: this method verifies token trees, whose "
-                     "ancestor masks flash-attention cannot take", role, TREE_FALLBACK, current)
+            log.info(
+                "the %s runs %s instead of %s: this method verifies token trees, whose "
+                "ancestor masks flash-attention cannot take",
+                role,
+                TREE_FALLBACK,
+                current,
+            )
     return switched
 
 
@@ -106,8 +118,12 @@ def _driver() -> str | None:
     if not torch.cuda.is_available():
         return None
     try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=20)
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     first = out.stdout.strip().splitlines()[:1]
@@ -123,5 +139,8 @@ def _package(name: str) -> str | None:
 
 def gpu_versions() -> dict[str, str | None]:
     """CUDA (torch's build), NVIDIA driver and flash-attn versions; ``None`` where absent."""
-    return {"cuda": torch.version.cuda, "cuda_driver": _driver(),
-            "flash_attn": _package("flash-attn") or _package("flash_attn")}
+    return {
+        "cuda": torch.version.cuda,
+        "cuda_driver": _driver(),
+        "flash_attn": _package("flash-attn") or _package("flash_attn"),
+    }

@@ -26,11 +26,17 @@ from specdec.models.pair import ModelPair, load_pair
 from specdec.models.placement import Placement
 
 NO_DRAFT = ("", "none", "null")  # model.draft values meaning "no draft" (case-insensitive)
-WEIGHTS = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
-           "pytorch_model.bin.index.json")  # what save_pretrained writes (one of them)
+WEIGHTS = (
+    "model.safetensors",
+    "model.safetensors.index.json",
+    "pytorch_model.bin",
+    "pytorch_model.bin.index.json",
+)  # what save_pretrained writes (one of them)
 TOKENIZER = ("tokenizer.json", "tokenizer.model", "vocab.json", "spiece.model")
-SAVE_FIX = ("write it again with model.save_pretrained(folder) and "
-            "tokenizer.save_pretrained(folder), or give a hub id")
+SAVE_FIX = (
+    "write it again with model.save_pretrained(folder) and "
+    "tokenizer.save_pretrained(folder), or give a hub id"
+)
 
 
 def no_draft(draft: object) -> bool:
@@ -54,9 +60,12 @@ def hub_offline() -> bool:
 def looks_like_hub_id(text: str) -> bool:
     """``org/name`` that is no path here: one slash, no empty or hidden part, not ``.``/``/``/``~``
     rooted (a hub id to resolve from the cache, not a folder)."""
-    return (text.count("/") == 1 and not text.startswith((".", "/", "~"))
-            and all(part and not part.startswith(".") for part in text.split("/"))
-            and not Path(text).expanduser().exists())
+    return (
+        text.count("/") == 1
+        and not text.startswith((".", "/", "~"))
+        and all(part and not part.startswith(".") for part in text.split("/"))
+        and not Path(text).expanduser().exists()
+    )
 
 
 def check_reference(ref: str, key: str) -> None:
@@ -79,18 +88,23 @@ def check_reference(ref: str, key: str) -> None:
         check_folder(path, key)
         return
     if ref.startswith((".", "/", "~")) or ref.count("/") > 1 or path.exists():
-        raise BadInput(f"{key}={ref}: no model folder there; give an existing folder written by "
-                       "save_pretrained, or a hub id like org/name")
+        raise BadInput(
+            f"{key}={ref}: no model folder there; give an existing folder written by "
+            "save_pretrained, or a hub id like org/name"
+        )
     try:
         validate_repo_id(ref)
     except HFValidationError as err:
-        raise BadInput(f"{key}={ref} is neither a local model folder nor a Hugging Face hub id "
-                       f"({err}); give an existing folder or an id like org/name") from None
+        raise BadInput(
+            f"{key}={ref} is neither a local model folder nor a Hugging Face hub id "
+            f"({err}); give an existing folder or an id like org/name"
+        ) from None
     if hub_offline() and not isinstance(try_to_load_from_cache(ref, "config.json"), str):
         raise MissingInput(
             f"{key}={ref} is not in the local Hugging Face cache and HF_HUB_OFFLINE=1 forbids "
             f"downloading it; fetch it once with `hf download {ref}` (network needed), or give a "
-            f"local folder: {key}=<path>")
+            f"local folder: {key}=<path>"
+        )
 
 
 def check_safetensors(file: Path, key: str) -> None:
@@ -105,11 +119,14 @@ def check_safetensors(file: Path, key: str) -> None:
             header = json.loads(f.read(length))
         ends = [int(v["data_offsets"][1]) for k, v in header.items() if k != "__metadata__"]
     except (ValueError, KeyError, TypeError, IndexError) as err:
-        raise BadInput(f"{key}: the weights file {file} is not a readable safetensors file "
-                       f"({err}); {SAVE_FIX}") from None
+        raise BadInput(
+            f"{key}: the weights file {file} is not a readable safetensors file ({err}); {SAVE_FIX}"
+        ) from None
     if 8 + length + max(ends, default=0) != size:
-        raise BadInput(f"{key}: the weights file {file} is truncated or padded ({size} bytes, its "
-                       f"header describes {8 + length + max(ends, default=0)}); {SAVE_FIX}")
+        raise BadInput(
+            f"{key}: the weights file {file} is truncated or padded ({size} bytes, its "
+            f"header describes {8 + length + max(ends, default=0)}); {SAVE_FIX}"
+        )
 
 
 def check_folder(path: Path, key: str) -> None:
@@ -120,37 +137,48 @@ def check_folder(path: Path, key: str) -> None:
             tokenizer file (the pair reads the tokenizer from each folder).
     """
     if not (path / "config.json").is_file():
-        raise BadInput(f"{key}={path} is a folder without config.json, not a saved model; give "
-                       "a folder written by save_pretrained, or a hub id")
+        raise BadInput(
+            f"{key}={path} is a folder without config.json, not a saved model; give "
+            "a folder written by save_pretrained, or a hub id"
+        )
     if not any((path / name).is_file() for name in WEIGHTS):
         raise BadInput(f"{key}={path} holds no weights file ({' or '.join(WEIGHTS)}); {SAVE_FIX}")
     for file in sorted(path.glob("*.safetensors")):
         check_safetensors(file, key)
     if not any((path / name).is_file() for name in TOKENIZER):
-        raise BadInput(f"{key}={path} holds no tokenizer ({' or '.join(TOKENIZER)}); save the "
-                       "tokenizer into it with tokenizer.save_pretrained(folder), or give a "
-                       "hub id")
+        raise BadInput(
+            f"{key}={path} holds no tokenizer ({' or '.join(TOKENIZER)}); save the "
+            "tokenizer into it with tokenizer.save_pretrained(folder), or give a "
+            "hub id"
+        )
 
 
 def check_finite(model: torch.nn.Module, key: str, ref: str) -> None:
     """Refuse loaded weights that hold NaN or infinity, naming the reference and the tensor."""
     for name, param in model.named_parameters():
         if not bool(torch.isfinite(param).all()):
-            raise BadInput(f"{key}={ref}: the weight {name} holds NaN or infinite values (a "
-                           "corrupt file, or a model that diverged in training); load another "
-                           f"copy, or {SAVE_FIX}")
+            raise BadInput(
+                f"{key}={ref}: the weight {name} holds NaN or infinite values (a "
+                "corrupt file, or a model that diverged in training); load another "
+                f"copy, or {SAVE_FIX}"
+            )
 
 
 def _not_loading(refs: dict[str, str | None], err: Exception) -> None:
     """A local folder that passed ``check_folder`` but still fails to load (the loader's error
     does not say which file): name the local folders of the pair; hub ids keep the error."""
-    folders = [f"{key}={ref}" for key, ref in refs.items()
-               if ref is not None and Path(ref).expanduser().is_dir()]
+    folders = [
+        f"{key}={ref}"
+        for key, ref in refs.items()
+        if ref is not None and Path(ref).expanduser().is_dir()
+    ]
     if isinstance(err, InputError) or not folders:
         return
     reason = " ".join(str(err).split())[:300] or type(err).__name__
-    raise BadInput(f"{' or '.join(folders)}: the folder does not load ({type(err).__name__}: "
-                   f"{reason}); {SAVE_FIX}") from err
+    raise BadInput(
+        f"{' or '.join(folders)}: the folder does not load ({type(err).__name__}: "
+        f"{reason}); {SAVE_FIX}"
+    ) from err
 
 
 def hf_pair(
@@ -179,10 +207,16 @@ def hf_pair(
     if draft is not None:
         check_reference(draft, "model.draft")
     try:
-        pair = load_pair(name or pair_name(str(target)), str(target), draft,
-                         placement=placement, trust_remote_code=trust_remote_code,
-                         static_cache=static_cache, max_cache_len=max_cache_len,
-                         cuda_graphs=cuda_graphs)
+        pair = load_pair(
+            name or pair_name(str(target)),
+            str(target),
+            draft,
+            placement=placement,
+            trust_remote_code=trust_remote_code,
+            static_cache=static_cache,
+            max_cache_len=max_cache_len,
+            cuda_graphs=cuda_graphs,
+        )
     except (OSError, SafetensorError, ValueError) as err:  # a file the loader cannot read
         _not_loading({"model.target": str(target), "model.draft": draft}, err)
         raise

@@ -46,6 +46,8 @@ def decide(timings: Timings) -> str:
 
 def describe_timings(timings: Timings) -> str:
     """``stock 1:41.20 4:55.00 | packed 1:30.10 4:40.20 ms`` (rows: ms per pass)."""
-    parts = [f"{k} " + " ".join(f"{m}:{ms:.2f}" for m, ms in sorted(by_rows.items()))
-             for k, by_rows in timings.items()]
+    parts = [
+        f"{k} " + " ".join(f"{m}:{ms:.2f}" for m, ms in sorted(by_rows.items()))
+        for k, by_rows in timings.items()
+    ]
     return " | ".join(parts) + " ms"

@@ -105,8 +105,9 @@ def linear_layers(models: Sequence[nn.Module | None]) -> list[nn.Linear]:
     return list(seen.values())
 
 
-def sample_layers(linears: Sequence[nn.Linear],
-                  copies: int = COPIES) -> list[tuple[list[nn.Linear], float]]:
+def sample_layers(
+    linears: Sequence[nn.Linear], copies: int = COPIES
+) -> list[tuple[list[nn.Linear], float]]:
     """Per distinct layer shape: its first ``copies`` layers and the factor (layers of that
     shape / layers taken) that scales their time to all of them."""
     groups: dict[str, list[nn.Linear]] = {}
@@ -115,9 +116,14 @@ def sample_layers(linears: Sequence[nn.Linear],
     return [(group[:copies], len(group) / len(group[:copies])) for group in groups.values()]
 
 
-def probe(linears: Sequence[nn.Linear], *, clock: Callable[[], float] = time.perf_counter,
-          rows: Sequence[int] = ROWS, repeats: int = REPEATS,
-          max_repeats: int = MAX_REPEATS) -> Passes:
+def probe(
+    linears: Sequence[nn.Linear],
+    *,
+    clock: Callable[[], float] = time.perf_counter,
+    rows: Sequence[int] = ROWS,
+    repeats: int = REPEATS,
+    max_repeats: int = MAX_REPEATS,
+) -> Passes:
     """Milliseconds of the linear layers of one forward per candidate kernel and row count, for
     each timed pass (``best`` takes the best of them, ``spread`` says how far they agree).
 
@@ -134,9 +140,10 @@ def probe(linears: Sequence[nn.Linear], *, clock: Callable[[], float] = time.per
     passes: Passes = {k: {m: [] for m in rows} for k in CANDIDATES}
     with torch.inference_mode():
         for m in rows:
-            inputs = {lin.in_features: torch.full((m, lin.in_features), 0.01,
-                                                  dtype=lin.weight.dtype)
-                      for lin in timed}  # width -> [m, in]
+            inputs = {
+                lin.in_features: torch.full((m, lin.in_features), 0.01, dtype=lin.weight.dtype)
+                for lin in timed
+            }  # width -> [m, in]
             rep = 0  # pass 0 is untimed (packing, allocator growth)
             while rep <= repeats or (rep <= max_repeats and spread_at(passes, m) > MARGIN):
                 # 1. One pass of every kernel, 2. its time kept from the first timed pass on.
@@ -173,8 +180,13 @@ def probe_key(linears: Sequence[nn.Linear]) -> str:
     for lin in linears:
         shapes[shape_name(lin)] = shapes.get(shape_name(lin), 0) + 1
     dtype = str(linears[0].weight.dtype) if linears else "none"
-    parts = [cpu_model(), torch.__version__, str(torch.get_num_threads()), dtype,
-             json.dumps(shapes, sort_keys=True)]
+    parts = [
+        cpu_model(),
+        torch.__version__,
+        str(torch.get_num_threads()),
+        dtype,
+        json.dumps(shapes, sort_keys=True),
+    ]
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
 
 
@@ -199,9 +211,13 @@ def _write_cache(path: Path, data: dict) -> None:
         log.warning("could not write the kernel probe cache %s (%s)", path, err)
 
 
-def choose_linear_kernel(kernel: str, models: Sequence[nn.Module | None], *,
-                         cache_dir: str | Path | None = None,
-                         clock: Callable[[], float] = time.perf_counter) -> KernelChoice:
+def choose_linear_kernel(
+    kernel: str,
+    models: Sequence[nn.Module | None],
+    *,
+    cache_dir: str | Path | None = None,
+    clock: Callable[[], float] = time.perf_counter,
+) -> KernelChoice:
     """Resolve ``kernel`` for ``models`` (``auto``: by the cached or a new probe; see above).
 
     Args:
@@ -229,22 +245,35 @@ def choose_linear_kernel(kernel: str, models: Sequence[nn.Module | None], *,
         passes = probe(linears, clock=clock)
         timings, noise = describe_timings(best(passes)), spread(passes)
         if noise > MARGIN:  # decided on noise: stock for this run, probe again next time
-            log.warning("linear kernel probe (%.2f s) unstable: its passes differ by %.0f %% "
-                        "(margin %.0f %%): %s -> stock for this run, not cached",
-                        time.perf_counter() - start, 100 * noise, 100 * MARGIN, timings)
-            return KernelChoice("stock", f"probe unstable ({100 * noise:.0f} % spread): "
-                                         f"{timings}")
-        entry = {"kernel": decide(best(passes)), "timings": timings,
-                 "cpu": cpu_model(), "torch": torch.__version__,
-                 "threads": torch.get_num_threads()}
-        log.info("linear kernel probe (%.2f s): %s -> %s", time.perf_counter() - start,
-                 entry["timings"], entry["kernel"])
+            log.warning(
+                "linear kernel probe (%.2f s) unstable: its passes differ by %.0f %% "
+                "(margin %.0f %%): %s -> stock for this run, not cached",
+                time.perf_counter() - start,
+                100 * noise,
+                100 * MARGIN,
+                timings,
+            )
+            return KernelChoice("stock", f"probe unstable ({100 * noise:.0f} % spread): {timings}")
+        entry = {
+            "kernel": decide(best(passes)),
+            "timings": timings,
+            "cpu": cpu_model(),
+            "torch": torch.__version__,
+            "threads": torch.get_num_threads(),
+        }
+        log.info(
+            "linear kernel probe (%.2f s): %s -> %s",
+            time.perf_counter() - start,
+            entry["timings"],
+            entry["kernel"],
+        )
         _write_cache(path, {**cache, key: entry})
     return KernelChoice(entry["kernel"], f"probe: {entry['timings']}")
 
 
-def resolve_for(kernel: str, models: Sequence[nn.Module | None], *,
-                cache_dir: str | Path | None = None) -> KernelChoice:
+def resolve_for(
+    kernel: str, models: Sequence[nn.Module | None], *, cache_dir: str | Path | None = None
+) -> KernelChoice:
     """``choose_linear_kernel`` then ``apply_linear_kernel`` on each model; the choice."""
     choice = choose_linear_kernel(kernel, models, cache_dir=cache_dir)
     for model in models:

@@ -61,8 +61,14 @@ class PackedLinear(WeightStationaryLinear):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # x: [..., I]
         rows = x.numel() // x.shape[-1]
-        if (rows <= 2 or rows > MAX_ROWS or torch.is_grad_enabled() or x.device.type != "cpu"
-                or self.weight.dtype != torch.float32 or not torch.backends.mkldnn.is_available()):
+        if (
+            rows <= 2
+            or rows > MAX_ROWS
+            or torch.is_grad_enabled()
+            or x.device.type != "cpu"
+            or self.weight.dtype != torch.float32
+            or not torch.backends.mkldnn.is_available()
+        ):
             return super().forward(x)
         key = (self.weight.data_ptr(), self.weight._version)
         if getattr(self, "_packed_key", None) != key:
@@ -85,8 +91,11 @@ def apply_linear_kernel(model: nn.Module | None, kernel: str) -> int:
         return 0
     if kernel not in KERNELS[1:]:
         raise ValueError(f"linear kernel must be one of {list(KERNELS[1:])}, got {kernel!r}")
-    classes = {"stock": nn.Linear, "weight_stationary": WeightStationaryLinear,
-               "packed": PackedLinear}
+    classes = {
+        "stock": nn.Linear,
+        "weight_stationary": WeightStationaryLinear,
+        "packed": PackedLinear,
+    }
     new_cls = classes[kernel]
     swapped = 0
     for module in model.modules():

@@ -63,16 +63,21 @@ class ModelPair:
     def describe(self) -> dict[str, str]:
         """Fingerprint of the pair: name, parameter counts, the placement (``Placement.describe``:
         device, dtype, kernel, attention, ...), and the loader's info (for run comparability)."""
-        out = {"name": self.name,
-               "target_params": str(sum(p.numel() for p in self.target.parameters()))}
+        out = {
+            "name": self.name,
+            "target_params": str(sum(p.numel() for p in self.target.parameters())),
+        }
         if self.draft is not None:
             out["draft_params"] = str(sum(p.numel() for p in self.draft.parameters()))
         return {**out, **self.placement.describe(), **self.info}
 
 
-def check_vocab(target: PreTrainedModel, draft: PreTrainedModel | None,
-                tokenizer: PreTrainedTokenizerBase,
-                draft_tokenizer: PreTrainedTokenizerBase | None = None) -> None:
+def check_vocab(
+    target: PreTrainedModel,
+    draft: PreTrainedModel | None,
+    tokenizer: PreTrainedTokenizerBase,
+    draft_tokenizer: PreTrainedTokenizerBase | None = None,
+) -> None:
     """Refuse a draft that does not share the target's tokenizer (``specdec.vocab.check_rows``);
     output rows may differ in padding rows only."""
     if draft is None:
@@ -130,17 +135,22 @@ def make_pair(
         use_cpu_attention(target)
         use_cpu_attention(draft)
     built = replace(
-        asked, device=device,
+        asked,
+        device=device,
         draft_device=device if asked.draft_follows_target else asked.draft_device,
-        dtype=target.dtype, linear_kernel=kernel,
+        dtype=target.dtype,
+        linear_kernel=kernel,
         attention=getattr(target.config, "_attn_implementation", None),
-        threads=torch.get_num_threads())
-    return ModelPair(name=name, target=target, draft=draft, tokenizer=tokenizer, info=info,
-                     placement=built)
+        threads=torch.get_num_threads(),
+    )
+    return ModelPair(
+        name=name, target=target, draft=draft, tokenizer=tokenizer, info=info, placement=built
+    )
 
 
-def place_draft(target: PreTrainedModel, draft: PreTrainedModel,
-                device: str | torch.device) -> PreTrainedModel:
+def place_draft(
+    target: PreTrainedModel, draft: PreTrainedModel, device: str | torch.device
+) -> PreTrainedModel:
     """Move ``draft`` to ``device``; refuse when it shares weights with the target elsewhere.
 
     Moving a module moves its parameter objects in place, so a draft sharing the target's
@@ -154,7 +164,8 @@ def place_draft(target: PreTrainedModel, draft: PreTrainedModel,
         raise BadInput(
             f"the draft shares {len(shared)} weight tensors with the target, so it cannot move to "
             f"{key_name('draft_device')}={device} alone; leave it null (the target's device) "
-            "or use a draft with weights of its own")
+            "or use a draft with weights of its own"
+        )
     return draft.to(dev)
 
 
@@ -172,7 +183,8 @@ def from_hub(auto: type, name: str, key: str, **kwargs: object) -> object:
             f"({reason}); download it once with `hf download {name}` (older clients: "
             f"`huggingface-cli download {name}`; a gated model needs `hf auth login` and its "
             f"license accepted on huggingface.co), or unset HF_HUB_OFFLINE to let transformers "
-            f"fetch it; a local folder: check the path") from err
+            f"fetch it; a local folder: check the path"
+        ) from err
 
 
 def load_pair(
@@ -214,8 +226,9 @@ def load_pair(
     tok = from_hub(AutoTokenizer, target, "model.target", trust_remote_code=trust_remote_code)
     draft_tok = None
     if draft is not None:
-        draft_tok = from_hub(AutoTokenizer, draft, "model.draft",
-                             trust_remote_code=trust_remote_code)
+        draft_tok = from_hub(
+            AutoTokenizer, draft, "model.draft", trust_remote_code=trust_remote_code
+        )
     # 3. The target: on `device`, or placed by `device_map` within `max_memory`.
     info = {"target": target, "draft": str(draft)}
     if where.device_map is None:
@@ -223,8 +236,13 @@ def load_pair(
         tgt = tgt.to(where.device).eval()
     else:
         placed = {"device_map": where.device_map, "max_memory": where.max_memory}
-        tgt = from_hub(AutoModelForCausalLM, target, "model.target", **kwargs,
-                       **{k: v for k, v in placed.items() if v is not None}).eval()
+        tgt = from_hub(
+            AutoModelForCausalLM,
+            target,
+            "model.target",
+            **kwargs,
+            **{k: v for k, v in placed.items() if v is not None},
+        ).eval()
         check_loaded(tgt)
     # 4. The draft, straight onto its device.
     drf = None

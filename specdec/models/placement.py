@@ -118,11 +118,16 @@ class Placement:
         check_values(node)
         device = parse_device(node["device"], "device")
         draft = node["draft_device"]
-        return cls(device=device,
-                   draft_device=device if draft is None else parse_device(draft, "draft_device"),
-                   dtype=resolve_dtype(node["dtype"]), linear_kernel=str(node["linear_kernel"]),
-                   attention=node["attn_implementation"], device_map=node["device_map"],
-                   max_memory=node["max_memory"], draft_threads=node["draft_threads"])
+        return cls(
+            device=device,
+            draft_device=device if draft is None else parse_device(draft, "draft_device"),
+            dtype=resolve_dtype(node["dtype"]),
+            linear_kernel=str(node["linear_kernel"]),
+            attention=node["attn_implementation"],
+            device_map=node["device_map"],
+            max_memory=node["max_memory"],
+            draft_threads=node["draft_threads"],
+        )
 
     @property
     def draft_follows_target(self) -> bool:
@@ -166,11 +171,18 @@ class Placement:
 
     def describe(self) -> dict[str, str]:
         """The placement's part of the pair fingerprint (unset optional fields left out)."""
-        out = {"device": str(self.device), "draft_device": str(self.draft_device),
-               "dtype": str(self.dtype).replace("torch.", ""), "linear_kernel": self.linear_kernel,
-               "attention": str(self.attention or "default")}
-        optional = {"device_map": self.device_map, "threads": self.threads,
-                    "draft_threads": self.draft_threads}
+        out = {
+            "device": str(self.device),
+            "draft_device": str(self.draft_device),
+            "dtype": str(self.dtype).replace("torch.", ""),
+            "linear_kernel": self.linear_kernel,
+            "attention": str(self.attention or "default"),
+        }
+        optional = {
+            "device_map": self.device_map,
+            "threads": self.threads,
+            "draft_threads": self.draft_threads,
+        }
         return {**out, **{k: str(v) for k, v in optional.items() if v is not None}}
 
 
@@ -178,8 +190,11 @@ def drafter_modules(drafter: object) -> dict[str, Held]:
     """The modules a drafter holds by default: each draft ``LM``'s model (role ``draft``) and its
     policy's (``Policy.modules``); feature drafters add their net (``Drafter.modules``)."""
     models = getattr(drafter, "models", ())
-    out = {f"drafter.lm{i or ''}": Held("draft", lm.model) for i, lm in enumerate(models)
-           if isinstance(getattr(lm, "model", None), nn.Module)}
+    out = {
+        f"drafter.lm{i or ''}": Held("draft", lm.model)
+        for i, lm in enumerate(models)
+        if isinstance(getattr(lm, "model", None), nn.Module)
+    }
     policy = getattr(drafter, "policy", None)
     return {**out, **(policy.modules() if hasattr(policy, "modules") else {})}
 
@@ -202,7 +217,8 @@ def check_before_loading(placement: Placement, *, drafter: type | None = None) -
             raise BadInput(
                 f"{key}={want}, but drafter {drafter.__name__} drafts from the target's features "
                 f"with a net on the target's device ({device}); leave {key} null or set it to "
-                f"{device}")
+                f"{device}"
+            )
     check_device_map(placement.device_map)
     check_max_memory(placement.max_memory, placement.device_map)
 
@@ -228,4 +244,5 @@ def check_built(modules: Mapping[str, Held], placement: Placement) -> None:
         raise BadInput(
             f"{len(wrong)} tensor(s) of the method are not where the placement puts them: "
             f"{'; '.join(wrong[:SHOWN])}{more}. A drafter, policy or head must place what it "
-            "loads with Placement.place (specdec/models/placement.py), not move it itself")
+            "loads with Placement.place (specdec/models/placement.py), not move it itself"
+        )

@@ -34,8 +34,12 @@ import torch
 from specdec.errors import BadInput
 
 NODE = "placement"
-DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16,
-          "float16": torch.float16}
+DTYPES = {
+    "float32": torch.float32,
+    "float64": torch.float64,
+    "bfloat16": torch.bfloat16,
+    "float16": torch.float16,
+}
 
 
 @dataclass(frozen=True)
@@ -54,8 +58,9 @@ class PlacementKeys:
 
 
 KEYS: tuple[str, ...] = tuple(f.name for f in fields(PlacementKeys))
-DEFAULTS: dict[str, object] = {f.name: f.default for f in fields(PlacementKeys)
-                               if f.default is not MISSING}
+DEFAULTS: dict[str, object] = {
+    f.name: f.default for f in fields(PlacementKeys) if f.default is not MISSING
+}
 
 
 def key_name(key: str) -> str:
@@ -79,8 +84,10 @@ def moved_error(key: str, value: object = None) -> BadInput:
     flat = key.lstrip("+~")
     what = f"{new}={value}" if value is not None else f"{new}=<value>"
     also = " (device=<d> still sets the target's device)" if flat == "model.device" else ""
-    return BadInput(f"{flat} is now {new}: the placement keys live in the model config's "
-                    f"`placement:` node (specdec/models/placement_config.py); write {what}{also}")
+    return BadInput(
+        f"{flat} is now {new}: the placement keys live in the model config's "
+        f"`placement:` node (specdec/models/placement_config.py); write {what}{also}"
+    )
 
 
 def plain(value: object, *, resolve: bool = True) -> object:
@@ -123,8 +130,10 @@ def node_of(config: Mapping | None) -> dict[str, object]:
     values = plain(node)
     unknown = sorted(str(k) for k in values if k not in KEYS)
     if unknown:
-        raise BadInput(f"model.{NODE}.{unknown[0]} is not a placement key; the node's keys are "
-                       f"{', '.join(KEYS)}")
+        raise BadInput(
+            f"model.{NODE}.{unknown[0]} is not a placement key; the node's keys are "
+            f"{', '.join(KEYS)}"
+        )
     return {**DEFAULTS, **values}
 
 
@@ -133,8 +142,9 @@ def parse_device(value: object, key: str) -> torch.device:
     try:
         return torch.device(value)
     except (RuntimeError, TypeError) as err:
-        raise BadInput(f"{key_name(key)}={value!r} is not a torch device (cpu, cuda, cuda:1, "
-                       f"mps): {err}") from None
+        raise BadInput(
+            f"{key_name(key)}={value!r} is not a torch device (cpu, cuda, cuda:1, mps): {err}"
+        ) from None
 
 
 def resolve_dtype(name: object, key: str = "dtype") -> torch.dtype:
@@ -150,26 +160,35 @@ def check_values(node: Mapping[str, object]) -> None:
 
     kernel = node.get("linear_kernel")
     if kernel not in KERNELS:
-        raise BadInput(f"{key_name('linear_kernel')}={kernel!r} is not a kernel; use one of "
-                       f"{', '.join(KERNELS)} (specdec/models/kernels.py)")
+        raise BadInput(
+            f"{key_name('linear_kernel')}={kernel!r} is not a kernel; use one of "
+            f"{', '.join(KERNELS)} (specdec/models/kernels.py)"
+        )
     threads = node.get("draft_threads")
-    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int)
-                                or threads < 1):
-        raise BadInput(f"{key_name('draft_threads')} must be an integer >= 1 or null, got "
-                       f"{threads!r}")
+    if threads is not None and (
+        isinstance(threads, bool) or not isinstance(threads, int) or threads < 1
+    ):
+        raise BadInput(
+            f"{key_name('draft_threads')} must be an integer >= 1 or null, got {threads!r}"
+        )
 
 
 def refuse_split(placement: object, pair: str) -> None:
     """Refuse, for a pair built in this process (``tiny``, ``smollm2``), a ``Placement`` asking
     for what only ``from_pretrained`` honours (``attn_implementation``, ``device_map``,
     ``max_memory``)."""
-    asked = {"attn_implementation": placement.attention, "device_map": placement.device_map,
-             "max_memory": placement.max_memory}
+    asked = {
+        "attn_implementation": placement.attention,
+        "device_map": placement.device_map,
+        "max_memory": placement.max_memory,
+    }
     for key, value in asked.items():
         if value is not None:
-            raise BadInput(f"{key_name(key)}={value} is for pairs loaded with from_pretrained "
-                           f"(model=hf and the hub presets); model={pair} builds its models in "
-                           "this process: leave it null")
+            raise BadInput(
+                f"{key_name(key)}={value} is for pairs loaded with from_pretrained "
+                f"(model=hf and the hub presets); model={pair} builds its models in "
+                "this process: leave it null"
+            )
 
 
 def flat_model(model: object) -> object:

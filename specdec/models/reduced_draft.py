@@ -86,9 +86,15 @@ class ReducedVocabDraft(LlamaPreTrainedModel, GenerationMixin):
         **kwargs,
     ) -> CausalLMOutputWithPast:
         cache = cache if cache is not None else past_key_values
-        out = self.model(input_ids=input_ids, attention_mask=attention_mask,
-                         position_ids=position_ids, **{cache_kwarg(self.model): cache},
-                         inputs_embeds=inputs_embeds, use_cache=use_cache, **kwargs)
+        out = self.model(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            **{cache_kwarg(self.model): cache},
+            inputs_embeds=inputs_embeds,
+            use_cache=use_cache,
+            **kwargs,
+        )
         h = out.last_hidden_state  # [B, N, H]
         if logits_to_keep:
             h = h[:, -logits_to_keep:]
@@ -96,8 +102,11 @@ class ReducedVocabDraft(LlamaPreTrainedModel, GenerationMixin):
         logits = small.new_full((*small.shape[:-1], self.config.vocab_size), float("-inf"))
         logits.index_copy_(-1, self.token_map, small)  # [B, N, V], -inf outside the map
         cached = getattr(out, output_cache_field(type(out)))  # the model's cache after the call
-        return CausalLMOutputWithPast(logits=logits, hidden_states=out.hidden_states,
-                                      **{output_cache_field(CausalLMOutputWithPast): cached})
+        return CausalLMOutputWithPast(
+            logits=logits,
+            hidden_states=out.hidden_states,
+            **{output_cache_field(CausalLMOutputWithPast): cached},
+        )
 
 
 def tokenizer_sha256(tokenizer) -> str:
@@ -106,8 +115,14 @@ def tokenizer_sha256(tokenizer) -> str:
     return hashlib.sha256(json.dumps(items, ensure_ascii=False).encode()).hexdigest()
 
 
-def draft_config(target_config: LlamaConfig, *, layers: int, draft_vocab_size: int,
-                 tokenizer_hash: str = "", attention_bias: bool = False) -> LlamaConfig:
+def draft_config(
+    target_config: LlamaConfig,
+    *,
+    layers: int,
+    draft_vocab_size: int,
+    tokenizer_hash: str = "",
+    attention_bias: bool = False,
+) -> LlamaConfig:
     """The draft's config: the target's shapes with ``layers`` layers and a reduced head;
     ``attention_bias``: Llama layers with projection biases (a Qwen2 target's q/k/v carry one
     its config does not name: ``qkv_bias``)."""
@@ -137,14 +152,17 @@ def copy_layer(dst: nn.Module, src: nn.Module) -> None:
     missing, unexpected = dst.load_state_dict(src.state_dict(), strict=False)
     extra = [k for k in missing if not k.endswith("o_proj.bias")]
     if extra or unexpected:
-        raise RuntimeError(f"cannot copy a {type(src).__name__} into a {type(dst).__name__}: "
-                           f"missing {extra}, unexpected {unexpected}")
+        raise RuntimeError(
+            f"cannot copy a {type(src).__name__} into a {type(dst).__name__}: "
+            f"missing {extra}, unexpected {unexpected}"
+        )
     for key in missing:
         dst.get_parameter(key).data.zero_()
 
 
-def init_from_target(target, token_map: torch.Tensor, *, layers: list[int],
-                     tokenizer_hash: str = "") -> ReducedVocabDraft:
+def init_from_target(
+    target, token_map: torch.Tensor, *, layers: list[int], tokenizer_hash: str = ""
+) -> ReducedVocabDraft:
     """A draft initialised from the target: copies of ``layers``, its norm, its head rows.
 
     Args:
@@ -153,8 +171,13 @@ def init_from_target(target, token_map: torch.Tensor, *, layers: list[int],
         layers: which target layers to copy, in order.
     """
     assert token_map.dim() == 1 and token_map.unique().numel() == token_map.numel()
-    cfg = draft_config(target.config, layers=len(layers), draft_vocab_size=token_map.numel(),
-                       tokenizer_hash=tokenizer_hash, attention_bias=qkv_bias(target))
+    cfg = draft_config(
+        target.config,
+        layers=len(layers),
+        draft_vocab_size=token_map.numel(),
+        tokenizer_hash=tokenizer_hash,
+        attention_bias=qkv_bias(target),
+    )
     draft = ReducedVocabDraft(cfg).to(target.dtype)
     with torch.no_grad():
         for i, j in enumerate(layers):
@@ -171,18 +194,26 @@ def attach_embeddings(draft: ReducedVocabDraft, target) -> None:
     draft.model.embed_tokens = target.get_input_embeddings()
 
 
-def save_draft(draft: ReducedVocabDraft, folder: str | Path, dtype: torch.dtype = torch.bfloat16
-               ) -> Path:
+def save_draft(
+    draft: ReducedVocabDraft, folder: str | Path, dtype: torch.dtype = torch.bfloat16
+) -> Path:
     """Write ``config.json`` + ``model.safetensors`` (no embeddings; floats stored as ``dtype``)
     atomically: a failed or killed export leaves the folder as it was."""
-    state = {k: (v.detach().to(dtype) if v.is_floating_point() else v.detach()).contiguous().cpu()
-             for k, v in draft.state_dict().items() if k != EMBED_KEY}
+    state = {
+        k: (v.detach().to(dtype) if v.is_floating_point() else v.detach()).contiguous().cpu()
+        for k, v in draft.state_dict().items()
+        if k != EMBED_KEY
+    }
     return write_asset(folder, state, json.loads(draft.config.to_json_string()))
 
 
-def load_draft(folder: str | Path, target, *, tokenizer=None,
-               train_command: str = "python -m specdec.train +experiment=draft_lm_smollm2"
-               ) -> ReducedVocabDraft:
+def load_draft(
+    folder: str | Path,
+    target,
+    *,
+    tokenizer=None,
+    train_command: str = "python -m specdec.train +experiment=draft_lm_smollm2",
+) -> ReducedVocabDraft:
     """Load a shipped draft and attach the target's embeddings.
 
     Raises:
@@ -204,20 +235,25 @@ def load_draft(folder: str | Path, target, *, tokenizer=None,
     state = read_tensors(folder / WEIGHTS, "draft", fix)
     expected = getattr(cfg, "tokenizer_sha256", "")
     if tokenizer is not None and expected and expected != tokenizer_sha256(tokenizer):
-        raise BadInput(f"the draft in {folder} was trained for another tokenizer than the "
-                       f"target's; train a draft for this target: {train_command}")
+        raise BadInput(
+            f"the draft in {folder} was trained for another tokenizer than the "
+            f"target's; train a draft for this target: {train_command}"
+        )
     if cfg.vocab_size != target.config.vocab_size or cfg.hidden_size != target.config.hidden_size:
-        raise BadInput(f"the draft in {folder} (vocab {cfg.vocab_size}, hidden "
-                       f"{cfg.hidden_size}) does not fit the target (vocab "
-                       f"{target.config.vocab_size}, hidden {target.config.hidden_size}); "
-                       f"{remedy}")
+        raise BadInput(
+            f"the draft in {folder} (vocab {cfg.vocab_size}, hidden "
+            f"{cfg.hidden_size}) does not fit the target (vocab "
+            f"{target.config.vocab_size}, hidden {target.config.hidden_size}); "
+            f"{remedy}"
+        )
     with torch.device("meta"):
         draft = ReducedVocabDraft(cfg)
     attach_embeddings(draft, target)
     dtype = target.dtype
     state = {k: v.to(dtype) if v.is_floating_point() else v for k, v in state.items()}
-    load_state(draft, state, folder / WEIGHTS, "draft", fix, ignore_missing=[EMBED_KEY],
-               assign=True)
+    load_state(
+        draft, state, folder / WEIGHTS, "draft", fix, ignore_missing=[EMBED_KEY], assign=True
+    )
     draft.model.rotary_emb = type(draft.model.rotary_emb)(config=cfg)  # rebuild meta buffers
     return draft.eval()
 
@@ -231,14 +267,18 @@ def draft_from_checkpoint(ckpt_path: str | Path, target, tokenizer=None) -> Redu
     cmd = "`python -m specdec.train +experiment=draft_lm_smollm2`"
     fix = f"point to a complete DistillLearner checkpoint or retrain one with {cmd}"
     state = read_checkpoint(ckpt_path, fix)["state_dict"]
-    net = {k[len("net."):]: v for k, v in state.items() if k.startswith("net.")}
+    net = {k[len("net.") :]: v for k, v in state.items() if k.startswith("net.")}
     if "lm_head.weight" not in net:
-        raise BadInput(f"training checkpoint {ckpt_path} holds no draft (no net.lm_head.weight); "
-                       f"{fix}")
+        raise BadInput(
+            f"training checkpoint {ckpt_path} holds no draft (no net.lm_head.weight); {fix}"
+        )
     layers = 1 + max(int(k.split(".")[2]) for k in net if k.startswith("model.layers."))
-    cfg = draft_config(target.config, layers=layers,
-                       draft_vocab_size=net["lm_head.weight"].shape[0],
-                       tokenizer_hash=tokenizer_sha256(tokenizer) if tokenizer else "")
+    cfg = draft_config(
+        target.config,
+        layers=layers,
+        draft_vocab_size=net["lm_head.weight"].shape[0],
+        tokenizer_hash=tokenizer_sha256(tokenizer) if tokenizer else "",
+    )
     draft = ReducedVocabDraft(cfg).to(target.dtype)
     attach_embeddings(draft, target)
     load_state(draft, net, ckpt_path, "draft", cmd, ignore_missing=[EMBED_KEY])

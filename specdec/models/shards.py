@@ -39,9 +39,11 @@ def shard_plan(state: dict[str, torch.Tensor], max_bytes: int) -> list[list[str]
     for name, tensor in state.items():
         size = nbytes(tensor)
         if size > room:
-            raise BadInput(f"tensor {name!r} takes {size / 2**20:.1f} MiB, more than a shard of "
-                           f"{max_bytes / 2**20:.1f} MiB holds; raise export.max_shard_mib or "
-                           f"store it as int8")
+            raise BadInput(
+                f"tensor {name!r} takes {size / 2**20:.1f} MiB, more than a shard of "
+                f"{max_bytes / 2**20:.1f} MiB holds; raise export.max_shard_mib or "
+                f"store it as int8"
+            )
         if shards[-1] and used + size > room:
             shards.append([])
             used = 0
@@ -59,8 +61,9 @@ def shard_name(k: int, n: int) -> str:
     return f"model-{k:05d}-of-{n:05d}.safetensors"
 
 
-def write_weights(folder: Path, state: dict[str, torch.Tensor], weights: str,
-                  max_shard_mib: float | None = None) -> list[Path]:
+def write_weights(
+    folder: Path, state: dict[str, torch.Tensor], weights: str, max_shard_mib: float | None = None
+) -> list[Path]:
     """Write ``state`` into ``folder``: one ``weights`` file, or (``max_shard_mib`` given and the
     tensors larger) shards and the index. Returns the files written."""
     limit = None if max_shard_mib is None else int(float(max_shard_mib) * 2**20)
@@ -74,7 +77,9 @@ def write_weights(folder: Path, state: dict[str, torch.Tensor], weights: str,
         save_file({n: state[n] for n in names}, str(folder / name))
         weight_map.update(dict.fromkeys(names, name))
         files.append(folder / name)
-    index = {"metadata": {"total_size": sum(nbytes(t) for t in state.values())},
-             "weight_map": weight_map}
+    index = {
+        "metadata": {"total_size": sum(nbytes(t) for t in state.values())},
+        "weight_map": weight_map,
+    }
     (folder / INDEX).write_text(json.dumps(index, indent=2))
     return [*files, folder / INDEX]

@@ -49,8 +49,9 @@ def _require(path: Path, kind: str, fix_cmd: str) -> None:
         raise MissingInput(f"{kind} file {path} is missing; create it with {fix_cmd}")
 
 
-def read_config(folder: str | Path, kind: str, fix_cmd: str, *,
-                keys: Sequence[str] = (), name: str = CONFIG) -> dict:
+def read_config(
+    folder: str | Path, kind: str, fix_cmd: str, *, keys: Sequence[str] = (), name: str = CONFIG
+) -> dict:
     """``folder/<name>`` (``config.json``) as a dict that holds every one of ``keys``.
 
     Args:
@@ -69,28 +70,33 @@ def read_config(folder: str | Path, kind: str, fix_cmd: str, *,
         raw = json.loads(path.read_bytes().decode("utf-8"))
     except (OSError, ValueError) as err:  # ValueError: UnicodeDecodeError and JSONDecodeError
         what = "the file is empty" if path.stat().st_size == 0 else "not valid JSON"
-        raise BadInput(f"{kind} config {path} is corrupt: {what} ({_reason(err)}); re-create "
-                       f"it with {fix_cmd}") from err
+        raise BadInput(
+            f"{kind} config {path} is corrupt: {what} ({_reason(err)}); re-create it with {fix_cmd}"
+        ) from err
     if not isinstance(raw, dict):
-        raise BadInput(f"{kind} config {path} is corrupt: it holds a JSON "
-                       f"{type(raw).__name__}, not an object; re-create it with {fix_cmd}")
+        raise BadInput(
+            f"{kind} config {path} is corrupt: it holds a JSON "
+            f"{type(raw).__name__}, not an object; re-create it with {fix_cmd}"
+        )
     missing = [k for k in keys if k not in raw]
     if missing:
-        raise BadInput(f"{kind} config {path} lacks the keys {missing}; re-create it with "
-                       f"{fix_cmd}")
+        raise BadInput(
+            f"{kind} config {path} lacks the keys {missing}; re-create it with {fix_cmd}"
+        )
     return raw
 
 
-def check_finite(state: dict[str, torch.Tensor], path: str | Path, kind: str,
-                 fix_cmd: str) -> None:
+def check_finite(state: dict[str, torch.Tensor], path: str | Path, kind: str, fix_cmd: str) -> None:
     """Raise ``BadInput`` naming the first floating tensor of ``state`` with a NaN or inf."""
     for name, tensor in state.items():
         if tensor.is_floating_point():
             bad = int((~torch.isfinite(tensor)).sum())
             if bad:
-                raise BadInput(f"{kind} weights {path}: tensor {name!r} has {bad} NaN/inf "
-                               f"value(s) of {tensor.numel()}; retrain and re-export it with "
-                               f"{fix_cmd}")
+                raise BadInput(
+                    f"{kind} weights {path}: tensor {name!r} has {bad} NaN/inf "
+                    f"value(s) of {tensor.numel()}; retrain and re-export it with "
+                    f"{fix_cmd}"
+                )
 
 
 def has_weights(folder: str | Path) -> bool:
@@ -103,16 +109,17 @@ def _read_sharded(index: Path, kind: str, fix_cmd: str) -> dict[str, torch.Tenso
     raw = read_config(index.parent, kind, fix_cmd, name=INDEX)
     wmap = raw.get("weight_map")
     if not isinstance(wmap, dict) or not wmap:
-        raise BadInput(f"{kind} shard index {index} has no weight_map; re-create it with "
-                       f"{fix_cmd}")
+        raise BadInput(f"{kind} shard index {index} has no weight_map; re-create it with {fix_cmd}")
     state: dict[str, torch.Tensor] = {}
     for shard in sorted(set(wmap.values())):
         got = read_tensors(index.parent / shard, kind, fix_cmd)  # missing / truncated: named
         wrong = sorted(set(got) ^ {k for k, v in wmap.items() if v == shard})
         if wrong:
-            raise BadInput(f"{kind} shard {index.parent / shard} does not hold the tensors "
-                           f"{index} maps to it (differing: {wrong[:5]}); re-create them with "
-                           f"{fix_cmd}")
+            raise BadInput(
+                f"{kind} shard {index.parent / shard} does not hold the tensors "
+                f"{index} maps to it (differing: {wrong[:5]}); re-create them with "
+                f"{fix_cmd}"
+            )
         state.update(got)
     return state
 
@@ -132,27 +139,44 @@ def read_tensors(path: str | Path, kind: str, fix_cmd: str) -> dict[str, torch.T
     try:
         state = load_file(str(path))
     except (SafetensorError, OSError, ValueError) as err:
-        what = ("the file is empty" if path.stat().st_size == 0
-                else "truncated or not a safetensors file")
-        raise BadInput(f"{kind} weights {path} are corrupt: {what} ({_reason(err)}); re-create "
-                       f"them with {fix_cmd}") from err
+        what = (
+            "the file is empty"
+            if path.stat().st_size == 0
+            else "truncated or not a safetensors file"
+        )
+        raise BadInput(
+            f"{kind} weights {path} are corrupt: {what} ({_reason(err)}); re-create "
+            f"them with {fix_cmd}"
+        ) from err
     check_finite(state, path, kind, fix_cmd)
     return state
 
 
-def load_state(net: nn.Module, state: dict[str, torch.Tensor], path: str | Path, kind: str,
-               fix_cmd: str, *, ignore_missing: Sequence[str] = (), assign: bool = False) -> None:
+def load_state(
+    net: nn.Module,
+    state: dict[str, torch.Tensor],
+    path: str | Path,
+    kind: str,
+    fix_cmd: str,
+    *,
+    ignore_missing: Sequence[str] = (),
+    assign: bool = False,
+) -> None:
     """``net.load_state_dict(state)``; keys missing (beyond ``ignore_missing``), unexpected or of
     another shape raise ``BadInput`` naming ``path`` and listing them."""
     try:
         missing, unexpected = net.load_state_dict(state, strict=False, assign=assign)
     except RuntimeError as err:  # tensors of another shape than the network's
-        raise BadInput(f"{path} does not match the {kind} network ({_reason(err)}); re-create "
-                       f"it with {fix_cmd}") from err
+        raise BadInput(
+            f"{path} does not match the {kind} network ({_reason(err)}); re-create "
+            f"it with {fix_cmd}"
+        ) from err
     missing = [k for k in missing if k not in ignore_missing]
     if unexpected or missing:
-        raise BadInput(f"{path} does not match the {kind} network (missing {missing}, "
-                       f"unexpected {unexpected}); re-create it with {fix_cmd}")
+        raise BadInput(
+            f"{path} does not match the {kind} network (missing {missing}, "
+            f"unexpected {unexpected}); re-create it with {fix_cmd}"
+        )
 
 
 def read_checkpoint(path: str | Path, fix_cmd: str) -> dict:
@@ -169,18 +193,28 @@ def read_checkpoint(path: str | Path, fix_cmd: str) -> dict:
         ckpt = torch.load(str(path), map_location="cpu", weights_only=True)
     except Exception as err:  # unpickling foreign bytes fails in many ways (KeyError, EOFError...)
         # torch's UnpicklingError advises weights_only=False, which is no fix for a foreign file
-        reason = ("not a weights-only pickle" if isinstance(err, pickle.UnpicklingError)
-                  else _reason(err))
-        raise BadInput(f"training checkpoint {path} is truncated or not a checkpoint "
-                       f"({type(err).__name__}: {reason}); {fix_cmd}") from err
+        reason = (
+            "not a weights-only pickle" if isinstance(err, pickle.UnpicklingError) else _reason(err)
+        )
+        raise BadInput(
+            f"training checkpoint {path} is truncated or not a checkpoint "
+            f"({type(err).__name__}: {reason}); {fix_cmd}"
+        ) from err
     if not isinstance(ckpt, dict) or not isinstance(ckpt.get("state_dict"), dict):
-        raise BadInput(f"training checkpoint {path} holds no state_dict (not a Lightning "
-                       f"checkpoint); {fix_cmd}")
+        raise BadInput(
+            f"training checkpoint {path} holds no state_dict (not a Lightning "
+            f"checkpoint); {fix_cmd}"
+        )
     return ckpt
 
 
-def write_asset(folder: str | Path, state: dict[str, torch.Tensor], config: dict, *,
-                max_shard_mib: float | None = None) -> Path:
+def write_asset(
+    folder: str | Path,
+    state: dict[str, torch.Tensor],
+    config: dict,
+    *,
+    max_shard_mib: float | None = None,
+) -> Path:
     """Write ``model.safetensors`` (``state``; with ``max_shard_mib``, shards of at most that
     size when larger: ``shards.py``) and ``config.json`` (``config``, indented JSON) into
     ``folder`` atomically (``replace_folder``); returns ``folder``."""

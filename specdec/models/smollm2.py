@@ -57,8 +57,9 @@ def gguf_path() -> Path:
         path = Path(folder) / GGUF_NAME
         if path.exists():
             return path
-    raise MissingInput(f"{GGUF_NAME} not found in {list(spec.submodule_search_locations)}; "
-                            f"{remedy}")
+    raise MissingInput(
+        f"{GGUF_NAME} not found in {list(spec.submodule_search_locations)}; {remedy}"
+    )
 
 
 def default_cache_dir() -> Path:
@@ -73,15 +74,19 @@ def target_folder(cache_dir: str | Path | None = None) -> Path:
     if (folder / "model.safetensors").exists():
         return folder
     source = gguf_path()
-    print(f"[specdec] first use: converting {source.name} to a safetensors cache in {folder} "
-          "(about 30 s, once)", flush=True)
+    print(
+        f"[specdec] first use: converting {source.name} to a safetensors cache in {folder} "
+        "(about 30 s, once)",
+        flush=True,
+    )
     folder.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=CACHE_NAME + ".tmp", dir=folder.parent))
     tmp.chmod(0o755)
     try:
         tok = AutoTokenizer.from_pretrained(source.parent, gguf_file=source.name)
-        model = AutoModelForCausalLM.from_pretrained(source.parent, gguf_file=source.name,
-                                                     dtype=torch.float32)
+        model = AutoModelForCausalLM.from_pretrained(
+            source.parent, gguf_file=source.name, dtype=torch.float32
+        )
         # 1. Strip the quantizer state: the weights are already de-quantized fp32 tensors.
         model.hf_quantizer = None
         if hasattr(model.config, "quantization_config"):
@@ -101,8 +106,11 @@ def target_folder(cache_dir: str | Path | None = None) -> Path:
     return folder
 
 
-def load_target(cache_dir: str | Path | None = None, dtype: torch.dtype = torch.float32,
-                device: str | torch.device = "cpu") -> tuple[PreTrainedModel, object]:
+def load_target(
+    cache_dir: str | Path | None = None,
+    dtype: torch.dtype = torch.float32,
+    device: str | torch.device = "cpu",
+) -> tuple[PreTrainedModel, object]:
     """The SmolLM2-135M-Instruct target and its tokenizer, from the safetensors cache."""
     folder = target_folder(cache_dir)
     try:
@@ -114,12 +122,15 @@ def load_target(cache_dir: str | Path | None = None, dtype: torch.dtype = torch.
             f"{folder} and rerun: it is recreated from {GGUF_NAME}. Cause: "
             + " ".join(str(err).split())
         ) from err
-    bad = next((name for name, p in model.named_parameters()
-                if not bool(torch.isfinite(p).all())), None)
+    bad = next(
+        (name for name, p in model.named_parameters() if not bool(torch.isfinite(p).all())), None
+    )
     if bad is not None:  # a cache file written wrong: the GGUF itself de-quantizes to finite
-        raise BadInput(f"the SmolLM2 cache {folder / 'model.safetensors'} holds NaN or infinite "
-                       f"values (weight {bad}); delete the folder {folder} and rerun: it is "
-                       f"recreated from {GGUF_NAME}")
+        raise BadInput(
+            f"the SmolLM2 cache {folder / 'model.safetensors'} holds NaN or infinite "
+            f"values (weight {bad}); delete the folder {folder} and rerun: it is "
+            f"recreated from {GGUF_NAME}"
+        )
     return model.to(device).eval(), tok
 
 
@@ -188,7 +199,8 @@ def smollm2_pair(
         raise BadInput(
             f"{key}={where.draft_device}: the {draft} SmolLM2 draft shares the target's "
             f"weights, so it runs on the target's device ({where.device}); leave {key} null, "
-            "or give the draft weights of its own")
+            "or give the draft weights of its own"
+        )
     target, tok = load_target(cache_dir, where.dtype, where.device)
     info = {"target": CACHE_NAME, "draft": draft}
     drf = None

@@ -36,20 +36,30 @@ def byte_tokenizer() -> PreTrainedTokenizerFast:
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     out = PreTrainedTokenizerFast(
-        tokenizer_object=tok, bos_token="<|im_start|>", eos_token="<|im_end|>",
-        pad_token="<|endoftext|>", additional_special_tokens=SPECIALS,
+        tokenizer_object=tok,
+        bos_token="<|im_start|>",
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+        additional_special_tokens=SPECIALS,
     )
     out.chat_template = CHATML
     return out
 
 
-def tiny_lm(vocab_size: int, *, hidden: int, layers: int, heads: int, seed: int,
-            dtype: torch.dtype) -> LlamaForCausalLM:
+def tiny_lm(
+    vocab_size: int, *, hidden: int, layers: int, heads: int, seed: int, dtype: torch.dtype
+) -> LlamaForCausalLM:
     """A seeded random Llama-style causal LM."""
     config = LlamaConfig(
-        vocab_size=vocab_size, hidden_size=hidden, intermediate_size=2 * hidden,
-        num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=heads,
-        max_position_embeddings=4096, tie_word_embeddings=True, attn_implementation="sdpa",
+        vocab_size=vocab_size,
+        hidden_size=hidden,
+        intermediate_size=2 * hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=heads,
+        max_position_embeddings=4096,
+        tie_word_embeddings=True,
+        attn_implementation="sdpa",
     )
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
@@ -98,11 +108,29 @@ def tiny_pair(
     where = Placement.from_config(placement)
     refuse_split(where, "tiny")
     tok = byte_tokenizer()
-    target = tiny_lm(vocab_size or len(tok), hidden=hidden, layers=layers, heads=heads, seed=seed,
-                     dtype=where.dtype)
-    draft = tiny_lm(draft_vocab_size or len(tok), hidden=draft_hidden, layers=draft_layers,
-                    heads=heads, seed=draft_seed, dtype=where.dtype)
+    target = tiny_lm(
+        vocab_size or len(tok),
+        hidden=hidden,
+        layers=layers,
+        heads=heads,
+        seed=seed,
+        dtype=where.dtype,
+    )
+    draft = tiny_lm(
+        draft_vocab_size or len(tok),
+        hidden=draft_hidden,
+        layers=draft_layers,
+        heads=heads,
+        seed=draft_seed,
+        dtype=where.dtype,
+    )
     target, draft = target.to(where.device), draft.to(where.device)
-    pair = make_pair("tiny", target, draft, tok, {"seed": str(seed), "draft_seed": str(draft_seed)},
-                     placement=where)
+    pair = make_pair(
+        "tiny",
+        target,
+        draft,
+        tok,
+        {"seed": str(seed), "draft_seed": str(draft_seed)},
+        placement=where,
+    )
     return with_static(pair, spec)

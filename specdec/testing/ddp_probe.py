@@ -41,10 +41,17 @@ class RankProbe(L.Callback):
             digest.update(name.encode())
             digest.update(tensor.detach().to("cpu", torch.float64).numpy().tobytes())
         self.out_dir.mkdir(parents=True, exist_ok=True)
-        (self.out_dir / f"rank{trainer.global_rank}.json").write_text(json.dumps({
-            "rank": trainer.global_rank, "world_size": trainer.world_size,
-            "batches": self.batches, "samples": self.samples,
-            "params_sha256": digest.hexdigest()}))
+        (self.out_dir / f"rank{trainer.global_rank}.json").write_text(
+            json.dumps(
+                {
+                    "rank": trainer.global_rank,
+                    "world_size": trainer.world_size,
+                    "batches": self.batches,
+                    "samples": self.samples,
+                    "params_sha256": digest.hexdigest(),
+                }
+            )
+        )
 
 
 def recorded_export(learner, out_dir: str, *, inner: str, record_dir: str, **kwargs):

@@ -68,8 +68,9 @@ class BackgroundDrafter(CountingDrafter):
         # Start the worker on the draft's continuation; it runs during the target's forward.
         ids = ctx.tokens.tolist() + draft.tokens[1:].tolist()
         coins = ctx.coins.fork(("ahead", ctx.step))  # independent of the main stream's position
-        self._worker = threading.Thread(target=self._run, args=(ids, coins, ctx.sampling),
-                                        daemon=True)
+        self._worker = threading.Thread(
+            target=self._run, args=(ids, coins, ctx.sampling), daemon=True
+        )
         self._worker.start()
         return draft
 
@@ -88,4 +89,3 @@ class BackgroundDrafter(CountingDrafter):
         if verdict.num_accepted == draft.num_drafted:
             hit = verdict.token == self._guess
             self._counts["ahead_hits" if hit else "ahead_misses"] += 1
-

@@ -34,8 +34,9 @@ SHAPES: dict[str, Callable[..., Drafter]] = {
 }
 
 
-def make(shape: str, vocab: int, gamma: int, temperature: float,
-         seed: int) -> tuple[TableLM, Drafter, Sampling]:
+def make(
+    shape: str, vocab: int, gamma: int, temperature: float, seed: int
+) -> tuple[TableLM, Drafter, Sampling]:
     """A TableLM target (``seed``), a drafter of ``shape`` on another TableLM, their sampling."""
     sampling = Sampling(temperature=temperature)
     target = TableLM(vocab, seed)

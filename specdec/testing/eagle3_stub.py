@@ -33,7 +33,8 @@ def stub_tensors(hidden: int, vocab: int, seed: int = 0) -> dict[str, torch.Tens
     t2d = torch.zeros(vocab, dtype=torch.bool)
     t2d[draft] = True
     return {
-        "fc.weight": rnd(h, 3 * h), "midlayer.input_layernorm.weight": 1 + rnd(h, scale=0.1),
+        "fc.weight": rnd(h, 3 * h),
+        "midlayer.input_layernorm.weight": 1 + rnd(h, scale=0.1),
         "midlayer.hidden_norm.weight": 1 + rnd(h, scale=0.1),
         "midlayer.self_attn.q_proj.weight": rnd(q, 2 * h),
         "midlayer.self_attn.k_proj.weight": rnd(kv, 2 * h),
@@ -42,8 +43,11 @@ def stub_tensors(hidden: int, vocab: int, seed: int = 0) -> dict[str, torch.Tens
         "midlayer.post_attention_layernorm.weight": 1 + rnd(h, scale=0.1),
         "midlayer.mlp.gate_proj.weight": rnd(INTER, h),
         "midlayer.mlp.up_proj.weight": rnd(INTER, h),
-        "midlayer.mlp.down_proj.weight": rnd(h, INTER), "norm.weight": 1 + rnd(h, scale=0.1),
-        "lm_head.weight": rnd(V_D, h), "d2t": draft - torch.arange(V_D), "t2d": t2d,
+        "midlayer.mlp.down_proj.weight": rnd(h, INTER),
+        "norm.weight": 1 + rnd(h, scale=0.1),
+        "lm_head.weight": rnd(V_D, h),
+        "d2t": draft - torch.arange(V_D),
+        "t2d": t2d,
         "embed_tokens.weight": rnd(vocab, h),  # some heads ship a copy: not read
     }
 
@@ -51,19 +55,37 @@ def stub_tensors(hidden: int, vocab: int, seed: int = 0) -> dict[str, torch.Tens
 def stub_config(hidden: int, vocab: int, layers: list[int] | None) -> dict:
     """The ``LlamaForCausalLMEagle3`` ``config.json`` (``layers``: pinned target layers, as
     ``hidden_states`` indices under vLLM's key: ``nets/eagle3/layer_ids.py``)."""
-    cfg = {"architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama",
-           "hidden_size": hidden, "intermediate_size": INTER, "num_attention_heads": HEADS,
-           "num_key_value_heads": KV, "head_dim": HEAD_DIM, "num_hidden_layers": 1,
-           "vocab_size": vocab, "draft_vocab_size": V_D, "rms_norm_eps": EPS,
-           "rope_theta": THETA, "max_position_embeddings": 512, "hidden_act": "silu",
-           "tie_word_embeddings": False}
+    cfg = {
+        "architectures": ["LlamaForCausalLMEagle3"],
+        "model_type": "llama",
+        "hidden_size": hidden,
+        "intermediate_size": INTER,
+        "num_attention_heads": HEADS,
+        "num_key_value_heads": KV,
+        "head_dim": HEAD_DIM,
+        "num_hidden_layers": 1,
+        "vocab_size": vocab,
+        "draft_vocab_size": V_D,
+        "rms_norm_eps": EPS,
+        "rope_theta": THETA,
+        "max_position_embeddings": 512,
+        "hidden_act": "silu",
+        "tie_word_embeddings": False,
+    }
     if layers is not None:
         cfg["eagle_aux_hidden_state_layer_ids"] = layers
     return cfg
 
 
-def write_stub(folder: Path, hidden: int = 32, vocab: int = 259, layers: list[int] | None = LAYERS,
-               fmt: str = "eagle3_hf", seed: int = 0, **extra) -> Path:
+def write_stub(
+    folder: Path,
+    hidden: int = 32,
+    vocab: int = 259,
+    layers: list[int] | None = LAYERS,
+    fmt: str = "eagle3_hf",
+    seed: int = 0,
+    **extra,
+) -> Path:
     """A stub head for a target of ``hidden`` / ``vocab`` in ``fmt`` (``eagle3_hf`` or
     ``speculators``: nested config, ``layers.0.*`` names); ``extra``: more config keys (e.g.
     ``norm_before_residual=True``)."""
@@ -71,13 +93,21 @@ def write_stub(folder: Path, hidden: int = 32, vocab: int = 259, layers: list[in
     state, cfg = stub_tensors(hidden, vocab, seed), stub_config(hidden, vocab, layers) | extra
     if fmt == "speculators":
         state = {k.replace("midlayer.", "layers.0."): v for k, v in state.items()}
-        layer_cfg = {k: v for k, v in cfg.items() if k not in (
-            "architectures", "eagle_aux_hidden_state_layer_ids", "draft_vocab_size")}
-        cfg = {"architectures": ["Eagle3Speculator"], "speculators_model_type": "eagle3",
-               "transformer_layer_config": layer_cfg, "draft_vocab_size": V_D,
-               "norm_before_residual": False, "target_hidden_size": None,
-               "eagle_aux_hidden_state_layer_ids": layers,
-               "speculators_config": {"algorithm": "eagle3", "verifier": {"name_or_path": "x"}}}
+        layer_cfg = {
+            k: v
+            for k, v in cfg.items()
+            if k not in ("architectures", "eagle_aux_hidden_state_layer_ids", "draft_vocab_size")
+        }
+        cfg = {
+            "architectures": ["Eagle3Speculator"],
+            "speculators_model_type": "eagle3",
+            "transformer_layer_config": layer_cfg,
+            "draft_vocab_size": V_D,
+            "norm_before_residual": False,
+            "target_hidden_size": None,
+            "eagle_aux_hidden_state_layer_ids": layers,
+            "speculators_config": {"algorithm": "eagle3", "verifier": {"name_or_path": "x"}},
+        }
     save_file(state, str(folder / "model.safetensors"))
     (folder / "config.json").write_text(json.dumps(cfg))
     return folder

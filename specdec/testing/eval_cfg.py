@@ -9,8 +9,7 @@ from omegaconf import DictConfig
 from specdec.config import compose_config
 
 #: a short run: two prompts of the tiny fixture dataset, six new tokens, one warm-up, no bar
-FAST = ["model=tiny", "benchmark=tiny", "limit=2", "max_new_tokens=6", "warmup=1",
-        "progress=false"]
+FAST = ["model=tiny", "benchmark=tiny", "limit=2", "max_new_tokens=6", "warmup=1", "progress=false"]
 
 
 def eval_cfg(out_dir: Path, overrides: list[str]) -> DictConfig:

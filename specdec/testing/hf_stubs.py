@@ -17,15 +17,23 @@ from specdec.models.tiny import byte_tokenizer
 FAMILIES = {"llama": (LlamaConfig, LlamaForCausalLM), "qwen2": (Qwen2Config, Qwen2ForCausalLM)}
 
 
-def save_stub(folder: Path, family: str, *, layers: int, seed: int, vocab: int = 259,
-              like: str | None = None) -> str:
+def save_stub(
+    folder: Path, family: str, *, layers: int, seed: int, vocab: int = 259, like: str | None = None
+) -> str:
     """A seeded random model of ``family`` with the byte tokenizer, saved to ``folder``; with
     ``like`` (a saved stub) its weights are that model's plus noise (its first layers, its
     embedding rows): a draft that agrees with its target often, not always."""
     config_cls, model_cls = FAMILIES[family]
-    config = config_cls(vocab_size=vocab, hidden_size=32, intermediate_size=64,
-                        num_hidden_layers=layers, num_attention_heads=2, num_key_value_heads=2,
-                        max_position_embeddings=512, tie_word_embeddings=True)
+    config = config_cls(
+        vocab_size=vocab,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=layers,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        tie_word_embeddings=True,
+    )
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = model_cls(config)

@@ -38,8 +38,10 @@ class StopAt(L.Callback):
 
 def _row_digests(batch: Any) -> list[str]:
     first = next(iter(batch.values())) if isinstance(batch, dict) else batch[0]  # [B, ...]
-    return [hashlib.sha256(row.detach().cpu().contiguous().numpy().tobytes()).hexdigest()[:16]
-            for row in first]
+    return [
+        hashlib.sha256(row.detach().cpu().contiguous().numpy().tobytes()).hexdigest()[:16]
+        for row in first
+    ]
 
 
 class BatchLog(L.Callback):
@@ -56,9 +58,16 @@ class BatchLog(L.Callback):
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         states = [s for opt in trainer.optimizers for s in opt.state.values() if "step" in s]
         steps = int(torch.as_tensor(states[0]["step"]).item()) if states else 0
-        self._write({"start": trainer.global_step, "optimizer_steps": steps,
-                     "epoch": trainer.current_epoch})
+        self._write(
+            {"start": trainer.global_step, "optimizer_steps": steps, "epoch": trainer.current_epoch}
+        )
 
-    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule,
-                           outputs: Any, batch: Any, batch_idx: int) -> None:
+    def on_train_batch_end(
+        self,
+        trainer: L.Trainer,
+        pl_module: L.LightningModule,
+        outputs: Any,
+        batch: Any,
+        batch_idx: int,
+    ) -> None:
         self._write({"step": trainer.global_step, "rows": _row_digests(batch)})

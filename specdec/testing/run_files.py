@@ -10,8 +10,17 @@ import json
 from pathlib import Path
 
 #: the record keys a clock measured (everything else is a function of the prompt and config)
-TIME_KEYS = ("prefill_s", "prefill_target_s", "prefill_draft_s", "decode_s", "draft_s", "wall_s",
-             "total_s", "turn_s", "tokens_per_s")
+TIME_KEYS = (
+    "prefill_s",
+    "prefill_target_s",
+    "prefill_draft_s",
+    "decode_s",
+    "draft_s",
+    "wall_s",
+    "total_s",
+    "turn_s",
+    "tokens_per_s",
+)
 
 
 def read_jsonl(path: Path) -> list[dict]:
@@ -33,8 +42,16 @@ def without_times(rec: dict) -> dict:
 
 def write_alpaca_prompts(data_dir: Path, n: int) -> list[str]:
     """Write ``n`` one-turn prompts as ``<data_dir>/alpaca/test.jsonl``; return their ids."""
-    rows = [{"id": f"p{i}", "category": "c", "turns": [f"Question number {i}?"],
-             "reference": None, "meta": {}} for i in range(n)]
+    rows = [
+        {
+            "id": f"p{i}",
+            "category": "c",
+            "turns": [f"Question number {i}?"],
+            "reference": None,
+            "meta": {},
+        }
+        for i in range(n)
+    ]
     (data_dir / "alpaca").mkdir(parents=True)
     (data_dir / "alpaca" / "test.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     return [r["id"] for r in rows]

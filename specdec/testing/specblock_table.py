@@ -17,9 +17,16 @@ def save_table_specblock(folder: Path, vocab: int) -> str:
 
     Head and rank head are scaled up: peaked draft distributions give varied block widths and
     real acceptances."""
-    cfg = LlamaConfig(vocab_size=vocab, hidden_size=vocab, intermediate_size=24,
-                      num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1,
-                      head_dim=10, max_position_embeddings=64)
+    cfg = LlamaConfig(
+        vocab_size=vocab,
+        hidden_size=vocab,
+        intermediate_size=24,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=10,
+        max_position_embeddings=64,
+    )
     cfg.draft_vocab_size = vocab
     torch.manual_seed(0)
     net = SpecBlockNet(cfg, (0,), slots=3, rank_hidden=8).double()

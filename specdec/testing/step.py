@@ -101,8 +101,15 @@ def one_step(
 
     def run(coins):
         frozen = _FreezableCoins(coins)
-        out = generate(list(prompt), target, _OneStep(drafter, frozen), verifier,
-                       sampling=sampling, coins=frozen, max_new_tokens=max_tokens)
+        out = generate(
+            list(prompt),
+            target,
+            _OneStep(drafter, frozen),
+            verifier,
+            sampling=sampling,
+            coins=frozen,
+            max_new_tokens=max_tokens,
+        )
         return tuple(out.tokens[: out.stats.accepted_per_step[0] + 1])
 
     return enumerate_outcomes(run)

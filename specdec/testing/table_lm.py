@@ -104,8 +104,13 @@ class TableLM:
         """The identity: a TableLM's hidden states are its logits."""
         return hidden
 
-    def _append(self, tokens: torch.Tensor, parents: list[int], hidden_layers: Sequence[int],
-                inputs_embeds: torch.Tensor | None) -> LMOut:
+    def _append(
+        self,
+        tokens: torch.Tensor,
+        parents: list[int],
+        hidden_layers: Sequence[int],
+        inputs_embeds: torch.Tensor | None,
+    ) -> LMOut:
         """New pending nodes; ``parents`` index the pending set (``-1``: the committed prefix).
 
         ``inputs_embeds`` must be the tokens' own one-hot rows (a table has no other input);
@@ -120,8 +125,9 @@ class TableLM:
             self._pending.append([*base, int(tok)])
         new = self._pending[before:]
         where, step = current_lane()
-        self.forward_log.append(ForwardRecord(self.role, len(new), len(self._ids) + before, 0.0,
-                                              lane=where, step=step))
+        self.forward_log.append(
+            ForwardRecord(self.role, len(new), len(self._ids) + before, 0.0, lane=where, step=step)
+        )
         logits = torch.stack([self.logits(tuple(c)) for c in new])  # [N, V]
         hidden = None
         if hidden_layers:

@@ -14,10 +14,13 @@ def source_folder(root: Path, n: int = 10) -> Path:
     """GSM8K train (``gsm8k/train.jsonl``) + one Alpaca train file (``alpaca/train.json``)."""
     (root / "gsm8k").mkdir(parents=True)
     (root / "alpaca").mkdir()
-    rows = [json.dumps({"question": f"what is {i} plus {i + 1}?", "answer": f"{2 * i + 1}"})
-            for i in range(n)]
+    rows = [
+        json.dumps({"question": f"what is {i} plus {i + 1}?", "answer": f"{2 * i + 1}"})
+        for i in range(n)
+    ]
     (root / "gsm8k" / "train.jsonl").write_text("\n".join(rows) + "\n")
-    alpaca = [{"instruction": f"name a colour number {i}", "input": "", "output": "red"}
-              for i in range(n)]
+    alpaca = [
+        {"instruction": f"name a colour number {i}", "input": "", "output": "red"} for i in range(n)
+    ]
     (root / "alpaca" / "train.json").write_text(json.dumps(alpaca))
     return root

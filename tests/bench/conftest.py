@@ -40,9 +40,20 @@ def specbench_runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("sbruns")
     same = ["model.draft_seed=0", "model.draft_layers=2"]  # the tiny draft = the tiny target
     for method, extra in (("ar", []), ("sps", same)):
-        ev.run(eval_cfg(root / method, [f"method={method}", "benchmark=tiny2", "limit=4",
-                                        "max_new_tokens=6", "warmup=0", "progress=false",
-                                        *extra]))
+        ev.run(
+            eval_cfg(
+                root / method,
+                [
+                    f"method={method}",
+                    "benchmark=tiny2",
+                    "limit=4",
+                    "max_new_tokens=6",
+                    "warmup=0",
+                    "progress=false",
+                    *extra,
+                ],
+            )
+        )
     return {m: root / m for m in ("ar", "sps")}
 
 

@@ -11,8 +11,9 @@ from specdec.testing.paths import REPO
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("bench_context",
-                                                  REPO / "scripts" / "bench_context.py")
+    spec = importlib.util.spec_from_file_location(
+        "bench_context", REPO / "scripts" / "bench_context.py"
+    )
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # its dataclass looks its module up
     spec.loader.exec_module(module)
@@ -20,8 +21,12 @@ def _script():
 
 
 def test_bench_context_prints_a_table_per_method_and_length(capsys):
-    assert _script().main(["--model", "tiny", "--methods", "ar,specblock", "--contexts", "16,32",
-                           "--new", "2"]) == 0
+    assert (
+        _script().main(
+            ["--model", "tiny", "--methods", "ar,specblock", "--contexts", "16,32", "--new", "2"]
+        )
+        == 0
+    )
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("load average (1 min):") and out[-1].startswith("load average")
     assert out[1].split()[:4] == ["method", "context", "pre", "tgt"]

@@ -29,12 +29,15 @@ def _log(seed: int, steps: int = 400, outliers: int = 0) -> list[ForwardRecord]:
 
 
 def test_columns_round_trip_the_forwards_a_record_keeps():
-    log = [ForwardRecord("draft", 1, 10, 0.0031234567, step=0),
-           ForwardRecord("target", 5, 11, 0.025, lane="main", step=0),
-           ForwardRecord("draft", 2, 12, 0.004, lane="bg", step=1)]
+    log = [
+        ForwardRecord("draft", 1, 10, 0.0031234567, step=0),
+        ForwardRecord("target", 5, 11, 0.025, lane="main", step=0),
+        ForwardRecord("draft", 2, 12, 0.004, lane="bg", step=1),
+    ]
     back = log_rows(log_columns(log))
     assert [(f.role, f.new_tokens, f.context, f.lane, f.step) for f in back] == [
-        (f.role, f.new_tokens, f.context, f.lane, f.step) for f in log]
+        (f.role, f.new_tokens, f.context, f.lane, f.step) for f in log
+    ]
     assert [f.seconds for f in back] == pytest.approx([f.seconds for f in log], abs=1e-6)
 
 
@@ -59,8 +62,10 @@ def test_modeled_time_adds_up_to_the_forwards_including_a_heavy_tail():
 
 
 def test_sizes_the_run_never_made_come_from_the_calibration_rescaled_to_the_run():
-    slow = CostTable(times={"target": {1: 0.25, 2: 0.26, 5: 0.27, 64: 1.0},
-                            "draft": {1: 0.03, 8: 0.05}}, ref_context=100)  # 10x slow phase
+    slow = CostTable(
+        times={"target": {1: 0.25, 2: 0.26, 5: 0.27, 64: 1.0}, "draft": {1: 0.03, 8: 0.05}},
+        ref_context=100,
+    )  # 10x slow phase
     log = [f for f in _log(3) if not (f.role == "target" and f.new_tokens == 1)]
     table, report = fit_cost_table([log], slow)
     assert report["calibrated"] == {"target": [1, 2, 64], "draft": [8]}
@@ -99,7 +104,7 @@ def test_no_forwards_and_no_calibration_is_an_error():
 def _records(log: list[ForwardRecord], prompts: int = 4) -> list[dict]:
     """``log`` split into ``prompts`` records the way the runner stores them."""
     k = -(-len(log) // prompts)  # ceil: every forward in some record
-    return [{"forward_log": log_columns(log[i * k:(i + 1) * k])} for i in range(prompts)]
+    return [{"forward_log": log_columns(log[i * k : (i + 1) * k])} for i in range(prompts)]
 
 
 def test_each_dataset_is_priced_at_the_speed_it_ran_at():
@@ -110,11 +115,11 @@ def test_each_dataset_is_priced_at_the_speed_it_ran_at():
     from specdec.bench.run_summary import RunSummary
 
     quiet = _log(3)
-    loaded = [ForwardRecord(f.role, f.new_tokens, f.context, 6 * f.seconds, step=f.step)
-              for f in _log(4)]
+    loaded = [
+        ForwardRecord(f.role, f.new_tokens, f.context, 6 * f.seconds, step=f.step) for f in _log(4)
+    ]
     records = {"quiet": _records(quiet), "loaded": _records(loaded)}
-    calibration = CostTable({"target": {1: 0.03, 5: 0.03, 8: 0.04}, "draft": {1: 0.003}},
-                            {}, 100)
+    calibration = CostTable({"target": {1: 0.03, 5: 0.03, 8: 0.04}, "draft": {1: 0.003}}, {}, 100)
     summary = RunSummary("sps", {"quiet": {}, "loaded": {}}, overall={})
     price_run(summary, records, calibration)
     for name, log in (("quiet", quiet), ("loaded", loaded)):
@@ -124,5 +129,6 @@ def test_each_dataset_is_priced_at_the_speed_it_ran_at():
     run_wide = CostTable.from_dict(summary.cost_table)
     assert run_wide(quiet) > 2 * sum(f.seconds for f in quiet)  # what the old pricing did
     assert summary.overall["modeled_s"] == pytest.approx(
-        sum(f.seconds for f in quiet + loaded), rel=1e-3)
+        sum(f.seconds for f in quiet + loaded), rel=1e-3
+    )
     assert summary.cost_table_monotone is True

@@ -35,25 +35,41 @@ def test_prefill_split_reads_the_targets_prefill_forwards_only():
 
 
 def test_end_to_end_sums_and_leaves_out_what_old_records_lack():
-    recs = [{"new_tokens": 6, "total_s": 2.0, "prefill_target_s": 0.5, "prefill_draft_s": 0.25},
-            {"new_tokens": 2, "total_s": 2.0, "prefill_target_s": 0.5, "prefill_draft_s": 0.0}]
-    assert end_to_end(recs) == {"prefill_target_s": 1.0, "prefill_draft_s": 0.25,
-                                "total_s": 4.0, "e2e_tokens_per_s": 2.0}
-    assert end_to_end([{"new_tokens": 3, "total_s": 1.5}]) == {"total_s": 1.5,
-                                                               "e2e_tokens_per_s": 2.0}
+    recs = [
+        {"new_tokens": 6, "total_s": 2.0, "prefill_target_s": 0.5, "prefill_draft_s": 0.25},
+        {"new_tokens": 2, "total_s": 2.0, "prefill_target_s": 0.5, "prefill_draft_s": 0.0},
+    ]
+    assert end_to_end(recs) == {
+        "prefill_target_s": 1.0,
+        "prefill_draft_s": 0.25,
+        "total_s": 4.0,
+        "e2e_tokens_per_s": 2.0,
+    }
+    assert end_to_end([{"new_tokens": 3, "total_s": 1.5}]) == {
+        "total_s": 1.5,
+        "e2e_tokens_per_s": 2.0,
+    }
     assert end_to_end([]) == {}
-    assert [bucket_of(n) for n in (1, 511, 512, 2047, 2048)] == ["<512", "<512", "512-2k",
-                                                                 "512-2k", ">2k"]
+    assert [bucket_of(n) for n in (1, 511, 512, 2047, 2048)] == [
+        "<512",
+        "<512",
+        "512-2k",
+        "512-2k",
+        ">2k",
+    ]
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("e2e")
-    asset = ["drafter.path=" + str(REPO / "specdec" / "assets" / "specblock" / "tiny"),
-             "drafter.experiment=specblock_tiny"]  # no Hydra choices in a composed config
+    asset = [
+        "drafter.path=" + str(REPO / "specdec" / "assets" / "specblock" / "tiny"),
+        "drafter.experiment=specblock_tiny",
+    ]  # no Hydra choices in a composed config
     for method, extra in (("ar", []), ("specblock", asset)):
-        ev.run(eval_cfg(root / method, [f"method={method}", "warmup=0", "max_new_tokens=4",
-                                        *extra]))
+        ev.run(
+            eval_cfg(root / method, [f"method={method}", "warmup=0", "max_new_tokens=4", *extra])
+        )
     return {m: root / m for m in ("ar", "specblock")}
 
 
@@ -75,9 +91,11 @@ def test_records_and_summaries_hold_the_prefill_split_and_end_to_end_speed(runs)
             total = sum(r["total_s"] for r in recs)
             assert metrics["total_s"] == pytest.approx(total)
             assert metrics["e2e_tokens_per_s"] == pytest.approx(
-                sum(r["new_tokens"] for r in recs) / total)
+                sum(r["new_tokens"] for r in recs) / total
+            )
             assert metrics["prefill_draft_s"] == pytest.approx(
-                sum(r["prefill_draft_s"] for r in recs))
+                sum(r["prefill_draft_s"] for r in recs)
+            )
 
 
 def test_leaderboard_shows_e2e_speed_and_the_per_context_table(runs, tmp_path):
@@ -91,6 +109,9 @@ def test_leaderboard_shows_e2e_speed_and_the_per_context_table(runs, tmp_path):
     assert row.e2e_speedup == pytest.approx(per_token(base) / per_token(mine))
     assert "| e2e tokens/s | e2e speedup |" in text.splitlines()[2]
     assert "## Per context length" in text and "### specblock" in text
-    line = next(x for x in text.splitlines() if x.startswith("| <512 | 2 |")
-                and f"{row.e2e_speedup:.2f}x" in x)
+    line = next(
+        x
+        for x in text.splitlines()
+        if x.startswith("| <512 | 2 |") and f"{row.e2e_speedup:.2f}x" in x
+    )
     assert f"{sum(r['prefill_draft_s'] for r in mine):.2f}" in line

@@ -12,19 +12,25 @@ from specdec.testing.eval_cfg import eval_cfg
 from specdec.testing.run_files import run_records as _records
 
 
-@pytest.mark.parametrize(("override", "message"), [
-    ("limit=abc", "limit='abc' is not valid: expected an integer >= 1 or null"),
-    ("sampling.temperature=hot", "sampling.temperature='hot' is not valid: expected a number >= 0"),
-    ("max_new_tokens=-1", "max_new_tokens=-1 is not valid: expected an integer >= 1 or null"),
-    ("warmup=-1", "warmup=-1 is not valid: expected an integer >= 0"),
-    ("seed=x", "seed='x' is not valid: expected an integer"),
-    ("seed=true", "seed=True is not valid: expected an integer"),
-    ("sampling.top_p=0", "sampling.top_p=0 is not valid: expected a number > 0.0 and <= 1.0"),
-    ("threads=0", "threads=0 is not valid"),
-    ("quality=maybe", "quality='maybe' is not valid: expected true or false"),
-    ("benchmark.datasets.tiny.limit=abc", "benchmark.datasets.tiny.limit='abc' is not valid"),
-    ("device=gpu", "device='gpu' is not a torch device"),
-])
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("limit=abc", "limit='abc' is not valid: expected an integer >= 1 or null"),
+        (
+            "sampling.temperature=hot",
+            "sampling.temperature='hot' is not valid: expected a number >= 0",
+        ),
+        ("max_new_tokens=-1", "max_new_tokens=-1 is not valid: expected an integer >= 1 or null"),
+        ("warmup=-1", "warmup=-1 is not valid: expected an integer >= 0"),
+        ("seed=x", "seed='x' is not valid: expected an integer"),
+        ("seed=true", "seed=True is not valid: expected an integer"),
+        ("sampling.top_p=0", "sampling.top_p=0 is not valid: expected a number > 0.0 and <= 1.0"),
+        ("threads=0", "threads=0 is not valid"),
+        ("quality=maybe", "quality='maybe' is not valid: expected true or false"),
+        ("benchmark.datasets.tiny.limit=abc", "benchmark.datasets.tiny.limit='abc' is not valid"),
+        ("device=gpu", "device='gpu' is not a torch device"),
+    ],
+)
 def test_bad_values_name_the_key_before_any_model_loads(tmp_path, no_models, override, message):
     with pytest.raises(ValueError) as err:
         ev.run(eval_cfg(tmp_path, [override]))
@@ -48,11 +54,14 @@ def _nan_from_call(model, k: int) -> None:
     model.register_forward_hook(hook)
 
 
-@pytest.mark.parametrize(("role", "call", "where"), [
-    ("target", 1, "at the prompt's prefill"),
-    ("target", 4, "at decoding step 2"),  # prefill, then one target forward per AR step
-    ("draft", 2, "at decoding step 0"),  # the draft's prefill, then its first draft forward
-])
+@pytest.mark.parametrize(
+    ("role", "call", "where"),
+    [
+        ("target", 1, "at the prompt's prefill"),
+        ("target", 4, "at decoding step 2"),  # prefill, then one target forward per AR step
+        ("draft", 2, "at decoding step 0"),  # the draft's prefill, then its first draft forward
+    ],
+)
 def test_nan_logits_stop_the_generation_naming_the_model_and_step(role, call, where):
     from specdec.drafters import EmptyDrafter, ModelDrafter
     from specdec.drafters.policies import Fixed
@@ -65,11 +74,21 @@ def test_nan_logits_stop_the_generation_naming_the_model_and_step(role, call, wh
 
     pair, greedy = tiny_pair(), Sampling(temperature=0.0)
     _nan_from_call(pair.target if role == "target" else pair.draft, call)
-    drafter = (EmptyDrafter() if role == "target" else
-               ModelDrafter(CachedLM(pair.draft, role="draft"), Fixed(3)))
+    drafter = (
+        EmptyDrafter()
+        if role == "target"
+        else ModelDrafter(CachedLM(pair.draft, role="draft"), Fixed(3))
+    )
     with pytest.raises(NonFiniteLogits) as err:
-        generate(pair.tokenizer.encode("Hello there"), CachedLM(pair.target), drafter,
-                 Tokenwise(), sampling=greedy, coins=TorchCoins(0), max_new_tokens=8)
+        generate(
+            pair.tokenizer.encode("Hello there"),
+            CachedLM(pair.target),
+            drafter,
+            Tokenwise(),
+            sampling=greedy,
+            coins=TorchCoins(0),
+            max_new_tokens=8,
+        )
     assert f"the {role} model produced NaN or +inf logits" in str(err.value)
     assert str(err.value).endswith(where)
 
@@ -124,8 +143,9 @@ def test_a_loader_that_ignores_device_is_refused_before_generating(tmp_path, mon
     build = tiny.tiny_pair
     monkeypatch.setattr(tiny, "tiny_pair", lambda placement, **kwargs: build(**kwargs))
     monkeypatch.setattr(dataset_run, "run_prompt", lambda *a, **k: pytest.fail("generated"))
-    with pytest.raises(ValueError, match="device=meta was requested but the pair's loader put "
-                                         "the target on cpu"):
+    with pytest.raises(
+        ValueError, match="device=meta was requested but the pair's loader put the target on cpu"
+    ):
         ev.run(eval_cfg(tmp_path, ["device=meta"]))
 
 
@@ -159,15 +179,28 @@ def test_a_prompt_past_the_models_positions_fails_naming_it(tmp_path, short_cont
         ev.run(eval_cfg(tmp_path / "draft", overrides))
 
 
-def test_truncate_prompts_left_keeps_the_last_tokens_and_says_so(tmp_path, short_context,
-                                                                 monkeypatch):
+def test_truncate_prompts_left_keeps_the_last_tokens_and_says_so(
+    tmp_path, short_context, monkeypatch
+):
     import specdec.bench.run.method as method
 
     lengths, real = [], method.generate
-    monkeypatch.setattr(method, "generate",
-                        lambda ids, *a, **k: lengths.append(len(ids)) or real(ids, *a, **k))
-    ev.run(eval_cfg(tmp_path, ["method=sps", "limit=3", "cost_model=false", "max_new_tokens=6",
-                               "truncate_prompts=left", "warmup=0"]))
+    monkeypatch.setattr(
+        method, "generate", lambda ids, *a, **k: lengths.append(len(ids)) or real(ids, *a, **k)
+    )
+    ev.run(
+        eval_cfg(
+            tmp_path,
+            [
+                "method=sps",
+                "limit=3",
+                "cost_model=false",
+                "max_new_tokens=6",
+                "truncate_prompts=left",
+                "warmup=0",
+            ],
+        )
+    )
     recs = _records(tmp_path)
     assert [r["prompt_id"] for r in recs] == ["tiny-0", "tiny-1", "tiny-2"]
     assert recs[0]["truncated_tokens"] == recs[1]["truncated_tokens"] == 0
@@ -178,10 +211,12 @@ def test_max_new_tokens_alone_past_the_positions_is_refused():
     from specdec.bench.run.checks import fit_context
 
     with pytest.raises(ValueError, match="max_new_tokens=100 leaves no room for a prompt"):
-        fit_context([1, 2], max_new_tokens=100, limits={"target": 100}, truncate="left",
-                    where="prompt 'x'")
-    assert fit_context([1, 2, 3], max_new_tokens=1, limits={"target": 3, "draft": 9},
-                       truncate="left", where="") == ([2, 3], 1)
+        fit_context(
+            [1, 2], max_new_tokens=100, limits={"target": 100}, truncate="left", where="prompt 'x'"
+        )
+    assert fit_context(
+        [1, 2, 3], max_new_tokens=1, limits={"target": 3, "draft": 9}, truncate="left", where=""
+    ) == ([2, 3], 1)
 
 
 def test_minus_inf_logits_are_legal_but_a_row_without_a_finite_logit_is_not():

@@ -27,8 +27,9 @@ from specdec.testing.run_files import read_jsonl as read
 from specdec.testing.run_files import without_times
 
 
-def run_ranks(out: Path, world: int, overrides: list[str],
-              order: list[int] | None = None) -> dict | None:
+def run_ranks(
+    out: Path, world: int, overrides: list[str], order: list[int] | None = None
+) -> dict | None:
     """Run ranks ``order`` (default: the last rank first, rank 0 last) of a ``world``-rank eval."""
     summary = None
     for rank in order if order is not None else reversed(range(world)):
@@ -37,6 +38,7 @@ def run_ranks(out: Path, world: int, overrides: list[str],
 
 
 # --- sharding -----------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize(("n", "world"), [(4, 2), (7, 3), (2, 3), (1, 1), (0, 2)])
 def test_shards_are_disjoint_balanced_round_robin_and_cover_every_prompt(n, world):
@@ -74,6 +76,7 @@ def test_each_rank_gets_its_own_gpu_and_a_pinned_gpu_is_refused():
 
 
 # --- the merge ----------------------------------------------------------------------------------
+
 
 def _write(path: Path, recs: list[dict]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -131,6 +134,7 @@ def test_recorded_elsewhere_reads_other_files_only_and_never_repairs_them(tmp_pa
 
 # --- the runner, ranks simulated in turn --------------------------------------------------------
 
+
 def test_two_ranks_record_what_one_process_records_and_rank_0_writes_the_one_summary(tmp_path):
     overrides = ["method=sps", "limit=3"]  # 3 prompts: rank 0 answers two, rank 1 one
     single = ev.run(eval_cfg(tmp_path / "one", overrides), InProcessRanks(0, 1))
@@ -146,10 +150,12 @@ def test_two_ranks_record_what_one_process_records_and_rank_0_writes_the_one_sum
     assert summary["config_hash"] == single["config_hash"] and summary["complete"] is True
     assert summary["world_size"] == 2 and "world_size" not in single
     assert summary["overall"]["prompts"] == 3 and summary["overall"]["new_tokens"] == sum(
-        r["new_tokens"] for r in one)
+        r["new_tokens"] for r in one
+    )
     assert summary["overall"]["modeled_s"] > 0  # priced on every rank's forward logs
     assert json.loads((out / "summary.json").read_text())["progress"] == {
-        "tiny": {"recorded": 3, "expected": 3}}
+        "tiny": {"recorded": 3, "expected": 3}
+    }
 
 
 def test_more_ranks_than_prompts_the_idle_ranks_just_join(tmp_path):
@@ -161,7 +167,9 @@ def test_more_ranks_than_prompts_the_idle_ranks_just_join(tmp_path):
     assert not (tmp_path / "metrics.csv").exists()  # only rank 0 logs
     summary = run_ranks(tmp_path, 3, overrides, order=[0])
     assert [r["prompt_id"] for r in read(tmp_path / "records" / "tiny.jsonl")] == [
-        "tiny-0", "tiny-1"]
+        "tiny-0",
+        "tiny-1",
+    ]
     assert summary["complete"] is True and summary["overall"]["prompts"] == 2
     assert (tmp_path / "metrics.csv").exists()  # rank 0's logger
 
@@ -225,15 +233,27 @@ BARRIER = textwrap.dedent("""
 
 def test_a_rank_that_never_arrives_fails_the_barrier_in_time_with_a_clear_message(tmp_path):
     """Two real gloo processes: rank 0 waits 3 s for rank 1, then fails naming the dataset."""
-    env_base = {"MASTER_ADDR": "127.0.0.1", "WORLD_SIZE": "2", "PYTHONPATH": ".",
-                "PATH": "/usr/bin:/bin"}
+    env_base = {
+        "MASTER_ADDR": "127.0.0.1",
+        "WORLD_SIZE": "2",
+        "PYTHONPATH": ".",
+        "PATH": "/usr/bin:/bin",
+    }
     from torch.distributed.elastic.utils.distributed import get_free_port
 
     env_base["MASTER_PORT"] = str(get_free_port())
     root = REPO
-    procs = [subprocess.Popen([sys.executable, "-c", BARRIER], cwd=root, text=True,
-                              env={**env_base, "RANK": str(r), "LOCAL_RANK": str(r)},
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE) for r in (0, 1)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", BARRIER],
+            cwd=root,
+            text=True,
+            env={**env_base, "RANK": str(r), "LOCAL_RANK": str(r)},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        for r in (0, 1)
+    ]
     start = time.monotonic()
     out, err = procs[0].communicate(timeout=120)
     procs[1].kill()

@@ -78,8 +78,10 @@ def run_threads(out: Path, world: int, overrides: list[str]) -> list[object]:
             return build(*args, **kwargs)
 
     threads = [threading.Thread(target=rank_main, args=(r,)) for r in range(world)]
-    with patch.object(ev, "instantiate", one_at_a_time), \
-            patch.object(pair_cache, "instantiate", one_at_a_time):
+    with (
+        patch.object(ev, "instantiate", one_at_a_time),
+        patch.object(pair_cache, "instantiate", one_at_a_time),
+    ):
         for t in threads:
             t.start()
         for t in threads:
@@ -114,8 +116,10 @@ def test_two_ranks_finish_two_datasets_and_record_what_one_process_records(tmp_p
     _check_complete(out, results[0])
     assert results[1] == results[0]  # every rank returns rank 0's summary
     for name in NAMES:
-        ones, twos = read(tmp_path / "one" / "records" / f"{name}.jsonl"), read(
-            out / "records" / f"{name}.jsonl")
+        ones, twos = (
+            read(tmp_path / "one" / "records" / f"{name}.jsonl"),
+            read(out / "records" / f"{name}.jsonl"),
+        )
         assert [without_times(r) for r in twos] == [without_times(r) for r in ones]
     assert results[0]["config_hash"] == single["config_hash"]
 
@@ -156,11 +160,13 @@ def test_a_rank_dead_after_dataset_1_a_rerun_records_only_the_rest(tmp_path, mon
     assert first["datasets"]["tiny"]["prompts"] == 4
     assert (1, "sb-1") in answered and (1, "sb-3") not in answered
     monkeypatch.setattr(DatasetRun, "generate", generate)
-    done = set(_ids(out, "tiny")) | {r["prompt_id"] for p in rank_files(out / "records", "tiny_sb")
-                                     for r in read(p)}
+    done = set(_ids(out, "tiny")) | {
+        r["prompt_id"] for p in rank_files(out / "records", "tiny_sb") for r in read(p)
+    }
     spy: list[str] = []
-    monkeypatch.setattr(DatasetRun, "generate",
-                        lambda self, p: spy.append(p.id) or generate(self, p))
+    monkeypatch.setattr(
+        DatasetRun, "generate", lambda self, p: spy.append(p.id) or generate(self, p)
+    )
     summary = run_threads(out, 2, [*TWO, "limit=4"])[0]
     assert sorted(spy) == sorted({"sb-0", "sb-1", "sb-2", "sb-3"} - done) == ["sb-3"]
     assert _ids(out, "tiny") == [f"tiny-{i}" for i in range(4)]

@@ -20,12 +20,39 @@ from specdec.bench.records import UNHASHED_DATASET_KEYS, UNHASHED_KEYS, config_h
 from specdec.testing.eval_cfg import eval_cfg
 
 # the lists as they stood before the schema declared them: hashes and run folders must not move
-OLD_UNHASHED = {"hydra", "paths", "logger", "limit", "per_category", "warmup", "resume", "progress",
-                "on_bad_record", "confirm_run_unsafe_code", "optimized_metric", "hparams_search",
-                "rank_timeout_s"}
-OLD_EXCLUDED = {"model", "benchmark", "method", "limit", "warmup", "resume", "progress", "logger",
-                "confirm_run_unsafe_code", "on_bad_record", "optimized_metric", "hparams_search",
-                "rank_timeout_s", "paths.data_dir", "paths.log_dir", "paths.cache_dir"}
+OLD_UNHASHED = {
+    "hydra",
+    "paths",
+    "logger",
+    "limit",
+    "per_category",
+    "warmup",
+    "resume",
+    "progress",
+    "on_bad_record",
+    "confirm_run_unsafe_code",
+    "optimized_metric",
+    "hparams_search",
+    "rank_timeout_s",
+}
+OLD_EXCLUDED = {
+    "model",
+    "benchmark",
+    "method",
+    "limit",
+    "warmup",
+    "resume",
+    "progress",
+    "logger",
+    "confirm_run_unsafe_code",
+    "on_bad_record",
+    "optimized_metric",
+    "hparams_search",
+    "rank_timeout_s",
+    "paths.data_dir",
+    "paths.log_dir",
+    "paths.cache_dir",
+}
 
 
 def test_every_scalar_key_of_eval_yaml_is_a_schema_field_and_back(compose):
@@ -65,19 +92,27 @@ def test_unhashed_keys_derive_from_the_schema():
 # Moved on purpose once since the schema landed: the model presets gained `static_cache` and
 # `max_cache_len` (specdec/static_cache.py) and the feature drafters' presets lost
 # `linear_kernel` (the pair's Placement carries it), so wave-3 records do not resume wave-2 runs.
-@pytest.mark.parametrize(("overrides", "expected"), [
-    (["model=tiny", "benchmark=tiny"], "c5d634529781"),
-    (["model=smollm2", "benchmark=default"], "4040b79ed0e5"),
-    (["model=tiny", "benchmark=tiny", "method=eagle3", "limit=2", "per_category=1"],
-     "1f7fc328eae5"),
-])
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
+        (["model=tiny", "benchmark=tiny"], "c5d634529781"),
+        (["model=smollm2", "benchmark=default"], "4040b79ed0e5"),
+        (
+            ["model=tiny", "benchmark=tiny", "method=eagle3", "limit=2", "per_category=1"],
+            "1f7fc328eae5",
+        ),
+    ],
+)
 def test_config_hash_of_default_configs_is_pinned(compose, monkeypatch, overrides, expected):
     """Pinned before the keys moved into the schema; an intended config change updates these."""
     for var in ("SPECDEC_DATA_DIR", "SPECDEC_CACHE_DIR"):
         monkeypatch.delenv(var, raising=False)
     cfg = compose("eval", [*overrides, "paths.root_dir=/pinned-root"])
-    resolved = {k: OmegaConf.to_container(v, resolve=True) if OmegaConf.is_config(v) else v
-                for k, v in cfg.items() if k != "hydra"}  # as specdec.bench.run.runner hashes it
+    resolved = {
+        k: OmegaConf.to_container(v, resolve=True) if OmegaConf.is_config(v) else v
+        for k, v in cfg.items()
+        if k != "hydra"
+    }  # as specdec.bench.run.runner hashes it
     assert config_hash(resolved) == expected
 
 

@@ -41,7 +41,8 @@ def test_a_killed_writers_temporary_file_is_removed_by_the_next_write(tmp_path):
     assert json.loads((tmp_path / "summary.json").read_text()) == {"prompts": 3}
     assert not stale.exists() and busy.exists() and other.exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
-        ["summary.json", busy.name, other.name])
+        ["summary.json", busy.name, other.name]
+    )
 
 
 LAUNCHER = textwrap.dedent("""
@@ -70,8 +71,13 @@ def test_a_rank_whose_launcher_is_killed_stops_writing(tmp_path):
     wrote on (here: until the test's timeout)."""
     out = tmp_path / "records.txt"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "WORLD_SIZE": "2", "RANK": "1"}
-    launcher = subprocess.Popen([sys.executable, "-c", LAUNCHER, RANK, str(out)], cwd=ROOT,
-                                env=env, stdout=subprocess.PIPE, text=True)
+    launcher = subprocess.Popen(
+        [sys.executable, "-c", LAUNCHER, RANK, str(out)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     rank = int(launcher.stdout.readline())
     try:
         deadline = time.monotonic() + 120

@@ -29,8 +29,13 @@ def test_wandb_logger_works_offline(tmp_path, monkeypatch):
     assert len(runs) == 1
     # the offline run log is protobuf (no Python reader in wandb>=0.31): keys are stored verbatim
     data = next(runs[0].glob("run-*.wandb")).read_bytes()
-    for key in (b"eval/tiny/block_efficiency", b"eval/overall/tokens_per_s", b"records/tiny",
-                b"method_name", b"table-file"):
+    for key in (
+        b"eval/tiny/block_efficiency",
+        b"eval/overall/tokens_per_s",
+        b"records/tiny",
+        b"method_name",
+        b"table-file",
+    ):
         assert key in data, key
     tables = list((runs[0] / "files" / "media" / "table" / "records").glob("tiny_*.table.json"))
     table = json.loads(tables[0].read_text())

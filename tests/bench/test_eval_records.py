@@ -21,9 +21,20 @@ ROOT = REPO
 
 
 def _rec(pid: str, **extra) -> dict:
-    return {"prompt_id": pid, "new_tokens": 2, "target_forwards": 1, "draft_forwards": 0,
-            "drafted": 0, "accepted": 0, "accepted_per_step": [0], "drafted_per_step": [0],
-            "prefill_s": 0.1, "decode_s": 0.2, "draft_s": 0.0, **extra}
+    return {
+        "prompt_id": pid,
+        "new_tokens": 2,
+        "target_forwards": 1,
+        "draft_forwards": 0,
+        "drafted": 0,
+        "accepted": 0,
+        "accepted_per_step": [0],
+        "drafted_per_step": [0],
+        "prefill_s": 0.1,
+        "decode_s": 0.2,
+        "draft_s": 0.0,
+        **extra,
+    }
 
 
 def test_partial_last_line_is_dropped_and_file_repaired(tmp_path):
@@ -57,7 +68,9 @@ def test_other_config_hashes_are_kept_but_not_counted(tmp_path):
     rf.append(_rec("a"))
     assert RecordFile.open(path, "old").done == {"a"} and RecordFile.open(path, "new").done == {"a"}
     assert [(r["prompt_id"], r["config_hash"]) for r in iter_records(tmp_path)] == [
-        ("a", "old"), ("a", "new")]
+        ("a", "old"),
+        ("a", "new"),
+    ]
     fresh = RecordFile.open(path, "new", resume=False)
     assert fresh.done == set() and RecordFile.open(path, "old").done == {"a"}
 
@@ -81,9 +94,17 @@ def test_sigkill_mid_run_then_rerun_records_every_prompt_exactly_once(tmp_path, 
     monkeypatch.setenv("SPECDEC_DATA_DIR", str(tmp_path / "data"))
     overrides = ["benchmark=alpaca", "limit=8", "max_new_tokens=6", "warmup=0"]
     # no hydra.run.dir: the run directory must follow from the command alone for resume to work
-    cmd = [sys.executable, "-m", "specdec.eval", "model=tiny", "method=sps", *overrides,
-           "progress=false", f"paths.log_dir={tmp_path / 'logs'}",
-           f"paths.cache_dir={tmp_path / 'cache'}"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "specdec.eval",
+        "model=tiny",
+        "method=sps",
+        *overrides,
+        "progress=false",
+        f"paths.log_dir={tmp_path / 'logs'}",
+        f"paths.cache_dir={tmp_path / 'cache'}",
+    ]
     run_dir = tmp_path / "logs" / "eval" / "tiny" / "alpaca" / "sps" / "max_new_tokens=6"
     records = run_dir / "records" / "alpaca.jsonl"
     # 1. Start a subprocess run, wait until a few prompts are recorded, SIGKILL it.
@@ -94,11 +115,15 @@ def test_sigkill_mid_run_then_rerun_records_every_prompt_exactly_once(tmp_path, 
             break
         time.sleep(0.05)
     assert proc.poll() is None, "the run ended before it could be killed: " + str(
-        proc.stderr.read()[-2000:] if proc.stderr else "")
+        proc.stderr.read()[-2000:] if proc.stderr else ""
+    )
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
-    first = [json.loads(line)["prompt_id"] for line in records.read_text().splitlines()
-             if line.endswith("}")]
+    first = [
+        json.loads(line)["prompt_id"]
+        for line in records.read_text().splitlines()
+        if line.endswith("}")
+    ]
     assert 2 <= len(first) < 8
     # 2. Rerun the same configuration (in-process here, to save a second interpreter start-up;
     #    the same config hash is what lets it resume) in the killed run's directory.
@@ -114,9 +139,19 @@ def test_sigkill_then_rerun_from_the_cli(tmp_path):
     """The same, with the rerun as a second CLI process (two interpreter start-ups)."""
     ids = _prompts(tmp_path / "data", 8)
     env = {**os.environ, "SPECDEC_DATA_DIR": str(tmp_path / "data")}
-    cmd = [sys.executable, "-m", "specdec.eval", "model=tiny", "method=sps", "benchmark=alpaca",
-           "limit=8", "max_new_tokens=12", "warmup=0", "progress=false",
-           f"paths.log_dir={tmp_path / 'l'}"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "specdec.eval",
+        "model=tiny",
+        "method=sps",
+        "benchmark=alpaca",
+        "limit=8",
+        "max_new_tokens=12",
+        "warmup=0",
+        "progress=false",
+        f"paths.log_dir={tmp_path / 'l'}",
+    ]
     records = tmp_path / "l/eval/tiny/alpaca/sps/max_new_tokens=12/records/alpaca.jsonl"
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     while proc.poll() is None and not (records.exists() and records.read_text().count("\n") >= 2):

@@ -33,22 +33,47 @@ def test_records_hold_one_line_per_prompt_with_counts_and_times(sps_run):
     recs = _records(out)
     assert [r["prompt_id"] for r in recs] == ["tiny-0", "tiny-1"]
     for r in recs:
-        assert {"dataset", "category", "method", "seed", "new_tokens", "target_forwards",
-                "draft_forwards", "accepted_per_step", "wall_s", "prefill_s", "total_s", "text",
-                "config_hash"} <= set(r)
+        assert {
+            "dataset",
+            "category",
+            "method",
+            "seed",
+            "new_tokens",
+            "target_forwards",
+            "draft_forwards",
+            "accepted_per_step",
+            "wall_s",
+            "prefill_s",
+            "total_s",
+            "text",
+            "config_hash",
+        } <= set(r)
         assert r["method"] == "sps" and 0 < r["new_tokens"] <= 6
         assert r["wall_s"] == r["decode_s"] and r["total_s"] >= r["wall_s"]
         assert len(r["accepted_per_step"]) == r["target_forwards"]
     assert summary["datasets"]["tiny"] == {
         **summarize([GenerationStats.from_record(r) for r in recs]),
-        **{k: summary["datasets"]["tiny"][k] for k in
-           ("prompt_ids_hash", "prompt_file_sha256", "max_new_tokens", "chat_template",
-            "template", "modeled_s", "forward_profile", "ar_modeled_s", "self_modeled_speedup")},
-        **end_to_end(recs)}  # prefill split, total_s and e2e tokens/s: sums over the records
+        **{
+            k: summary["datasets"]["tiny"][k]
+            for k in (
+                "prompt_ids_hash",
+                "prompt_file_sha256",
+                "max_new_tokens",
+                "chat_template",
+                "template",
+                "modeled_s",
+                "forward_profile",
+                "ar_modeled_s",
+                "self_modeled_speedup",
+            )
+        },
+        **end_to_end(recs),
+    }  # prefill split, total_s and e2e tokens/s: sums over the records
     assert summary["datasets"]["tiny"]["total_s"] == pytest.approx(sum(r["total_s"] for r in recs))
     table = CostTable.from_dict(summary["cost_table"])  # fitted on the records' forward logs
     assert summary["datasets"]["tiny"]["modeled_s"] == pytest.approx(
-        sum(table(log_rows(r["forward_log"])) for r in recs))
+        sum(table(log_rows(r["forward_log"])) for r in recs)
+    )
 
 
 def test_summary_carries_the_comparability_fingerprint(sps_run):
@@ -108,8 +133,7 @@ def test_resume_false_records_afresh_and_limit_extends(tmp_path):
     assert [r["prompt_id"] for r in _records(tmp_path)] == ["tiny-0", "tiny-1"]
 
 
-def test_cost_model_is_fitted_on_the_runs_own_forwards_not_a_bad_calibration(tmp_path,
-                                                                               monkeypatch):
+def test_cost_model_is_fitted_on_the_runs_own_forwards_not_a_bad_calibration(tmp_path, monkeypatch):
     calls = []
 
     def calibrate(target, draft, *, max_new=8, repeats=5):
@@ -160,23 +184,33 @@ def test_default_run_is_priced_by_a_real_calibration(sps_run):
     profile = metrics["forward_profile"]
     assert set(profile) == {"target", "draft"}
     assert sum(c for c, _ in profile["target"].values()) == metrics["target_forwards"]
-    clamped = any(table.base(f.role, f.new_tokens) + table.slopes.get(f.role, 0.0) * (
-        f.context - table.ref_context) < 0 for log in logs for f in log)
+    clamped = any(
+        table.base(f.role, f.new_tokens)
+        + table.slopes.get(f.role, 0.0) * (f.context - table.ref_context)
+        < 0
+        for log in logs
+        for f in log
+    )
     if not clamped:
         assert table.price(profile) == pytest.approx(metrics["modeled_s"], rel=1e-9)
 
 
 def test_cost_model_false_skips_the_calibration(tmp_path, monkeypatch):
-    monkeypatch.setattr(calibration, "calibrate",
-                        lambda *a, **k: pytest.fail("calibrated although cost_model=false"))
+    monkeypatch.setattr(
+        calibration,
+        "calibrate",
+        lambda *a, **k: pytest.fail("calibrated although cost_model=false"),
+    )
     summary = ev.run(eval_cfg(tmp_path, ["method=sps", "cost_model=false", "limit=1"]))
     assert summary["cost_model"] is False and "modeled_s" not in summary["datasets"]["tiny"]
     assert summary["cost_table"] is None and "cost_fit" not in summary
 
 
 def _prompt_file(data_dir: Path, turns: list[str], name: str = "alpaca") -> None:
-    rows = [{"id": f"p{i}", "category": "c", "turns": [t], "meta": {"answer": str(i)}}
-            for i, t in enumerate(turns)]
+    rows = [
+        {"id": f"p{i}", "category": "c", "turns": [t], "meta": {"answer": str(i)}}
+        for i, t in enumerate(turns)
+    ]
     (data_dir / name).mkdir(parents=True, exist_ok=True)
     (data_dir / name / "test.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
 
@@ -188,8 +222,9 @@ def test_an_edited_prompt_file_records_afresh(tmp_path, monkeypatch):
     monkeypatch.setenv("SPECDEC_DATA_DIR", str(tmp_path / "data"))
     seen = []
     real = dataset_run.run_prompt
-    monkeypatch.setattr(dataset_run, "run_prompt",
-                        lambda p, *a, **k: seen.append(p.turns) or real(p, *a, **k))
+    monkeypatch.setattr(
+        dataset_run, "run_prompt", lambda p, *a, **k: seen.append(p.turns) or real(p, *a, **k)
+    )
     overrides = ["method=ar", "benchmark=alpaca", "limit=1", "warmup=0", "cost_model=false"]
     _prompt_file(tmp_path / "data", ["Name a colour."])
     first = ev.run(eval_cfg(tmp_path / "run", overrides))
@@ -222,12 +257,13 @@ def test_quality_turned_on_while_resuming_scores_every_prompt(tmp_path, monkeypa
     base = ["method=ar", "benchmark=gsm8k", "warmup=0", "cost_model=false"]
     ev.run(eval_cfg(tmp_path, [*base, "limit=1"]))
     summary = ev.run(eval_cfg(tmp_path, [*base, "limit=2", "quality=true"]))
-    current = [r for r in _records(tmp_path, "gsm8k")
-               if r["config_hash"] == summary["config_hash"]]
+    current = [r for r in _records(tmp_path, "gsm8k") if r["config_hash"] == summary["config_hash"]]
     assert [r["prompt_id"] for r in current] == ["p0", "p1"]
     assert all("quality_gsm8k_accuracy" in r for r in current)
-    assert summary["datasets"]["gsm8k"]["quality_gsm8k_accuracy"] == sum(
-        r["quality_gsm8k_accuracy"] for r in current) / 2
+    assert (
+        summary["datasets"]["gsm8k"]["quality_gsm8k_accuracy"]
+        == sum(r["quality_gsm8k_accuracy"] for r in current) / 2
+    )
 
 
 def test_summary_records_its_provenance(sps_run):

@@ -60,9 +60,11 @@ def test_a_stopped_run_is_marked_incomplete_and_strict_report_refuses_it(tmp_pat
         ev.run(eval_cfg(run_dir, overrides))
     summary = _strict((run_dir / "summary.json").read_text())
     assert summary["complete"] is False and summary["datasets_done"] == ["gsm8k"]
-    assert summary["progress"] == {"gsm8k": {"recorded": 1, "expected": 1},
-                                   "humaneval": {"recorded": 0, "expected": 1},
-                                   "alpaca": {"recorded": 0, "expected": 1}}
+    assert summary["progress"] == {
+        "gsm8k": {"recorded": 1, "expected": 1},
+        "humaneval": {"recorded": 0, "expected": 1},
+        "alpaca": {"recorded": 0, "expected": 1},
+    }
     assert _strict((run_dir / "summary" / "gsm8k.json").read_text())["complete"] is True
     text, rows = rp.report([run_dir], tmp_path / "report", plots=False)
     assert "| ar | gsm8k | yes | 1 | no |" in text and "## Incomplete runs" in text
@@ -118,7 +120,8 @@ def test_a_second_run_of_the_same_folder_fails_fast_naming_the_holder(tmp_path, 
         with pytest.raises(RuntimeError) as err:
             ev.run(eval_cfg(tmp_path, ["method=ar"]))
     assert f"run directory {tmp_path} is in use by another eval (pid {os.getpid()})" in str(
-        err.value)
+        err.value
+    )
     monkeypatch.undo()
     with pytest.raises(ValueError):  # released on exit, also after an error
         with RunLock(tmp_path):

@@ -33,8 +33,15 @@ TINY = ["model=tiny", "method=sps", "max_new_tokens=6", "progress=false", "hydra
 
 
 def _env(**extra: str) -> dict[str, str]:
-    return {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
-            "WANDB_MODE": "offline", "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", **extra}
+    return {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+        "WANDB_MODE": "offline",
+        "PYTHONPATH": str(ROOT),
+        "OMP_NUM_THREADS": "1",
+        **extra,
+    }
 
 
 def _launch(cmd: list[str], env: dict[str, str]) -> tuple[float, str]:
@@ -57,15 +64,27 @@ def test_two_processes_record_what_one_process_records_over_two_datasets(tmp_pat
     its folder removed by the merge of dataset 1). Both runs are launched alike (one thread per
     process, as torchrun sets it)."""
     # float64: a thread count that changes reduction order cannot flip a near-tie greedy argmax
-    common = ["model=tiny", "model.placement.dtype=float64", "method=sps", "max_new_tokens=6",
-              "benchmark=tiny2", "limit=2", "cost_model=false",
-              "progress=false", "hydra.mode=RUN", f"paths.cache_dir={tmp_path / 'cache'}"]
+    common = [
+        "model=tiny",
+        "model.placement.dtype=float64",
+        "method=sps",
+        "max_new_tokens=6",
+        "benchmark=tiny2",
+        "limit=2",
+        "cost_model=false",
+        "progress=false",
+        "hydra.mode=RUN",
+        f"paths.cache_dir={tmp_path / 'cache'}",
+    ]
     one, two = tmp_path / "one", tmp_path / "two"
-    wall_1, _ = _launch([sys.executable, "-m", "specdec.eval", *common, f"hydra.run.dir={one}"],
-                        _env())
+    wall_1, _ = _launch(
+        [sys.executable, "-m", "specdec.eval", *common, f"hydra.run.dir={one}"], _env()
+    )
     wall_2, stdout = _torchrun(2, [*common, f"hydra.run.dir={two}"], _env())
-    print(f"\ntiny pair, 2 datasets of 2 prompts, wall time of the launch: one process "
-          f"{wall_1:.1f} s, torchrun --nproc_per_node=2 {wall_2:.1f} s (start-up dominated)")
+    print(
+        f"\ntiny pair, 2 datasets of 2 prompts, wall time of the launch: one process "
+        f"{wall_1:.1f} s, torchrun --nproc_per_node=2 {wall_2:.1f} s (start-up dominated)"
+    )
     assert stdout.count("overall") == 1  # rank 0 alone prints the table
     for name, ids in (("tiny", ["tiny-0", "tiny-1"]), ("tiny_sb", ["sb-0", "sb-1"])):
         ones = read(one / "records" / f"{name}.jsonl")
@@ -88,12 +107,24 @@ def _launch_by_hand(args: list[str], env: dict[str, str]) -> list[subprocess.Pop
     not stop the survivors when one dies)."""
     from torch.distributed.elastic.utils.distributed import get_free_port
 
-    env = {**env, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(get_free_port()),
-           "WORLD_SIZE": "2"}
+    env = {
+        **env,
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(get_free_port()),
+        "WORLD_SIZE": "2",
+    }
     cmd = [sys.executable, "-m", "specdec.eval", *args]
-    return [subprocess.Popen(cmd, cwd=ROOT, env={**env, "RANK": str(r), "LOCAL_RANK": str(r)},
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-            for r in (0, 1)]
+    return [
+        subprocess.Popen(
+            cmd,
+            cwd=ROOT,
+            env={**env, "RANK": str(r), "LOCAL_RANK": str(r)},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for r in (0, 1)
+    ]
 
 
 def _wait_for_lines(path: Path, n: int, proc: subprocess.Popen, timeout_s: float = 300) -> None:
@@ -114,10 +145,18 @@ def test_a_rank_killed_after_dataset_1_a_rerun_completes_and_a_second_adds_nothi
     first append of dataset 2, and a rerun with nothing new summarised 0 prompts."""
     ids = _prompts(tmp_path / "data", 20)
     out = tmp_path / "run"
-    args = [*TINY, "benchmark=tiny", "+dataset@benchmark.datasets.alpaca=alpaca",
-            "benchmark.datasets.alpaca.limit=20", "max_new_tokens=16", "warmup=0",
-            "cost_model=false", "rank_timeout_s=20", f"hydra.run.dir={out}",
-            f"paths.cache_dir={tmp_path / 'cache'}"]
+    args = [
+        *TINY,
+        "benchmark=tiny",
+        "+dataset@benchmark.datasets.alpaca=alpaca",
+        "benchmark.datasets.alpaca.limit=20",
+        "max_new_tokens=16",
+        "warmup=0",
+        "cost_model=false",
+        "rank_timeout_s=20",
+        f"hydra.run.dir={out}",
+        f"paths.cache_dir={tmp_path / 'cache'}",
+    ]
     env = _env(SPECDEC_DATA_DIR=str(tmp_path / "data"))
     procs = _launch_by_hand(args, env)
     # 1. Kill rank 1 once it has recorded two prompts of dataset 2 (of its 10).
@@ -182,12 +221,24 @@ def test_ranks_stop_when_the_torchrun_agent_is_killed(tmp_path):
     benchmark."""
     _prompts(tmp_path / "data", 80)  # minutes of work for the old code's ranks to write on
     out = tmp_path / "run"
-    args = [*TINY, "benchmark=alpaca", "limit=80", "max_new_tokens=64", "warmup=0",
-            "cost_model=false", f"hydra.run.dir={out}", f"paths.cache_dir={tmp_path / 'cache'}"]
-    agent = subprocess.Popen([*TORCHRUN, "--nproc_per_node=2", "-m", "specdec.eval", *args],
-                             cwd=ROOT, env=_env(SPECDEC_DATA_DIR=str(tmp_path / "data")),
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                             start_new_session=True)
+    args = [
+        *TINY,
+        "benchmark=alpaca",
+        "limit=80",
+        "max_new_tokens=64",
+        "warmup=0",
+        "cost_model=false",
+        f"hydra.run.dir={out}",
+        f"paths.cache_dir={tmp_path / 'cache'}",
+    ]
+    agent = subprocess.Popen(
+        [*TORCHRUN, "--nproc_per_node=2", "-m", "specdec.eval", *args],
+        cwd=ROOT,
+        env=_env(SPECDEC_DATA_DIR=str(tmp_path / "data")),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     rank0 = rank_path(out / "records", "alpaca", 0)
     _wait_for_lines(rank0, 1, agent)
     ranks = _children(agent.pid)
@@ -213,8 +264,18 @@ def test_ranks_stop_when_the_torchrun_agent_is_killed(tmp_path):
 @pytest.mark.slow
 def test_more_processes_than_prompts_the_idle_rank_joins(tmp_path):
     out = tmp_path / "run"
-    _torchrun(3, [*TINY, "benchmark=tiny", "limit=2", "cost_model=false",
-                  f"hydra.run.dir={out}", f"paths.cache_dir={tmp_path / 'cache'}"], _env())
+    _torchrun(
+        3,
+        [
+            *TINY,
+            "benchmark=tiny",
+            "limit=2",
+            "cost_model=false",
+            f"hydra.run.dir={out}",
+            f"paths.cache_dir={tmp_path / 'cache'}",
+        ],
+        _env(),
+    )
     assert [r["prompt_id"] for r in read(out / "records" / "tiny.jsonl")] == ["tiny-0", "tiny-1"]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["complete"] is True and summary["world_size"] == 3

@@ -26,8 +26,16 @@ from specdec.bench.run_summary import RunSummary
 from specdec.bench.timing import TimingCheck, table_reasons
 from specdec.forwards import ForwardRecord
 
-SMOLLM2 = {1: 0.0596, 2: 0.1060, 3: 0.1241, 4: 0.1003, 5: 0.0992, 6: 0.1021, 7: 0.1153,
-           8: 0.1021}  # seconds per target forward of n new tokens, measured quietly
+SMOLLM2 = {
+    1: 0.0596,
+    2: 0.1060,
+    3: 0.1241,
+    4: 0.1003,
+    5: 0.0992,
+    6: 0.1021,
+    7: 0.1153,
+    8: 0.1021,
+}  # seconds per target forward of n new tokens, measured quietly
 DRAFT = {1: 0.012, 2: 0.013, 3: 0.014, 4: 0.015, 5: 0.016, 6: 0.017, 7: 0.018, 8: 0.019}
 SLOPE = 1e-5  # seconds per context token
 
@@ -44,8 +52,12 @@ def _calibration(halves: list[dict[int, float]] | None = None, speed: float = 1.
     target = {n: speed * t for n, t in SMOLLM2.items()}
     if halves is None:
         halves = [_jittered(target, 1), _jittered(target, 2)]
-    return CostTable(times={"target": target, "draft": DRAFT}, slopes={"target": SLOPE},
-                     ref_context=128, halves={"target": halves, "draft": [DRAFT, DRAFT]})
+    return CostTable(
+        times={"target": target, "draft": DRAFT},
+        slopes={"target": SLOPE},
+        ref_context=128,
+        halves={"target": halves, "draft": [DRAFT, DRAFT]},
+    )
 
 
 def _log(target: dict[int, float], seed: int = 0, steps: int = 120) -> list[ForwardRecord]:

@@ -22,11 +22,19 @@ COUNTING = "drafter._target_=specdec.testing.doubles.CountingDrafter"
 def test_generate_stores_the_drafters_counters(tiny64):
     sampling = Sampling(temperature=1.0)
     drafter = CountingDrafter(CachedLM(tiny64.draft, role="draft"), Fixed(2))
-    out = generate([5, 6, 7], CachedLM(tiny64.target), drafter, Tokenwise(), sampling=sampling,
-                   coins=TorchCoins(1), max_new_tokens=12)
+    out = generate(
+        [5, 6, 7],
+        CachedLM(tiny64.target),
+        drafter,
+        Tokenwise(),
+        sampling=sampling,
+        coins=TorchCoins(1),
+        max_new_tokens=12,
+    )
     assert out.stats.counters["proposals"] == out.stats.target_forwards
-    full = sum(d > 0 and a == d for d, a in zip(out.stats.drafted_per_step,
-                                                out.stats.accepted_per_step))
+    full = sum(
+        d > 0 and a == d for d, a in zip(out.stats.drafted_per_step, out.stats.accepted_per_step)
+    )
     assert out.stats.counters.get("full_accepts", 0) == full
     again = GenerationStats.from_record(json.loads(json.dumps(out.stats.to_record())))
     assert again.counters == out.stats.counters
@@ -35,8 +43,19 @@ def test_generate_stores_the_drafters_counters(tiny64):
 
 
 def test_counters_flow_into_records_summary_report_and_csv(compose, tmp_path):
-    cfg = compose("eval", ["method=sps", COUNTING, "cost_model=false", "limit=2",
-                           "max_new_tokens=6", "warmup=0", "progress=false", "logger=csv"])
+    cfg = compose(
+        "eval",
+        [
+            "method=sps",
+            COUNTING,
+            "cost_model=false",
+            "limit=2",
+            "max_new_tokens=6",
+            "warmup=0",
+            "progress=false",
+            "logger=csv",
+        ],
+    )
     summary = run(cfg)
     lines = (tmp_path / "records" / "tiny.jsonl").read_text().splitlines()
     records = [json.loads(x) for x in lines]

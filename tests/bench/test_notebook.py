@@ -70,10 +70,10 @@ def test_notebook_builds_the_leaderboard_records_and_plots_of_a_run_folder(run_r
     # 3. the plots: a speedup bar per method, sps's per-position acceptance curve
     bars = ns["speedup_fig"].axes[0].patches
     assert sorted(b.get_height() for b in bars) == pytest.approx(
-        sorted([1.0, walls["ar"] / walls["sps"]]))
+        sorted([1.0, walls["ar"] / walls["sps"]])
+    )
     (line,) = ns["acceptance_fig"].axes[0].lines  # ar drafts nothing: no curve
-    assert list(line.get_ydata()) == summaries["sps"]["datasets"]["tiny"][
-        "per_position_acceptance"]
+    assert list(line.get_ydata()) == summaries["sps"]["datasets"]["tiny"]["per_position_acceptance"]
     assert len(ns["tau_fig"].axes[0].patches) == 2
 
 

@@ -21,8 +21,11 @@ from specdec.testing.board_rows import repeats, row
 
 def _bar_colours(fig) -> dict[str, str]:
     (ax,) = fig.axes
-    return {c.get_label(): to_hex(c.patches[0].get_facecolor()) for c in ax.containers
-            if hasattr(c, "patches") and c.patches}
+    return {
+        c.get_label(): to_hex(c.patches[0].get_facecolor())
+        for c in ax.containers
+        if hasattr(c, "patches") and c.patches
+    }
 
 
 def _line_colours(fig) -> dict[str, str]:
@@ -47,11 +50,14 @@ def test_a_method_keeps_its_colour_in_every_plot_of_every_leaderboard():
 
 def test_unknown_methods_get_a_colour_stable_across_processes():
     """SHA-256, not Python's per-process salted ``hash``: another hash seed, the same colour."""
-    code = ("from specdec.bench.report.colours import method_colour; "
-            "print(method_colour('my_new_method'))")
+    code = (
+        "from specdec.bench.report.colours import method_colour; "
+        "print(method_colour('my_new_method'))"
+    )
     env = {**os.environ, "PYTHONHASHSEED": "12345"}
-    other = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
-                           text=True, check=True).stdout.strip()
+    other = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    ).stdout.strip()
     assert other == method_colour("my_new_method") == hashed_colour("my_new_method")
     assert method_colour("my_new_method") != method_colour("my_new_method_2")
     assert len(set(PALETTE.values())) == len(PALETTE)  # the fixed colours are distinct
@@ -61,8 +67,7 @@ def test_error_bars_show_the_tables_std_of_merged_repeats():
     merged = repeats("sps", "gsm8k", [1.2, 1.4, 1.3], [2.0, 2.2, 2.1])
     single = row("pld", "gsm8k", 1.1)
     assert merged.std["speedup"] == pytest.approx(statistics.stdev([1.2, 1.4, 1.3]))
-    fig = bars([merged, single], lambda r: r.speedup, "t", "y",
-               std=lambda r: r.std.get("speedup"))
+    fig = bars([merged, single], lambda r: r.speedup, "t", "y", std=lambda r: r.std.get("speedup"))
     by_label = {c.get_label(): c for c in fig.axes[0].containers if hasattr(c, "errorbar")}
     (segment,) = by_label["sps"].errorbar.lines[2][0].get_segments()
     low, high = segment[0][1], segment[1][1]
@@ -72,12 +77,17 @@ def test_error_bars_show_the_tables_std_of_merged_repeats():
 
 
 def test_plot_all_writes_pdf_and_300_dpi_png_with_error_bars(tmp_path):
-    rows = [repeats("sps", "gsm8k", [1.2, 1.4], [2.0, 2.4]), row("ar", "gsm8k", 1.0),
-            repeats("sps", "alpaca", [1.1, 1.5], [1.8, 2.0]), row("ar", "alpaca", 1.0)]
+    rows = [
+        repeats("sps", "gsm8k", [1.2, 1.4], [2.0, 2.4]),
+        row("ar", "gsm8k", 1.0),
+        repeats("sps", "alpaca", [1.1, 1.5], [1.8, 2.0]),
+        row("ar", "alpaca", 1.0),
+    ]
     written = plot_all(rows, tmp_path)
     names = sorted(p.name for p in written)
-    assert names == sorted(f"{s}.{f}" for s in ("speedup", "block_efficiency", "acceptance")
-                           for f in ("pdf", "png"))
+    assert names == sorted(
+        f"{s}.{f}" for s in ("speedup", "block_efficiency", "acceptance") for f in ("pdf", "png")
+    )
     assert sorted(p.name for p in tmp_path.iterdir()) == names
     for path in written:
         if path.suffix == ".pdf":

@@ -10,15 +10,24 @@ import pytest
 from specdec.bench.pricing import CostTable, forward_profile, merge_profiles
 from specdec.forwards import ForwardRecord
 
-TABLE = CostTable(times={"target": {1: 0.030, 2: 0.034, 4: 0.045, 8: 0.050},
-                         "draft": {1: 0.004, 16: 0.007}},
-                  slopes={"target": 3e-5, "draft": 1e-6}, ref_context=128)
+TABLE = CostTable(
+    times={"target": {1: 0.030, 2: 0.034, 4: 0.045, 8: 0.050}, "draft": {1: 0.004, 16: 0.007}},
+    slopes={"target": 3e-5, "draft": 1e-6},
+    ref_context=128,
+)
 
 
 def _random_log(seed: int, length: int = 200) -> list[ForwardRecord]:
     rng = random.Random(seed)
-    return [ForwardRecord(rng.choice(["target", "draft"]), rng.choice([1, 2, 3, 5, 8, 12, 40]),
-                          rng.randrange(20, 900), rng.random()) for _ in range(length)]
+    return [
+        ForwardRecord(
+            rng.choice(["target", "draft"]),
+            rng.choice([1, 2, 3, 5, 8, 12, 40]),
+            rng.randrange(20, 900),
+            rng.random(),
+        )
+        for _ in range(length)
+    ]
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -32,8 +41,9 @@ def test_profiles_count_and_merge_like_concatenated_logs():
     merged = merge_profiles([forward_profile(a), forward_profile(b)])
     assert merged == forward_profile(a + b)
     assert sum(c for sizes in merged.values() for c, _ in sizes.values()) == 120
-    small = forward_profile([ForwardRecord("target", 2, 100, 0.0),
-                             ForwardRecord("target", 2, 140, 0.0)])
+    small = forward_profile(
+        [ForwardRecord("target", 2, 100, 0.0), ForwardRecord("target", 2, 140, 0.0)]
+    )
     assert small == {"target": {"2": [2, 240]}}
 
 

@@ -20,10 +20,13 @@ def runs(tmp_path_factory) -> dict[str, Path]:
     """Tiny runs: ar and sps (comparable), sps at temperature 1, ar on fewer prompts, and sps
     whose draft is a copy of the target (another draft, same target: comparable to ar)."""
     root = tmp_path_factory.mktemp("runs")
-    specs = {"ar": ["method=ar"], "sps": ["method=sps"],
-             "sps_t1": ["method=sps", "sampling.temperature=1.0"],
-             "ar_short": ["method=ar", "limit=1"],
-             "sps_same": ["method=sps", "model.draft_seed=0", "model.draft_layers=2"]}
+    specs = {
+        "ar": ["method=ar"],
+        "sps": ["method=sps"],
+        "sps_t1": ["method=sps", "sampling.temperature=1.0"],
+        "ar_short": ["method=ar", "limit=1"],
+        "sps_same": ["method=sps", "model.draft_seed=0", "model.draft_layers=2"],
+    }
     for name, overrides in specs.items():
         ev.run(eval_cfg(root / name, overrides))
     return {name: root / name for name in specs}
@@ -66,11 +69,18 @@ def test_different_prompts_are_refused(runs):
     assert "prompts differs" in sps.refused and "prompt_ids_hash" in sps.refused
 
 
-@pytest.mark.parametrize(("key", "value", "reason"), [
-    ("machine", {"cpu": "Other CPU", "torch_threads": "64", "device": "cpu"}, "machine differs"),
-    ("model", {"name": "other"}, "model pair differs"),
-    ("software", {"torch": "0.0"}, "software differs"),
-])
+@pytest.mark.parametrize(
+    ("key", "value", "reason"),
+    [
+        (
+            "machine",
+            {"cpu": "Other CPU", "torch_threads": "64", "device": "cpu"},
+            "machine differs",
+        ),
+        ("model", {"name": "other"}, "model pair differs"),
+        ("software", {"torch": "0.0"}, "software differs"),
+    ],
+)
 def test_other_machine_pair_or_software_is_refused(runs, tmp_path, key, value, reason):
     moved = tmp_path / "moved"
     shutil.copytree(runs["sps"], moved)
@@ -112,17 +122,42 @@ def test_no_baseline_run_is_said(runs):
 
 def test_cli_finds_runs_below_a_folder_and_strict_fails_on_refusals(runs, tmp_path):
     parent = next(iter(runs.values())).parent
-    cmd = [sys.executable, "-m", "specdec.report", str(runs["ar"]), str(runs["sps"]),
-           "--out", str(tmp_path / "ok"), "--strict", "--no-plots"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "specdec.report",
+        str(runs["ar"]),
+        str(runs["sps"]),
+        "--out",
+        str(tmp_path / "ok"),
+        "--strict",
+        "--no-plots",
+    ]
     ok = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert ok.returncode == 0, ok.stderr
     assert "| sps | tiny |" in ok.stdout
-    bad = subprocess.run([sys.executable, "-m", "specdec.report", str(parent), "--strict",
-                          "--no-plots", "--out", str(tmp_path / "bad")],
-                         capture_output=True, text=True, timeout=120)
+    bad = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "specdec.report",
+            str(parent),
+            "--strict",
+            "--no-plots",
+            "--out",
+            str(tmp_path / "bad"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert bad.returncode == 2 and "refused:" in bad.stderr and "sampling differs" in bad.stderr
-    missing = subprocess.run([sys.executable, "-m", "specdec.report", str(tmp_path / "empty")],
-                             capture_output=True, text=True, timeout=120)
+    missing = subprocess.run(
+        [sys.executable, "-m", "specdec.report", str(tmp_path / "empty")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert missing.returncode == 1 and "no summary.json" in missing.stderr
 
 
@@ -134,8 +169,7 @@ def test_modeled_speedup_prices_both_runs_with_one_table_fitted_on_both_logs(run
     by_method = {r.run.method: r for r in rows}
     sps = _summary(runs["sps"])
     logs = {m: [log_rows(r["forward_log"]) for r in _records(runs[m])] for m in ("ar", "sps")}
-    joint, fit = fit_cost_table(logs["ar"] + logs["sps"],
-                                CostTable.from_dict(sps["calibration"]))
+    joint, fit = fit_cost_table(logs["ar"] + logs["sps"], CostTable.from_dict(sps["calibration"]))
     assert fit["fitted"]["target"]  # the target's sizes come from the two runs' own forwards
     expected = sum(map(joint, logs["ar"])) / sum(map(joint, logs["sps"]))
     assert by_method["sps"].modeled_speedup_vs_ar == pytest.approx(expected)

@@ -37,8 +37,7 @@ SPEC_BENCH = SHARED / "spec_bench" / "question.jsonl"
 def runs(tmp_path_factory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("runs")
     for name in ("ar", "sps"):
-        ev.run(eval_cfg(root / name, [f"method={name}", "limit=1", "warmup=0",
-                                      "progress=false"]))
+        ev.run(eval_cfg(root / name, [f"method={name}", "limit=1", "warmup=0", "progress=false"]))
     return {name: root / name for name in ("ar", "sps")}
 
 
@@ -72,8 +71,7 @@ def test_an_unreadable_summary_is_named_skipped_and_fails_strict(runs, tmp_path,
 def test_a_copy_of_a_run_or_a_folder_given_twice_counts_once(runs, tmp_path):
     copy = tmp_path / "sps_copy"
     shutil.copytree(runs["sps"], copy)
-    board = rp.board([runs["ar"], runs["sps"], copy, runs["sps"]], tmp_path / "out",
-                     plots=False)
+    board = rp.board([runs["ar"], runs["sps"], copy, runs["sps"]], tmp_path / "out", plots=False)
     sps = [r for r in board.rows if r.run.method == "sps"]
     assert len(sps) == 1 and sps[0].members == [] and len(sps[0].runs) == 1
     assert sps[0].label == "sps"
@@ -127,8 +125,9 @@ def test_a_sweep_keeps_its_own_files_beside_its_board(runs, tmp_path, capsys):
     callback = PrintLeaderboard(plots=False)
     callback.dirs += [runs["ar"], runs["sps"]]
     callback.methods += ["ar", "sps"]
-    callback.on_multirun_end(OmegaConf.create({"hydra": {"sweep": {"dir": str(sweep_dir)}},
-                                               "logger": {"report": None}}))
+    callback.on_multirun_end(
+        OmegaConf.create({"hydra": {"sweep": {"dir": str(sweep_dir)}}, "logger": {"report": None}})
+    )
     (board,) = (runs["ar"].parent / "leaderboard").iterdir()
     assert (board / "multirun.yaml").read_text() == "a: 1\n"
     assert (board / "optimization_results.yaml").read_text() == "best_value: 2.0\n"
@@ -142,10 +141,26 @@ def test_the_progress_bar_says_tau_and_the_cost_table_logs_short():
 
 
 def test_per_category_balances_the_reports_categories():
-    mt = [Prompt(f"mt{i}", "specbench", cat, ("a", "b")) for i, cat in enumerate(
-        ["writing", "roleplay", "reasoning", "math", "coding", "extraction", "stem", "humanities"])]
-    single = [Prompt(f"{cat}{i}", "specbench", cat, ("a",)) for cat in ("translation", "qa")
-              for i in range(3)]
+    mt = [
+        Prompt(f"mt{i}", "specbench", cat, ("a", "b"))
+        for i, cat in enumerate(
+            [
+                "writing",
+                "roleplay",
+                "reasoning",
+                "math",
+                "coding",
+                "extraction",
+                "stem",
+                "humanities",
+            ]
+        )
+    ]
+    single = [
+        Prompt(f"{cat}{i}", "specbench", cat, ("a",))
+        for cat in ("translation", "qa")
+        for i in range(3)
+    ]
     chosen = first_per_category([*mt, *single], 1)  # MT-bench's 8 raw categories fold into one
     assert [p.id for p in chosen] == ["mt0", "translation0", "qa0"]
     assert [report_category(p) for p in chosen] == [MULTI_TURN, "translation", "qa"]
@@ -161,6 +176,7 @@ def test_readme_counts_of_per_category_are_what_spec_bench_runs():
     prompts = load_prompts(SPEC_BENCH, "specbench")
     for n, total in ((1, 6), (3, 18)):
         chosen = first_per_category(prompts, n)
-        counts = {c: [report_category(p) for p in chosen].count(c)
-                  for c in map(report_category, chosen)}
+        counts = {
+            c: [report_category(p) for p in chosen].count(c) for c in map(report_category, chosen)
+        }
         assert len(chosen) == total and set(counts.values()) == {n}, counts

@@ -14,27 +14,39 @@ def _body(tex: str) -> list[list[str]]:
     """The cells of the lines between ``\\midrule`` and ``\\bottomrule``, split on unescaped
     ``&``."""
     inner = tex.split("\\midrule\n")[1].split("\\bottomrule")[0]
-    return [[c.strip() for c in re.split(r"(?<!\\)&", line.removesuffix("\\\\").strip())]
-            for line in inner.strip().splitlines()]
+    return [
+        [c.strip() for c in re.split(r"(?<!\\)&", line.removesuffix("\\\\").strip())]
+        for line in inner.strip().splitlines()
+    ]
 
 
 def test_latex_escape_writes_every_special_character_as_itself():
     assert latex_escape("a_b & 5% #1 $x {y} ~^\\") == (
-        r"a\_b \& 5\% \#1 \$x \{y\} \textasciitilde{}\textasciicircum{}\textbackslash{}")
+        r"a\_b \& 5\% \#1 \$x \{y\} \textasciitilde{}\textasciicircum{}\textbackslash{}"
+    )
 
 
 def test_leaderboard_tex_is_a_booktabs_table_with_escaped_names_and_std(tmp_path):
-    rows = [row("ar", "cnn_dailymail", 1.0),
-            repeats("sps", "cnn_dailymail", [1.2, 1.4], [2.0, 2.4]),
-            row("pld", "cnn_dailymail", None, label="pld (run_b&c%)"),
-            row("ssd", "gsm8k", 1.3, tau=float("nan"))]
+    rows = [
+        row("ar", "cnn_dailymail", 1.0),
+        repeats("sps", "cnn_dailymail", [1.2, 1.4], [2.0, 2.4]),
+        row("pld", "cnn_dailymail", None, label="pld (run_b&c%)"),
+        row("ssd", "gsm8k", 1.3, tau=float("nan")),
+    ]
     rows[2].refused = "other prompts"
     tex = write_latex(rows, tmp_path / "leaderboard.tex").read_text()
     assert tex.startswith("\\begin{tabular}{llrrrrr}\n\\toprule\n")
     assert tex.count("\\toprule") == tex.count("\\midrule") == tex.count("\\bottomrule") == 1
     header = tex.split("\\toprule\n")[1].split("\\\\")[0]
     assert [c.strip() for c in header.split("&")] == [
-        "method", "dataset", "runs", "tokens/s", "speedup", r"$\tau$", "accept"]
+        "method",
+        "dataset",
+        "runs",
+        "tokens/s",
+        "speedup",
+        r"$\tau$",
+        "accept",
+    ]
     body = _body(tex)
     assert all(len(cells) == 7 for cells in body)  # no name broke a column
     assert body[0][:3] == ["ar", r"cnn\_dailymail", "1"]

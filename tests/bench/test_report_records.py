@@ -78,8 +78,10 @@ def test_a_false_complete_shows_no_and_fails_strict(runs, tmp_path, capsys):
     assert cells["complete"] == "no" and cells["prompts"] == "1"
     assert "## Incomplete runs" in board.text
     assert f"{cut}: stopped before finishing tiny (1 of 2 prompts recorded)" in board.text
-    assert f"{cut / 'summary.json'}: complete: true, but the records leave tiny (1 of 2 " \
-           "prompts recorded)" in board.doubts
+    assert (
+        f"{cut / 'summary.json'}: complete: true, but the records leave tiny (1 of 2 "
+        "prompts recorded)" in board.doubts
+    )
     args = [str(runs["ar"]), str(cut), "--no-plots", "--out", str(tmp_path / "cli")]
     plain, strict, err = _strict(args, capsys)
     assert (plain, strict) == (0, 2) and f"incomplete: {cut}" in err
@@ -95,16 +97,23 @@ def test_a_changed_config_hash_keeps_the_greedy_check_and_is_named(runs, tmp_pat
     assert cells["greedy = ar"] == "1.000" and cells["prompts"] == "2"  # the records, found
     real = json.loads((runs["sps"] / "summary.json").read_text())["config_hash"]
     (doubt,) = board.doubts
-    assert doubt.startswith(f"{edited / 'summary.json'}: config_hash '0123456789ab' matches no "
-                            f"record; its config hashes to '{real}'")
+    assert doubt.startswith(
+        f"{edited / 'summary.json'}: config_hash '0123456789ab' matches no "
+        f"record; its config hashes to '{real}'"
+    )
     args = [str(runs["ar"]), str(edited), "--no-plots", "--out", str(tmp_path / "cli")]
     assert _strict(args, capsys)[:2] == (0, 2)
 
 
 def test_a_run_killed_mid_dataset_is_incomplete_and_not_in_doubt(runs, tmp_path):
     def started(s):  # the summary written when the run started: nothing summarised yet
-        s.update(complete=False, datasets_done=[], datasets={}, overall={},
-                 progress={"tiny": {"recorded": 0, "expected": 2}})
+        s.update(
+            complete=False,
+            datasets_done=[],
+            datasets={},
+            overall={},
+            progress={"tiny": {"recorded": 0, "expected": 2}},
+        )
 
     killed = _copy(runs["sps"], tmp_path / "sps", started, keep_records=1)
     board = rp.board([runs["ar"], killed], tmp_path / "out", plots=False, warn=False)
@@ -132,7 +141,8 @@ def test_of_copies_the_complete_one_with_the_most_prompts_is_kept(runs, tmp_path
     assert board.copies == [
         f"{half}: same configuration and seed as {whole} (a copy of one measurement, not a "
         f"repeat: repeats differ in their seed); counted once: kept {whole} (complete, 2 "
-        "prompts) over this copy (incomplete, 1 prompts)"]
+        "prompts) over this copy (incomplete, 1 prompts)"
+    ]
     rp.main([str(runs["ar"]), str(half), str(whole), "--no-plots", "--out", str(tmp_path / "c")])
     assert f"counted once: {board.copies[0]}" in capsys.readouterr().err
 

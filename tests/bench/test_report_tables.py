@@ -26,18 +26,32 @@ from specdec.testing.eval_cfg import eval_cfg
 from specdec.testing.paths import FIXTURES
 
 FIXTURE = FIXTURES / "tiny_specbench.jsonl"
-SPECS = {"ar": ["method=ar"], "sps": ["method=sps"], "ar_s1": ["method=ar", "seed=1"],
-         "sps_s1": ["method=sps", "seed=1"],
-         "sps_same": ["method=sps", "model.draft_seed=0", "model.draft_layers=2"],  # draft=target
-         "sps_t1": ["method=sps", "sampling.temperature=1.0"]}
+SPECS = {
+    "ar": ["method=ar"],
+    "sps": ["method=sps"],
+    "ar_s1": ["method=ar", "seed=1"],
+    "sps_s1": ["method=sps", "seed=1"],
+    "sps_same": ["method=sps", "model.draft_seed=0", "model.draft_layers=2"],  # draft=target
+    "sps_t1": ["method=sps", "sampling.temperature=1.0"],
+}
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("runs")
     for name, overrides in SPECS.items():
-        ev.run(eval_cfg(root / name, [*overrides, f"benchmark.datasets.tiny.path={FIXTURE}",
-                                      "limit=4", "max_new_tokens=6", "warmup=0"]))
+        ev.run(
+            eval_cfg(
+                root / name,
+                [
+                    *overrides,
+                    f"benchmark.datasets.tiny.path={FIXTURE}",
+                    "limit=4",
+                    "max_new_tokens=6",
+                    "warmup=0",
+                ],
+            )
+        )
     return {name: root / name for name in SPECS}
 
 
@@ -71,8 +85,9 @@ def test_records_keep_output_ids_and_prompt_lengths_per_turn(runs):
 
 def test_ar_profile_is_the_ar_runs_own_profile_and_its_modeled_speedup_is_one(runs):
     recs = _records(runs["ar"])
-    built = merge_profiles(ar_profile(r["prompt_tokens"], [len(t) for t in r["output_ids"]])
-                           for r in recs)
+    built = merge_profiles(
+        ar_profile(r["prompt_tokens"], [len(t) for t in r["output_ids"]]) for r in recs
+    )
     summary = _summary(runs["ar"])
     assert built == summary["datasets"]["tiny"]["forward_profile"]
     assert summary["overall"]["self_modeled_speedup"] == pytest.approx(1.0)
@@ -88,7 +103,8 @@ def test_a_runs_own_modeled_speedup_prices_ars_forwards_with_the_runs_table(runs
         summary, recs = _summary(runs[name]), _records(runs[name])
         own, table = summary["datasets"]["tiny"], CostTable.from_dict(summary["cost_table"])
         ar_forwards = merge_profiles(
-            ar_profile(r["prompt_tokens"], [len(t) for t in r["output_ids"]]) for r in recs)
+            ar_profile(r["prompt_tokens"], [len(t) for t in r["output_ids"]]) for r in recs
+        )
         assert own["ar_modeled_s"] == pytest.approx(table.price(ar_forwards), rel=1e-9)
         assert own["modeled_s"] == pytest.approx(sum(record_modeled_s(r, table) for r in recs))
         assert own["self_modeled_speedup"] == pytest.approx(own["ar_modeled_s"] / own["modeled_s"])
@@ -105,13 +121,16 @@ def test_per_category_table_sums_the_categorys_records(runs, tmp_path):
         recs = [r for r in mine if r["prompt_id"] in ids]
         assert cats[cat]["prompts"] == len(ids)
         assert cats[cat]["block_efficiency"] == pytest.approx(
-            sum(r["new_tokens"] for r in recs) / sum(r["target_forwards"] for r in recs))
+            sum(r["new_tokens"] for r in recs) / sum(r["target_forwards"] for r in recs)
+        )
         assert cats[cat]["acceptance_rate"] == 1.0  # the draft is the target
         assert cats[cat]["speedup"] == pytest.approx(
-            sum(base[i]["wall_s"] for i in ids) / sum(r["wall_s"] for r in recs))
+            sum(base[i]["wall_s"] for i in ids) / sum(r["wall_s"] for r in recs)
+        )
         priced = table.price(merge_profiles(base[i]["forward_profile"] for i in ids))
         assert cats[cat]["modeled_speedup_vs_ar"] == pytest.approx(
-            priced / sum(record_modeled_s(r, table) for r in recs))
+            priced / sum(record_modeled_s(r, table) for r in recs)
+        )
     assert "## Per category" in text and "### sps on tiny" in text
     assert f"| translation | 2 | {cats['translation']['block_efficiency']:.2f} | 1.000 |" in text
 
@@ -142,11 +161,16 @@ def test_a_greedy_mismatch_is_flagged_listed_and_fails_strict(runs, tmp_path):
     assert "1 of 4 prompts differ" in text and "sb-1" in text and "fp64" in text
     cmd = [sys.executable, "-m", "specdec.report", str(runs["ar"])]
     flags = ["--no-plots", "--strict", "--out"]
-    bad_cli = subprocess.run([*cmd, str(bad), *flags, str(tmp_path / "c1")],
-                             capture_output=True, text=True, timeout=120)
+    bad_cli = subprocess.run(
+        [*cmd, str(bad), *flags, str(tmp_path / "c1")], capture_output=True, text=True, timeout=120
+    )
     assert bad_cli.returncode == 2 and "greedy mismatch: sps on tiny" in bad_cli.stderr
-    ok = subprocess.run([*cmd, str(runs["sps"]), *flags, str(tmp_path / "c2")],
-                        capture_output=True, text=True, timeout=120)
+    ok = subprocess.run(
+        [*cmd, str(runs["sps"]), *flags, str(tmp_path / "c2")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert ok.returncode == 0, ok.stderr
 
 

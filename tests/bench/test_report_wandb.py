@@ -33,8 +33,13 @@ from specdec.testing.fake_wandb import FakeRun, FakeWandb
 def offline(tmp_path, monkeypatch) -> Path:
     """W&B offline with its run files, staged artifacts and cache under ``tmp_path/wb``."""
     root = tmp_path / "wb"
-    for key, value in {"WANDB_MODE": "offline", "WANDB_SILENT": "true", "WANDB_DIR": root,
-                       "WANDB_DATA_DIR": root / "data", "WANDB_CACHE_DIR": root / "cache"}.items():
+    for key, value in {
+        "WANDB_MODE": "offline",
+        "WANDB_SILENT": "true",
+        "WANDB_DIR": root,
+        "WANDB_DATA_DIR": root / "data",
+        "WANDB_CACHE_DIR": root / "cache",
+    }.items():
         monkeypatch.setenv(key, str(value))
     return root
 
@@ -48,11 +53,19 @@ def _staged(root: Path) -> list[bytes]:
 
 
 def test_run_tag_names_group_and_job_type():
-    summary = {"method": "sps", "model": {"name": "smollm2"}, "seed": 3,
-               "prompt_files": {"gsm8k": "x", "alpaca": "y"}, "datasets": {}}
+    summary = {
+        "method": "sps",
+        "model": {"name": "smollm2"},
+        "seed": 3,
+        "prompt_files": {"gsm8k": "x", "alpaca": "y"},
+        "datasets": {},
+    }
     tag = RunTag.from_summary(summary)
-    assert (tag.name, tag.group, tag.job_type) == ("sps-smollm2-alpaca+gsm8k-s3",
-                                                   "smollm2/alpaca+gsm8k", "sps")
+    assert (tag.name, tag.group, tag.job_type) == (
+        "sps-smollm2-alpaca+gsm8k-s3",
+        "smollm2/alpaca+gsm8k",
+        "sps",
+    )
     assert common_group([summary, {**summary, "method": "ar"}]) == "smollm2/alpaca+gsm8k"
     assert common_group([summary, {**summary, "model": {"name": "tiny"}}]) is None
     assert artifact_name("summary-sps/tiny:x y") == "summary-sps-tiny-x-y"
@@ -63,8 +76,9 @@ def test_log_files_adds_every_file_under_its_name_and_refuses_none(tmp_path):
     a.write_text("{}")
     b.write_text("[1]")
     run = FakeRun()
-    log_files(run, FakeWandb, name="summary-sps", kind="summary", files=[a, b],
-              metadata={"group": "g"})
+    log_files(
+        run, FakeWandb, name="summary-sps", kind="summary", files=[a, b], metadata={"group": "g"}
+    )
     (art,) = run.logged
     assert (art.name, art.type, art.metadata) == ("summary-sps", "summary", {"group": "g"})
     assert art.files == [("{}", "summary.json"), ("[1]", "tiny.json")]
@@ -77,14 +91,21 @@ def test_eval_run_is_named_from_the_run_and_logs_its_summary_artifact(tmp_path, 
     (data,) = _run_files(offline)
     tag = RunTag.from_summary(summary)
     assert tag.name == "sps-tiny-tiny-s0" and tag.group == "tiny/tiny"
-    for key in (tag.name.encode(), b"tiny/tiny", b"summary-" + tag.name.encode(),
-                b"summary.json", b"eval/overall/self_modeled_speedup",
-                b"eval/overall/sweep_objective"):
+    for key in (
+        tag.name.encode(),
+        b"tiny/tiny",
+        b"summary-" + tag.name.encode(),
+        b"summary.json",
+        b"eval/overall/self_modeled_speedup",
+        b"eval/overall/sweep_objective",
+    ):
         assert key in data, key
     on_disk = (tmp_path / "run" / "summary.json").read_bytes()
     assert on_disk in _staged(offline)  # the artifact holds the final summary.json
-    assert json.loads(on_disk)["overall"]["sweep_objective"] == summary["overall"][
-        "self_modeled_speedup"]  # outside Hydra no ar run is known: the run's own estimate
+    assert (
+        json.loads(on_disk)["overall"]["sweep_objective"]
+        == summary["overall"]["self_modeled_speedup"]
+    )  # outside Hydra no ar run is known: the run's own estimate
 
 
 @pytest.fixture(scope="module")
@@ -101,12 +122,24 @@ def test_report_folder_becomes_a_leaderboard_artifact(board, offline):
     name = WandbReport(project="specdec", mode="offline").log(out, group="tiny/tiny")
     assert name == "leaderboard-out"
     (data,) = _run_files(offline)
-    for key in (b"leaderboard-out", b"tiny/tiny", b"report-out", b"leaderboard.csv",
-                b"speedup.png"):
+    for key in (
+        b"leaderboard-out",
+        b"tiny/tiny",
+        b"report-out",
+        b"leaderboard.csv",
+        b"speedup.png",
+    ):
         assert key in data, key
     staged = _staged(offline)
-    for file in ("leaderboard.md", "leaderboard.csv", "leaderboard.tex", "speedup.png",
-                 "acceptance.png", "speedup.pdf", "acceptance.pdf"):
+    for file in (
+        "leaderboard.md",
+        "leaderboard.csv",
+        "leaderboard.tex",
+        "speedup.png",
+        "acceptance.png",
+        "speedup.pdf",
+        "acceptance.pdf",
+    ):
         assert (out / file).read_bytes() in staged, file
     # the leaderboard as a W&B Table and each plot as an image, browsable in the run
     (files,) = (offline / "wandb").glob("offline-run-*/files")
@@ -115,8 +148,9 @@ def test_report_folder_becomes_a_leaderboard_artifact(board, offline):
     with (out / "leaderboard.csv").open() as f:
         board = list(csv.DictReader(f))
     assert logged["columns"] == list(board[0])
-    assert [r[:3] for r in logged["data"]] == [[b["method"], b["method_name"], b["dataset"]]
-                                              for b in board]
+    assert [r[:3] for r in logged["data"]] == [
+        [b["method"], b["method_name"], b["dataset"]] for b in board
+    ]
     images = sorted(p.name.split("_")[0] for p in (files / "media" / "images" / "plots").iterdir())
     assert images == ["acceptance", "block", "speedup"]
 
@@ -127,8 +161,11 @@ def test_log_board_logs_the_csv_as_a_table_and_each_png_as_an_image(tmp_path):
         (tmp_path / f"{stem}.png").write_bytes(b"png")
     (tmp_path / "speedup.pdf").write_bytes(b"pdf")  # the PDF is in the artifact, not an image
     run = FakeRun()
-    assert log_board(run, FakeWandb, tmp_path) == ["leaderboard", "plots/acceptance",
-                                                   "plots/speedup"]
+    assert log_board(run, FakeWandb, tmp_path) == [
+        "leaderboard",
+        "plots/acceptance",
+        "plots/speedup",
+    ]
     ((values),) = run.history  # one step
     table = values["leaderboard"]
     assert table.columns == ["method", "speedup", "refused"]

@@ -24,8 +24,11 @@ from specdec.bench.timing import TimingCheck
 from specdec.testing.paths import FIXTURES
 
 OLD = FIXTURES / "summary_934fe81"
-FILES = [OLD / "ar" / "summary.json", OLD / "sps" / "summary.json",
-         OLD / "sps" / "summary" / "tiny.json"]
+FILES = [
+    OLD / "ar" / "summary.json",
+    OLD / "sps" / "summary.json",
+    OLD / "sps" / "summary" / "tiny.json",
+]
 
 
 @pytest.mark.parametrize("file", FILES, ids=lambda p: str(p.relative_to(OLD)))
@@ -59,16 +62,34 @@ def test_the_report_of_the_old_runs_is_the_one_their_sweep_wrote(tmp_path):
 
 def _full() -> RunSummary:
     return RunSummary(
-        method="sps", datasets={"tiny": {"prompts": 2, "wall_s": 1.5}}, lossless=True,
-        model={"name": "tiny"}, learned_weights={}, prompt_files={"tiny": "ab"},
-        sampling={"temperature": 0.0}, seed=0, machine={"cpu": "x"}, software={"torch": "2"},
-        provenance={"git_commit": "c"}, config_hash="0123", complete=True, datasets_done=["tiny"],
-        progress={"tiny": {"recorded": 2, "expected": 2}}, cost_model=True,
-        cost_table={"times": {}}, overall={"prompts": 2, "wall_s": 1.5}, config={"seed": 0},
-        world_size=2, calibration={"times": {}}, cost_fit={"fitted": 1},
-        cost_tables={"tiny": {"times": {}}}, cost_fits={"tiny": {"fitted": 1}},
-        cost_table_monotone=True, sweep_objective_source="self_modeled_speedup (why)",
-        timing=TimingCheck(table=["tiny: why"], load=[["start", 0.5, 0.4, 0.3]], cores=2))
+        method="sps",
+        datasets={"tiny": {"prompts": 2, "wall_s": 1.5}},
+        lossless=True,
+        model={"name": "tiny"},
+        learned_weights={},
+        prompt_files={"tiny": "ab"},
+        sampling={"temperature": 0.0},
+        seed=0,
+        machine={"cpu": "x"},
+        software={"torch": "2"},
+        provenance={"git_commit": "c"},
+        config_hash="0123",
+        complete=True,
+        datasets_done=["tiny"],
+        progress={"tiny": {"recorded": 2, "expected": 2}},
+        cost_model=True,
+        cost_table={"times": {}},
+        overall={"prompts": 2, "wall_s": 1.5},
+        config={"seed": 0},
+        world_size=2,
+        calibration={"times": {}},
+        cost_fit={"fitted": 1},
+        cost_tables={"tiny": {"times": {}}},
+        cost_fits={"tiny": {"fitted": 1}},
+        cost_table_monotone=True,
+        sweep_objective_source="self_modeled_speedup (why)",
+        timing=TimingCheck(table=["tiny: why"], load=[["start", 0.5, 0.4, 0.3]], cores=2),
+    )
 
 
 def test_round_trip_keeps_every_field_and_the_file_order():
@@ -88,8 +109,11 @@ def test_late_keys_are_written_only_once_set_and_unknown_keys_are_kept():
 
 
 def test_the_renamed_estimate_reads_under_its_new_name_without_touching_the_input():
-    data = {"method": "sps", "datasets": {"tiny": {"modeled_speedup": 1.5}},
-            "overall": {"modeled_speedup": 1.25}}
+    data = {
+        "method": "sps",
+        "datasets": {"tiny": {"modeled_speedup": 1.5}},
+        "overall": {"modeled_speedup": 1.25},
+    }
     summary = RunSummary.from_json(data)
     assert summary.datasets["tiny"] == {"self_modeled_speedup": 1.5}
     assert summary.overall == {"self_modeled_speedup": 1.25}

@@ -116,8 +116,9 @@ def test_only_a_clean_run_passes():
 def test_the_parents_environment_and_folder_stay_out_of_reach(monkeypatch, tmp_path):
     monkeypatch.setenv("SPECDEC_SECRET", "hunter2")
     monkeypatch.chdir(tmp_path)
-    res = run_sandboxed("import os\nprint(sorted(os.environ.items()))\nprint(os.getcwd())\n",
-                        timeout_s=5)
+    res = run_sandboxed(
+        "import os\nprint(sorted(os.environ.items()))\nprint(os.getcwd())\n", timeout_s=5
+    )
     env_line, cwd = res.output.splitlines()
     assert res.passed and "SPECDEC_SECRET" not in env_line and "hunter2" not in env_line
     assert os.environ["SPECDEC_SECRET"] == "hunter2"  # the control: the parent has it
@@ -125,8 +126,11 @@ def test_the_parents_environment_and_folder_stay_out_of_reach(monkeypatch, tmp_p
 
 
 def test_the_working_folder_is_removed_even_when_the_program_locks_it():
-    res = run_sandboxed("import os\nos.makedirs('a/b')\nopen('a/b/f', 'w').write('x')\n"
-                        "os.chmod('a/b', 0)\nos.chmod('a', 0)\nprint(os.getcwd())\n", timeout_s=5)
+    res = run_sandboxed(
+        "import os\nos.makedirs('a/b')\nopen('a/b/f', 'w').write('x')\n"
+        "os.chmod('a/b', 0)\nos.chmod('a', 0)\nprint(os.getcwd())\n",
+        timeout_s=5,
+    )
     assert res.passed and not Path(res.output.strip()).exists()
 
 
@@ -145,14 +149,17 @@ def test_no_connection_reaches_a_local_listener():
             f"try:\n    u.sendto(b'leak', {udp.getsockname()!r})\n"
             "except OSError as e:\n    print('udp refused:', e)\n"
             f"socket.create_connection({tcp.getsockname()!r}, timeout=2)\nprint('CONNECTED')\n",
-            timeout_s=5)
+            timeout_s=5,
+        )
         assert "CONNECTED" not in res.output and not res.passed
         with pytest.raises(TimeoutError):
             tcp.accept()
         if not _netns_possible():
             assert not res.network_isolated
-            pytest.skip("this OS refuses network namespaces (unshare --net fails); the result "
-                        "reports network_isolated=False")
+            pytest.skip(
+                "this OS refuses network namespaces (unshare --net fails); the result "
+                "reports network_isolated=False"
+            )
         assert res.network_isolated and "netns" in res.layers
         with pytest.raises(TimeoutError):  # UDP too: no route at all, not just a TCP rule
             udp.recvfrom(16)
@@ -163,14 +170,17 @@ def test_writes_outside_the_working_folder_fail(tmp_path):
     target = tmp_path / "escaped.txt"
     res = run_sandboxed(f"open({str(target)!r}, 'w').write('x')\n", timeout_s=5)
     assert not res.passed and "PermissionError" in res.reason and not target.exists()
-    inside = run_sandboxed("open('inside.txt', 'w').write('x')\n"
-                           "assert open('inside.txt').read() == 'x'\n", timeout_s=5)
+    inside = run_sandboxed(
+        "open('inside.txt', 'w').write('x')\nassert open('inside.txt').read() == 'x'\n", timeout_s=5
+    )
     assert inside.passed  # the control: its own folder is writable
     # below the Python guard: libc's open() through ctypes meets only the OS layer (Landlock)
     res = run_sandboxed(
         "import ctypes, os\n"
         f"fd = ctypes.CDLL(None).open({str(target).encode()!r}, os.O_WRONLY | os.O_CREAT, 0o644)\n"
-        "print('fd', fd)\n", timeout_s=5)
+        "print('fd', fd)\n",
+        timeout_s=5,
+    )
     if "landlock-fs" not in res.layers:
         pytest.skip("no Landlock on this kernel: only the Python guard stops writes outside")
     assert res.output.strip() == "fd -1" and not target.exists()
@@ -178,8 +188,11 @@ def test_writes_outside_the_working_folder_fail(tmp_path):
 
 def test_memory_is_capped_in_the_child_only():
     before = resource.getrlimit(resource.RLIMIT_AS)
-    res = run_sandboxed("x = bytearray(10 * 2**30)\nprint('ALLOCATED')\n", timeout_s=5,
-                        limits=Limits(memory_bytes=1 << 30))
+    res = run_sandboxed(
+        "x = bytearray(10 * 2**30)\nprint('ALLOCATED')\n",
+        timeout_s=5,
+        limits=Limits(memory_bytes=1 << 30),
+    )
     assert not res.passed and "MemoryError" in res.output and "ALLOCATED" not in res.output
     assert resource.getrlimit(resource.RLIMIT_AS) == before
     assert run_sandboxed("x = bytearray(64 * 2**20)\n", timeout_s=5).passed  # control
@@ -191,11 +204,15 @@ def test_timeout_kills_the_whole_process_group_and_returns_on_time():
     # shows its namespace's pids only), then both it and its parent sleep far past the timeout.
     name = _unique_name()
     start = time.monotonic()
-    res, found = _run_watching(name, "import ctypes, os, time\n"
-                                     "if os.fork() == 0:\n"
-                                     f"    {_name_self(name)}\n"
-                                     "    time.sleep(60)\n"
-                                     "time.sleep(60)\n", timeout_s=3)
+    res, found = _run_watching(
+        name,
+        "import ctypes, os, time\n"
+        "if os.fork() == 0:\n"
+        f"    {_name_self(name)}\n"
+        "    time.sleep(60)\n"
+        "time.sleep(60)\n",
+        timeout_s=3,
+    )
     assert time.monotonic() - start < 3 + 2
     assert res.timed_out and res.killed and not res.passed
     assert len(found) == 1, found  # the control: the grandchild was seen alive
@@ -205,16 +222,20 @@ def test_timeout_kills_the_whole_process_group_and_returns_on_time():
 @pytest.mark.skipif(not LINUX, reason="reads the process table from /proc")
 def test_a_process_that_leaves_the_group_dies_with_the_pid_namespace():
     name = _unique_name()
-    res, found = _run_watching(name, "import ctypes, os, time\n"
-                                     "pid = os.fork()\n"
-                                     "if pid == 0:\n"
-                                     "    os.setsid()\n"
-                                     f"    {_name_self(name)}\n"
-                                     "    time.sleep(60)\n"
-                                     "while open(f'/proc/{pid}/comm').read().strip() != "
-                                     f"{name!r}:\n"
-                                     "    time.sleep(0.01)\n"
-                                     "time.sleep(1.0)\n", timeout_s=5)
+    res, found = _run_watching(
+        name,
+        "import ctypes, os, time\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    os.setsid()\n"
+        f"    {_name_self(name)}\n"
+        "    time.sleep(60)\n"
+        "while open(f'/proc/{pid}/comm').read().strip() != "
+        f"{name!r}:\n"
+        "    time.sleep(0.01)\n"
+        "time.sleep(1.0)\n",
+        timeout_s=5,
+    )
     assert len(found) == 1, (found, res)  # the control: the escaped process was seen alive
     escaped = found[0]
     if "pidns" not in res.layers:
@@ -224,16 +245,22 @@ def test_a_process_that_leaves_the_group_dies_with_the_pid_namespace():
 
 
 def test_processes_are_capped_and_limits_cannot_be_raised():
-    res = run_sandboxed("import os, time\nn = 0\ntry:\n"
-                        "    while n < 500:\n"
-                        "        if os.fork() == 0:\n            time.sleep(10)\n"
-                        "            os._exit(0)\n"
-                        "        n += 1\n"
-                        "except OSError:\n    print('LIMIT', n)\n", timeout_s=5,
-                        limits=Limits(nproc=16))
+    res = run_sandboxed(
+        "import os, time\nn = 0\ntry:\n"
+        "    while n < 500:\n"
+        "        if os.fork() == 0:\n            time.sleep(10)\n"
+        "            os._exit(0)\n"
+        "        n += 1\n"
+        "except OSError:\n    print('LIMIT', n)\n",
+        timeout_s=5,
+        limits=Limits(nproc=16),
+    )
     if os.geteuid() == 0 and "userns" not in res.layers:
         pytest.skip("root outside a user namespace is exempt from RLIMIT_NPROC")
     assert res.passed and res.output.split()[0] == "LIMIT" and int(res.output.split()[1]) < 16
-    raise_as = run_sandboxed("import resource\nm = resource.RLIM_INFINITY\n"
-                             "resource.setrlimit(resource.RLIMIT_AS, (m, m))\n", timeout_s=5)
+    raise_as = run_sandboxed(
+        "import resource\nm = resource.RLIM_INFINITY\n"
+        "resource.setrlimit(resource.RLIMIT_AS, (m, m))\n",
+        timeout_s=5,
+    )
     assert not raise_as.passed and "not allowed to raise" in raise_as.reason

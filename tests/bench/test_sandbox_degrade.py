@@ -22,13 +22,18 @@ from specdec.testing.paths import REPO
 ROOT = REPO
 PRCTL = {"x86_64": 157, "aarch64": 167}
 CLONE = {"userns": 0x10000000, "mntns": 0x00020000, "pidns": 0x20000000}
-LAYERS = {"userns": {"userns", "fresh-uid"},
-          "mntns": {"mntns", "empty-tmp", "tmpfs-disk", "ro-root", "fresh-uid", "private-proc"},
-          "pidns": {"pidns", "private-proc"},
-          "landlock": {"landlock-fs", "landlock-tcp", "landlock-signal"}, "seccomp": {"seccomp"}}
-PROGRAM = ("open('a', 'w').write('x')\nassert open('a').read() == 'x'\n"
-           "assert 'NoNewPrivs:\\t1' in open('/proc/self/status').read()  # no setuid gains\n"
-           "print('ran')\n")
+LAYERS = {
+    "userns": {"userns", "fresh-uid"},
+    "mntns": {"mntns", "empty-tmp", "tmpfs-disk", "ro-root", "fresh-uid", "private-proc"},
+    "pidns": {"pidns", "private-proc"},
+    "landlock": {"landlock-fs", "landlock-tcp", "landlock-signal"},
+    "seccomp": {"seccomp"},
+}
+PROGRAM = (
+    "open('a', 'w').write('x')\nassert open('a').read() == 'x'\n"
+    "assert 'NoNewPrivs:\\t1' in open('/proc/self/status').read()  # no setuid gains\n"
+    "print('ran')\n"
+)
 
 DRIVER = """
 import ctypes, json, logging, os, struct, sys
@@ -62,8 +67,12 @@ def _refusing(machine: str, refuse: tuple[str, ...]) -> list[tuple[int, int, int
 
     def when_arg0(value: int, test: int, ret: int) -> list[tuple[int, int, int, int]]:
         # refuse when arg0 matches, else reload the syscall number for the rules below
-        return [(sc.LD_W_ABS, 0, 0, 16), (test, 0, 1, value), (sc.RET_K, 0, 0, ret),
-                (sc.LD_W_ABS, 0, 0, sc.OFF_NR)]
+        return [
+            (sc.LD_W_ABS, 0, 0, 16),
+            (test, 0, 1, value),
+            (sc.RET_K, 0, 0, ret),
+            (sc.LD_W_ABS, 0, 0, sc.OFF_NR),
+        ]
 
     for name in ("userns", "mntns", "pidns"):
         if name in refuse:
@@ -76,16 +85,32 @@ def _refusing(machine: str, refuse: tuple[str, ...]) -> list[tuple[int, int, int
     return [*prog, (sc.RET_K, 0, 0, sc.RET_ALLOW)]
 
 
-@pytest.mark.skipif(platform.machine() not in PRCTL or not sys.platform.startswith("linux"),
-                    reason="the simulation needs seccomp on x86_64 or aarch64")
-@pytest.mark.parametrize("refuse", [("userns",), ("mntns",), ("pidns",), ("userns", "mntns"),
-                                    ("landlock", "seccomp"),
-                                    ("userns", "mntns", "landlock", "seccomp")])
+@pytest.mark.skipif(
+    platform.machine() not in PRCTL or not sys.platform.startswith("linux"),
+    reason="the simulation needs seccomp on x86_64 or aarch64",
+)
+@pytest.mark.parametrize(
+    "refuse",
+    [
+        ("userns",),
+        ("mntns",),
+        ("pidns",),
+        ("userns", "mntns"),
+        ("landlock", "seccomp"),
+        ("userns", "mntns", "landlock", "seccomp"),
+    ],
+)
 def test_refused_layers_degrade_and_are_not_claimed(refuse):
     prog = _refusing(platform.machine(), refuse)
-    out = subprocess.run([sys.executable, "-c", DRIVER, json.dumps(prog), PROGRAM],
-                         capture_output=True, text=True, cwd=ROOT, timeout=60, check=False,
-                         env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    out = subprocess.run(
+        [sys.executable, "-c", DRIVER, json.dumps(prog), PROGRAM],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+        check=False,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+    )
     assert out.returncode == 0, out.stderr
     res = json.loads(out.stdout.splitlines()[-1])
     assert res["passed"] and res["output"] == "ran\n", res

@@ -34,8 +34,9 @@ def _unshare_ok(*flags: str) -> bool:
 
 def _private_proc_possible() -> bool:
     """A PID namespace with a fresh procfs: unprivileged (user namespace), or as root."""
-    return (_unshare_ok("--user", "--map-root-user", "--pid", "--mount-proc", "--fork")
-            or (os.geteuid() == 0 and _unshare_ok("--pid", "--mount-proc", "--fork")))
+    return _unshare_ok("--user", "--map-root-user", "--pid", "--mount-proc", "--fork") or (
+        os.geteuid() == 0 and _unshare_ok("--pid", "--mount-proc", "--fork")
+    )
 
 
 @pytest.mark.skipif(not LINUX, reason="/proc is Linux's")
@@ -47,11 +48,15 @@ def test_the_program_cannot_read_host_processes():
         "import os\n"
         f"try:\n    print(open('/proc/{me}/cmdline', 'rb').read())\n"
         "except OSError as e:\n    print('refused', e.errno)\n"
-        "print(sorted(int(p) for p in os.listdir('/proc') if p.isdigit()))\n", timeout_s=5)
+        "print(sorted(int(p) for p in os.listdir('/proc') if p.isdigit()))\n",
+        timeout_s=5,
+    )
     if not _private_proc_possible():
         assert "private-proc" not in res.layers
-        pytest.skip("this kernel refuses a PID namespace with its own /proc (unshare --pid "
-                    "--mount-proc fails): the host's /proc stays visible, and the result says so")
+        pytest.skip(
+            "this kernel refuses a PID namespace with its own /proc (unshare --pid "
+            "--mount-proc fails): the host's /proc stays visible, and the result says so"
+        )
     assert res.passed and "private-proc" in res.layers and "pidns" in res.layers, res
     first, pids = res.output.splitlines()
     assert first == "refused 2" and b"pytest" not in res.output.encode()
@@ -76,6 +81,9 @@ def test_obtained_layers_are_not_warned_of(monkeypatch, caplog):
     monkeypatch.setattr(fallbacks, "_warned", set())
     with caplog.at_level(logging.WARNING, logger=LOGGER):
         res = run_sandboxed("print('ran')\n", timeout_s=5)
-    warned = {name for name in fallbacks.EXPECTED
-              if any(f"layer {name} " in r.getMessage() for r in caplog.records)}
+    warned = {
+        name
+        for name in fallbacks.EXPECTED
+        if any(f"layer {name} " in r.getMessage() for r in caplog.records)
+    }
     assert res.passed and warned == set(fallbacks.EXPECTED) - set(res.layers)

@@ -50,7 +50,8 @@ def _mounts_possible() -> bool:
     """A private mount namespace, and ``mount_setattr`` (5.12) to make it read-only."""
     return _kernel_at_least(5, 12) and (
         _unshare_ok("--user", "--map-root-user", "--mount")
-        or (os.geteuid() == 0 and _unshare_ok("--mount")))
+        or (os.geteuid() == 0 and _unshare_ok("--mount"))
+    )
 
 
 def _seccomp_possible() -> bool:
@@ -107,7 +108,9 @@ def test_no_path_based_unix_socket_is_reached(tmp_path):
             "except OSError as e:\n    print('refused', e.errno)\n"
             "a, b = socket.socketpair()\na.sendall(b'pair')\nassert b.recv(4) == b'pair'\n"
             f"s = socket.socket(socket.AF_UNIX)\ns.connect({str(path)!r})\ns.sendall(b'leak')\n"
-            "print('CONNECTED')\n", timeout_s=5)
+            "print('CONNECTED')\n",
+            timeout_s=5,
+        )
         if not (_seccomp_possible() or _mounts_possible()):
             pytest.skip("neither seccomp nor a private /tmp here: a Unix socket stays reachable")
         assert "CONNECTED" not in res.output and not res.passed
@@ -143,7 +146,9 @@ def test_metadata_of_files_outside_cannot_change(outside_file):
         f"p = {str(target).encode()!r}\n"
         "print('suid', libc.chmod(p, 0o4777))\nprint('chmod', libc.chmod(p, 0o600))\n"
         "print('xattr', libc.setxattr(p, b'user.evil', b'1', 1, 0))\n"
-        "print('remount', libc.mount(None, b'/', None, 32 | 4096, None))\n", timeout_s=5)
+        "print('remount', libc.mount(None, b'/', None, 32 | 4096, None))\n",
+        timeout_s=5,
+    )
     lines = dict(line.split() for line in res.output.splitlines())
     assert lines["remount"] == "-1" and ("nocaps" in res.layers or not LINUX), res
     if _seccomp_possible():  # a setuid bit and an xattr are refused anywhere
@@ -151,8 +156,10 @@ def test_metadata_of_files_outside_cannot_change(outside_file):
         assert not stat.S_IMODE(target.stat().st_mode) & 0o7000
         assert not xattrs or os.listxattr(target) == []
     if not _mounts_possible():
-        pytest.skip("no private mount namespace here: a plain chmod of the caller's own files "
-                    "outside the folder stays possible")
+        pytest.skip(
+            "no private mount namespace here: a plain chmod of the caller's own files "
+            "outside the folder stays possible"
+        )
     assert "ro-root" in res.layers and set(lines.values()) == {"-1"}, res.output
     assert stat.S_IMODE(target.stat().st_mode) == 0o644
 
@@ -161,8 +168,9 @@ def test_a_root_caller_leaves_uid_0_behind(outside_file):
     if os.geteuid() != 0:
         pytest.skip("not run as root: there is no uid 0 to give up")
     outside_file.chmod(0o600)  # readable by its owner, root, only
-    program = (f"import os\nprint(os.geteuid(), flush=True)\n"
-               f"print(open({str(outside_file)!r}).read())\n")
+    program = (
+        f"import os\nprint(os.geteuid(), flush=True)\nprint(open({str(outside_file)!r}).read())\n"
+    )
     res = run_sandboxed(program, timeout_s=5)
     if not _mounts_possible():
         pytest.skip("no user and mount namespace for a fresh uid: root's own files stay readable")
@@ -172,11 +180,14 @@ def test_a_root_caller_leaves_uid_0_behind(outside_file):
 
 def test_all_files_together_are_capped(tmp_path):
     # 8 files of 2 MiB each (per-file cap 4 MiB) against a 6 MiB total
-    res = run_sandboxed("n = 0\ntry:\n    for i in range(8):\n"
-                        "        with open(f'f{i}', 'wb') as f:\n"
-                        "            f.write(b'x' * (2 << 20))\n        n += 1\n"
-                        "except OSError as e:\n    print('full', e.errno)\nprint('files', n)\n",
-                        timeout_s=5, limits=Limits(file_bytes=4 << 20, disk_bytes=6 << 20))
+    res = run_sandboxed(
+        "n = 0\ntry:\n    for i in range(8):\n"
+        "        with open(f'f{i}', 'wb') as f:\n"
+        "            f.write(b'x' * (2 << 20))\n        n += 1\n"
+        "except OSError as e:\n    print('full', e.errno)\nprint('files', n)\n",
+        timeout_s=5,
+        limits=Limits(file_bytes=4 << 20, disk_bytes=6 << 20),
+    )
     if not _mounts_possible():
         pytest.skip("no private mount namespace here: only RLIMIT_FSIZE caps one file")
     assert "tmpfs-disk" in res.layers and res.passed
@@ -190,8 +201,10 @@ def test_memory_of_all_processes_together_is_capped():
         "        x = b'\\x01' * (96 << 20)\n        import time\n        time.sleep(1.5)\n"
         "        os._exit(0)\n    kids.append(pid)\n"
         "codes = [os.waitstatus_to_exitcode(os.waitpid(k, 0)[1]) for k in kids]\n"
-        "print('held', sum(c == 0 for c in codes))\n", timeout_s=10,
-        limits=Limits(memory_bytes=512 << 20, total_memory_bytes=160 << 20))
+        "print('held', sum(c == 0 for c in codes))\n",
+        timeout_s=10,
+        limits=Limits(memory_bytes=512 << 20, total_memory_bytes=160 << 20),
+    )
     held = int(res.output.split()[-1]) if res.output.startswith("held") else None
     parents = [p for p in (_cgroup_parent("pids"), _cgroup_parent("memory")) if p is not None]
     assert not [d for p in parents for d in p.glob("specdec-sandbox-*")]  # removed after the run
@@ -210,7 +223,9 @@ def test_a_completion_cannot_forge_a_pass(monkeypatch):
         "        seen.append(os.read(fd, 4096))\n    except OSError:\n        pass\n"
         "print(seen)\nfor fd in range(3, 64):\n    try:\n"
         "        os.write(fd, b'done\\n')\n    except OSError:\n        pass\n"
-        "os._exit(0)\nassert False, 'the tests'\n", timeout_s=5)
+        "os._exit(0)\nassert False, 'the tests'\n",
+        timeout_s=5,
+    )
     assert forged.returncode == 0 and not forged.passed, forged
     assert "feedface" not in forged.output  # the host's nonce was never within its reach
     honest = run_sandboxed("print('ok')\n", timeout_s=5)
@@ -218,11 +233,14 @@ def test_a_completion_cannot_forge_a_pass(monkeypatch):
 
 
 def test_the_sandboxs_own_folder_is_off_the_programs_path():
-    res = run_sandboxed("import sys\n"
-                        "print([p for p in sys.path if p.endswith(('bench', 'sandbox'))])\n"
-                        "import importlib.util as u\n"
-                        "print([m for m in ('confine', 'judge', 'wire', 'uid', 'supervisor')\n"
-                        "       if u.find_spec(m) is not None])\n", timeout_s=5)
+    res = run_sandboxed(
+        "import sys\n"
+        "print([p for p in sys.path if p.endswith(('bench', 'sandbox'))])\n"
+        "import importlib.util as u\n"
+        "print([m for m in ('confine', 'judge', 'wire', 'uid', 'supervisor')\n"
+        "       if u.find_spec(m) is not None])\n",
+        timeout_s=5,
+    )
     # its modules (calibration, markdown; confine, uid, wire) shadow nothing the program imports
     assert res.passed and res.output == "[]\n[]\n", res.output
 

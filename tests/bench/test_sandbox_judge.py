@@ -16,8 +16,10 @@ from specdec.bench import quality as q
 from specdec.bench.sandbox import TaskTests, run_sandboxed, wire
 
 PROMPT = 'def add(a, b):\n    """Return a + b."""\n'
-TEST = ("def check(candidate):\n    assert candidate(1, 2) == 3\n"
-        "    assert candidate(a=-4, b=4) == 0  # tests-only-marker-5e1f\n")
+TEST = (
+    "def check(candidate):\n    assert candidate(1, 2) == 3\n"
+    "    assert candidate(a=-4, b=4) == 0  # tests-only-marker-5e1f\n"
+)
 
 # walks its callers' frames and the heap to the sandbox's own end-of-run call and calls it; else
 # writes the first token it finds (else "done") to every descriptor, and leaves with status 0
@@ -64,16 +66,18 @@ def test_a_result_equal_to_everything_fails():
 def test_the_programs_process_never_holds_the_tests():
     # the completion searches its callers' frames and the heap for the tests' text, then
     # answers honestly (the marker is built at run time: the program's own text lacks it)
-    spy = ("    import gc, sys\n    marker, found = 'marker-' + '5e1f', 0\n"
-           "    frame, seen = sys._getframe(), list(gc.get_objects())\n"
-           "    while frame is not None:\n"
-           "        seen.append(frame.f_locals)\n        frame = frame.f_back\n"
-           "    for obj in seen:\n"
-           "        items = obj.values() if isinstance(obj, dict) else obj if isinstance(\n"
-           "            obj, (list, tuple)) else ()\n"
-           "        found += sum(isinstance(x, str) and x is not marker and marker in x\n"
-           "                     for x in items)\n"
-           "    sys.stdout.write(f'found {found}\\n')\n    return a + b\n")
+    spy = (
+        "    import gc, sys\n    marker, found = 'marker-' + '5e1f', 0\n"
+        "    frame, seen = sys._getframe(), list(gc.get_objects())\n"
+        "    while frame is not None:\n"
+        "        seen.append(frame.f_locals)\n        frame = frame.f_back\n"
+        "    for obj in seen:\n"
+        "        items = obj.values() if isinstance(obj, dict) else obj if isinstance(\n"
+        "            obj, (list, tuple)) else ()\n"
+        "        found += sum(isinstance(x, str) and x is not marker and marker in x\n"
+        "                     for x in items)\n"
+        "    sys.stdout.write(f'found {found}\\n')\n    return a + b\n"
+    )
     res = q.humaneval_run(PROMPT, spy, TEST, "add", timeout_s=5)
     assert res.passed and res.output == "found 0\nfound 0\n", res  # one line per call
 
@@ -95,15 +99,32 @@ def test_the_tests_context_runs_in_the_judge():
     assert not run_sandboxed("def f(x):\n    return x\n", timeout_s=5, tests=tests).passed
     # a test that calls the entry point by its name (HumanEval/33) calls the program's, not the
     # context's stub of it
-    by_name = TaskTests("def check(candidate):\n    assert f(3) == 6\n", "f",
-                        "def f(x):\n    pass\n")
+    by_name = TaskTests(
+        "def check(candidate):\n    assert f(3) == 6\n", "f", "def f(x):\n    pass\n"
+    )
     assert run_sandboxed("def f(x):\n    return x + x\n", timeout_s=5, tests=by_name).passed
 
 
-@pytest.mark.parametrize("value", [
-    None, True, 0, -(2**70), 1.5, float("inf"), "é", b"\x00\xff", [1, [2]], (1, (2, "3")),
-    {1: "a", "b": (2,)}, {1, 2}, frozenset({3}), 1 + 2j, ([], (), {}),
-])
+@pytest.mark.parametrize(
+    "value",
+    [
+        None,
+        True,
+        0,
+        -(2**70),
+        1.5,
+        float("inf"),
+        "é",
+        b"\x00\xff",
+        [1, [2]],
+        (1, (2, "3")),
+        {1: "a", "b": (2,)},
+        {1, 2},
+        frozenset({3}),
+        1 + 2j,
+        ([], (), {}),
+    ],
+)
 def test_values_cross_as_builtins_of_the_same_type(value):
     import json
 

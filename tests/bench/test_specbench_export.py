@@ -24,8 +24,11 @@ CHOICE_KEYS = {"index", "turns", "decoding_steps", "new_tokens", "wall_time", "a
 
 
 def _records(run_dir: Path) -> list[dict]:
-    return [json.loads(line) for ds in DATASETS
-            for line in (run_dir / "records" / f"{ds}.jsonl").read_text().splitlines()]
+    return [
+        json.loads(line)
+        for ds in DATASETS
+        for line in (run_dir / "records" / f"{ds}.jsonl").read_text().splitlines()
+    ]
 
 
 def _answers(path: Path) -> list[dict]:
@@ -35,7 +38,7 @@ def _answers(path: Path) -> list[dict]:
 def _split(lengths: list[int], steps: list[int]) -> list[list[int]]:
     out, i = [], 0
     for n in steps:
-        out.append(lengths[i:i + n])
+        out.append(lengths[i : i + n])
         i += n
     return out
 
@@ -57,31 +60,43 @@ def test_answer_rows_follow_specbench_and_match_the_records(specbench_runs, spec
         assert [r["question_id"] for r in rows] == [r["prompt_id"] for r in recs]
         assert len({r["answer_id"] for r in rows}) == len(rows)
         for row, rec in zip(rows, recs):
-            assert {"question_id", "category", "answer_id", "model_id", "choices",
-                    "tstamp"} <= set(row) and "note" not in row
+            assert {"question_id", "category", "answer_id", "model_id", "choices", "tstamp"} <= set(
+                row
+            ) and "note" not in row
             assert row["model_id"] == f"{method}-tiny" and row["category"] == rec["category"]
             (choice,) = row["choices"]
             assert set(choice) == CHOICE_KEYS and choice["index"] == 0
             turns = rec["turns"]
-            assert choice["turns"] == rec.get("answers", [rec["text"]]) and len(
-                choice["turns"]) == turns
-            assert len(choice["decoding_steps"]) == len(choice["new_tokens"]) == len(
-                choice["wall_time"]) == turns
+            assert (
+                choice["turns"] == rec.get("answers", [rec["text"]])
+                and len(choice["turns"]) == turns
+            )
+            assert (
+                len(choice["decoding_steps"])
+                == len(choice["new_tokens"])
+                == len(choice["wall_time"])
+                == turns
+            )
             assert sum(choice["new_tokens"]) == rec["new_tokens"]
             assert choice["new_tokens"] == [len(ids) for ids in rec["output_ids"]]
-            assert sum(choice["decoding_steps"]) == len(choice["accept_lengths"]) == rec[
-                "target_forwards"]
+            assert (
+                sum(choice["decoding_steps"])
+                == len(choice["accept_lengths"])
+                == rec["target_forwards"]
+            )
             per_turn = _split(choice["accept_lengths"], choice["decoding_steps"])
             assert [sum(t) for t in per_turn] == choice["new_tokens"]
             # a step adds its accepted tokens + 1, but a turn's last may be cut
-            for steps, acc in zip(per_turn, _split(rec["accepted_per_step"],
-                                                   choice["decoding_steps"])):
+            for steps, acc in zip(
+                per_turn, _split(rec["accepted_per_step"], choice["decoding_steps"])
+            ):
                 assert steps[:-1] == [a + 1 for a in acc[:-1]] and 1 <= steps[-1] <= acc[-1] + 1
             if method == "ar":
                 assert set(choice["accept_lengths"]) == {1}
             else:  # drafts accepted whole; the budget (6) cuts each turn's last step
                 assert max(choice["accept_lengths"]) > 1 and choice["accept_lengths"][-1] < max(
-                    choice["accept_lengths"])
+                    choice["accept_lengths"]
+                )
             assert math.isclose(sum(choice["wall_time"]), rec["total_s"], rel_tol=1e-9)
 
 
@@ -91,16 +106,25 @@ def _tokens_per_s(recs: list[dict]) -> float:
 
 
 #: the categories speed.py's mt_bench task selects
-MT_BENCH = {"writing", "roleplay", "reasoning", "math", "coding", "extraction", "stem",
-            "humanities"}
+MT_BENCH = {
+    "writing",
+    "roleplay",
+    "reasoning",
+    "math",
+    "coding",
+    "extraction",
+    "stem",
+    "humanities",
+}
 
 
 def _task(category: str) -> str:
     return "mt_bench" if category in MT_BENCH else category
 
 
-def test_speed_table_equals_tau_and_the_tokens_per_s_of_the_records(specbench_runs,
-                                                                    specbench_exported):
+def test_speed_table_equals_tau_and_the_tokens_per_s_of_the_records(
+    specbench_runs, specbench_exported
+):
     out, done = specbench_exported
     recs = {m: _records(specbench_runs[m]) for m in ("ar", "sps")}
     summary = json.loads((specbench_runs["sps"] / "summary.json").read_text())
@@ -130,14 +154,17 @@ def _speed_py(method: list[dict], base: list[dict], tokenizer, task: str) -> lis
     whose category is the task's; mean accepted tokens over every accept_lengths entry; per row
     Σ new_tokens / Σ wall_time (the method) and Σ (len(tokenizer(turn).input_ids) - 1) /
     Σ wall_time (the baseline: its text re-tokenised), each averaged over rows; their ratio."""
+
     def pick(rows):
         return [r["choices"][0] for r in rows if task == "overall" or _task(r["category"]) == task]
 
     own, theirs = pick(method), pick(base)
     accepted = [n for c in own for n in c["accept_lengths"]]
     speed = sum(sum(c["new_tokens"]) / sum(c["wall_time"]) for c in own) / len(own)
-    base_speed = sum(sum(len(tokenizer(t).input_ids) - 1 for t in c["turns"])
-                     / sum(c["wall_time"]) for c in theirs) / len(theirs)
+    base_speed = sum(
+        sum(len(tokenizer(t).input_ids) - 1 for t in c["turns"]) / sum(c["wall_time"])
+        for c in theirs
+    ) / len(theirs)
     return [sum(accepted) / len(accepted), speed, base_speed, speed / base_speed]
 
 
@@ -148,18 +175,25 @@ def test_speed_md_is_what_specbench_speed_py_computes_on_the_answer_files(specbe
     tokenizer = AutoTokenizer.from_pretrained(str(out / "tokenizer-tiny"))  # --tokenizer-path
     base = _answers(out / "ar-tiny.jsonl")
     # the re-tokenised count is not the generated one (the test would not tell them apart)
-    assert any(sum(len(tokenizer(t).input_ids) - 1 for t in r["choices"][0]["turns"])
-               != sum(r["choices"][0]["new_tokens"]) for r in base)
+    assert any(
+        sum(len(tokenizer(t).input_ids) - 1 for t in r["choices"][0]["turns"])
+        != sum(r["choices"][0]["new_tokens"])
+        for r in base
+    )
     assert all(isinstance(r["question_id"], str) for r in base)  # the fixture's ids: strings
-    shown = {tuple(c.strip() for c in line.strip("|").split("|")[:2]): line
-             for line in done.text.splitlines() if line.startswith("| ") and "-tiny |" in line}
+    shown = {
+        tuple(c.strip() for c in line.strip("|").split("|")[:2]): line
+        for line in done.text.splitlines()
+        if line.startswith("| ") and "-tiny |" in line
+    }
     for row in done.rows:
         method = _answers(out / f"{row.model_id}.jsonl")
         want = _speed_py(method, base, tokenizer, row.category)
-        got = [row.mean_accepted_tokens, row.tokens_per_s, row.baseline_tokens_per_s,
-               row.speedup]
+        got = [row.mean_accepted_tokens, row.tokens_per_s, row.baseline_tokens_per_s, row.speedup]
         assert all(math.isclose(a, b, rel_tol=1e-9) for a, b in zip(got, want)), row
         cells = [c.strip() for c in shown[(row.model_id, row.category)].strip("|").split("|")]
         assert cells[3:] == [f"{x:.3f}" for x in want]  # speed.md to 3 digits
-    assert "re-tokenised with the tiny pair's byte-level tokenizer (--tokenizer-path " \
-           "tokenizer-tiny)" in done.text
+    assert (
+        "re-tokenised with the tiny pair's byte-level tokenizer (--tokenizer-path "
+        "tokenizer-tiny)" in done.text
+    )

@@ -23,8 +23,9 @@ from specdec.testing.run_files import read_jsonl
 DATASETS = ("tiny", "tiny_sb")
 
 
-def test_an_old_record_becomes_one_turn_with_its_totals(specbench_runs, specbench_exported,
-                                                        tmp_path):
+def test_an_old_record_becomes_one_turn_with_its_totals(
+    specbench_runs, specbench_exported, tmp_path
+):
     out, _ = specbench_exported
     old = tmp_path / "old_sps"
     shutil.copytree(specbench_runs["sps"], old)
@@ -50,8 +51,16 @@ def test_an_old_record_becomes_one_turn_with_its_totals(specbench_runs, specbenc
 
 
 def test_records_without_output_ids_trim_the_surplus_and_bad_steps_are_named():
-    old = {"prompt_id": "p", "dataset": "d", "turns": 1, "text": "x", "new_tokens": 6,
-           "accepted_per_step": [3, 3], "wall_s": 0.5, "prefill_s": 0.1}
+    old = {
+        "prompt_id": "p",
+        "dataset": "d",
+        "turns": 1,
+        "text": "x",
+        "new_tokens": 6,
+        "accepted_per_step": [3, 3],
+        "wall_s": 0.5,
+        "prefill_s": 0.1,
+    }
     choice, note = sb.choice_of(old)
     assert note is None and choice["accept_lengths"] == [4, 2]
     assert choice["new_tokens"] == [6] and math.isclose(choice["wall_time"][0], 0.6)
@@ -62,19 +71,30 @@ def test_records_without_output_ids_trim_the_surplus_and_bad_steps_are_named():
         sb.choice_of({**bad, "output_ids": [[1] * 9], "turn_steps": [2]})
 
 
-def test_cli_writes_specbench_skips_an_unreadable_run_and_keeps_the_default(specbench_runs,
-                                                                            tmp_path, capsys):
+def test_cli_writes_specbench_skips_an_unreadable_run_and_keeps_the_default(
+    specbench_runs, tmp_path, capsys
+):
     broken = tmp_path / "broken"
     shutil.copytree(specbench_runs["sps"], broken)
     (broken / "summary.json").write_text('{"method": "sps", "datas')  # cut short
-    args = [str(specbench_runs["ar"]), str(specbench_runs["sps"]), str(broken), "--out",
-            str(tmp_path / "sb")]
+    args = [
+        str(specbench_runs["ar"]),
+        str(specbench_runs["sps"]),
+        str(broken),
+        "--out",
+        str(tmp_path / "sb"),
+    ]
     assert rp.main([*args, "--format", "specbench"]) == 0
     captured = capsys.readouterr()
     assert f"skipped (unreadable): {broken / 'summary.json'}" in captured.err
     assert "| sps-tiny | overall |" in captured.out
     assert sorted(p.name for p in (tmp_path / "sb").iterdir()) == [
-        "ar-tiny.jsonl", "speed.csv", "speed.md", "sps-tiny.jsonl", "tokenizer-tiny"]
+        "ar-tiny.jsonl",
+        "speed.csv",
+        "speed.md",
+        "sps-tiny.jsonl",
+        "tokenizer-tiny",
+    ]
     assert rp.main([*args, "--format", "specbench", "--strict"]) == 2
     capsys.readouterr()
     assert rp.main([str(broken), "--format", "specbench", "--out", str(tmp_path / "x")]) == 2
@@ -85,7 +105,20 @@ def test_cli_writes_specbench_skips_an_unreadable_run_and_keeps_the_default(spec
     assert rp.main([str(specbench_runs["sps"]), "--format", "specbench", "--out", str(alone)]) == 0
     assert "no speedup: sps-tiny: no `ar` run" in capsys.readouterr().err
     # the default format is still the leaderboard
-    assert rp.main([str(specbench_runs["ar"]), str(specbench_runs["sps"]), "--no-plots", "--out",
-                    str(tmp_path / "lb")]) == 0
+    assert (
+        rp.main(
+            [
+                str(specbench_runs["ar"]),
+                str(specbench_runs["sps"]),
+                "--no-plots",
+                "--out",
+                str(tmp_path / "lb"),
+            ]
+        )
+        == 0
+    )
     assert sorted(p.name for p in (tmp_path / "lb").iterdir()) == [
-        "leaderboard.csv", "leaderboard.md", "leaderboard.tex"]
+        "leaderboard.csv",
+        "leaderboard.md",
+        "leaderboard.tex",
+    ]

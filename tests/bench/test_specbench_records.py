@@ -37,8 +37,9 @@ def _copy(src: Path, dst: Path, keep_records: int | None = None) -> Path:
 
 
 @pytest.mark.parametrize("case", ["half", "gone"])
-def test_incomplete_and_recordless_runs_are_left_out_named_and_fail_strict(runs, tmp_path,
-                                                                           capsys, case):
+def test_incomplete_and_recordless_runs_are_left_out_named_and_fail_strict(
+    runs, tmp_path, capsys, case
+):
     broken = _copy(runs["sps"], tmp_path / case, keep_records=1)
     if case == "gone":
         shutil.rmtree(broken / "records")
@@ -63,15 +64,14 @@ def test_a_cut_off_last_record_is_named_and_fails_strict(runs, tmp_path, capsys)
     cut = _copy(runs["sps"], tmp_path / "cut")
     file = cut / "records" / "tiny.jsonl"
     data = file.read_bytes()
-    file.write_bytes(data[:len(data) - len(data.splitlines()[-1]) // 2 - 1])  # half a line
+    file.write_bytes(data[: len(data) - len(data.splitlines()[-1]) // 2 - 1])  # half a line
     done = sb.export([runs["ar"], cut], tmp_path / "sb", warn=False)
     (line,) = [d for d in done.doubts if d.startswith(str(file))]
     assert "last line is cut off" in line and "not counted" in line
     assert [x.split(":")[0] for x in done.left_out] == [str(cut)]
     assert f"- ✗ summary vs records: {line}" in done.text
     args = [str(runs["ar"]), str(cut), "--format", "specbench", "--out", str(tmp_path / "c")]
-    assert rp.main(args) == 0 and f"summary vs records: {line}" in \
-        capsys.readouterr().err
+    assert rp.main(args) == 0 and f"summary vs records: {line}" in capsys.readouterr().err
     assert rp.main([*args, "--strict"]) == 2
 
 

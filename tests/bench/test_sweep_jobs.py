@@ -53,14 +53,19 @@ def test_consecutive_jobs_on_one_pair_config_share_one_load(tmp_path):
 
 
 def job_return(out: Path, status: JobStatus, value: object) -> JobReturn:
-    hydra = {"runtime": {"output_dir": str(out)}, "overrides": {"task": []},
-             "job": {"config": {"override_dirname": {"exclude_keys": []}}}}
-    return JobReturn(hydra_cfg=OmegaConf.create({"hydra": hydra}), status=status,
-                     _return_value=value)
+    hydra = {
+        "runtime": {"output_dir": str(out)},
+        "overrides": {"task": []},
+        "job": {"config": {"override_dirname": {"exclude_keys": []}}},
+    }
+    return JobReturn(
+        hydra_cfg=OmegaConf.create({"hydra": hydra}), status=status, _return_value=value
+    )
 
 
-def test_a_failing_job_records_its_error_and_the_sweep_exits_naming_it(tmp_path, capsys,
-                                                                      monkeypatch):
+def test_a_failing_job_records_its_error_and_the_sweep_exits_naming_it(
+    tmp_path, capsys, monkeypatch
+):
     monkeypatch.setattr(fl, "_FAILED", [])
     bug, bad = tmp_path / "sps" / "bug", tmp_path / "sps" / "bad"
 
@@ -107,12 +112,23 @@ def test_a_job_failing_elsewhere_is_read_from_its_summary(tmp_path, monkeypatch)
 
 @pytest.mark.slow
 def test_a_cli_multirun_runs_past_a_failing_job_and_loads_the_pair_once(tmp_path):
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline",
-           "PYTHONPATH": str(ROOT)}
-    cmd = [sys.executable, "-m", "specdec.eval", "model=tiny", "benchmark=tiny",
-           "method=ar,sps", "max_new_tokens=4,0", "limit=1", "warmup=0", "cost_model=false",
-           "progress=false", "optimized_metric=null", f"paths.log_dir={tmp_path}",
-           f"paths.cache_dir={tmp_path / 'cache'}"]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline", "PYTHONPATH": str(ROOT)}
+    cmd = [
+        sys.executable,
+        "-m",
+        "specdec.eval",
+        "model=tiny",
+        "benchmark=tiny",
+        "method=ar,sps",
+        "max_new_tokens=4,0",
+        "limit=1",
+        "warmup=0",
+        "cost_model=false",
+        "progress=false",
+        "optimized_metric=null",
+        f"paths.log_dir={tmp_path}",
+        f"paths.cache_dir={tmp_path / 'cache'}",
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600, cwd=ROOT)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 2, out[-3000:]  # both failures are input errors

@@ -27,8 +27,15 @@ from specdec.testing.eval_cfg import eval_cfg
 
 # not excluded from the folder name (conf/eval.yaml: override_dirname): the job's folder is
 # <root>/<method>/max_new_tokens=6, where Hydra puts it
-COMMON = ["model=tiny", "benchmark=tiny", "limit=2", "max_new_tokens=6", "warmup=0",
-          "progress=false", "logger=csv"]
+COMMON = [
+    "model=tiny",
+    "benchmark=tiny",
+    "limit=2",
+    "max_new_tokens=6",
+    "warmup=0",
+    "progress=false",
+    "logger=csv",
+]
 
 
 def hydra_job(root: Path, method: str):
@@ -56,8 +63,11 @@ def _summary(path: Path) -> dict:
 def _logged(path: Path, metric: str) -> float:
     """What ``logger=csv`` logged as ``overall/<metric>``."""
     with (path / "metrics.csv").open() as f:
-        return next(float(r["value"]) for r in csv.DictReader(f)
-                    if r["dataset"] == "overall" and r["metric"] == metric)
+        return next(
+            float(r["value"])
+            for r in csv.DictReader(f)
+            if r["dataset"] == "overall" and r["metric"] == metric
+        )
 
 
 def test_the_sweeps_objective_is_the_leaderboards_paired_value(tmp_path, no_hydra):
@@ -100,8 +110,7 @@ def test_an_unusable_ar_summary_falls_back_and_says_why(tmp_path, no_hydra):
     assert "not an eval summary" in summary["sweep_objective_source"]
 
 
-def test_a_rerun_of_a_complete_run_reuses_its_calibration_and_reproduces_it(tmp_path,
-                                                                           monkeypatch):
+def test_a_rerun_of_a_complete_run_reuses_its_calibration_and_reproduces_it(tmp_path, monkeypatch):
     cfg = eval_cfg(tmp_path, ["method=sps", "warmup=0", "progress=false"])
     first = entry.evaluate(cfg)
 
@@ -115,18 +124,28 @@ def test_a_rerun_of_a_complete_run_reuses_its_calibration_and_reproduces_it(tmp_
 
 def test_an_undefined_objective_warns_only_in_a_sweep(tmp_path, caplog, monkeypatch):
     caplog.set_level(logging.DEBUG, logger="specdec.bench.run.summary")
-    assert entry.evaluate(eval_cfg(tmp_path / "a", ["method=ar", "limit=1",
-                                                    "cost_model=false"])) is None
+    assert (
+        entry.evaluate(eval_cfg(tmp_path / "a", ["method=ar", "limit=1", "cost_model=false"]))
+        is None
+    )
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
     monkeypatch.setenv("WANDB_SWEEP_ID", "abc")  # as under `wandb agent`
-    assert entry.evaluate(eval_cfg(tmp_path / "b", ["method=ar", "limit=1",
-                                                    "cost_model=false"])) is None
-    assert any("the sweeper gets None" in r.getMessage() for r in caplog.records
-               if r.levelno == logging.WARNING)
+    assert (
+        entry.evaluate(eval_cfg(tmp_path / "b", ["method=ar", "limit=1", "cost_model=false"]))
+        is None
+    )
+    assert any(
+        "the sweeper gets None" in r.getMessage()
+        for r in caplog.records
+        if r.levelno == logging.WARNING
+    )
 
 
 def test_the_old_ambiguous_name_is_refused_with_the_new_ones(tmp_path):
-    with pytest.raises(BadInput, match="optimized_metric='modeled_speedup' was renamed.*"
-                                       "sweep_objective.*self_modeled_speedup.*"
-                                       "modeled_speedup_vs_ar"):
+    with pytest.raises(
+        BadInput,
+        match="optimized_metric='modeled_speedup' was renamed.*"
+        "sweep_objective.*self_modeled_speedup.*"
+        "modeled_speedup_vs_ar",
+    ):
         entry.evaluate(eval_cfg(tmp_path, ["method=ar", "optimized_metric=modeled_speedup"]))

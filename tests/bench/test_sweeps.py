@@ -26,8 +26,10 @@ from specdec.testing.paths import REPO
 ROOT = REPO
 SEARCH = CONF_DIR / "hparams_search" / "sps_optuna.yaml"
 PLUGIN = "hydra_plugins.hydra_optuna_sweeper"
-HAS_OPTUNA_SWEEPER = (importlib.util.find_spec("hydra_plugins") is not None
-                      and importlib.util.find_spec(PLUGIN) is not None)
+HAS_OPTUNA_SWEEPER = (
+    importlib.util.find_spec("hydra_plugins") is not None
+    and importlib.util.find_spec(PLUGIN) is not None
+)
 
 
 def test_main_returns_the_runs_own_estimate_without_an_ar_run(tmp_path):
@@ -41,12 +43,15 @@ def test_main_returns_the_runs_own_estimate_without_an_ar_run(tmp_path):
 
 
 def test_metric_choice_none_and_missing_metric(tmp_path):
-    tps = entry.evaluate(eval_cfg(tmp_path / "a", ["method=ar", "limit=1",
-                                                   "optimized_metric=tokens_per_s"]))
+    tps = entry.evaluate(
+        eval_cfg(tmp_path / "a", ["method=ar", "limit=1", "optimized_metric=tokens_per_s"])
+    )
     overall = json.loads((tmp_path / "a" / "summary.json").read_text())["overall"]
     assert tps == pytest.approx(overall["tokens_per_s"])
-    assert entry.evaluate(eval_cfg(tmp_path / "b", ["method=ar", "limit=1",
-                                                    "cost_model=false"])) is None
+    assert (
+        entry.evaluate(eval_cfg(tmp_path / "b", ["method=ar", "limit=1", "cost_model=false"]))
+        is None
+    )
     with pytest.raises(ValueError, match="optimized_metric='speedupp' is not a run metric"):
         entry.evaluate(eval_cfg(tmp_path / "c", ["method=ar", "optimized_metric=speedupp"]))
     assert not (tmp_path / "c" / "summary.json").exists()  # refused before the run started
@@ -96,10 +101,21 @@ def optuna_node():
     from hydra.core.config_store import ConfigStore
 
     store = ConfigStore.instance()
-    store.store(group="hydra/sweeper", name="optuna", provider="test", node={
-        "_target_": "hydra_plugins.hydra_optuna_sweeper.optuna_sweeper.OptunaSweeper",
-        "direction": "minimize", "study_name": None, "storage": None, "n_trials": 20,
-        "n_jobs": 2, "sampler": {"seed": None}, "params": None})
+    store.store(
+        group="hydra/sweeper",
+        name="optuna",
+        provider="test",
+        node={
+            "_target_": "hydra_plugins.hydra_optuna_sweeper.optuna_sweeper.OptunaSweeper",
+            "direction": "minimize",
+            "study_name": None,
+            "storage": None,
+            "n_trials": 20,
+            "n_jobs": 2,
+            "sampler": {"seed": None},
+            "params": None,
+        },
+    )
     yield
     store.repo["hydra"]["sweeper"].pop("optuna.yaml")
 

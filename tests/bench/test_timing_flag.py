@@ -36,7 +36,8 @@ def _non_monotone_fit(logs, fallback=None, **kwargs):
     peaks = drop_peaks(table.times["target"])
     report["monotone_violations"]["target"] = list(peaks)
     report["kernel_shape"]["target"] = reproduced_drops(
-        table.times["target"], peaks, fallback.halves.get("target", []) if fallback else [])
+        table.times["target"], peaks, fallback.halves.get("target", []) if fallback else []
+    )
     return table, report
 
 
@@ -47,13 +48,15 @@ def quiet(monkeypatch):
     monkeypatch.setattr(timing, "load_average", lambda: (0.0, 0.0, 0.0))
 
 
-def test_the_gamma_2_case_is_flagged_and_claims_no_speedup(tmp_path, quiet, monkeypatch,
-                                                            capsys, caplog):
+def test_the_gamma_2_case_is_flagged_and_claims_no_speedup(
+    tmp_path, quiet, monkeypatch, capsys, caplog
+):
     common = ["benchmark=tiny", "logger=csv", "warmup=0", "limit=1"]
     entry.evaluate(eval_cfg(tmp_path / "ar", ["method=ar", *common]))
     monkeypatch.setattr(run_summary, "fit_cost_table", _non_monotone_fit)
-    value = entry.evaluate(eval_cfg(tmp_path / "sps", ["method=sps", "drafter.policy.gamma=2",
-                                                       *common]))
+    value = entry.evaluate(
+        eval_cfg(tmp_path / "sps", ["method=sps", "drafter.policy.gamma=2", *common])
+    )
     # the sweep objective is not a number: Optuna fails the trial, W&B logs NaN
     assert math.isnan(value)
     summary = json.loads((tmp_path / "sps" / "summary.json").read_text())
@@ -73,8 +76,10 @@ def test_the_gamma_2_case_is_flagged_and_claims_no_speedup(tmp_path, quiet, monk
     # the run's logger (CSV here, the same calls as W&B) gets the flag and the reasons
     with (tmp_path / "sps" / "metrics.csv").open() as f:
         logged = {r["metric"]: r["value"] for r in csv.DictReader(f) if r["dataset"] == "overall"}
-    assert float(logged["timing_reliable"]) == 0.0 and "drops as tokens grow" in \
-        logged["timing_reasons"]
+    assert (
+        float(logged["timing_reliable"]) == 0.0
+        and "drops as tokens grow" in logged["timing_reasons"]
+    )
     # the leaderboard: the flag, no speedup claimed, the reasons listed
     text, _ = rp.report([tmp_path / "ar", tmp_path / "sps"], tmp_path / "board", plots=False)
     sps = next(line for line in text.splitlines() if line.startswith("| sps | tiny |"))
@@ -89,13 +94,14 @@ def test_the_gamma_2_case_is_flagged_and_claims_no_speedup(tmp_path, quiet, monk
 
 
 @pytest.mark.parametrize(("mode", "kept"), [("strict", False), ("lenient", True)])
-def test_pairing_an_unreliable_run_withholds_its_objective_unless_lenient(tmp_path, quiet,
-                                                                          monkeypatch, mode,
-                                                                          kept):
+def test_pairing_an_unreliable_run_withholds_its_objective_unless_lenient(
+    tmp_path, quiet, monkeypatch, mode, kept
+):
     monkeypatch.setenv(timing.ENV, mode)
     check = TimingCheck(table=["tiny: target forward time drops as tokens grow"], cores=2)
-    summary = RunSummary("sps", {}, cost_model=True, overall={"self_modeled_speedup": 3.73},
-                         timing=check)
+    summary = RunSummary(
+        "sps", {}, cost_model=True, overall={"self_modeled_speedup": 3.73}, timing=check
+    )
     pair_run(summary, tmp_path, None)  # no `ar` run known: the run's own estimate
     assert summary.overall["timing_reliable"] is False
     assert summary.overall["timing_reasons"] == check.table
@@ -106,12 +112,14 @@ def test_pairing_an_unreliable_run_withholds_its_objective_unless_lenient(tmp_pa
     else:
         assert math.isnan(summary.overall["sweep_objective"])
         assert summary.sweep_objective_source == (
-            "not a number: timing unreliable (tiny: target forward time drops as tokens grow)")
+            "not a number: timing unreliable (tiny: target forward time drops as tokens grow)"
+        )
         assert math.isnan(sweep_metric(summary.to_json(), "sweep_objective"))
 
 
-def test_a_quiet_run_is_reliable_until_paired_with_a_run_calibrated_elsewhere(tmp_path, quiet,
-                                                                               monkeypatch):
+def test_a_quiet_run_is_reliable_until_paired_with_a_run_calibrated_elsewhere(
+    tmp_path, quiet, monkeypatch
+):
     def steady(name, table, fit, calibration):  # this machine's real tables vary under load
         return []
 
@@ -127,16 +135,20 @@ def test_a_quiet_run_is_reliable_until_paired_with_a_run_calibrated_elsewhere(tm
     monkeypatch.setattr(rows, "table_reasons", lambda *a: [])  # the joint table: steady too
     _, board = rp.report([tmp_path / "ar", tmp_path / "sps"], tmp_path / "ok", plots=False)
     assert [(r.label, r.timing, r.modeled_speedup_vs_ar is not None) for r in board] == [
-        ("ar", [], True), ("sps", [], True)]
+        ("ar", [], True),
+        ("sps", [], True),
+    ]
     # the same run, as if calibrated on a machine twice as slow as the `ar` run's
     theirs = json.loads((tmp_path / "ar" / "summary.json").read_text())["calibration"]
     summary["calibration"]["times"]["target"] = {
-        n: 2 * t for n, t in theirs["times"]["target"].items()}
+        n: 2 * t for n, t in theirs["times"]["target"].items()
+    }
     path.write_text(json.dumps(summary))
     text, board = rp.report([tmp_path / "ar", tmp_path / "sps"], tmp_path / "off", plots=False)
     sps = next(r for r in board if r.label == "sps")
-    assert sps.timing == ["this run's calibration is 2x the `ar` run's (median over 13 sizes; "
-                          "limit 1.5x)"]
+    assert sps.timing == [
+        "this run's calibration is 2x the `ar` run's (median over 13 sizes; limit 1.5x)"
+    ]
     assert sps.speedup is None and sps.modeled_speedup_vs_ar is None and sps.withheld
 
 
@@ -154,8 +166,14 @@ class FakeRun:
 def test_the_wandb_logger_gets_the_flag_and_its_reasons():
     logger = WandbLogger.__new__(WandbLogger)  # no W&B run started: a stand-in records the calls
     logger.run = FakeRun()
-    logger.log_dataset("overall", {"sweep_objective": math.nan, "timing_reliable": False,
-                                   "timing_reasons": ["tiny: a", "load b"]})
+    logger.log_dataset(
+        "overall",
+        {
+            "sweep_objective": math.nan,
+            "timing_reliable": False,
+            "timing_reasons": ["tiny: a", "load b"],
+        },
+    )
     assert logger.run.logged["eval/overall/timing_reliable"] == 0.0
     assert math.isnan(logger.run.logged["eval/overall/sweep_objective"])
     assert logger.run.summary["eval/overall/timing_reasons"] == "tiny: a; load b"

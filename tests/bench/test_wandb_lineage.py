@@ -27,9 +27,11 @@ def test_learned_folders_are_the_trained_assets_the_drafter_and_draft_path_name(
     head, draft = _asset(tmp_path, "specdecpp", "tiny"), _asset(tmp_path, "draft_lm", "tiny")
     not_an_asset = tmp_path / "notes"
     not_an_asset.mkdir()
-    config = {"drafter": {"policy": {"head": str(head)}, "other": [str(not_an_asset), "sps"]},
-              "verifier": {"file": str(head / "model.safetensors")},  # a file in a folder
-              "model": {"draft_path": str(draft), "target": str(_asset(tmp_path, "hf", "t"))}}
+    config = {
+        "drafter": {"policy": {"head": str(head)}, "other": [str(not_an_asset), "sps"]},
+        "verifier": {"file": str(head / "model.safetensors")},  # a file in a folder
+        "model": {"draft_path": str(draft), "target": str(_asset(tmp_path, "hf", "t"))},
+    }
     assert learned_folders(config) == [head.resolve(), draft.resolve()]  # never the target
     assert learned_folders({"drafter": {"name": "sps"}, "model": {"draft_path": None}}) == []
 
@@ -39,9 +41,13 @@ def test_learned_folders_of_real_eval_configs(compose):
 
     def folders(method: str) -> list[Path]:
         cfg = compose("eval", [f"method={method}"])  # resolved as the runner resolves it
-        return learned_folders({k: OmegaConf.to_container(v, resolve=True)
-                                if OmegaConf.is_config(v) else v
-                                for k, v in cfg.items() if k != "hydra"})
+        return learned_folders(
+            {
+                k: OmegaConf.to_container(v, resolve=True) if OmegaConf.is_config(v) else v
+                for k, v in cfg.items()
+                if k != "hydra"
+            }
+        )
 
     assert folders("eagle3") == [ROOT / "specdec" / "assets" / "eagle3" / "tiny"]
     assert folders("sps") == []

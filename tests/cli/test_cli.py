@@ -68,14 +68,25 @@ def test_default_eval_sweeps_ar_sps_and_feature_drafters_and_prints_the_leaderbo
     assert cfg.hydra.sweeper.params.method == "ar,sps,pld,eagle3,specblock"
     assert cfg.model._target_.endswith("smollm2_pair") and cfg.model.draft == "trained"
     assert sorted(cfg.benchmark.datasets) == ["alpaca", "gsm8k", "humaneval"]
-    assert (cfg.hydra.callbacks.leaderboard._target_
-            == "specdec.bench.run.leaderboard.PrintLeaderboard")
+    assert (
+        cfg.hydra.callbacks.leaderboard._target_ == "specdec.bench.run.leaderboard.PrintLeaderboard"
+    )
 
 
 def test_sweep_prints_a_leaderboard_with_the_speedup_of_sps(tmp_path):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline"}
-    cmd = [sys.executable, "-m", "specdec.eval", "model=tiny", "benchmark=tiny", "limit=2",
-           "max_new_tokens=8", "warmup=0", "progress=false", f"paths.log_dir={tmp_path}"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "specdec.eval",
+        "model=tiny",
+        "benchmark=tiny",
+        "limit=2",
+        "max_new_tokens=8",
+        "warmup=0",
+        "progress=false",
+        f"paths.log_dir={tmp_path}",
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     boards = tmp_path / "eval" / "tiny" / "tiny" / "leaderboard"
@@ -85,8 +96,13 @@ def test_sweep_prints_a_leaderboard_with_the_speedup_of_sps(tmp_path):
     rows = [line for line in text.splitlines() if line.startswith("| sps | tiny | yes")]
     assert len(rows) == 1 and "x |" in rows[0], text  # a speedup cell like "1.07x"
     # method=sps alone (here with its own gamma) reuses the ar run of the same command
-    proc = subprocess.run([*cmd, "method=sps", "drafter.policy.gamma=2"], capture_output=True,
-                          text=True, env=env, timeout=300)
+    proc = subprocess.run(
+        [*cmd, "method=sps", "drafter.policy.gamma=2"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "| ar | tiny" in proc.stdout and "| sps | tiny | yes" in proc.stdout
     assert "refused" not in proc.stdout

@@ -44,21 +44,34 @@ COMMAND_LINE = [  # (config, argv, words of the message) -- Hydra rejected these
     ("train", ["+experiment=eagle3_tny"], "did you mean 'eagle3_tiny'"),
     ("train", ["lerner=x"], "did you mean 'learner'"),
     # a typo in a middle segment: the node where the path leaves the config, its nearest keys
-    ("eval", ["method=pld", "drafter.max_ngarm.x=1"],
-     "drafter.max_ngarm is not a key of the config; did you mean 'max_ngram'"),
-    ("eval", ["model=hf", "model.target=x", "model.tagret.path=x"],
-     "model.tagret is not a key of the config; did you mean 'target'"),
+    (
+        "eval",
+        ["method=pld", "drafter.max_ngarm.x=1"],
+        "drafter.max_ngarm is not a key of the config; did you mean 'max_ngram'",
+    ),
+    (
+        "eval",
+        ["model=hf", "model.target=x", "model.tagret.path=x"],
+        "model.tagret is not a key of the config; did you mean 'target'",
+    ),
     # a key only the sweep's other method has: named, not the pair's mandatory model.target
-    ("eval", ["-m", "method=ar,eagle3", "model=hf", "model.target=/tmp", "drafter.path=/x"],
-     "drafter.path is not a key of the config (keys of drafter: drafter._target_)"),
+    (
+        "eval",
+        ["-m", "method=ar,eagle3", "model=hf", "model.target=/tmp", "drafter.path=/x"],
+        "drafter.path is not a key of the config (keys of drafter: drafter._target_)",
+    ),
     # overrides after a flag: argparse would say only "unrecognized arguments"
-    ("eval", ["model=tiny", "-m", "method=ar,sps", "benchmark=tiny"],
-     "put the flags first: python -m specdec.eval -m model=tiny method=ar,sps benchmark=tiny"),
+    (
+        "eval",
+        ["model=tiny", "-m", "method=ar,sps", "benchmark=tiny"],
+        "put the flags first: python -m specdec.eval -m model=tiny method=ar,sps benchmark=tiny",
+    ),
 ]
 
 
-@pytest.mark.parametrize("config, argv, words", COMMAND_LINE,
-                         ids=[" ".join(c[1]) for c in COMMAND_LINE])
+@pytest.mark.parametrize(
+    "config, argv, words", COMMAND_LINE, ids=[" ".join(c[1]) for c in COMMAND_LINE]
+)
 def test_hydra_composition_errors_name_the_override_and_the_nearest_names(config, argv, words):
     with pytest.raises(BadInput) as err:
         check_command_line(argv, config)
@@ -67,8 +80,9 @@ def test_hydra_composition_errors_name_the_override_and_the_nearest_names(config
 
 def test_the_python_api_check_suggests_the_nearest_method():
     """``check_overrides``: the check ``specdec.load`` runs on the overrides it composes."""
-    with pytest.raises(BadInput, match="method=spss is not an option of conf/method/; did you "
-                       "mean 'sps'"):
+    with pytest.raises(
+        BadInput, match="method=spss is not an option of conf/method/; did you mean 'sps'"
+    ):
         check_overrides(["method=spss", "model=tiny"], "eval")
     check_overrides(["method=sps", "model=tiny", "drafter.policy.gamma=3"], "eval")
 
@@ -96,9 +110,17 @@ def test_documented_eval_commands_put_flags_before_overrides():
         check_flag_order([w for w in words if "<" not in w], "eval")
 
 
-@pytest.mark.parametrize("argv", [
-    [], ["method=ar"], ["-m", "method=eagle3,eagle3_hsd", "drafter.topk=3"], ["--help"],
-    ["--cfg", "job", "method=spss"], ["method=ar", "hydra.mode=RUN", "hydra.run.dir=/tmp/x"]])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        [],
+        ["method=ar"],
+        ["-m", "method=eagle3,eagle3_hsd", "drafter.topk=3"],
+        ["--help"],
+        ["--cfg", "job", "method=spss"],
+        ["method=ar", "hydra.mode=RUN", "hydra.run.dir=/tmp/x"],
+    ],
+)
 def test_good_command_lines_and_hydra_flags_pass(argv):
     check_command_line(argv, "eval")
 
@@ -117,8 +139,10 @@ BEFORE_LOADING = [  # (overrides, words) -- checked by schema.validate from the 
     ([f"{P}.linear_kernel=bogus"], f"{P}.linear_kernel='bogus' is not a kernel; use one of"),
     ([f"model.placement.draft_threads={machine_cores() + 1}"], "CPU cores this process may use"),
     (["model.placement.dtype=float8"], "model.placement.dtype='float8' is not known"),
-    (["method=sps", "drafter.policy.gamma=abc"],
-     "drafter.policy.gamma='abc' is not valid: expected an integer"),
+    (
+        ["method=sps", "drafter.policy.gamma=abc"],
+        "drafter.policy.gamma='abc' is not valid: expected an integer",
+    ),
     (["method=sps", "drafter.policy.gamma=2.5"], "drafter.policy.gamma=2.5 is not valid"),
     (["method=adaedl", "drafter.policy.max_len=x"], "drafter.policy.max_len='x' is not valid"),
     (["method=ssd", "drafter.prior_accept=abc"], "drafter.prior_accept='abc' is not valid"),
@@ -132,10 +156,10 @@ BEFORE_LOADING = [  # (overrides, words) -- checked by schema.validate from the 
 ]
 
 
-@pytest.mark.parametrize("overrides, words", BEFORE_LOADING,
-                         ids=[" ".join(c[0]) for c in BEFORE_LOADING])
-def test_component_keys_are_checked_before_any_model_loads(tmp_path, no_models, overrides,
-                                                          words):
+@pytest.mark.parametrize(
+    "overrides, words", BEFORE_LOADING, ids=[" ".join(c[0]) for c in BEFORE_LOADING]
+)
+def test_component_keys_are_checked_before_any_model_loads(tmp_path, no_models, overrides, words):
     with pytest.raises(BadInput) as err:
         ev.run(eval_cfg(tmp_path, overrides))
     assert words in str(err.value)
@@ -144,16 +168,19 @@ def test_component_keys_are_checked_before_any_model_loads(tmp_path, no_models, 
 @pytest.fixture
 def no_generation(monkeypatch):
     """A size knob must fail while the method is built, before the first draft allocates."""
-    monkeypatch.setattr(method_module, "generate",
-                        lambda *a, **k: pytest.fail("generation started"))
+    monkeypatch.setattr(
+        method_module, "generate", lambda *a, **k: pytest.fail("generation started")
+    )
 
 
 WHEN_BUILT = [  # (overrides, words) -- ranges and sizes the constructors check (tiny vocab: 259)
     (["method=adaedl", "drafter.policy.threshold=1.5"], "drafter.policy.threshold=1.5 is not"),
     (["method=ssd", "drafter.prior_accept=2"], "0 < drafter.prior_accept < 1"),
     (["method=hsd", "verifier.final_accept=x"], "verifier.final_accept must be one of"),
-    (["method=hsd_tree", "drafter.branching=[100000,2]"],
-     "drafter.branching=100000 exceeds the draft vocabulary (259 tokens)"),
+    (
+        ["method=hsd_tree", "drafter.branching=[100000,2]"],
+        "drafter.branching=100000 exceeds the draft vocabulary (259 tokens)",
+    ),
     (["method=hsd_tree", "drafter.branching=[30,30,2]"], "makes up to 4531 draft nodes"),
     (["method=rrs", "drafter.num_drafts=100000"], "makes up to 400001 draft nodes"),
     (["method=eagle3", "drafter.topk=100000", *EAGLE3], "drafter.topk=100000 exceeds"),
@@ -163,17 +190,23 @@ WHEN_BUILT = [  # (overrides, words) -- ranges and sizes the constructors check 
     (["method=specbranch", "drafter.hrad=null", "drafter.k_max=200"], "makes up to 1401"),
     (["method=ssd", "drafter.budget=100000"], "makes up to 500001 draft nodes"),
     (["method=specblock", "drafter.total_tokens=5000", *SPECBLOCK], "makes up to 5001"),
-    (["method=specblock", "drafter.widths=[1,2,1000,0]", *SPECBLOCK],
-     "drafter.widths=1000 exceeds the draft vocabulary"),
-    (["method=specblock_bandit", "drafter.arms.head.total_tokens=5000", *SPECBLOCK],
-     "makes up to 5001"),
+    (
+        ["method=specblock", "drafter.widths=[1,2,1000,0]", *SPECBLOCK],
+        "drafter.widths=1000 exceeds the draft vocabulary",
+    ),
+    (
+        ["method=specblock_bandit", "drafter.arms.head.total_tokens=5000", *SPECBLOCK],
+        "makes up to 5001",
+    ),
 ]
 
 
-@pytest.mark.parametrize("overrides, words", WHEN_BUILT,
-                         ids=[" ".join(c[0][:2]) for c in WHEN_BUILT])
-def test_ranges_and_tree_sizes_are_refused_before_drafting(tmp_path, no_generation, overrides,
-                                                           words, monkeypatch):
+@pytest.mark.parametrize(
+    "overrides, words", WHEN_BUILT, ids=[" ".join(c[0][:2]) for c in WHEN_BUILT]
+)
+def test_ranges_and_tree_sizes_are_refused_before_drafting(
+    tmp_path, no_generation, overrides, words, monkeypatch
+):
     monkeypatch.delenv(ENV, raising=False)
     with pytest.raises(Exception) as err:
         ev.run(eval_cfg(tmp_path, overrides))
@@ -198,9 +231,12 @@ def test_an_uncached_hub_model_names_the_download_command(monkeypatch):
     with pytest.raises(FileNotFoundError) as err:  # MissingInput
         load_pair("x", "specdec-nobody/not-a-model/at-all")
     assert input_error(err.value) is not None
-    for words in ("model.target='specdec-nobody/not-a-model/at-all'",
-                  "hf download specdec-nobody/not-a-model/at-all", "huggingface-cli download",
-                  "HF_HUB_OFFLINE"):
+    for words in (
+        "model.target='specdec-nobody/not-a-model/at-all'",
+        "hf download specdec-nobody/not-a-model/at-all",
+        "huggingface-cli download",
+        "HF_HUB_OFFLINE",
+    ):
         assert words in str(err.value)
 
 
@@ -215,9 +251,16 @@ SUBPROCESS = [  # the entry points' wiring: (overrides, words)
 def test_the_eval_command_prints_one_error_line_and_exits_2(tmp_path, overrides, words):
     empty = tmp_path / "empty.jsonl"
     empty.write_text("\n\n")
-    cmd = [sys.executable, "-m", "specdec.eval", "model=tiny", "benchmark=tiny",
-           *[o.format(empty=empty) for o in overrides], "hydra.mode=RUN",
-           f"hydra.run.dir={tmp_path / 'run'}"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "specdec.eval",
+        "model=tiny",
+        "benchmark=tiny",
+        *[o.format(empty=empty) for o in overrides],
+        "hydra.mode=RUN",
+        f"hydra.run.dir={tmp_path / 'run'}",
+    ]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline"}
     env.pop("HYDRA_FULL_ERROR", None)
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=ROOT, env=env)

@@ -23,8 +23,17 @@ EXPERIMENTS = sorted(p.stem for p in (CONF_DIR / "experiment").glob("*.yaml"))
 
 def test_the_walk_reaches_every_group_with_targets():
     groups = {p.relative_to(CONF_DIR).parts[0] for p in FILES if CONF_DIR in p.parents}
-    assert {"drafter", "verifier", "model", "trainer", "learner", "experiment", "dataset", "logger",
-            "eval.yaml"} <= groups
+    assert {
+        "drafter",
+        "verifier",
+        "model",
+        "trainer",
+        "learner",
+        "experiment",
+        "dataset",
+        "logger",
+        "eval.yaml",
+    } <= groups
 
 
 @pytest.mark.parametrize("path", FILES, ids=[str(p.relative_to(ROOT)) for p in FILES])
@@ -72,7 +81,7 @@ def test_keyword_sinks_positional_args_and_nesting(tmp_path):
     path = tmp_path / "more.yaml"
     path.write_text(
         "a:\n"
-        "  _target_: builtins.print\n"          # print(*values, sep=..., ...): no **kwargs
+        "  _target_: builtins.print\n"  # print(*values, sep=..., ...): no **kwargs
         "  _args_: [1, 2]\n"
         "  sep: ','\n"
         "  nested:\n"
@@ -88,7 +97,9 @@ def test_keyword_sinks_positional_args_and_nesting(tmp_path):
 def test_both_smollm2_feature_drafters_make_their_shared_data_the_same_way(compose):
     # eagle3_smollm2 and specblock_smollm2 read one traces folder: stage=data of either must be
     # the same call, or one would regenerate (or mix) the other's prompts there.
-    made = [OmegaConf.to_container(compose("train", [f"+experiment={name}"]).data_gen, resolve=True)
-            for name in ("eagle3_smollm2", "specblock_smollm2")]
+    made = [
+        OmegaConf.to_container(compose("train", [f"+experiment={name}"]).data_gen, resolve=True)
+        for name in ("eagle3_smollm2", "specblock_smollm2")
+    ]
     assert made[0] == made[1]
     assert made[0]["limit"] == 2064 and made[0]["self_instruct"]["count"] > 0

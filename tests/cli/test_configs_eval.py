@@ -16,8 +16,17 @@ SWEEPS = sorted((REPO / "scripts" / "sweeps").glob("*.yaml"))
 DATASETS = sorted(p.stem for p in (CONF_DIR / "dataset").glob("*.yaml"))
 BENCHMARKS = sorted(p.stem for p in (CONF_DIR / "benchmark").glob("*.yaml"))
 REAL = ["alpaca", "cnndm", "gsm8k", "humaneval", "mt_bench", "specbench"]
-DATASET_KEYS = {"name", "split", "path", "chat_template", "template", "max_new_tokens", "limit",
-                "quality", "source"}  # source: the registry node (specdec.data.registry)
+DATASET_KEYS = {
+    "name",
+    "split",
+    "path",
+    "chat_template",
+    "template",
+    "max_new_tokens",
+    "limit",
+    "quality",
+    "source",
+}  # source: the registry node (specdec.data.registry)
 
 
 def test_every_issue_dataset_and_benchmark_exists():
@@ -52,8 +61,9 @@ def test_benchmark_all_holds_the_five_sets_and_specbench(compose):
 
 
 def test_a_dataset_can_be_dropped_from_the_cli(compose):
-    cfg = compose("eval", ["benchmark=all", "~benchmark.datasets.cnndm",
-                           "benchmark.datasets.gsm8k.limit=3"])
+    cfg = compose(
+        "eval", ["benchmark=all", "~benchmark.datasets.cnndm", "benchmark.datasets.gsm8k.limit=3"]
+    )
     assert "cnndm" not in cfg.benchmark.datasets and cfg.benchmark.datasets.gsm8k.limit == 3
 
 
@@ -75,19 +85,37 @@ def test_eval_defaults_and_logger_schema(compose):
 
 
 def _resolved(cfg) -> dict:
-    return {k: OmegaConf.to_container(v, resolve=True) if OmegaConf.is_config(v) else v
-            for k, v in cfg.items() if k != "hydra"}
+    return {
+        k: OmegaConf.to_container(v, resolve=True) if OmegaConf.is_config(v) else v
+        for k, v in cfg.items()
+        if k != "hydra"
+    }
 
 
 def test_config_hash_ignores_selection_keys_but_not_generation_keys(compose):
     base = config_hash(_resolved(compose("eval", [])))
-    for same in ("limit=2", "warmup=0", "resume=false", "logger=csv", "progress=false",
-                 "benchmark.datasets.tiny.limit=1", "on_bad_record=skip"):
+    for same in (
+        "limit=2",
+        "warmup=0",
+        "resume=false",
+        "logger=csv",
+        "progress=false",
+        "benchmark.datasets.tiny.limit=1",
+        "on_bad_record=skip",
+    ):
         assert config_hash(_resolved(compose("eval", [same]))) == base, same
-    for other in ("seed=1", "sampling.temperature=1.0", "max_new_tokens=3", "method=ar",
-                  "drafter.policy.gamma=2", "cost_model=false", "threads=1", "quality=true",
-                  "benchmark.datasets.tiny.template='Q: {turn}'",
-                  "benchmark.datasets.tiny.path=/moved/tiny_prompts.jsonl"):
+    for other in (
+        "seed=1",
+        "sampling.temperature=1.0",
+        "max_new_tokens=3",
+        "method=ar",
+        "drafter.policy.gamma=2",
+        "cost_model=false",
+        "threads=1",
+        "quality=true",
+        "benchmark.datasets.tiny.template='Q: {turn}'",
+        "benchmark.datasets.tiny.path=/moved/tiny_prompts.jsonl",
+    ):
         assert config_hash(_resolved(compose("eval", [other]))) != base, other
 
 
@@ -98,7 +126,7 @@ def _sweep_runs(path: Path) -> list[list[str]]:
     assert "${args_no_hyphens}" in command, "W&B must pass key=value overrides to Hydra"
     i = command.index("-m")
     assert command[i + 1] == "specdec.eval"
-    fixed = [c for c in command[i + 2:] if not c.startswith("${")]
+    fixed = [c for c in command[i + 2 :] if not c.startswith("${")]
     runs = [fixed]
     for key, spec in sweep["parameters"].items():
         values = spec["values"] if "values" in spec else [spec["value"]]
@@ -119,5 +147,6 @@ def test_sweep_composes(compose, sweep):
 
 
 def test_there_is_a_gamma_sweep():
-    assert any("drafter.policy.gamma" in yaml.safe_load(p.read_text())["parameters"]
-               for p in SWEEPS)
+    assert any(
+        "drafter.policy.gamma" in yaml.safe_load(p.read_text())["parameters"] for p in SWEEPS
+    )

@@ -26,32 +26,59 @@ SMOLLM2 = REPO / "specdec" / "assets"
 
 @pytest.fixture
 def no_generation(monkeypatch):
-    monkeypatch.setattr(method_module, "generate",
-                        lambda *a, **k: pytest.fail("generation started"))
+    monkeypatch.setattr(
+        method_module, "generate", lambda *a, **k: pytest.fail("generation started")
+    )
 
 
 MISMATCHES = [  # (overrides, words): the key, both sizes, this pair's training command
-    (["method=eagle3", f"drafter.path={SMOLLM2 / 'eagle3' / 'smollm2'}",
-      "drafter.experiment=eagle3_tiny"],
-     ["drafter.path=", "hidden size 576, but this target has 32",
-      "python -m specdec.train +experiment=eagle3_tiny"]),
-    (["method=specblock", f"drafter.path={SMOLLM2 / 'specblock' / 'smollm2'}",
-      "drafter.experiment=specblock_tiny"],
-     ["drafter.path=", "hidden size 576, but this target has 32",
-      "python -m specdec.train +experiment=specblock_tiny"]),
-    (["method=specdecpp", f"drafter.policy.head={SMOLLM2 / 'specdecpp' / 'smollm2'}",
-      "drafter.policy.experiment=specdecpp_tiny"],
-     ["drafter.policy.head=", "hidden states of size 576, but this pair's draft has hidden "
-      "size 32", "python -m specdec.train +experiment=specdecpp_tiny"]),
-    (["method=specbranch", f"drafter.hrad={SMOLLM2 / 'hrad' / 'smollm2'}"],
-     ["drafter.hrad=", "vocab_size 49152 (this target: 259)", "+experiment=hrad_tiny"]),
+    (
+        [
+            "method=eagle3",
+            f"drafter.path={SMOLLM2 / 'eagle3' / 'smollm2'}",
+            "drafter.experiment=eagle3_tiny",
+        ],
+        [
+            "drafter.path=",
+            "hidden size 576, but this target has 32",
+            "python -m specdec.train +experiment=eagle3_tiny",
+        ],
+    ),
+    (
+        [
+            "method=specblock",
+            f"drafter.path={SMOLLM2 / 'specblock' / 'smollm2'}",
+            "drafter.experiment=specblock_tiny",
+        ],
+        [
+            "drafter.path=",
+            "hidden size 576, but this target has 32",
+            "python -m specdec.train +experiment=specblock_tiny",
+        ],
+    ),
+    (
+        [
+            "method=specdecpp",
+            f"drafter.policy.head={SMOLLM2 / 'specdecpp' / 'smollm2'}",
+            "drafter.policy.experiment=specdecpp_tiny",
+        ],
+        [
+            "drafter.policy.head=",
+            "hidden states of size 576, but this pair's draft has hidden size 32",
+            "python -m specdec.train +experiment=specdecpp_tiny",
+        ],
+    ),
+    (
+        ["method=specbranch", f"drafter.hrad={SMOLLM2 / 'hrad' / 'smollm2'}"],
+        ["drafter.hrad=", "vocab_size 49152 (this target: 259)", "+experiment=hrad_tiny"],
+    ),
 ]
 
 
-@pytest.mark.parametrize("overrides, words", MISMATCHES,
-                         ids=[c[0][0] for c in MISMATCHES])
+@pytest.mark.parametrize("overrides, words", MISMATCHES, ids=[c[0][0] for c in MISMATCHES])
 def test_an_asset_of_another_pair_is_refused_naming_key_and_this_pairs_experiment(
-        tmp_path, no_generation, overrides, words):
+    tmp_path, no_generation, overrides, words
+):
     with pytest.raises(Exception) as err:
         ev.run(eval_cfg(tmp_path, overrides))
     cause = input_error(err.value)  # Hydra's instantiate may wrap the drafter's error
@@ -61,12 +88,13 @@ def test_an_asset_of_another_pair_is_refused_naming_key_and_this_pairs_experimen
     assert "smollm2" not in str(cause).split("+experiment=")[-1]  # not the asset's own pair
 
 
-def test_an_empty_asset_folder_names_this_pairs_experiment_not_the_folder(tmp_path,
-                                                                        no_generation):
+def test_an_empty_asset_folder_names_this_pairs_experiment_not_the_folder(tmp_path, no_generation):
     empty = tmp_path / "empty"
     empty.mkdir()
-    cfg = eval_cfg(tmp_path / "run", ["method=eagle3", f"drafter.path={empty}",
-                                      "drafter.experiment=eagle3_tiny"])
+    cfg = eval_cfg(
+        tmp_path / "run",
+        ["method=eagle3", f"drafter.path={empty}", "drafter.experiment=eagle3_tiny"],
+    )
     with pytest.raises(InputError, match=f"drafter.path={empty} holds no config.json") as err:
         ev.run(cfg)
     assert "+experiment=eagle3_tiny" in str(err.value)

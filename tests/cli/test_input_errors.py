@@ -80,20 +80,32 @@ CASES = [  # (entry point, overrides, words the message must contain)
     ("specdec.eval", ["method=eagle3", "drafter.topk=0"], "drafter.topk"),  # inside instantiate
     ("specdec.train", ["stage=bogus"], "unknown stage 'bogus'"),
 ]
-NO_CUDA = pytest.mark.skipif(torch.cuda.is_available(),
-                             reason="device=cuda is refused only where CUDA is absent")
-CASES.append(pytest.param("specdec.eval", ["device=cuda"], "run with device=cpu", marks=NO_CUDA,
-                          id="device=cuda"))
+NO_CUDA = pytest.mark.skipif(
+    torch.cuda.is_available(), reason="device=cuda is refused only where CUDA is absent"
+)
+CASES.append(
+    pytest.param(
+        "specdec.eval", ["device=cuda"], "run with device=cpu", marks=NO_CUDA, id="device=cuda"
+    )
+)
 
 
-@pytest.mark.parametrize("module, overrides, words", CASES,
-                         ids=[getattr(c, "id", None) or " ".join(c[1]) for c in CASES])
+@pytest.mark.parametrize(
+    "module, overrides, words", CASES, ids=[getattr(c, "id", None) or " ".join(c[1]) for c in CASES]
+)
 def test_entry_points_report_bad_input_without_a_traceback(tmp_path, module, overrides, words):
-    base = (["method=ar", "model=tiny", "benchmark=tiny"] if module == "specdec.eval" else [])
+    base = ["method=ar", "model=tiny", "benchmark=tiny"] if module == "specdec.eval" else []
     if module == "specdec.eval" and any(o.startswith("method=") for o in overrides):
         base = base[1:]
-    cmd = [sys.executable, "-m", module, *base, *overrides, "hydra.mode=RUN",
-           f"hydra.run.dir={tmp_path}"]
+    cmd = [
+        sys.executable,
+        "-m",
+        module,
+        *base,
+        *overrides,
+        "hydra.mode=RUN",
+        f"hydra.run.dir={tmp_path}",
+    ]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline"}
     env.pop("HYDRA_FULL_ERROR", None)
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=ROOT, env=env)
@@ -106,9 +118,20 @@ def test_a_failed_sweep_job_prints_its_error_once_in_one_run_folder(tmp_path):
     """A missing asset in a one-job multirun: its line once (not again in the board's list and the
     sweep's summary), exit 2, and the job's folder one level deep although the override holds a
     path."""
-    cmd = [sys.executable, "-m", "specdec.eval", "-m", "method=eagle3", "model=tiny",
-           "benchmark=tiny", f"drafter.path={tmp_path / 'absent'}", "limit=1", "warmup=0",
-           "progress=false", f"paths.log_dir={tmp_path / 'logs'}"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "specdec.eval",
+        "-m",
+        "method=eagle3",
+        "model=tiny",
+        "benchmark=tiny",
+        f"drafter.path={tmp_path / 'absent'}",
+        "limit=1",
+        "warmup=0",
+        "progress=false",
+        f"paths.log_dir={tmp_path / 'logs'}",
+    ]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline"}
     env.pop("HYDRA_FULL_ERROR", None)
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=ROOT, env=env)

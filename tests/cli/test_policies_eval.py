@@ -15,9 +15,22 @@ from specdec.drafters.policies import AdaEDL, DraftState, Heuristic
 
 def test_specdecpp_eval_cli_runs_with_the_shipped_tiny_head(tmp_path):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline"}
-    cmd = [sys.executable, "-m", "specdec.eval", "model=tiny", "method=specdecpp", "limit=1",
-           "max_new_tokens=8", "warmup=0", "threads=1", "sampling.temperature=1.0",
-           "benchmark=tiny", "hydra.mode=RUN", f"hydra.run.dir={tmp_path}", "logger=none"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "specdec.eval",
+        "model=tiny",
+        "method=specdecpp",
+        "limit=1",
+        "max_new_tokens=8",
+        "warmup=0",
+        "threads=1",
+        "sampling.temperature=1.0",
+        "benchmark=tiny",
+        "hydra.mode=RUN",
+        f"hydra.run.dir={tmp_path}",
+        "logger=none",
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads((tmp_path / "summary.json").read_text())
@@ -30,8 +43,17 @@ def test_specdecpp_eval_cli_runs_with_the_shipped_tiny_head(tmp_path):
 def test_adaptive_presets_run_in_process(compose, method):
     from specdec.bench.run.runner import run
 
-    cfg = compose("eval", ["model=tiny", f"method={method}", "limit=1", "warmup=0",
-                           "max_new_tokens=8", "sampling.temperature=1.0"])
+    cfg = compose(
+        "eval",
+        [
+            "model=tiny",
+            f"method={method}",
+            "limit=1",
+            "warmup=0",
+            "max_new_tokens=8",
+            "sampling.temperature=1.0",
+        ],
+    )
     summary = run(cfg)
     assert summary["method"] == method and summary["lossless"] is True
     assert summary["datasets"]["tiny"]["drafted"] > 0

@@ -13,15 +13,21 @@ from specdec.bench.rundir import register_run_name, run_folder_name
 
 
 def test_names_without_a_slash_are_unchanged():
-    for name in ("", "drafter.policy.gamma=1", "max_new_tokens=4,sampling.temperature=0.7",
-                 "drafter.branching=[2,3]"):
+    for name in (
+        "",
+        "drafter.policy.gamma=1",
+        "max_new_tokens=4,sampling.temperature=0.7",
+        "drafter.branching=[2,3]",
+    ):
         assert run_folder_name(name) == name
 
 
 def test_paths_and_hub_ids_become_one_folder_name():
     assert run_folder_name("model.target=/models/my-target") == "model.target=models--my-target"
-    assert run_folder_name("model.draft=Qwen/Qwen2.5-0.5B,model.target=/a/b") == \
-        "model.draft=Qwen--Qwen2.5-0.5B,model.target=a--b"
+    assert (
+        run_folder_name("model.draft=Qwen/Qwen2.5-0.5B,model.target=/a/b")
+        == "model.draft=Qwen--Qwen2.5-0.5B,model.target=a--b"
+    )
     long = run_folder_name("model.target=/" + "x" * 400)
     assert "/" not in long and len(long) == 200
     assert long != run_folder_name("model.target=/" + "x" * 399)  # the digest tells them apart

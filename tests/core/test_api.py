@@ -25,8 +25,16 @@ def test_greedy_sps_equals_ar_with_stats(sps, ar):
     out, base = sps.generate(PROMPT, max_new_tokens=12), ar.generate(PROMPT, max_new_tokens=12)
     assert out.tokens == base.tokens and len(out.tokens) == 12
     assert out.text == sps.tokenizer.decode(out.tokens, skip_special_tokens=True)
-    for key in ("tau", "accepted", "drafted", "tokens_per_s", "new_tokens", "target_forwards",
-                "acceptance_rate", "prefill_s"):
+    for key in (
+        "tau",
+        "accepted",
+        "drafted",
+        "tokens_per_s",
+        "new_tokens",
+        "target_forwards",
+        "acceptance_rate",
+        "prefill_s",
+    ):
         assert key in out.stats, key
     assert out.stats["new_tokens"] == 12 and out.stats["drafted"] > 0
     assert out.stats["tau"] == out.stats["new_tokens"] / out.stats["target_forwards"]
@@ -86,15 +94,18 @@ def test_sampled_answer_reproduces_the_eval_prompt(sps):
 
     hot = specdec.load("tiny", method="sps", sampling__temperature=0.9)
     prompt = Prompt(id="tiny-0", dataset="tiny", category="x", turns=(PROMPT,))
-    want = run_prompt(prompt, hot.pair, hot.method, seed=5, max_new_tokens=10,
-                      chat_template=True)
+    want = run_prompt(prompt, hot.pair, hot.method, seed=5, max_new_tokens=10, chat_template=True)
     got = hot.generate(PROMPT, max_new_tokens=10, seed=5, prompt_id="tiny-0")
     assert got.tokens == want.output_ids[0]
     # the same temperature asked per call builds the same method on the greedy decoder
-    assert sps.generate(PROMPT, max_new_tokens=10, seed=5, prompt_id="tiny-0",
-                        temperature=0.9).tokens == got.tokens
-    assert sps.generate(PROMPT, max_new_tokens=10, seed=6, prompt_id="tiny-0",
-                        temperature=0.9).tokens != got.tokens  # P(equal) ~ 259^-10 per token
+    assert (
+        sps.generate(PROMPT, max_new_tokens=10, seed=5, prompt_id="tiny-0", temperature=0.9).tokens
+        == got.tokens
+    )
+    assert (
+        sps.generate(PROMPT, max_new_tokens=10, seed=6, prompt_id="tiny-0", temperature=0.9).tokens
+        != got.tokens
+    )  # P(equal) ~ 259^-10 per token
 
 
 @pytest.mark.parametrize("method", ["sps", "specbranch"])
@@ -116,19 +127,24 @@ def test_temperature_per_call_reuses_the_method(method, monkeypatch):
     got = greedy.generate(PROMPT, max_new_tokens=12, seed=3, temperature=0.9).tokens
     assert greedy.method.drafter is drafter and got == want
     # back at the config's temperature on the same drafter: the greedy answer, as built
-    assert greedy.generate(PROMPT, max_new_tokens=12, seed=3).tokens == \
-        hot.generate(PROMPT, max_new_tokens=12, seed=3, temperature=0.0).tokens
+    assert (
+        greedy.generate(PROMPT, max_new_tokens=12, seed=3).tokens
+        == hot.generate(PROMPT, max_new_tokens=12, seed=3, temperature=0.0).tokens
+    )
 
 
-@pytest.mark.parametrize("kwargs, words", [
-    ({"method": "spss"}, "method=spss"),
-    ({"no_such_key": 1}, "no_such_key"),
-    ({"limit": "abc"}, "limit"),
-    ({"sampling__temperature": -1}, "temperature"),
-    # the schema, before loading
-    ({"model__placement__dtype": "int8"}, "model.placement.dtype='int8' is not known"),
-    ({"model__dtype": "bfloat16"}, "model.dtype is now model.placement.dtype"),  # the old key
-])
+@pytest.mark.parametrize(
+    "kwargs, words",
+    [
+        ({"method": "spss"}, "method=spss"),
+        ({"no_such_key": 1}, "no_such_key"),
+        ({"limit": "abc"}, "limit"),
+        ({"sampling__temperature": -1}, "temperature"),
+        # the schema, before loading
+        ({"model__placement__dtype": "int8"}, "model.placement.dtype='int8' is not known"),
+        ({"model__dtype": "bfloat16"}, "model.dtype is now model.placement.dtype"),  # the old key
+    ],
+)
 def test_bad_override_is_bad_input(kwargs, words):
     with pytest.raises(BadInput, match=words):
         specdec.load("tiny", **{"method": "sps", **kwargs})
@@ -149,23 +165,26 @@ def test_bad_generate_arguments(sps):
         sps.generate(PROMPT, max_new_tokens=4, temperature="hot")
 
 
-@pytest.mark.parametrize("prompt, words", [
-    (torch.tensor([[1, 2, 3], [4, 5, 6]]), r"batch of shape \[2, 3\].*once per row"),
-    ([[1, 2], [3, 4]], "batch of 2 prompt"),
-    (["Hi", "Bye"], "batch of 2 prompt"),
-    (b"Hello", r"bytes: decode it to a string first"),
-    (bytearray(b"Hi"), "bytes"),
-    (5, r"one int \(5\): give token ids as a list"),
-    (None, "prompt is None"),
-    ("", "empty prompt"),
-    (torch.tensor([], dtype=torch.long), "empty prompt"),
-    (torch.tensor([1.0, 2.0]), "dtype torch.float32"),
-    (torch.tensor(3), "0-d tensor"),
-    (torch.ones(1, 1, 3, dtype=torch.long), r"shape \[1, 1, 3\]"),
-    ({"role": "user", "content": "Hi"}, "one chat message"),
-    (3.5, "prompt is a float"),
-    ([1, "a"], "not a mix"),
-])
+@pytest.mark.parametrize(
+    "prompt, words",
+    [
+        (torch.tensor([[1, 2, 3], [4, 5, 6]]), r"batch of shape \[2, 3\].*once per row"),
+        ([[1, 2], [3, 4]], "batch of 2 prompt"),
+        (["Hi", "Bye"], "batch of 2 prompt"),
+        (b"Hello", r"bytes: decode it to a string first"),
+        (bytearray(b"Hi"), "bytes"),
+        (5, r"one int \(5\): give token ids as a list"),
+        (None, "prompt is None"),
+        ("", "empty prompt"),
+        (torch.tensor([], dtype=torch.long), "empty prompt"),
+        (torch.tensor([1.0, 2.0]), "dtype torch.float32"),
+        (torch.tensor(3), "0-d tensor"),
+        (torch.ones(1, 1, 3, dtype=torch.long), r"shape \[1, 1, 3\]"),
+        ({"role": "user", "content": "Hi"}, "one chat message"),
+        (3.5, "prompt is a float"),
+        ([1, "a"], "not a mix"),
+    ],
+)
 def test_a_prompt_that_is_not_one_is_refused(sps, prompt, words):
     """Before: a [2, T] batch was flattened into one prompt, bytes were read as ids, an int or
     None raised TypeError."""
@@ -173,16 +192,19 @@ def test_a_prompt_that_is_not_one_is_refused(sps, prompt, words):
         sps.generate(prompt, max_new_tokens=2)
 
 
-@pytest.mark.parametrize("kwargs, words", [
-    ({"seed": -1}, "seed must be an integer >= 0"),
-    ({"seed": 1.5}, "seed"),
-    ({"seed": True}, "seed"),
-    ({"seed": "1"}, "seed"),
-    ({"prompt_id": None}, "prompt_id must be a non-empty string"),
-    ({"prompt_id": ""}, "prompt_id"),
-    ({"prompt_id": 3}, "prompt_id"),
-    ({"stream": "yes"}, "stream must be True or False"),
-])
+@pytest.mark.parametrize(
+    "kwargs, words",
+    [
+        ({"seed": -1}, "seed must be an integer >= 0"),
+        ({"seed": 1.5}, "seed"),
+        ({"seed": True}, "seed"),
+        ({"seed": "1"}, "seed"),
+        ({"prompt_id": None}, "prompt_id must be a non-empty string"),
+        ({"prompt_id": ""}, "prompt_id"),
+        ({"prompt_id": 3}, "prompt_id"),
+        ({"stream": "yes"}, "stream must be True or False"),
+    ],
+)
 def test_bad_seed_prompt_id_and_stream_are_refused(sps, kwargs, words):
     with pytest.raises(BadInput, match=words):
         sps.generate(PROMPT, max_new_tokens=2, **kwargs)

@@ -36,8 +36,10 @@ def test_a_stream_left_open_is_cancelled_by_its_threads_next_call(dec, fresh):
     assert out.tokens == fresh.generate(PROMPTS[1], max_new_tokens=NEW).tokens
     with pytest.raises(StreamCancelled, match="read or close a stream"):
         next(it)
-    assert dec.generate(PROMPTS[2], max_new_tokens=NEW).tokens == \
-        fresh.generate(PROMPTS[2], max_new_tokens=NEW).tokens
+    assert (
+        dec.generate(PROMPTS[2], max_new_tokens=NEW).tokens
+        == fresh.generate(PROMPTS[2], max_new_tokens=NEW).tokens
+    )
 
 
 class Leave(Exception):
@@ -60,8 +62,10 @@ def test_a_stream_closed_early_leaves_the_decoder_as_fresh(dec, fresh, how):
                 raise error
     assert stream.result is None  # stopped at its next step: nothing half-returned
     for prompt in PROMPTS[4:6]:
-        assert dec.generate(prompt, max_new_tokens=NEW).tokens == \
-            fresh.generate(prompt, max_new_tokens=NEW).tokens
+        assert (
+            dec.generate(prompt, max_new_tokens=NEW).tokens
+            == fresh.generate(prompt, max_new_tokens=NEW).tokens
+        )
 
 
 def test_two_threads_on_one_decoder_get_the_tokens_of_sequential_calls(dec, fresh):

@@ -72,14 +72,32 @@ def test_fork_seed_is_pinned_across_processes_and_versions():
 
 
 def test_canonical_key_tells_look_alike_keys_apart():
-    keys = [0, 1, -1, 2**70, "1", "", True, False, None, (), (1,), ((1,),), ("a", 1), ("a", "1"),
-            ("a,1",), ("a", (1, 2)), (("a", 1), 2)]
+    keys = [
+        0,
+        1,
+        -1,
+        2**70,
+        "1",
+        "",
+        True,
+        False,
+        None,
+        (),
+        (1,),
+        ((1,),),
+        ("a", 1),
+        ("a", "1"),
+        ("a,1",),
+        ("a", (1, 2)),
+        (("a", 1), 2),
+    ]
     assert len({canonical_key(k) for k in keys}) == len(keys)
     assert len({fork_seed(0, k) for k in keys}) == len(keys)
 
 
 @pytest.mark.parametrize(
-    "key", [torch.tensor(1), 1.5, ("step", 0.5), [1, 2], b"raw", frozenset({1})],
+    "key",
+    [torch.tensor(1), 1.5, ("step", 0.5), [1, 2], b"raw", frozenset({1})],
     ids=["tensor", "float", "tuple-with-float", "list", "bytes", "frozenset"],
 )
 def test_keys_without_a_stable_encoding_are_refused(key):
@@ -133,8 +151,13 @@ def test_forked_draws_multiply_into_the_parent_path():
         c = child.fork(("b", 1)).bernoulli(0.3)  # a grandchild
         return a, b, c, coins.bernoulli(0.6)
 
-    want = {(a, b, c, d): float(p[a] * r[b]) * (0.3 if c else 0.7) * (0.6 if d else 0.4)
-            for a in range(2) for b in range(3) for c in (True, False) for d in (True, False)}
+    want = {
+        (a, b, c, d): float(p[a] * r[b]) * (0.3 if c else 0.7) * (0.6 if d else 0.4)
+        for a in range(2)
+        for b in range(3)
+        for c in (True, False)
+        for d in (True, False)
+    }
     got = enumerate_outcomes(fn)
     assert len(got) == 24 and max_abs_error(got, want) <= 1e-15
 
@@ -169,7 +192,10 @@ def test_forks_of_frozen_coins_are_frozen():
     coins.frozen = True
     late = coins.fork("late")
     assert [early.categorical(probs), late.categorical(probs), late.fork(0).bernoulli(0.8)] == [
-        1, 1, True]
+        1,
+        1,
+        True,
+    ]
     assert len(inner.choices) == 1  # frozen forks (made before or after freezing) do not
 
 

@@ -41,8 +41,14 @@ def composed(monkeypatch):
 
 def test_hrad_data_decodes_with_a_composed_chain_method(tiny64, tmp_path, composed):
     with pytest.raises(_Composed):
-        generate_hrad_data(tiny64, str(tmp_path), synthetic={"count": 2, "seed": 0},
-                           gamma_max=5, layers=2, max_new_tokens=4)
+        generate_hrad_data(
+            tiny64,
+            str(tmp_path),
+            synthetic={"count": 2, "seed": 0},
+            gamma_max=5,
+            layers=2,
+            max_new_tokens=4,
+        )
     (method,) = composed
     assert isinstance(method.drafter, ModelDrafter) and isinstance(method.drafter.policy, Fixed)
     assert method.drafter.policy.gamma == 5 and isinstance(method.verifier, Tokenwise)
@@ -53,8 +59,13 @@ def test_hrad_data_decodes_with_a_composed_chain_method(tiny64, tmp_path, compos
 
 def test_acceptance_data_answers_with_the_composed_ar_method(tiny64, tmp_path, composed):
     with pytest.raises(_Composed):
-        generate_acceptance_data(tiny64, str(tmp_path), [{"name": "synthetic", "limit": 2}],
-                                 sampling={"temperature": 1.0}, max_new_tokens=4)
+        generate_acceptance_data(
+            tiny64,
+            str(tmp_path),
+            [{"name": "synthetic", "limit": 2}],
+            sampling={"temperature": 1.0},
+            max_new_tokens=4,
+        )
     (method,) = composed
     assert isinstance(method.drafter, EmptyDrafter) and isinstance(method.verifier, Tokenwise)
     assert method.target.model is tiny64.target and method.sampling.temperature == 1.0

@@ -23,8 +23,10 @@ from specdec.config import compose_config
 from specdec.paths import CONF_DIR, ROOT
 
 SOURCES = [p for folder in ("specdec", "scripts", "tests") for p in (ROOT / folder).rglob("*.py")]
-HYDRA_CALL = re.compile(r"\binitialize(?:_config_dir|_config_module)?\(|\bhydra_compose\(|"
-                        r"from hydra import [^\n]*\bcompose\b")
+HYDRA_CALL = re.compile(
+    r"\binitialize(?:_config_dir|_config_module)?\(|\bhydra_compose\(|"
+    r"from hydra import [^\n]*\bcompose\b"
+)
 CONF_LITERAL = re.compile(r"""["']conf["']""")
 
 
@@ -69,7 +71,7 @@ def split_target(target: str) -> tuple[str, str, str]:
             importlib.import_module(".".join(parts[:n]))
         except ModuleNotFoundError:
             continue
-        return ".".join(parts[:n]), parts[n], "".join(f".{p}" for p in parts[n + 1:])
+        return ".".join(parts[:n]), parts[n], "".join(f".{p}" for p in parts[n + 1 :])
     raise AssertionError(f"{target}: no module of it imports")
 
 
@@ -109,7 +111,8 @@ def test_the_spelling_rule_on_each_kind(monkeypatch):
 
     assert spelling_error("specdec.drafters.TopKTreeDrafter") is None  # exported by its package
     assert "write specdec.drafters.TopKTreeDrafter" in spelling_error(
-        "specdec.drafters.tree.TopKTreeDrafter")
+        "specdec.drafters.tree.TopKTreeDrafter"
+    )
     assert spelling_error("specdec.drafters.eagle3.Eagle3Drafter") is None  # its module
     # reachable through the package, which does not list it in __all__
     monkeypatch.setattr(specdec.drafters, "Eagle3Drafter", Eagle3Drafter, raising=False)
@@ -125,8 +128,9 @@ PIN = ["paths.cache_dir=/cache", "paths.data_dir=/data", "paths.root_dir=/root"]
 
 def _model(name: str, *extra: str):
     target = ["model.target=org/x"] if name == "hf" else []
-    return compose_config("eval", [f"model={name}", "benchmark=tiny", "method=ar", *target,
-                                   *extra]).model
+    return compose_config(
+        "eval", [f"model={name}", "benchmark=tiny", "method=ar", *target, *extra]
+    ).model
 
 
 def test_every_model_config_composes_into_a_placement():
@@ -140,8 +144,9 @@ def test_every_model_config_composes_into_a_placement():
         model = _model(name)
         assert [k for k in KEYS if k in model] == [], f"{name}: a flat placement key"
         node = set(model.placement)
-        want = set(KEYS) - ({"attn_implementation", "device_map", "max_memory"}
-                            if name in IN_PROCESS else set())
+        want = set(KEYS) - (
+            {"attn_implementation", "device_map", "max_memory"} if name in IN_PROCESS else set()
+        )
         assert node == want, f"{name}: placement keys {sorted(node)}"
         placement = Placement.from_config(model)
         assert placement.device == placement.draft_device == torch.device("cpu")
@@ -163,8 +168,9 @@ def test_the_old_flat_overrides_name_their_key_in_the_node():
         with pytest.raises(BadInput, match=rf"{key} is now {new}.*write {new}={value}"):
             check_overrides(["model=tiny", flat], "eval")
     with pytest.raises(BadInput, match=r"model.attn_implementation is now model.placement.attn"):
-        check_overrides(["model=hf", "model.target=org/x", "model.attn_implementation=sdpa"],
-                        "eval")
+        check_overrides(
+            ["model=hf", "model.target=org/x", "model.attn_implementation=sdpa"], "eval"
+        )
     with pytest.raises(BadInput, match=r"model.dtype is now model.placement.dtype"):
         check_overrides(["+experiment=eagle3_tiny", "model.dtype=float64"], "train")
     check_overrides(["model=tiny", "device=cuda", "model.placement.dtype=float64"], "eval")
@@ -181,8 +187,11 @@ OLD_HASHES = {
     ("eval", "tiny", ("device=cuda",)): "dd5906878e11",
     ("eval", "vicuna68m_vicuna13b", ()): "be3fd719e88c",
     ("eval", "tiny", ("dtype=float64", "linear_kernel=stock", "draft_threads=1")): "f4950424f4c0",
-    ("eval", "hf", ("dtype=bfloat16", "attn_implementation=sdpa", "draft_device=cpu",
-                    "device_map=auto")): "87373b254ea3",
+    (
+        "eval",
+        "hf",
+        ("dtype=bfloat16", "attn_implementation=sdpa", "draft_device=cpu", "device_map=auto"),
+    ): "87373b254ea3",
     ("train", "eagle3_tiny", ()): "8c3c5e210702",
     ("train", "hrad_smollm2", ()): "9c40282867a5",
 }
@@ -199,12 +208,16 @@ def _hash(kind: str, name: str, keys: tuple[str, ...]) -> str:
         return train_hash(compose_config("train", [f"+experiment={name}", *node, *PIN]))
     target = ["model.target=org/x"] if name == "hf" else []
     method = "ar" if name == "hf" else "sps"
-    cfg = compose_config("eval", [f"model={name}", "benchmark=tiny", f"method={method}",
-                                  *target, *node, *PIN])
+    cfg = compose_config(
+        "eval", [f"model={name}", "benchmark=tiny", f"method={method}", *target, *node, *PIN]
+    )
     with open_dict(cfg):
         cfg.paths.output_dir = "/out"
-    resolved = {k: OmegaConf.to_container(v, resolve=True) if OmegaConf.is_config(v) else v
-                for k, v in cfg.items() if k != "hydra"}  # as the runner hashes it
+    resolved = {
+        k: OmegaConf.to_container(v, resolve=True) if OmegaConf.is_config(v) else v
+        for k, v in cfg.items()
+        if k != "hydra"
+    }  # as the runner hashes it
     return config_hash(resolved)
 
 
@@ -223,10 +236,17 @@ def test_a_placement_override_keeps_the_run_folder_of_its_flat_spelling():
         parsed = OverridesParser.create().parse_overrides(overrides)
         return get_overrides_dirname(parsed, [], item_sep=",", kv_sep="=")
 
-    flat = ["model.dtype=bfloat16", "model.max_cache_len=8", "model.draft_device=cuda:1",
-            "seed=1", "model.max_memory={0:70GiB,1:70GiB}", "model.device_map=auto"]
+    flat = [
+        "model.dtype=bfloat16",
+        "model.max_cache_len=8",
+        "model.draft_device=cuda:1",
+        "seed=1",
+        "model.max_memory={0:70GiB,1:70GiB}",
+        "model.device_map=auto",
+    ]
     moved = ("model.dtype", "model.draft_device", "model.max_memory", "model.device_map")
-    node = [o.replace("model.", "model.placement.") if o.split("=")[0] in moved else o
-            for o in flat]
+    node = [
+        o.replace("model.", "model.placement.") if o.split("=")[0] in moved else o for o in flat
+    ]
     assert run_folder_name(dirname(node)) == run_folder_name(dirname(flat)) == dirname(flat)
     assert run_folder_name("seed=1,threads=2") == "seed=1,threads=2"

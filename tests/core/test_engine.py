@@ -139,8 +139,11 @@ def test_bad_inputs_raise_clear_errors(tiny64):
 
 def test_vocabulary_mismatch_names_both_sizes():
     # a draft with fewer rows than the tokenizer has ids (more rows are padding: specdec.vocab)
-    with pytest.raises(ValueError, match=r"the draft has 200 output rows but the tokenizer has "
-                                         r"259 ids \(target: 259 output rows, draft: 200"):
+    with pytest.raises(
+        ValueError,
+        match=r"the draft has 200 output rows but the tokenizer has "
+        r"259 ids \(target: 259 output rows, draft: 200",
+    ):
         tiny_pair(draft_vocab_size=200)
     # the engine refuses a mismatched drafter even when the pair was not built by tiny_pair
     pair = tiny_pair()

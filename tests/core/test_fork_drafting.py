@@ -58,16 +58,24 @@ class ForgetfulDrafter(ForkingChainDrafter):
 PROMPT = [0, 1]
 
 
-def loop_error(drafter_cls, vocab: int, gamma: int, temperature: float, seed: int,
-               **kwargs) -> float:
+def loop_error(
+    drafter_cls, vocab: int, gamma: int, temperature: float, seed: int, **kwargs
+) -> float:
     """Max error of the whole loop's law of γ+1 tokens against the target's AR joint."""
     sampling = Sampling(temperature=temperature)
     target = TableLM(vocab, seed)
     drafter = drafter_cls(TableLM(vocab, seed + 1000, role="draft"), gamma, sampling, **kwargs)
 
     def run(coins):
-        out = generate(PROMPT, target, drafter, Tokenwise(), sampling=sampling, coins=coins,
-                       max_new_tokens=gamma + 1)
+        out = generate(
+            PROMPT,
+            target,
+            drafter,
+            Tokenwise(),
+            sampling=sampling,
+            coins=coins,
+            max_new_tokens=gamma + 1,
+        )
         return tuple(out.tokens)
 
     got = enumerate_outcomes(run)
@@ -91,8 +99,14 @@ def test_drafting_through_forks_keeps_one_step_lossless():
 
 def test_harness_catches_a_forked_draft_recorded_with_the_wrong_q():
     """Planted bug: tokens drawn from q on a fork, but the draft records a uniform q."""
-    err = loop_error(ForkingChainDrafter, 2, 2, 1.0, seed=0,
-                     recorded=lambda q: torch.full_like(q, 1.0 / q.numel()))
+    err = loop_error(
+        ForkingChainDrafter,
+        2,
+        2,
+        1.0,
+        seed=0,
+        recorded=lambda q: torch.full_like(q, 1.0 / q.numel()),
+    )
     assert err > 1e-3
 
 

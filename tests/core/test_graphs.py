@@ -87,8 +87,15 @@ def test_every_preset_is_greedy_identical_to_the_dynamic_path(compose, tiny64, m
     for spec in (None, StaticSpec(max_cache_len=96, cuda_graphs=True)):
         m = build_method(cfg, replace(tiny64, static_cache=spec))
         assert (m.target.graphs is not None) == (spec is not None)
-        gen = generate(prompt, m.target, m.drafter, m.verifier, sampling=m.sampling,
-                       coins=TorchCoins(1), max_new_tokens=20)
+        gen = generate(
+            prompt,
+            m.target,
+            m.drafter,
+            m.verifier,
+            sampling=m.sampling,
+            coins=TorchCoins(1),
+            max_new_tokens=20,
+        )
         out[spec], counters[spec] = gen.tokens, gen.stats.counters
     assert out[None] == out[StaticSpec(max_cache_len=96, cuda_graphs=True)]
     graphs = counters[StaticSpec(max_cache_len=96, cuda_graphs=True)]
@@ -110,15 +117,18 @@ def test_the_config_key_reaches_both_models(compose):
 def test_the_null_default_is_left_out_of_the_config_hash():
     """Records written before the key existed keep resuming; a set value is part of the hash."""
     old = {"model": {"dtype": "float32"}, "method_name": "ar"}
-    assert config_hash({**old, "model": {"dtype": "float32", "cuda_graphs": None}}) == \
-        config_hash(old)
+    assert config_hash({**old, "model": {"dtype": "float32", "cuda_graphs": None}}) == config_hash(
+        old
+    )
     for value in (True, False):
-        assert config_hash({**old, "model": {"dtype": "float32", "cuda_graphs": value}}) != \
-            config_hash(old)
+        assert config_hash(
+            {**old, "model": {"dtype": "float32", "cuda_graphs": value}}
+        ) != config_hash(old)
 
 
-@pytest.mark.parametrize("bad", [["model.cuda_graphs=true"],
-                                 ["model.static_cache=true", "model.cuda_graphs=3"]])
+@pytest.mark.parametrize(
+    "bad", [["model.cuda_graphs=true"], ["model.static_cache=true", "model.cuda_graphs=3"]]
+)
 def test_bad_cuda_graphs_keys_are_refused(compose, bad):
     cfg = compose("eval", ["method=ar", *bad])
     with pytest.raises(Exception) as err:

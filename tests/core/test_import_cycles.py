@@ -31,8 +31,9 @@ def _top_level(body: list[ast.stmt]):
         if isinstance(node, ast.If | ast.Try | ast.With):
             for field in ("body", "orelse", "finalbody", "handlers"):
                 for child in getattr(node, field, []):
-                    yield from _top_level(child.body if isinstance(child, ast.ExceptHandler)
-                                          else [child])
+                    yield from _top_level(
+                        child.body if isinstance(child, ast.ExceptHandler) else [child]
+                    )
 
 
 def module_imports(path: Path, package: Path, modules: set[str]) -> set[str]:
@@ -48,8 +49,10 @@ def module_imports(path: Path, package: Path, modules: set[str]) -> set[str]:
             if node.level:  # relative: from the importer's package up
                 up = base[: len(base) - (node.level - 1)]
                 source = ".".join(up + ([node.module] if node.module else []))
-            out |= {f"{source}.{a.name}" if f"{source}.{a.name}" in modules else source
-                    for a in node.names}
+            out |= {
+                f"{source}.{a.name}" if f"{source}.{a.name}" in modules else source
+                for a in node.names
+            }
     return {m for m in out if m in modules}
 
 
@@ -102,7 +105,8 @@ def test_the_finder_sees_a_type_checking_cycle(tmp_path):
     (pkg / "bench" / "rows.py").write_text("from specdec.bench.repeats import aggregate\n")
     (pkg / "bench" / "repeats.py").write_text(
         "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
-        "    from specdec.bench.rows import Row\n")
+        "    from specdec.bench.rows import Row\n"
+    )
     (pkg / "bench" / "late.py").write_text("def f():\n    from specdec.bench import lazy\n")
     (pkg / "bench" / "lazy.py").write_text("from . import late\n")
     graph = import_graph(pkg)

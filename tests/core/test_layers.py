@@ -20,8 +20,17 @@ PACKAGE = REPO / "specdec"
 # lowest first; a module may import its own layer and the ones below it
 LAYERS: list[tuple[str, ...]] = [
     ("errors", "paths"),  # paths: where the checkout's folders are
-    ("rowops", "trees", "vocab", "threads", "forwards", "streaming", "cli_help", "sampling_params",
-     "coins"),
+    (
+        "rowops",
+        "trees",
+        "vocab",
+        "threads",
+        "forwards",
+        "streaming",
+        "cli_help",
+        "sampling_params",
+        "coins",
+    ),
     # loading and placing models: the pair, its typed placement, its caches' kind
     ("models", "static_cache", "graphs"),
     ("core", "sampling", "metrics", "reconcile"),
@@ -51,8 +60,7 @@ def layer_of(module: str) -> int:
     best, level = -1, None
     for i, names in enumerate(LAYERS):
         for name in names:
-            if (module == name or module.startswith(name + ".") or name == "") and \
-                    len(name) > best:
+            if (module == name or module.startswith(name + ".") or name == "") and len(name) > best:
                 best, level = len(name), i
     assert level is not None, f"specdec.{module} is in no layer: add it to LAYERS"
     return level
@@ -74,8 +82,11 @@ def imports_of(path: Path) -> set[str]:
             names = [node.module or ""]
         else:
             continue
-        out |= {n[len("specdec."):] if n != "specdec" else "" for n in names
-                if n == "specdec" or n.startswith("specdec.")}
+        out |= {
+            n[len("specdec.") :] if n != "specdec" else ""
+            for n in names
+            if n == "specdec" or n.startswith("specdec.")
+        }
     return out
 
 
@@ -90,8 +101,9 @@ def test_every_module_has_a_layer():
 @pytest.mark.parametrize("path", FILES, ids=lambda p: _module(p) or "specdec")
 def test_no_import_points_up(path):
     me = _module(path)
-    up = sorted(f"specdec.{m} (layer {layer_of(m)})" for m in imports_of(path)
-                if layer_of(m) > layer_of(me))
+    up = sorted(
+        f"specdec.{m} (layer {layer_of(m)})" for m in imports_of(path) if layer_of(m) > layer_of(me)
+    )
     assert not up, f"specdec.{me} (layer {layer_of(me)}) imports from above: {up}"
 
 
@@ -104,6 +116,7 @@ def test_function_level_imports_count_and_a_loader_importing_a_learner_would_fai
 
 def test_learners_and_drafters_never_import_each_other():
     """Both build on ``nets``; data generation that decodes lives in ``data``, not in a learner."""
+
     def package(module: str) -> str:
         return module.split(".")[0]
 
@@ -127,13 +140,23 @@ RUN_READS_REPORT = {"bench.run.paired", "bench.run.leaderboard"}
 def test_bench_sides_rule():
     """``bench.report`` never imports ``bench.run`` (the layers above); ``bench.run`` imports
     ``bench.report`` only in ``RUN_READS_REPORT``; the shared ``bench`` modules import neither."""
+
     def side(module: str) -> str | None:
-        return next((s for s in ("run", "report")
-                     if module == f"bench.{s}" or module.startswith(f"bench.{s}.")), None)
+        return next(
+            (
+                s
+                for s in ("run", "report")
+                if module == f"bench.{s}" or module.startswith(f"bench.{s}.")
+            ),
+            None,
+        )
 
     found = {_module(p): imports_of(p) for p in FILES if _module(p).startswith("bench")}
-    reads = {m for m, deps in found.items()
-             if side(m) == "run" and any(side(d) == "report" for d in deps)}
+    reads = {
+        m
+        for m, deps in found.items()
+        if side(m) == "run" and any(side(d) == "report" for d in deps)
+    }
     assert reads <= RUN_READS_REPORT, f"bench.run modules importing bench.report: {sorted(reads)}"
     shared = {m: sorted(d for d in deps if side(d)) for m, deps in found.items() if not side(m)}
     assert not any(shared.values()), f"shared bench modules importing a side: {shared}"

@@ -82,7 +82,7 @@ def test_a_grown_tree_equals_one_tree_forward_and_each_path(kind, tiny64):
         path = PREFIX + [TOKENS[i] for i in path_to(PARENT, node)]
         torch.testing.assert_close(logits, reference(lm, path), atol=ATOL, rtol=0)
     # the log holds one record per frontier: its new tokens and the context before it
-    log = lm.forward_log[-len(FRONTIERS):]
+    log = lm.forward_log[-len(FRONTIERS) :]
     assert [r.new_tokens for r in log] == [len(f) for f in FRONTIERS]
     assert [r.context for r in log] == [4, 6, 8, 12]
 

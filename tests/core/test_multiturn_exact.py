@@ -33,19 +33,45 @@ SAMPLING = Sampling(temperature=1.0)
 
 #: name -> (drafter and verifier builder, tokens per turn: enough for the worker to fork)
 DRAFTERS: dict[str, tuple[Callable[[], tuple], int]] = {
-    "pearl": (lambda: (PearlDrafter(TableLM(VOCAB, TARGET_SEED + 1, role="draft"), Fixed(2),
-                                    mode="inline"), Tokenwise()), 3),
-    "ssd": (lambda: (SsdDrafter(TableLM(VOCAB, TARGET_SEED + 1, role="draft"), Fixed(2),
-                                budget=2, saguaro_c=0.5, mode="inline"), Tokenwise()), 3),
-    "specbranch": (lambda: (SpecBranchDrafter(TableLM(VOCAB, TARGET_SEED + 1, role="draft"),
-                                              Fixed(1), threshold=0.95, k_max=2,
-                                              mode="inline"), RecursiveRejection()), 4),
+    "pearl": (
+        lambda: (
+            PearlDrafter(TableLM(VOCAB, TARGET_SEED + 1, role="draft"), Fixed(2), mode="inline"),
+            Tokenwise(),
+        ),
+        3,
+    ),
+    "ssd": (
+        lambda: (
+            SsdDrafter(
+                TableLM(VOCAB, TARGET_SEED + 1, role="draft"),
+                Fixed(2),
+                budget=2,
+                saguaro_c=0.5,
+                mode="inline",
+            ),
+            Tokenwise(),
+        ),
+        3,
+    ),
+    "specbranch": (
+        lambda: (
+            SpecBranchDrafter(
+                TableLM(VOCAB, TARGET_SEED + 1, role="draft"),
+                Fixed(1),
+                threshold=0.95,
+                k_max=2,
+                mode="inline",
+            ),
+            RecursiveRejection(),
+        ),
+        4,
+    ),
 }
 
 
 def second_prompt(first: tuple[int, ...]) -> list[int]:
     """Turn 2's prompt: the conversation so far cut on the left to turn 1's length."""
-    return (PROMPT + list(first))[-len(PROMPT):]
+    return (PROMPT + list(first))[-len(PROMPT) :]
 
 
 def conversation_law(target: TableLM, length: int) -> dict[tuple, float]:
@@ -62,9 +88,15 @@ def converse(drafter, verifier, target: TableLM, coins, length: int, *, per_turn
     answers: list[tuple[int, ...]] = []
     for i in range(2):
         ids = PROMPT if i == 0 else second_prompt(answers[0])
-        out = generate(ids, target, drafter, verifier, sampling=SAMPLING,
-                       coins=turn_coins(coins, i) if per_turn else coins,
-                       max_new_tokens=length)
+        out = generate(
+            ids,
+            target,
+            drafter,
+            verifier,
+            sampling=SAMPLING,
+            coins=turn_coins(coins, i) if per_turn else coins,
+            max_new_tokens=length,
+        )
         answers.append(tuple(out.tokens))
     return tuple(answers)
 
@@ -74,8 +106,9 @@ def test_two_turns_of_equal_length_keep_the_targets_joint_law(name):
     build, length = DRAFTERS[name]
     drafter, verifier = build()
     target = TableLM(VOCAB, TARGET_SEED)
-    got = enumerate_outcomes(lambda coins: converse(drafter, verifier, target, coins, length,
-                                                    per_turn=True))
+    got = enumerate_outcomes(
+        lambda coins: converse(drafter, verifier, target, coins, length, per_turn=True)
+    )
     assert abs(sum(got.values()) - 1.0) < 1e-12
     assert total_variation(got, conversation_law(target, length)) <= 1e-12
 
@@ -88,8 +121,9 @@ def test_one_stream_for_both_turns_repeats_a_fork_key_and_is_refused(name):
     drafter, verifier = build()
     target = TableLM(VOCAB, TARGET_SEED)
     with pytest.raises(ValueError, match="twice"):
-        enumerate_outcomes(lambda coins: converse(drafter, verifier, target, coins, length,
-                                                  per_turn=False))
+        enumerate_outcomes(
+            lambda coins: converse(drafter, verifier, target, coins, length, per_turn=False)
+        )
     drafter, verifier = build()
     with pytest.raises(ValueError, match="twice"):
         for seed in range(20):  # some seed makes a worker fork at one (step, length) in both turns
@@ -119,8 +153,9 @@ def test_run_prompt_gives_each_turn_its_own_stream(tiny64, monkeypatch):
 
     monkeypatch.setattr(method_mod, "generate", recording)
     pair = tiny64
-    method = method_mod.Method(method_mod.CachedLM(pair.target, role="target"),
-                               _empty_drafter(), Tokenwise(), SAMPLING)
+    method = method_mod.Method(
+        method_mod.CachedLM(pair.target, role="target"), _empty_drafter(), Tokenwise(), SAMPLING
+    )
     prompt = Prompt(id="p0", dataset="tiny", category="tiny", turns=("hello", "hello"))
     method_mod.run_prompt(prompt, pair, method, seed=0, max_new_tokens=3, chat_template=False)
     assert len(seeds) == 2 and len(set(seeds)) == 2

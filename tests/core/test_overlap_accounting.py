@@ -32,11 +32,20 @@ def _rec(role: str, n: int, step: int, where: str = MAIN) -> ForwardRecord:
 
 def test_step_price_is_serial_draft_plus_max_of_target_and_background_lanes():
     log = [
-        _rec("draft", 1, 0), _rec("draft", 1, 0), _rec("target", 3, 0),  # serial step
-        _rec("target", 2, 1), _rec("draft", 1, 1, "w"), _rec("draft", 1, 1, "w"),  # target wins
-        _rec("target", 1, 2), *[_rec("draft", 1, 2, "w") for _ in range(8)],  # worker wins
-        _rec("draft", 1, 3), _rec("target", 1, 3), _rec("draft", 2, 3, "a"),  # two lanes
-        _rec("draft", 2, 3, "b"), _rec("draft", 2, 3, "b"), _rec("draft", 2, 3, "b"),
+        _rec("draft", 1, 0),
+        _rec("draft", 1, 0),
+        _rec("target", 3, 0),  # serial step
+        _rec("target", 2, 1),
+        _rec("draft", 1, 1, "w"),
+        _rec("draft", 1, 1, "w"),  # target wins
+        _rec("target", 1, 2),
+        *[_rec("draft", 1, 2, "w") for _ in range(8)],  # worker wins
+        _rec("draft", 1, 3),
+        _rec("target", 1, 3),
+        _rec("draft", 2, 3, "a"),  # two lanes
+        _rec("draft", 2, 3, "b"),
+        _rec("draft", 2, 3, "b"),
+        _rec("draft", 2, 3, "b"),
         _rec("draft", 5, -1),  # unstamped (outside any step): serial
     ]
     step0 = 2 * 0.002 + 0.013
@@ -47,10 +56,14 @@ def test_step_price_is_serial_draft_plus_max_of_target_and_background_lanes():
 
 
 def test_serial_log_prices_as_the_sum_of_its_forwards():
-    log = [_rec(role, n, step) for step in range(5) for role, n in
-           (("draft", 1), ("draft", 1), ("target", 3))]
-    assert TABLE(log) == pytest.approx(sum(TABLE.cost(f.role, f.new_tokens, f.context)
-                                           for f in log), rel=1e-12)
+    log = [
+        _rec(role, n, step)
+        for step in range(5)
+        for role, n in (("draft", 1), ("draft", 1), ("target", 3))
+    ]
+    assert TABLE(log) == pytest.approx(
+        sum(TABLE.cost(f.role, f.new_tokens, f.context) for f in log), rel=1e-12
+    )
 
 
 def test_forwards_inside_a_lane_are_logged_on_it_and_stamping_keeps_declared_steps(tiny64):
@@ -68,8 +81,15 @@ def test_forwards_inside_a_lane_are_logged_on_it_and_stamping_keeps_declared_ste
 
 def test_serial_run_stamps_every_forward_with_its_step(tiny64):
     target, draft = CachedLM(tiny64.target), CachedLM(tiny64.draft, role="draft")
-    out = generate([5, 6, 7], target, ModelDrafter(draft, Fixed(3)), Tokenwise(),
-                   sampling=SAMPLING, coins=TorchCoins(0), max_new_tokens=10)
+    out = generate(
+        [5, 6, 7],
+        target,
+        ModelDrafter(draft, Fixed(3)),
+        Tokenwise(),
+        sampling=SAMPLING,
+        coins=TorchCoins(0),
+        max_new_tokens=10,
+    )
     steps = [f.step for f in out.stats.forwards]
     assert sorted(set(steps)) == list(range(out.stats.target_forwards))
     assert all(f.lane == MAIN and f.end >= f.start > 0 for f in out.stats.forwards)
@@ -81,10 +101,18 @@ def test_serial_run_stamps_every_forward_with_its_step(tiny64):
 
 def _background_run(tiny64, seed: int):
     target = CachedLM(tiny64.target)
-    drafter = BackgroundDrafter(CachedLM(tiny64.draft, role="draft"),
-                                CachedLM(tiny64.draft, role="draft"), Fixed(2))
-    out = generate(tiny64.tokenizer.encode("Hello there"), target, drafter, Tokenwise(),
-                   sampling=SAMPLING, coins=TorchCoins(seed), max_new_tokens=16)
+    drafter = BackgroundDrafter(
+        CachedLM(tiny64.draft, role="draft"), CachedLM(tiny64.draft, role="draft"), Fixed(2)
+    )
+    out = generate(
+        tiny64.tokenizer.encode("Hello there"),
+        target,
+        drafter,
+        Tokenwise(),
+        sampling=SAMPLING,
+        coins=TorchCoins(seed),
+        max_new_tokens=16,
+    )
     return out
 
 
@@ -107,7 +135,8 @@ def test_background_drafter_logs_overlapped_forwards_and_prices_them_per_step(ti
     counters = out.stats.counters
     assert counters["proposals"] == out.stats.target_forwards
     assert counters.get("ahead_hits", 0) + counters.get("ahead_misses", 0) == counters.get(
-        "full_accepts", 0) + sum(d == 0 for d in out.stats.drafted_per_step)
+        "full_accepts", 0
+    ) + sum(d == 0 for d in out.stats.drafted_per_step)
 
 
 def test_background_randomness_is_reproducible(tiny64):
@@ -117,8 +146,14 @@ def test_background_randomness_is_reproducible(tiny64):
     assert a.tokens == b.tokens and a.stats.counters == b.stats.counters
     # and the guesses do not move the main stream: the emitted tokens equal a run without them
     target, draft = CachedLM(tiny64.target), CachedLM(tiny64.draft, role="draft")
-    plain = generate(tiny64.tokenizer.encode("Hello there"), target,
-                     ModelDrafter(draft, Fixed(2)), Tokenwise(), sampling=SAMPLING,
-                     coins=TorchCoins(11), max_new_tokens=16)
+    plain = generate(
+        tiny64.tokenizer.encode("Hello there"),
+        target,
+        ModelDrafter(draft, Fixed(2)),
+        Tokenwise(),
+        sampling=SAMPLING,
+        coins=TorchCoins(11),
+        max_new_tokens=16,
+    )
     assert plain.tokens == a.tokens
     assert torch.tensor(a.stats.accepted_per_step).sum() == plain.stats.accepted

@@ -29,8 +29,12 @@ DRAFT_FREE = {"EmptyDrafter", "PromptLookupDrafter"}
 
 
 def _misplaced(modules: dict[str, Held], device: str) -> list[str]:
-    return [f"{name}.{t}" for name, (_, m) in modules.items()
-            for t, x in [*m.named_parameters(), *m.named_buffers()] if x.device.type != device]
+    return [
+        f"{name}.{t}"
+        for name, (_, m) in modules.items()
+        for t, x in [*m.named_parameters(), *m.named_buffers()]
+        if x.device.type != device
+    ]
 
 
 @pytest.mark.parametrize("preset", PRESETS)
@@ -63,8 +67,11 @@ def test_the_check_names_a_planted_cpu_tensor_and_the_fix():
     net.register_buffer("stray", torch.zeros(1))  # left on the CPU
     placement = Placement(device=meta, draft_device=meta, dtype=torch.float32)
     check_built({"drafter.net": Held("draft", nn.Linear(2, 2, device=meta))}, placement)
-    with pytest.raises(BadInput, match=r"drafter\.net\.stray on cpu, the placement says meta.*"
-                                       r"Placement\.place"):
+    with pytest.raises(
+        BadInput,
+        match=r"drafter\.net\.stray on cpu, the placement says meta.*"
+        r"Placement\.place",
+    ):
         check_built({"drafter.net": Held("features", net)}, placement)
     # a draft on its own device is fine, a feature net there is not
     split = Placement(device=meta, draft_device=torch.device("cpu"), dtype=torch.float32)
@@ -76,8 +83,12 @@ def test_the_check_names_a_planted_cpu_tensor_and_the_fix():
 def test_place_moves_casts_and_sets_the_pairs_cpu_kernel():
     from specdec.models.kernels import PackedLinear
 
-    placement = Placement(device=torch.device("cpu"), draft_device=torch.device("meta"),
-                          dtype=torch.float64, linear_kernel="packed")
+    placement = Placement(
+        device=torch.device("cpu"),
+        draft_device=torch.device("meta"),
+        dtype=torch.float64,
+        linear_kernel="packed",
+    )
     net = placement.place(nn.Sequential(nn.Linear(2, 2)), "features")
     assert type(net[0]) is PackedLinear and net[0].weight.dtype == torch.float64
     head = placement.place(nn.Sequential(nn.Linear(2, 2)), "draft", cast=False)
@@ -90,7 +101,11 @@ def test_the_fingerprint_records_the_placement(compose):
     pair = instantiate(cfg.model)
     info = pair.describe()
     assert {k: info[k] for k in ("device", "draft_device", "dtype", "linear_kernel")} == {
-        "device": "meta", "draft_device": "meta", "dtype": "float32", "linear_kernel": "stock"}
+        "device": "meta",
+        "draft_device": "meta",
+        "dtype": "float32",
+        "linear_kernel": "stock",
+    }
     assert info["threads"] == str(torch.get_num_threads()) and info["attention"] == "sdpa"
     assert pair.placement.describe().items() <= info.items()
     from specdec.models.tiny import tiny_pair
@@ -100,20 +115,26 @@ def test_the_fingerprint_records_the_placement(compose):
 
 
 @pytest.mark.parametrize("preset", ["eagle3", "specblock", "specblock_bandit"])
-def test_a_draft_device_for_a_feature_drafter_is_refused_before_loading(compose, preset,
-                                                                          monkeypatch):
+def test_a_draft_device_for_a_feature_drafter_is_refused_before_loading(
+    compose, preset, monkeypatch
+):
     import specdec.models.tiny as tiny
 
     def no_loading(**_):
         raise AssertionError("the pair was loaded before the placement was checked")
 
     monkeypatch.setattr(tiny, "tiny_pair", no_loading)
-    cfg = compose("eval", [f"method={preset}", "model.placement.device=meta",
-                           "model.placement.draft_device=cpu"])
-    with pytest.raises(BadInput, match=r"model\.placement\.draft_device=cpu.*drafts from the "
-                                       r"target's features.*leave model\.placement\.draft_device "
-                                       r"null or set it to "
-                                       r"meta"):
+    cfg = compose(
+        "eval",
+        [f"method={preset}", "model.placement.device=meta", "model.placement.draft_device=cpu"],
+    )
+    with pytest.raises(
+        BadInput,
+        match=r"model\.placement\.draft_device=cpu.*drafts from the "
+        r"target's features.*leave model\.placement\.draft_device "
+        r"null or set it to "
+        r"meta",
+    ):
         check_devices(cfg)
     check_devices(compose("eval", ["method=sps", "model.placement.draft_device=meta"]))  # allowed
 
@@ -139,9 +160,12 @@ def test_a_draft_sharing_the_targets_weights_is_not_moved_and_nothing_loads(draf
     import specdec.models.smollm2 as smollm2
 
     monkeypatch.setattr(smollm2, "load_target", lambda *_: pytest.fail("the target was loaded"))
-    with pytest.raises(BadInput, match=rf"model\.placement\.draft_device=meta: the {draft} "
-                                       r"SmolLM2 draft shares the target's weights.*leave "
-                                       r"model\.placement\.draft_device"):
+    with pytest.raises(
+        BadInput,
+        match=rf"model\.placement\.draft_device=meta: the {draft} "
+        r"SmolLM2 draft shares the target's weights.*leave "
+        r"model\.placement\.draft_device",
+    ):
         smollm2.smollm2_pair(draft=draft, placement={"draft_device": "meta"})
 
 
@@ -153,20 +177,24 @@ def test_a_feature_drafter_refuses_a_target_elsewhere_than_its_placement(tiny64)
 
     asset = str(REPO / "specdec" / "assets" / "eagle3" / "tiny")
     drafter = Eagle3Drafter(Fixed(2), asset, placement=Placement.cpu())
-    with pytest.raises(BadInput, match=r"placed on cpu in torch.float32, but the target runs on "
-                                       r"cpu in torch.float64.*placement=pair.placement"):
+    with pytest.raises(
+        BadInput,
+        match=r"placed on cpu in torch.float32, but the target runs on "
+        r"cpu in torch.float64.*placement=pair.placement",
+    ):
         drafter.attach(TargetView(CachedLM(tiny64.target)))  # before: moved itself, silently
-    placed = Eagle3Drafter(Fixed(2), asset,
-                           placement=Placement.cpu(torch.float64))
+    placed = Eagle3Drafter(Fixed(2), asset, placement=Placement.cpu(torch.float64))
     placed.attach(TargetView(CachedLM(tiny64.target)))
     assert next(placed.net.parameters()).dtype == placed.lm.model.dtype == torch.float64
 
 
 #: every call of a device check in the package: before loading by the entry points, after
 #: building by compose, ``check_device`` only as their step (specdec/models/placement.py)
-CHECK_CALLERS = {"check_before_loading": {"bench/run/preflight.py", "train.py"},
-                 "check_built": {"compose.py"},
-                 "check_device": {"models/devices.py", "models/placement.py"}}
+CHECK_CALLERS = {
+    "check_before_loading": {"bench/run/preflight.py", "train.py"},
+    "check_built": {"compose.py"},
+    "check_device": {"models/devices.py", "models/placement.py"},
+}
 
 
 def test_nothing_else_checks_the_devices():
@@ -190,8 +218,9 @@ def test_a_load_checks_the_devices_once_before_loading_and_once_after_building(m
     calls: list[str] = []
     for module, name in ((preflight, "check_before_loading"), (compose, "check_built")):
         real = getattr(module, name)
-        monkeypatch.setattr(module, name, lambda *a, _f=real, _n=name, **k: (
-            calls.append(_n), _f(*a, **k))[1])
+        monkeypatch.setattr(
+            module, name, lambda *a, _f=real, _n=name, **k: (calls.append(_n), _f(*a, **k))[1]
+        )
     decoder = specdec.load("tiny", method="sps")
     assert calls == ["check_before_loading", "check_built"]
     assert decoder.pair.placement.device == torch.device("cpu")

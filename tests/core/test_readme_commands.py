@@ -37,8 +37,9 @@ def runnable_commands(text: str) -> list[list[str]]:
 
 
 def _entry(words: list[str]) -> str:
-    assert words[:3] in (["python", "-m", "specdec.eval"], ["python", "-m", "specdec.train"]), \
+    assert words[:3] in (["python", "-m", "specdec.eval"], ["python", "-m", "specdec.train"]), (
         f"a runnable command must be python -m specdec.eval|train: {shlex.join(words)}"
+    )
     return words[2].split(".")[1]
 
 
@@ -65,8 +66,7 @@ def test_the_readme_has_runnable_commands_that_pass_the_command_line_checks():
 @pytest.mark.slow
 def test_the_readme_runnable_commands_run(tmp_path):
     """About a minute on 2 busy cores: a tiny eval sweep and a tiny EAGLE-3 data stage + fit."""
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
-           "WANDB_MODE": "offline"}
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "WANDB_MODE": "offline"}
     scratch = [f"paths.log_dir={tmp_path / 'outputs'}", f"paths.cache_dir={tmp_path / 'cache'}"]
     for words in runnable_commands((ROOT / "README.md").read_text()):
         _entry(words)

@@ -37,10 +37,14 @@ GROUPS = sorted(p.name for p in CONF_DIR.iterdir() if p.is_dir() and p.name != "
 CHOICE = re.compile(r"(?<![\w.$/-])(\+?)(" + "|".join(GROUPS) + r")=((?:[\w|,\[\]*-]|<[^<>\s]*>)+)")
 OUTSIDE = [
     (re.compile(r"ARCHITECTURE"), "the design notes are not in the repository"),
-    (re.compile(r"seed[- ]?(?:code[- ]?)?digest|digest §", re.I), "the seed digest is not in the "
-                                                                   "repository"),
-    (re.compile(r"\b(?:hsd|specblock|specbranch|specdecpp|ssd)_\d{3}\b"), "a paper file id: cite "
-                                                                          "title, authors, arXiv"),
+    (
+        re.compile(r"seed[- ]?(?:code[- ]?)?digest|digest §", re.I),
+        "the seed digest is not in the repository",
+    ),
+    (
+        re.compile(r"\b(?:hsd|specblock|specbranch|specdecpp|ssd)_\d{3}\b"),
+        "a paper file id: cite title, authors, arXiv",
+    ),
     (re.compile(r"\bissues? #?\d+", re.I), "'issue N' means nothing to a reader: say the reason"),
     (re.compile(r"shared/(?:papers|design|hooks)"), "a folder outside the repository"),
 ]
@@ -74,14 +78,20 @@ def link_problems(page: Path) -> list[str]:
 
 def _doc_files() -> list[Path]:
     docs = [ROOT / "README.md", ROOT / "scripts" / "README.md"]
-    return [*docs, *sorted((ROOT / "docs").glob("*.md")),
-            *sorted((ROOT / "specdec" / "assets").rglob("*.md"))]
+    return [
+        *docs,
+        *sorted((ROOT / "docs").glob("*.md")),
+        *sorted((ROOT / "specdec" / "assets").rglob("*.md")),
+    ]
 
 
 def python_text(source: str) -> str:
     """The comments and docstrings of a Python file, one per line."""
-    out = [tok.string for tok in tokenize.generate_tokens(io.StringIO(source).readline)
-           if tok.type == tokenize.COMMENT]
+    out = [
+        tok.string
+        for tok in tokenize.generate_tokens(io.StringIO(source).readline)
+        if tok.type == tokenize.COMMENT
+    ]
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
             doc = ast.get_docstring(node, clean=False)
@@ -101,8 +111,11 @@ def scanned() -> dict[str, str]:
     for folder in ("specdec", "scripts"):
         for p in sorted((ROOT / folder).rglob("*.py")):
             texts[str(p.relative_to(ROOT))] = python_text(p.read_text())
-    for p in [*sorted(CONF_DIR.rglob("*.yaml")), *sorted((ROOT / "scripts").rglob("*.sh")),
-              *sorted((ROOT / "scripts").rglob("*.yaml"))]:
+    for p in [
+        *sorted(CONF_DIR.rglob("*.yaml")),
+        *sorted((ROOT / "scripts").rglob("*.sh")),
+        *sorted((ROOT / "scripts").rglob("*.yaml")),
+    ]:
         texts[str(p.relative_to(ROOT))] = comment_text(p.read_text())
     return texts
 
@@ -111,8 +124,11 @@ def _expand(pattern: str) -> list[str]:
     match = re.search(r"\{([^{}]*)\}", pattern)
     if not match:
         return [pattern]
-    return [x for alt in match.group(1).split(",")
-            for x in _expand(pattern[:match.start()] + alt + pattern[match.end():])]
+    return [
+        x
+        for alt in match.group(1).split(",")
+        for x in _expand(pattern[: match.start()] + alt + pattern[match.end() :])
+    ]
 
 
 def path_exists(ref: str, root: Path = ROOT) -> bool:
@@ -131,14 +147,22 @@ def path_exists(ref: str, root: Path = ROOT) -> bool:
 def _defines(module: Path, name: str) -> bool:
     tree = ast.parse(module.read_text())
     for node in ast.walk(tree):
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and \
-                node.name == name:
+        if (
+            isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+            and node.name == name
+        ):
             return True
-        if isinstance(node, ast.Import | ast.ImportFrom) and \
-                any((a.asname or a.name.split(".")[0]) == name for a in node.names):
+        if isinstance(node, ast.Import | ast.ImportFrom) and any(
+            (a.asname or a.name.split(".")[0]) == name for a in node.names
+        ):
             return True
-        targets = node.targets if isinstance(node, ast.Assign) else \
-            [node.target] if isinstance(node, ast.AnnAssign) else []
+        targets = (
+            node.targets
+            if isinstance(node, ast.Assign)
+            else [node.target]
+            if isinstance(node, ast.AnnAssign)
+            else []
+        )
         if any(isinstance(t, ast.Name) and t.id == name for t in targets):
             return True
     return False
@@ -183,23 +207,47 @@ def problems(text: str, root: Path = ROOT, conf: Path = CONF_DIR) -> list[str]:
     return out
 
 
-@pytest.mark.parametrize("planted", [
-    "see ARCHITECTURE §0.2", "as in the seed-code digest §3", "SpecBlock (specblock_002)",
-    "fixes issue 27", "../shared/papers/ssd_paper.txt", "specdec/no_such_module.py",
-    "conf/method/no_such.yaml", "specdec.no_such_module", "specdec.engine.no_such_function",
-    "python -m specdec.eval method=no_such", "+experiment=no_such", "-m method=ar,no_such",
-    "trainer=cpu|no_such", "tests/core/test_no_such.py::test_x",
-])
+@pytest.mark.parametrize(
+    "planted",
+    [
+        "see ARCHITECTURE §0.2",
+        "as in the seed-code digest §3",
+        "SpecBlock (specblock_002)",
+        "fixes issue 27",
+        "../shared/papers/ssd_paper.txt",
+        "specdec/no_such_module.py",
+        "conf/method/no_such.yaml",
+        "specdec.no_such_module",
+        "specdec.engine.no_such_function",
+        "python -m specdec.eval method=no_such",
+        "+experiment=no_such",
+        "-m method=ar,no_such",
+        "trainer=cpu|no_such",
+        "tests/core/test_no_such.py::test_x",
+    ],
+)
 def test_each_rule_reports_a_planted_reference(planted):
     assert problems(f"text ({planted}) more") != [], planted
 
 
-@pytest.mark.parametrize("fine", [
-    "specdec/assets/eagle3/<model>/", "conf/learner/{eagle3,specblock}.yaml", "specdec.engine",
-    "specdec.errors.BadInput", "`method=ar,sps`", "+experiment=eagle3_tiny", "trainer=cpu|gpu",
-    "tests/verifiers/test_verifiers_hsd.py::test_joint", "specdec/drafters/", "method=X alone",
-    "model.draft=truncated", "tests/learners/test_eagle3_published*.py", "specdec/paths.py.",
-])
+@pytest.mark.parametrize(
+    "fine",
+    [
+        "specdec/assets/eagle3/<model>/",
+        "conf/learner/{eagle3,specblock}.yaml",
+        "specdec.engine",
+        "specdec.errors.BadInput",
+        "`method=ar,sps`",
+        "+experiment=eagle3_tiny",
+        "trainer=cpu|gpu",
+        "tests/verifiers/test_verifiers_hsd.py::test_joint",
+        "specdec/drafters/",
+        "method=X alone",
+        "model.draft=truncated",
+        "tests/learners/test_eagle3_published*.py",
+        "specdec/paths.py.",
+    ],
+)
 def test_references_that_resolve_pass(fine):
     assert problems(fine) == [], fine
 

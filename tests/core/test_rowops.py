@@ -9,8 +9,10 @@ import torch
 from specdec.rowops import argmax_rows
 
 
-@pytest.mark.parametrize("shape", [(5, 49152), (1, 49152), (49152,), (3, 4096), (4, 4097),
-                                   (2, 8191), (3, 100), (2, 3, 5000)])
+@pytest.mark.parametrize(
+    "shape",
+    [(5, 49152), (1, 49152), (49152,), (3, 4096), (4, 4097), (2, 8191), (3, 100), (2, 3, 5000)],
+)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
 def test_equals_argmax_on_random_rows(shape, dtype):
     x = torch.randn(*shape, generator=torch.Generator().manual_seed(sum(shape))).to(dtype)

@@ -64,8 +64,13 @@ def test_the_model_sees_bucket_shapes_and_the_cache_keeps_its_tensors(tiny64):
     seen: list[tuple] = []
 
     def record(module, args, kwargs):
-        seen.append((tuple(kwargs["input_ids"].shape), tuple(kwargs["attention_mask"].shape),
-                     tuple(kwargs["position_ids"].shape)))
+        seen.append(
+            (
+                tuple(kwargs["input_ids"].shape),
+                tuple(kwargs["attention_mask"].shape),
+                tuple(kwargs["position_ids"].shape),
+            )
+        )
 
     hook = tiny64.target.register_forward_pre_hook(record, with_kwargs=True)
     try:
@@ -82,8 +87,11 @@ def test_the_model_sees_bucket_shapes_and_the_cache_keeps_its_tensors(tiny64):
         raise AssertionError("a forward past max_cache_len must raise BadInput")
     finally:
         hook.remove()
-    assert seen == [((1, 8), (1, 1, 8, 96), (1, 8)), ((1, 4), (1, 1, 4, 96), (1, 4)),
-                    ((1, 90), (1, 1, 90, 96), (1, 90))]
+    assert seen == [
+        ((1, 8), (1, 1, 8, 96), (1, 8)),
+        ((1, 4), (1, 1, 4, 96), (1, 4)),
+        ((1, 90), (1, 1, 90, 96), (1, 90)),
+    ]
     assert [layer.keys.data_ptr() for layer in lm._cache.layers] == before
     assert lm.ids == list(range(5, 95))  # the refused forward changed nothing
 
@@ -102,8 +110,15 @@ def test_every_preset_is_greedy_identical_to_the_dynamic_path(compose, tiny64, m
     for spec in (None, StaticSpec(max_cache_len=96)):
         m = build_method(cfg, replace(tiny64, static_cache=spec))
         assert (m.target._static is not None) == (spec is not None)
-        out[spec] = generate(prompt, m.target, m.drafter, m.verifier, sampling=m.sampling,
-                             coins=TorchCoins(1), max_new_tokens=20).tokens
+        out[spec] = generate(
+            prompt,
+            m.target,
+            m.drafter,
+            m.verifier,
+            sampling=m.sampling,
+            coins=TorchCoins(1),
+            max_new_tokens=20,
+        ).tokens
     assert out[None] == out[StaticSpec(max_cache_len=96)]
 
 

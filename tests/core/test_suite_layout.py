@@ -33,17 +33,32 @@ def top_level_tests(tests: Path) -> list[str]:
 def misplaced_folders(tests: Path, package: Path) -> list[str]:
     """Folders of ``tests/`` that name no part of ``package``."""
     parts = {p.name for p in package.iterdir() if (p / "__init__.py").exists()} | EXTRA_FOLDERS
-    return sorted(p.name for p in tests.iterdir()
-                  if p.is_dir() and p.name not in NOT_TESTS and p.name not in parts)
+    return sorted(
+        p.name
+        for p in tests.iterdir()
+        if p.is_dir() and p.name not in NOT_TESTS and p.name not in parts
+    )
 
 
 def folders_missing_files(tests: Path) -> list[str]:
     """``folder/file`` for each test folder (and ``tests/``) lacking its ``__init__.py`` or
     ``conftest.py``."""
-    folders = [tests, *(p for p in tests.rglob("*") if p.is_dir() and any(p.glob("test_*.py"))
-                        and not NOT_TESTS & set(p.relative_to(tests).parts))]
-    return sorted(f"{p.relative_to(tests.parent)}/{name}" for p in folders
-                  for name in ("__init__.py", "conftest.py") if not (p / name).exists())
+    folders = [
+        tests,
+        *(
+            p
+            for p in tests.rglob("*")
+            if p.is_dir()
+            and any(p.glob("test_*.py"))
+            and not NOT_TESTS & set(p.relative_to(tests).parts)
+        ),
+    ]
+    return sorted(
+        f"{p.relative_to(tests.parent)}/{name}"
+        for p in folders
+        for name in ("__init__.py", "conftest.py")
+        if not (p / name).exists()
+    )
 
 
 def _is_test_module(name: str) -> bool:
@@ -65,8 +80,11 @@ def imports_of_test_modules(tests: Path) -> list[str]:
                 names += [f"{node.module}.{a.name}" for a in node.names]
             else:
                 continue
-            out += [f"{path.relative_to(tests.parent)}: {n}" for n in names
-                    if n.startswith(".") or _is_test_module(n)]
+            out += [
+                f"{path.relative_to(tests.parent)}: {n}"
+                for n in names
+                if n.startswith(".") or _is_test_module(n)
+            ]
     return sorted(set(out))
 
 
@@ -83,14 +101,20 @@ def test_every_test_folder_is_a_package_with_its_own_conftest():
 
 
 def test_no_test_module_imports_another():
-    assert imports_of_test_modules(TESTS) == [], \
+    assert imports_of_test_modules(TESTS) == [], (
         "move shared helpers to specdec/testing/ and shared fixtures to a conftest"
+    )
 
 
 def test_each_rule_reports_a_planted_violation(tmp_path):
     package, tests = tmp_path / "specdec", tmp_path / "tests"
-    for folder in (package / "bench", tests / "bench", tests / "core", tests / "nowhere",
-                   tests / "fixtures"):
+    for folder in (
+        package / "bench",
+        tests / "bench",
+        tests / "core",
+        tests / "nowhere",
+        tests / "fixtures",
+    ):
         folder.mkdir(parents=True)
     (package / "bench" / "__init__.py").write_text("")
     for folder in (tests, tests / "bench", tests / "core"):
@@ -102,16 +126,26 @@ def test_each_rule_reports_a_planted_violation(tmp_path):
     (tests / "fixtures" / "test_data.py").write_text("")  # not a test folder: no rule applies
     (tests / "bench" / "test_a.py").write_text(
         "import json\nfrom test_b import helper\nimport tests.core.test_c\n"
-        "from tests.core import test_c\nfrom specdec.testing.paths import REPO\n")
+        "from tests.core import test_c\nfrom specdec.testing.paths import REPO\n"
+    )
     (tests / "core" / "test_c.py").write_text(
         "from . import test_a\nfrom .conftest import fx\nfrom conftest import fx\n"
-        "from specdec.testing import step\n")
+        "from specdec.testing import step\n"
+    )
     assert top_level_tests(tests) == ["test_top.py"]
     assert misplaced_folders(tests, package) == ["nowhere"]
     assert folders_missing_files(tests) == [
-        "tests/core/conftest.py", "tests/nowhere/__init__.py", "tests/nowhere/conftest.py"]
+        "tests/core/conftest.py",
+        "tests/nowhere/__init__.py",
+        "tests/nowhere/conftest.py",
+    ]
     assert imports_of_test_modules(tests) == [
-        "tests/bench/test_a.py: test_b", "tests/bench/test_a.py: test_b.helper",
-        "tests/bench/test_a.py: tests.core", "tests/bench/test_a.py: tests.core.test_c",
-        "tests/core/test_c.py: .", "tests/core/test_c.py: .conftest",
-        "tests/core/test_c.py: conftest", "tests/core/test_c.py: conftest.fx"]
+        "tests/bench/test_a.py: test_b",
+        "tests/bench/test_a.py: test_b.helper",
+        "tests/bench/test_a.py: tests.core",
+        "tests/bench/test_a.py: tests.core.test_c",
+        "tests/core/test_c.py: .",
+        "tests/core/test_c.py: .conftest",
+        "tests/core/test_c.py: conftest",
+        "tests/core/test_c.py: conftest.fx",
+    ]

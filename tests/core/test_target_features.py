@@ -84,8 +84,9 @@ def test_engine_hands_prompt_and_kept_features_to_the_drafter(tiny64):
     target = CachedLM(tiny64.target)
     probe = FeatureProbe(CachedLM(tiny64.target, role="draft"), Fixed(3))
     prompt = tiny64.tokenizer.encode("Once upon a time")
-    out = generate(prompt, target, probe, Tokenwise(), sampling=GREEDY, coins=TorchCoins(0),
-                   max_new_tokens=12)
+    out = generate(
+        prompt, target, probe, Tokenwise(), sampling=GREEDY, coins=TorchCoins(0), max_new_tokens=12
+    )
     assert out.stats.accepted > 0, "the test needs accepted drafts"
     # 1. Prefill: features of every prompt token but the root.
     want = full_hidden(tiny64.target, prompt)[:-1]
@@ -102,16 +103,24 @@ def test_engine_hands_prompt_and_kept_features_to_the_drafter(tiny64):
 def test_target_view_shares_embedding_and_head_read_only(tiny64):
     target = CachedLM(tiny64.target)
     probe = FeatureProbe(CachedLM(tiny64.draft, role="draft"), Fixed(2))
-    generate([5, 6, 7], target, probe, Tokenwise(), sampling=GREEDY, coins=TorchCoins(0),
-             max_new_tokens=2)
+    generate(
+        [5, 6, 7],
+        target,
+        probe,
+        Tokenwise(),
+        sampling=GREEDY,
+        coins=TorchCoins(0),
+        max_new_tokens=2,
+    )
     view = probe.view
     assert isinstance(view, TargetView) and not hasattr(view, "forward")
     ids = torch.tensor([5, 6, 7])
     torch.testing.assert_close(view.embed(ids), tiny64.target.get_input_embeddings()(ids))
     with torch.inference_mode():
         plain = tiny64.target(input_ids=ids[None], output_hidden_states=True)
-    torch.testing.assert_close(view.head(plain.hidden_states[-1][0]), plain.logits[0],
-                               atol=ATOL, rtol=0)
+    torch.testing.assert_close(
+        view.head(plain.hidden_states[-1][0]), plain.logits[0], atol=ATOL, rtol=0
+    )
     cached = len(target.ids)
     view.embed(ids), view.head(plain.hidden_states[-1][0])
     assert len(target.ids) == cached, "the view must not touch the target's cache"

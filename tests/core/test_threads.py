@@ -40,8 +40,15 @@ def test_forwards_get_the_callers_threads_and_the_loop_one():
         _record(draft, in_draft)
         drafter = _Watching(draft, Fixed(3))
         drafter.seen = []
-        generate(pair.tokenizer.encode("hello there"), target, drafter, Tokenwise(),
-                 sampling=Sampling(temperature=0.0), coins=TorchCoins(0), max_new_tokens=8)
+        generate(
+            pair.tokenizer.encode("hello there"),
+            target,
+            drafter,
+            Tokenwise(),
+            sampling=Sampling(temperature=0.0),
+            coins=TorchCoins(0),
+            max_new_tokens=8,
+        )
         assert in_target and set(in_target) == {2}  # the caller's budget
         assert in_draft and set(in_draft) == {1}  # the draft's own (model.placement.draft_threads)
         assert drafter.seen and set(drafter.seen) == {1}  # the loop's work

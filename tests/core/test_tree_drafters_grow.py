@@ -42,8 +42,16 @@ class Recorder(Drafter):
         draft = self.inner.propose(dataclasses.replace(ctx, coins=TorchCoins(seed)))
         sizes = [r.new_tokens for r in lm.forward_log[mark:]]
         depth = min(self.inner.policy.limit(), ctx.budget - 1)
-        self.steps.append({"ids": ctx.tokens.tolist(), "cached": cached, "draft": draft,
-                           "sizes": sizes, "seed": seed, "depth": depth})
+        self.steps.append(
+            {
+                "ids": ctx.tokens.tolist(),
+                "cached": cached,
+                "draft": draft,
+                "sizes": sizes,
+                "seed": seed,
+                "depth": depth,
+            }
+        )
         return draft
 
 
@@ -95,8 +103,9 @@ def multi_reference(score, root: int, gamma: int, coins, vocab: int, stops=froze
     return Draft(torch.tensor(tokens), torch.tensor(parent), rows)
 
 
-def reference_draft(name: str, model, ids: list[int], gamma: int, seed: int,
-                    stops=frozenset()) -> Draft:
+def reference_draft(
+    name: str, model, ids: list[int], gamma: int, seed: int, stops=frozenset()
+) -> Draft:
     score = rescorer(model, ids)
     if name == "topk":
         return topk_reference(score, ids[-1], gamma, stops)
@@ -124,8 +133,15 @@ def test_tree_drafters_forward_each_token_once_and_draft_as_a_full_re_forward(na
     drafter = Recorder(make_drafter(name, tiny64.draft, gamma))
     verifier = RecursiveRejection() if name == "topk" else Hierarchical()
     prompt = tiny64.tokenizer.encode("The quick brown fox")
-    generate(prompt, CachedLM(tiny64.target), drafter, verifier, sampling=SAMPLING,
-             coins=TorchCoins(0), max_new_tokens=16)
+    generate(
+        prompt,
+        CachedLM(tiny64.target),
+        drafter,
+        verifier,
+        sampling=SAMPLING,
+        coins=TorchCoins(0),
+        max_new_tokens=16,
+    )
     assert len(drafter.steps) >= 4
     for step in drafter.steps:
         ids, draft = step["ids"], step["draft"]

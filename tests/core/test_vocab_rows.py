@@ -41,17 +41,26 @@ def test_fit_rows_pads_with_minus_inf_and_cuts_extra_rows():
 def padded(request):
     """float64 tiny pairs: a draft with fewer rows than the target, and one with more."""
     target_rows, draft_rows = request.param
-    return tiny_pair(vocab_size=target_rows, draft_vocab_size=draft_rows,
-                     placement={"dtype": "float64"})
+    return tiny_pair(
+        vocab_size=target_rows, draft_vocab_size=draft_rows, placement={"dtype": "float64"}
+    )
 
 
 def _greedy(compose, pair, method: str, prompt: list[int]) -> tuple[list[int], int]:
     """(tokens, number of draft forwards) of a greedy generation."""
-    cfg = compose("eval", [f"method={method}", "sampling.temperature=0",
-                           "model.placement.dtype=float64"])
+    cfg = compose(
+        "eval", [f"method={method}", "sampling.temperature=0", "model.placement.dtype=float64"]
+    )
     m = build_method(cfg, pair)
-    out = generate(prompt, m.target, m.drafter, m.verifier, sampling=m.sampling,
-                   coins=TorchCoins(1), max_new_tokens=24)
+    out = generate(
+        prompt,
+        m.target,
+        m.drafter,
+        m.verifier,
+        sampling=m.sampling,
+        coins=TorchCoins(1),
+        max_new_tokens=24,
+    )
     return out.tokens, out.stats.draft_forwards
 
 
@@ -76,8 +85,15 @@ def test_the_draft_never_drafts_a_row_it_lacks_when_sampling(compose):
     m.drafter.propose = lambda ctx: (d := propose(ctx), drafted.extend(d.tokens[1:].tolist()))[0]
     emitted: list[int] = []
     for seed in range(4):
-        emitted += generate([5, 6, 7], m.target, m.drafter, m.verifier, sampling=m.sampling,
-                            coins=TorchCoins(seed), max_new_tokens=30).tokens
+        emitted += generate(
+            [5, 6, 7],
+            m.target,
+            m.drafter,
+            m.verifier,
+            sampling=m.sampling,
+            coins=TorchCoins(seed),
+            max_new_tokens=30,
+        ).tokens
     assert len(drafted) > 40 and max(drafted) < TOKENS
     assert max(emitted) < 320  # ids past the draft's rows may be emitted: the target's own law
 
@@ -111,8 +127,9 @@ def test_sps_on_padded_rows_is_exactly_the_targets_law(draft_rows):
         drafter = ModelDrafter(dlm, Fixed(2))
         propose = drafter.propose
         drafter.propose = lambda ctx: (d := propose(ctx), drafted.update(d.tokens[1:].tolist()))[0]
-        out = generate(prompt, tlm, drafter, Tokenwise(), sampling=sampling, coins=coins,
-                       max_new_tokens=length)
+        out = generate(
+            prompt, tlm, drafter, Tokenwise(), sampling=sampling, coins=coins, max_new_tokens=length
+        )
         return tuple(out.tokens)
 
     got = enumerate_outcomes(run)
@@ -138,14 +155,23 @@ def test_different_tokenizers_are_refused_naming_both_sizes():
     check_rows(320, 259, tok, byte_tokenizer())  # same tokenizer: padding rows only
     bigger = byte_tokenizer()
     bigger.add_special_tokens({"additional_special_tokens": ["<|extra|>"]})
-    with pytest.raises(ValueError, match=r"target's tokenizer \(259 tokens\) and the draft's "
-                                         r"\(260 tokens\) differ \('<\|extra\|>': target id None"):
+    with pytest.raises(
+        ValueError,
+        match=r"target's tokenizer \(259 tokens\) and the draft's "
+        r"\(260 tokens\) differ \('<\|extra\|>': target id None",
+    ):
         check_rows(320, 320, tok, bigger)
     # same size, same rows, different ids: a sizes-only check would let it through
-    with pytest.raises(ValueError, match=r"\(259 tokens\) and the draft's \(259 tokens\) differ.*"
-                                         r"target: 259 output rows, draft: 259 output rows.*"
-                                         r"pick a draft of the same model family"):
+    with pytest.raises(
+        ValueError,
+        match=r"\(259 tokens\) and the draft's \(259 tokens\) differ.*"
+        r"target: 259 output rows, draft: 259 output rows.*"
+        r"pick a draft of the same model family",
+    ):
         check_rows(259, 259, tok, _permuted_tokenizer())
-    with pytest.raises(ValueError, match=r"the target has 258 output rows but the tokenizer has "
-                                         r"259 ids"):
+    with pytest.raises(
+        ValueError,
+        match=r"the target has 258 output rows but the tokenizer has "
+        r"259 ids",
+    ):
         check_rows(258, 300, tok)

@@ -13,8 +13,16 @@ from specdec.data.batch_decode import generate_batched, plan_batches
 from specdec.data.traces import generate_continuations
 from specdec.models.tiny import tiny_pair
 
-TEXTS = ["hi", "the moon and the rivers of the north", "chess?", "a b c d e f g h i j k l m n",
-         "bread", "what is two plus two, asked the volcano", "music", "zz"]
+TEXTS = [
+    "hi",
+    "the moon and the rivers of the north",
+    "chess?",
+    "a b c d e f g h i j k l m n",
+    "bread",
+    "what is two plus two, asked the volcano",
+    "music",
+    "zz",
+]
 MAX_NEW = 14
 
 
@@ -26,9 +34,14 @@ def pair():
 def _alone(pair, prompt: list[int], eos: int | None) -> list[int]:
     """Greedy transformers ``generate`` of one prompt, cut after its first ``eos``."""
     ids = torch.tensor([prompt])
-    out = pair.target.generate(input_ids=ids, attention_mask=torch.ones_like(ids),
-                               max_new_tokens=MAX_NEW, do_sample=False, eos_token_id=eos,
-                               pad_token_id=pair.tokenizer.pad_token_id)[0, len(prompt):].tolist()
+    out = pair.target.generate(
+        input_ids=ids,
+        attention_mask=torch.ones_like(ids),
+        max_new_tokens=MAX_NEW,
+        do_sample=False,
+        eos_token_id=eos,
+        pad_token_id=pair.tokenizer.pad_token_id,
+    )[0, len(prompt) :].tolist()
     return out[: out.index(eos) + 1] if eos in out else out
 
 
@@ -48,11 +61,13 @@ def test_greedy_rows_equal_decoding_alone_and_finished_rows_leave_the_batch(pair
     eos = _eos_that_stops_rows_early(pair, prompts)
     rows_seen: list[int] = []
     hook = pair.target.model.register_forward_pre_hook(
-        lambda m, args, kw: rows_seen.append(kw["input_ids"].shape[0]), with_kwargs=True)
+        lambda m, args, kw: rows_seen.append(kw["input_ids"].shape[0]), with_kwargs=True
+    )
     try:
         tok = SimpleNamespace(eos_token_id=eos, pad_token_id=pair.tokenizer.pad_token_id)
-        got = generate_continuations(pair.target, tok, prompts, max_new=MAX_NEW,
-                                     temperature=0.0, seed=0, topk=4)
+        got = generate_continuations(
+            pair.target, tok, prompts, max_new=MAX_NEW, temperature=0.0, seed=0, topk=4
+        )
     finally:
         hook.remove()
     for p, (cont, top_ids, top_lp) in zip(prompts, got):
@@ -69,8 +84,12 @@ def test_sampling_is_seeded(pair):
     prompts = [pair.tokenizer.encode(t) for t in TEXTS[:4]]
 
     def run(seed: int) -> list[list[int]]:
-        return [c for c, _, _ in generate_batched(pair.target, prompts, max_new=8, eos=None,
-                                                  pad=0, temperature=1.0, seed=seed)]
+        return [
+            c
+            for c, _, _ in generate_batched(
+                pair.target, prompts, max_new=8, eos=None, pad=0, temperature=1.0, seed=seed
+            )
+        ]
 
     # two seeds drawing the same 32 tokens from a 259-token vocabulary at T=1 would need every
     # draw to coincide: far below 1e-6 for this model's flattened conditionals
@@ -81,11 +100,15 @@ def test_batches_bucket_prompts_by_length_within_rows_and_slots():
     lengths = [5, 300, 7, 290, 6, 8, 310, 5]
     batches = plan_batches(lengths, max_new=10, max_rows=3, slot_budget=1000)
     assert sorted(i for b in batches for i in b) == list(range(len(lengths)))
-    assert [lengths[b[0]] for b in batches] == sorted((lengths[b[0]] for b in batches),
-                                                      reverse=True)
+    assert [lengths[b[0]] for b in batches] == sorted(
+        (lengths[b[0]] for b in batches), reverse=True
+    )
     for b in batches:
         assert len(b) <= 3 and len(b) * (lengths[b[0]] + 10) <= 1000
         assert max(lengths[i] for i in b) == lengths[b[0]]
-    assert {frozenset(b) for b in batches} == {frozenset({6, 1, 3}), frozenset({5, 2, 4}),
-                                               frozenset({0, 7})}
+    assert {frozenset(b) for b in batches} == {
+        frozenset({6, 1, 3}),
+        frozenset({5, 2, 4}),
+        frozenset({0, 7}),
+    }
     assert plan_batches([5000], max_new=10, slot_budget=1000) == [[0]]  # too long: alone

@@ -15,36 +15,53 @@ from specdec.data.training import training_prompts
 from specdec.testing.paths import REPO
 
 SHARED = REPO.parent / "shared" / "data"
-EVAL_ARTICLE = ("The council voted on Tuesday to close the old bridge over the river after "
-                "engineers found deep cracks in two of its supports. Drivers will use the ring "
-                "road until a new crossing opens in the spring of next year, officials said.")
-CLEAN = ["A small museum in the hills reopened this week with a collection of old clocks, "
-         f"number {i}. Visitors queued for hours. The curator said the oldest clock still "
-         "keeps time. Tickets are free for children under twelve. Volunteers restored each case "
-         "by hand over two winters, and the town hopes the clocks will bring visitors back to "
-         "the high street. A school trip is planned for every class in the spring, with a "
-         "workshop on how the oldest movements were made and kept running. The museum's small "
-         "café serves soup and bread made in the village, and the gift shop sells postcards of "
-         "the collection. Opening hours run from ten until four, every day but Monday." for i
-         in range(12)]
+EVAL_ARTICLE = (
+    "The council voted on Tuesday to close the old bridge over the river after "
+    "engineers found deep cracks in two of its supports. Drivers will use the ring "
+    "road until a new crossing opens in the spring of next year, officials said."
+)
+CLEAN = [
+    "A small museum in the hills reopened this week with a collection of old clocks, "
+    f"number {i}. Visitors queued for hours. The curator said the oldest clock still "
+    "keeps time. Tickets are free for children under twelve. Volunteers restored each case "
+    "by hand over two winters, and the town hopes the clocks will bring visitors back to "
+    "the high street. A school trip is planned for every class in the spring, with a "
+    "workshop on how the oldest movements were made and kept running. The museum's small "
+    "café serves soup and bread made in the village, and the gift shop sells postcards of "
+    "the collection. Opening hours run from ten until four, every day but Monday."
+    for i in range(12)
+]
 
 
 def _folder(root: Path) -> Path:
     (root / "spec_bench").mkdir(parents=True)
     (root / "alpaca").mkdir()
     (root / "gsm8k").mkdir()
-    evals = [{"question_id": 1, "category": "summarization", "turns": ["Summarize: " +
-                                                                      EVAL_ARTICLE]}]
+    evals = [
+        {"question_id": 1, "category": "summarization", "turns": ["Summarize: " + EVAL_ARTICLE]}
+    ]
     (root / "spec_bench/question.jsonl").write_text("\n".join(map(json.dumps, evals)) + "\n")
     # the eval article inside a long training answer, re-wrapped: not an exact match
-    leaked = (" ".join(EVAL_ARTICLE.split()[:20]) + "\n\n" + " ".join(EVAL_ARTICLE.split()[20:])
-              + " More rain is expected. " + CLEAN[0])
-    alpaca = [{"instruction": "Translate this sentence into French.", "input": "I like tea.",
-               "output": "J'aime le thé."},
-              {"instruction": "Name a colour.", "input": "", "output": "Red."},
-              {"instruction": "Write a news story.", "input": "", "output": leaked}]
-    alpaca += [{"instruction": f"Describe a museum, take {i}.", "input": "", "output": c}
-               for i, c in enumerate(CLEAN)]
+    leaked = (
+        " ".join(EVAL_ARTICLE.split()[:20])
+        + "\n\n"
+        + " ".join(EVAL_ARTICLE.split()[20:])
+        + " More rain is expected. "
+        + CLEAN[0]
+    )
+    alpaca = [
+        {
+            "instruction": "Translate this sentence into French.",
+            "input": "I like tea.",
+            "output": "J'aime le thé.",
+        },
+        {"instruction": "Name a colour.", "input": "", "output": "Red."},
+        {"instruction": "Write a news story.", "input": "", "output": leaked},
+    ]
+    alpaca += [
+        {"instruction": f"Describe a museum, take {i}.", "input": "", "output": c}
+        for i, c in enumerate(CLEAN)
+    ]
     (root / "alpaca/train.json").write_text(json.dumps(alpaca))
     (root / "gsm8k/train.jsonl").write_text("")
     return root
@@ -83,14 +100,22 @@ def test_no_eval_prompt_or_passage_of_any_shipped_split_reaches_training():
     training prompt of 150+ words (an article) shares a 12-word window with one (an eval prompt's
     article or passage inside it). Shorter registered prompts are compared whole: the pinned
     GSM8K/Alpaca list holds 5 template-alike questions that share a window with a test question."""
-    evals = [t for f in sorted((REPO / "data").glob("*/test.jsonl"))
-             for line in f.read_text().splitlines() if line.strip()
-             for t in json.loads(line)["turns"]]
+    evals = [
+        t
+        for f in sorted((REPO / "data").glob("*/test.jsonl"))
+        for line in f.read_text().splitlines()
+        if line.strip()
+        for t in json.loads(line)["turns"]
+    ]
     exact = {" ".join(t.split()) for t in evals}
     windows = set().union(*(_windows(t) for t in evals))
     registered = training_prompts(SHARED, ["gsm8k", "alpaca"])
-    breadth = [m["content"] for convs in breadth_conversations(
-        SHARED, {d: 10**6 for d in DOMAINS}).values() for c in convs for m in c]
+    breadth = [
+        m["content"]
+        for convs in breadth_conversations(SHARED, {d: 10**6 for d in DOMAINS}).values()
+        for c in convs
+        for m in c
+    ]
     assert len(registered) > 10000 and len(breadth) > 3000  # both sources are really read
     for text in registered + breadth:
         assert " ".join(text.split()) not in exact, text[:80]

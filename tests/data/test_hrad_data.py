@@ -13,9 +13,17 @@ GAMMA, K, PROMPTS = 3, 3, 6
 
 
 def make_data(pair, out, temperature: float, **kw):
-    kw = {"synthetic": {"count": PROMPTS, "seed": 0}, "gamma_max": GAMMA, "layers": K,
-          "sampling": {"temperature": temperature}, "max_new_tokens": 14, "chunk_size": 4,
-          "val_fraction": 0.25, "test_fraction": 0.25, **kw}
+    kw = {
+        "synthetic": {"count": PROMPTS, "seed": 0},
+        "gamma_max": GAMMA,
+        "layers": K,
+        "sampling": {"temperature": temperature},
+        "max_new_tokens": 14,
+        "chunk_size": 4,
+        "val_fraction": 0.25,
+        "test_fraction": 0.25,
+        **kw,
+    }
     return generate_hrad_data(pair, str(out), **kw)
 
 
@@ -48,9 +56,16 @@ def engine_steps(pair, text: str, temperature: float) -> tuple[list[int], list[t
     smp = Sampling(temperature=temperature)
     ids = encode_turn(pair.tokenizer, [{"role": "user", "content": text}], chat_template=True)
     drafter = ModelDrafter(CachedLM(pair.draft, role="draft"), Fixed(GAMMA))
-    gen = generate(ids, CachedLM(pair.target), drafter, Tokenwise(), sampling=smp,
-                   coins=TorchCoins(prompt_seed(0, text)), max_new_tokens=14,
-                   stop_ids=[pair.tokenizer.eos_token_id])
+    gen = generate(
+        ids,
+        CachedLM(pair.target),
+        drafter,
+        Tokenwise(),
+        sampling=smp,
+        coins=TorchCoins(prompt_seed(0, text)),
+        max_new_tokens=14,
+        stop_ids=[pair.tokenizer.eos_token_id],
+    )
     return ids + gen.tokens, list(zip(gen.stats.drafted_per_step, gen.stats.accepted_per_step))
 
 

@@ -23,8 +23,13 @@ def cached(tmp_path_factory):
     from specdec.models.tiny import tiny_pair
 
     pair, out = tiny_pair(), tmp_path_factory.mktemp("data")
-    make_eagle3_data(pair, str(out), LAYERS, feature_batch=3,
-                     synthetic={"prompts": 12, "max_new": 10, "vocab_map_size": 64})
+    make_eagle3_data(
+        pair,
+        str(out),
+        LAYERS,
+        feature_batch=3,
+        synthetic={"prompts": 12, "max_new": 10, "vocab_map_size": 64},
+    )
     return pair, out
 
 
@@ -63,12 +68,12 @@ def test_a_few_steps_give_the_cached_loss_curve(cached, kind):
             learner = Eagle3Learner(pair, str(folder), LAYERS, lr=3e-3)
             step = lambda b: learner._step(b, "train")  # noqa: E731
         else:
-            learner = SpecBlockLearner(pair, str(folder), LAYERS, blocks=2, rank_hidden=16,
-                                       lr=3e-3, seed=0)
+            learner = SpecBlockLearner(
+                pair, str(folder), LAYERS, blocks=2, rank_hidden=16, lr=3e-3, seed=0
+            )
             step = lambda b: learner._step(b, "train", learner._cuts)  # noqa: E731
         learner.log = lambda *args, **kwargs: None  # not attached to a Trainer
-        opt = torch.optim.AdamW([p for p in learner.net.parameters() if p.requires_grad],
-                                lr=3e-3)
+        opt = torch.optim.AdamW([p for p in learner.net.parameters() if p.requires_grad], lr=3e-3)
         out = []
         for b in batches(folder, features) * 2:
             loss = step(b)
@@ -97,25 +102,56 @@ def test_online_fits_export_and_decode_and_specblock_warm_starts(tmp_path, compo
     from specdec.verifiers import RecursiveRejection
 
     data = tmp_path / "data"
-    online = ["+data_gen.features=none", "+datamodule.features=online",
-              "data_gen.synthetic.prompts=16", "trainer=debug"]
-    train(compose("train", ["+experiment=eagle3_tiny", f"eagle3.traces_dir={data}",
-                            *online, "stage=data"]))
+    online = [
+        "+data_gen.features=none",
+        "+datamodule.features=online",
+        "data_gen.synthetic.prompts=16",
+        "trainer=debug",
+    ]
+    train(
+        compose(
+            "train", ["+experiment=eagle3_tiny", f"eagle3.traces_dir={data}", *online, "stage=data"]
+        )
+    )
     assert not list(data.glob("features*")) and list(data.glob("traces*"))
-    metrics = train(compose("train", ["+experiment=eagle3_tiny", f"eagle3.traces_dir={data}",
-                                      f"export.folder={tmp_path / 'e3'}", *online]))
+    metrics = train(
+        compose(
+            "train",
+            [
+                "+experiment=eagle3_tiny",
+                f"eagle3.traces_dir={data}",
+                f"export.folder={tmp_path / 'e3'}",
+                *online,
+            ],
+        )
+    )
     assert "test/acc0" in metrics
-    metrics = train(compose("train", ["+experiment=specblock_tiny",
-                                      f"specblock.traces_dir={data}",
-                                      f"learner.init_eagle3={tmp_path / 'e3'}",
-                                      f"export.folder={tmp_path / 'sb'}", *online]))
+    metrics = train(
+        compose(
+            "train",
+            [
+                "+experiment=specblock_tiny",
+                f"specblock.traces_dir={data}",
+                f"learner.init_eagle3={tmp_path / 'e3'}",
+                f"export.folder={tmp_path / 'sb'}",
+                *online,
+            ],
+        )
+    )
     assert "test/acc0" in metrics
     pair, greedy = tiny_pair(), Sampling(temperature=0.0)
     prompt = pair.tokenizer.encode("hello")
 
     def run(drafter):
-        return generate(prompt, CachedLM(pair.target), drafter, RecursiveRejection(),
-                        sampling=greedy, coins=TorchCoins(0), max_new_tokens=12).tokens
+        return generate(
+            prompt,
+            CachedLM(pair.target),
+            drafter,
+            RecursiveRejection(),
+            sampling=greedy,
+            coins=TorchCoins(0),
+            max_new_tokens=12,
+        ).tokens
 
     ar = run(EmptyDrafter())
     assert run(Eagle3Drafter(Fixed(3), str(tmp_path / "e3"))) == ar

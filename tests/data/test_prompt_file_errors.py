@@ -30,10 +30,15 @@ CASES = [  # (file bytes, words of the message)
     (b'{"id": {"n": 1}, "turns": ["x"]}\n', "the id must be a string or an integer"),
     (b'{"id": "a", "turns": ["x"], "category": 3}\n', "'category' must be a string or null"),
     (b'{"id": "a", "turns": ["x"], "reference": {"r": 1}}\n', "'reference' must be a string"),
-    (OK + b'{"id": "b", "turns": "Hi"}\n\n', "line 3: a blank line in a file whose 'turns' is "
-     "a list on line 1 but a string on line 2"),
-    (b'{"id": "a", "turns": ["x"], "reference": "r"}\n  \n{"id": "b", "turns": ["x"], '
-     b'"reference": ["r"]}\n', "line 2: a blank line in a file whose 'reference'"),
+    (
+        OK + b'{"id": "b", "turns": "Hi"}\n\n',
+        "line 3: a blank line in a file whose 'turns' is a list on line 1 but a string on line 2",
+    ),
+    (
+        b'{"id": "a", "turns": ["x"], "reference": "r"}\n  \n{"id": "b", "turns": ["x"], '
+        b'"reference": ["r"]}\n',
+        "line 2: a blank line in a file whose 'reference'",
+    ),
 ]
 
 
@@ -50,13 +55,17 @@ def test_bad_prompt_files_name_the_file_line_and_fix(tmp_path, data, words):
 
 def test_good_rows_still_load(tmp_path):
     path = tmp_path / "prompts.jsonl"
-    path.write_bytes(OK + b'{"question_id": 7, "turns": "Hi", "category": "c", '
-                          b'"reference": ["r"], "meta": {"answer": 3}}\n')
+    path.write_bytes(
+        OK + b'{"question_id": 7, "turns": "Hi", "category": "c", '
+        b'"reference": ["r"], "meta": {"answer": 3}}\n'
+    )
     prompts = read_prompt_file(path, "ds", cache_dir=tmp_path / "cache").prompts
     # a file mixing id and question_id: datasets gives each row the other key as null, which
     # read as the id "None" before
     assert [(p.id, p.turns, p.category) for p in prompts] == [
-        ("a", ("Hello",), "ds"), ("7", ("Hi",), "c")]
+        ("a", ("Hello",), "ds"),
+        ("7", ("Hi",), "c"),
+    ]
     assert prompts[1].reference == "r" and prompts[1].meta == {"answer": "3"}
 
 

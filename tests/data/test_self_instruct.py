@@ -13,15 +13,22 @@ from specdec.data.self_instruct import (
 )
 from specdec.models.tiny import tiny_pair
 
-KW = {"starters": ["", "Say"], "temperature": 1.0, "top_p": 1.0, "max_new": 300,
-      "batch_size": 8, "seed": 3}
+KW = {
+    "starters": ["", "Say"],
+    "temperature": 1.0,
+    "top_p": 1.0,
+    "max_new": 300,
+    "batch_size": 8,
+    "seed": 3,
+}
 
 
 def _source(tmp_path, banned=()):
     src = tmp_path / "src"
     (src / "gsm8k").mkdir(parents=True, exist_ok=True)
     (src / "gsm8k" / "eagle_question.jsonl").write_text(
-        "\n".join(json.dumps({"question_id": i, "turns": [t]}) for i, t in enumerate(banned)))
+        "\n".join(json.dumps({"question_id": i, "turns": [t]}) for i, t in enumerate(banned))
+    )
     return src
 
 

@@ -45,8 +45,9 @@ def test_a_failing_job_raises_in_the_caller_naming_lane_and_step():
     for mode in ("thread", "inline"):
         worker: Ahead[int] = Ahead("pearl", mode=mode)
         worker.submit(7, lambda: 1 // 0)
-        with pytest.raises(BackgroundError, match="'pearl' of decoding step 7 failed: "
-                                                  "ZeroDivisionError") as info:
+        with pytest.raises(
+            BackgroundError, match="'pearl' of decoding step 7 failed: ZeroDivisionError"
+        ) as info:
             worker.take()
         assert isinstance(info.value.__cause__, ZeroDivisionError)
         worker.submit(8, lambda: 2)  # the failure does not wedge the worker
@@ -65,11 +66,13 @@ def test_a_job_must_be_taken_before_the_next():
 
 
 def test_overlap_check_refuses_more_draft_threads_than_cores_and_warns_when_serial(
-        monkeypatch, caplog):
+    monkeypatch, caplog
+):
     monkeypatch.setattr(ahead_mod, "machine_cores", lambda: 2)
     monkeypatch.setattr(torch, "get_num_threads", lambda: 1)  # the target's budget
-    with pytest.raises(ValueError,
-                       match="model.placement.draft_threads=3 exceeds this machine's 2 cores"):
+    with pytest.raises(
+        ValueError, match="model.placement.draft_threads=3 exceeds this machine's 2 cores"
+    ):
         check_overlap(CPU, 3, mode="thread", name="pearl")
     with caplog.at_level(logging.WARNING, logger="specdec.drafters.ahead"):
         assert check_overlap(CPU, 1, mode="thread", name="pearl")  # 1 + 1 cores: fits
@@ -125,8 +128,15 @@ def test_a_failing_worker_surfaces_in_generate_with_its_step(tiny64, monkeypatch
     sampling = Sampling(temperature=0.0)
     drafter = PearlDrafter(CachedLM(tiny64.draft, role="draft"), Fixed(2))
     with pytest.raises(BackgroundError, match="decoding step 2 failed: OSError: draft device"):
-        generate(tiny64.tokenizer.encode("Hi"), CachedLM(tiny64.target), drafter, Tokenwise(),
-                 sampling=sampling, coins=TorchCoins(0), max_new_tokens=10)
+        generate(
+            tiny64.tokenizer.encode("Hi"),
+            CachedLM(tiny64.target),
+            drafter,
+            Tokenwise(),
+            sampling=sampling,
+            coins=TorchCoins(0),
+            max_new_tokens=10,
+        )
 
 
 def test_a_failing_worker_names_the_prompt_and_no_record_is_written(compose, monkeypatch):
@@ -162,8 +172,9 @@ def test_pearl_run_reports_both_clocks_rollback_and_hit_rate(compose, capsys):
     total = summary["datasets"]["tiny"]
     c = total["counters"]
     assert total["rollback_rate"] == pytest.approx(c["rolled_back"] / c["draft_tokens"])
-    assert total["hit_rate"] == pytest.approx(c.get("hits", 0) / (c.get("hits", 0)
-                                                                 + c.get("misses", 0)))
+    assert total["hit_rate"] == pytest.approx(
+        c.get("hits", 0) / (c.get("hits", 0) + c.get("misses", 0))
+    )
     assert total["wall_s"] > 0 and total["modeled_s"] > 0  # both clocks
     printed = capsys.readouterr().out
     assert "hit rate" in printed and "modeled s" in printed and "wall s" in printed

@@ -18,8 +18,13 @@ from specdec.sampling import TorchCoins
 LINEAR = {"target": [1e-3, 2e-4], "draft": [2e-4, 1e-4]}  # a deterministic step clock
 
 
-def _stream(rule: DiscountedUCB, means: list[float], steps: int, seed: int,
-            switch: tuple[int, list[float]] | None = None) -> list[int]:
+def _stream(
+    rule: DiscountedUCB,
+    means: list[float],
+    steps: int,
+    seed: int,
+    switch: tuple[int, list[float]] | None = None,
+) -> list[int]:
     """Pull ``steps`` times; arm ``i`` pays ``means[i] * U(0.5, 1.5)`` (in tokens/s, unscaled)."""
     rng, picks = random.Random(seed), []
     for t in range(steps):
@@ -43,7 +48,7 @@ def test_rule_converges_to_the_best_arm_and_its_pulls_add_up():
     assert late.count(2) / len(late) >= 0.65
     assert sum(late.count(a) for a in range(3)) == len(late)
     # discounted pull counts add up to sum_{s < t} γ^s
-    assert sum(rule.weight[0]) == pytest.approx((1 - 0.99 ** 2000) / (1 - 0.99))
+    assert sum(rule.weight[0]) == pytest.approx((1 - 0.99**2000) / (1 - 0.99))
 
 
 def test_discounting_follows_a_switch_that_ucb1_misses():

@@ -16,15 +16,20 @@ from specdec.drafters.budget import NodeBudget, VerifyCost, best_count
 from specdec.errors import BadInput
 
 # seconds of a target forward of n tokens at context 100 (+ 1e-4 s per context token)
-FLAT = CostTable({"target": {1: 0.030, 2: 0.031, 4: 0.033, 8: 0.036, 16: 0.060}},
-                 {"target": 1e-4}, ref_context=100)
+FLAT = CostTable(
+    {"target": {1: 0.030, 2: 0.031, 4: 0.033, 8: 0.036, 16: 0.060}},
+    {"target": 1e-4},
+    ref_context=100,
+)
 STEEP = CostTable({"target": {1: 0.020, 2: 0.030, 4: 0.050, 8: 0.090}}, ref_context=100)
 PROFILE = [0.9, 0.8, 0.6, 0.3, 0.2, 0.1, 0.05, 0.02, 0.01, 0.01]
 
 
 def brute_force(accept, table, context, draft_s):
-    rates = [(1 + sum(accept[:n])) / (draft_s + table.cost("target", n + 1, context))
-             for n in range(len(accept) + 1)]
+    rates = [
+        (1 + sum(accept[:n])) / (draft_s + table.cost("target", n + 1, context))
+        for n in range(len(accept) + 1)
+    ]
     return max(range(len(rates)), key=lambda n: (rates[n], -n))
 
 

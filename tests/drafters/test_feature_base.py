@@ -41,8 +41,7 @@ class LinearNet(nn.Module):
         torch.manual_seed(seed)
         self.proj = nn.Linear(len(LAYERS) * hidden, vocab)
         self.target_layers = list(LAYERS)
-        self.meta = {"target_hidden": hidden, "target_vocab": vocab,
-                     "target_layers": list(LAYERS)}
+        self.meta = {"target_hidden": hidden, "target_vocab": vocab, "target_layers": list(LAYERS)}
 
 
 class LinearDrafter(FeatureDrafter):
@@ -50,8 +49,14 @@ class LinearDrafter(FeatureDrafter):
 
     name = "Linear"
 
-    def __init__(self, net: nn.Module, policy, topk: int = 2, total_tokens: int = 5,
-                 placement: Placement | None = None) -> None:
+    def __init__(
+        self,
+        net: nn.Module,
+        policy,
+        topk: int = 2,
+        total_tokens: int = 5,
+        placement: Placement | None = None,
+    ) -> None:
         self.topk, self.total = topk, total_tokens
         super().__init__(policy, lambda command: net, experiment="linear", placement=placement)
 
@@ -87,17 +92,36 @@ def _target(pair) -> CachedLM:
 @pytest.mark.parametrize("topk,total", [(2, 5), (3, 9), (1, 3)])
 def test_a_third_feature_drafter_is_greedy_identical_to_ar(pair, topk, total):
     target, greedy = _target(pair), Sampling(temperature=0.0)
-    drafter = LinearDrafter(LinearNet(TargetView(target).hidden_size, target.vocab_size),
-                            Fixed(4), topk=topk, total_tokens=total, placement=pair.placement)
+    drafter = LinearDrafter(
+        LinearNet(TargetView(target).hidden_size, target.vocab_size),
+        Fixed(4),
+        topk=topk,
+        total_tokens=total,
+        placement=pair.placement,
+    )
     drafted = []
     propose = drafter.propose
     drafter.propose = lambda ctx: drafted.append(propose(ctx)) or drafted[-1]
     for seed, text in enumerate(("The quick brown fox", "Once upon a time", "x")):
         prompt = pair.tokenizer.encode(text)
-        want = generate(prompt, target, EmptyDrafter(), RecursiveRejection(), sampling=greedy,
-                        coins=TorchCoins(seed), max_new_tokens=16).tokens
-        got = generate(prompt, target, drafter, RecursiveRejection(), sampling=greedy,
-                       coins=TorchCoins(seed), max_new_tokens=16).tokens
+        want = generate(
+            prompt,
+            target,
+            EmptyDrafter(),
+            RecursiveRejection(),
+            sampling=greedy,
+            coins=TorchCoins(seed),
+            max_new_tokens=16,
+        ).tokens
+        got = generate(
+            prompt,
+            target,
+            drafter,
+            RecursiveRejection(),
+            sampling=greedy,
+            coins=TorchCoins(seed),
+            max_new_tokens=16,
+        ).tokens
         assert got == want, text
     assert max(d.num_drafted for d in drafted) == total  # it drafted full trees
 
@@ -105,12 +129,16 @@ def test_a_third_feature_drafter_is_greedy_identical_to_ar(pair, topk, total):
 def test_the_base_checks_the_target_and_the_placement(pair):
     target = _target(pair)
     view = TargetView(target)
-    wrong = LinearDrafter(LinearNet(view.hidden_size + 1, view.vocab_size), Fixed(2),
-                          placement=pair.placement)
+    wrong = LinearDrafter(
+        LinearNet(view.hidden_size + 1, view.vocab_size), Fixed(2), placement=pair.placement
+    )
     with pytest.raises(BadInput, match=r"Linear drafter .*hidden size .*linear"):
         wrong.attach(view)
-    elsewhere = LinearDrafter(LinearNet(view.hidden_size, view.vocab_size), Fixed(2),
-                              placement=Placement.cpu(torch.float32))
+    elsewhere = LinearDrafter(
+        LinearNet(view.hidden_size, view.vocab_size),
+        Fixed(2),
+        placement=Placement.cpu(torch.float32),
+    )
     with pytest.raises(BadInput, match="placement"):
         elsewhere.attach(view)
 

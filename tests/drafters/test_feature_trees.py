@@ -27,18 +27,36 @@ SETTINGS = {
     "eagle3": ["method=eagle3"],
     "eagle3_k3_n8": ["method=eagle3", "drafter.topk=3", "drafter.total_tokens=8"],
     "eagle3_k1_n3": ["method=eagle3", "drafter.topk=1", "drafter.total_tokens=3"],
-    "eagle3_k4_n12_d3": ["method=eagle3", "drafter.topk=4", "drafter.total_tokens=12",
-                         "drafter.policy.gamma=3"],
+    "eagle3_k4_n12_d3": [
+        "method=eagle3",
+        "drafter.topk=4",
+        "drafter.total_tokens=12",
+        "drafter.policy.gamma=3",
+    ],
     "eagle3_hsd": ["method=eagle3_hsd"],
     "specblock": ["method=specblock"],
-    "specblock_b2": ["method=specblock", "drafter.max_blocks=2", "drafter.total_tokens=16",
-                     "drafter.beam=3", "drafter.widths=[1,2,3,2]"],
-    "specblock_w": ["method=specblock", "drafter.root_width=null", "drafter.widths=[2,2,1,3]",
-                    "drafter.total_tokens=5"],
+    "specblock_b2": [
+        "method=specblock",
+        "drafter.max_blocks=2",
+        "drafter.total_tokens=16",
+        "drafter.beam=3",
+        "drafter.widths=[1,2,3,2]",
+    ],
+    "specblock_w": [
+        "method=specblock",
+        "drafter.root_width=null",
+        "drafter.widths=[2,2,1,3]",
+        "drafter.total_tokens=5",
+    ],
     "specblock_bandit": ["method=specblock_bandit", COSTS, "drafter.explore=0.3"],
-    "specblock_bandit_b2": ["method=specblock_bandit", COSTS, "drafter.explore=0.3",
-                            "drafter.widths=[1,2,2,2]", "drafter.max_blocks=2",
-                            "drafter.total_tokens=12"],
+    "specblock_bandit_b2": [
+        "method=specblock_bandit",
+        COSTS,
+        "drafter.explore=0.3",
+        "drafter.widths=[1,2,2,2]",
+        "drafter.max_blocks=2",
+        "drafter.total_tokens=12",
+    ],
 }
 PINNED = {  # name: (digest, drafted nodes), recorded at 934fe81
     "eagle3": ("398d1435778d7444", 524),
@@ -63,8 +81,10 @@ def tree_digest(compose, pair, overrides: list[str]) -> tuple[str, int]:
     """sha256 of every proposed draft (tokens, parents) and the generated tokens; nodes drafted."""
     seen: list = []
     for temperature in (0, 1):
-        cfg = compose("eval", [*overrides, f"sampling.temperature={temperature}",
-                               "model.placement.dtype=float64"])
+        cfg = compose(
+            "eval",
+            [*overrides, f"sampling.temperature={temperature}", "model.placement.dtype=float64"],
+        )
         m = build_method(cfg, pair)
         propose = m.drafter.propose
 
@@ -75,8 +95,15 @@ def tree_digest(compose, pair, overrides: list[str]) -> tuple[str, int]:
 
         m.drafter.propose = record
         for seed, text in enumerate(PROMPTS):
-            out = generate(pair.tokenizer.encode(text), m.target, m.drafter, m.verifier,
-                           sampling=m.sampling, coins=TorchCoins(seed), max_new_tokens=24)
+            out = generate(
+                pair.tokenizer.encode(text),
+                m.target,
+                m.drafter,
+                m.verifier,
+                sampling=m.sampling,
+                coins=TorchCoins(seed),
+                max_new_tokens=24,
+            )
             seen.append(out.tokens)
     nodes = sum(len(s[0]) - 1 for s in seen if len(s) == 2 and isinstance(s[0], list))
     return hashlib.sha256(json.dumps(seen).encode()).hexdigest()[:16], nodes

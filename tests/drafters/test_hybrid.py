@@ -37,11 +37,17 @@ from specdec.testing.specblock_table import save_table_specblock
 from specdec.testing.table_lm import TableLM, ar_joint
 from specdec.verifiers import Hierarchical, RecursiveRejection
 
-CPU_TABLE = {"times": {"target": {1: 0.030, 2: 0.031, 4: 0.033, 8: 0.036, 16: 0.060}},
-             "slopes": {"target": 1e-5}, "ref_context": 64}
-COSTS = ["drafter.budget=cost", "+drafter.costs._target_=specdec.bench.pricing.CostTable."
-         "from_dict", "+drafter.costs.data={times:{target:{1:0.03,2:0.031,4:0.033,8:0.036,"
-         "16:0.06}},slopes:{target:0.00001},ref_context:64}"]
+CPU_TABLE = {
+    "times": {"target": {1: 0.030, 2: 0.031, 4: 0.033, 8: 0.036, 16: 0.060}},
+    "slopes": {"target": 1e-5},
+    "ref_context": 64,
+}
+COSTS = [
+    "drafter.budget=cost",
+    "+drafter.costs._target_=specdec.bench.pricing.CostTable.from_dict",
+    "+drafter.costs.data={times:{target:{1:0.03,2:0.031,4:0.033,8:0.036,"
+    "16:0.06}},slopes:{target:0.00001},ref_context:64}",
+]
 
 
 def test_the_trie_merges_shared_prefixes_and_caps_estimates_by_the_parent():
@@ -70,8 +76,7 @@ def test_match_length_counts_the_suffix_match():
     assert match_length([4, 3, 7], 2, ids, 6) == 1
 
 
-def _ranked_sources(rates: LookupRates, calibration: ModelCalibration,
-                    length: int) -> list[str]:
+def _ranked_sources(rates: LookupRates, calibration: ModelCalibration, length: int) -> list[str]:
     """The kept order of a 4-token match of ``length`` and a model branch p = 0.5, 0.25."""
     model = Candidates()
     (a,) = model.add_children(-1, [math.log(0.5)], [1])
@@ -119,18 +124,39 @@ TEXTS = ("the cat sat on the mat. the cat sat on the mat. the cat", "Once upon a
 @pytest.mark.parametrize("method", ["eagle3_pld", "specblock_pld"])
 def test_greedy_hybrid_emits_ar_tokens_on_the_tiny_fp64_pair(compose, tiny64, method, budget):
     extra = COSTS if budget == "cost" else []
-    m = build_method(compose("eval", [f"method={method}", "sampling.temperature=0",
-                                      "model.placement.dtype=float64", *extra]), tiny64)
-    ar = build_method(compose("eval", ["method=ar", "sampling.temperature=0",
-                                       "model.placement.dtype=float64"]), tiny64)
+    m = build_method(
+        compose(
+            "eval",
+            [f"method={method}", "sampling.temperature=0", "model.placement.dtype=float64", *extra],
+        ),
+        tiny64,
+    )
+    ar = build_method(
+        compose("eval", ["method=ar", "sampling.temperature=0", "model.placement.dtype=float64"]),
+        tiny64,
+    )
     assert m.drafter.budget.mode == budget
     total: dict[str, int] = {}
     for text in TEXTS:
         ids = tiny64.tokenizer.encode(text)
-        got = generate(ids, m.target, m.drafter, m.verifier, sampling=m.sampling,
-                       coins=TorchCoins(0), max_new_tokens=24)
-        want = generate(ids, ar.target, ar.drafter, ar.verifier, sampling=ar.sampling,
-                        coins=TorchCoins(0), max_new_tokens=24)
+        got = generate(
+            ids,
+            m.target,
+            m.drafter,
+            m.verifier,
+            sampling=m.sampling,
+            coins=TorchCoins(0),
+            max_new_tokens=24,
+        )
+        want = generate(
+            ids,
+            ar.target,
+            ar.drafter,
+            ar.verifier,
+            sampling=ar.sampling,
+            coins=TorchCoins(0),
+            max_new_tokens=24,
+        )
         assert got.tokens == want.tokens, text
         for k, v in got.stats.counters.items():
             total[k] = total.get(k, 0) + v
@@ -141,11 +167,13 @@ def test_greedy_hybrid_emits_ar_tokens_on_the_tiny_fp64_pair(compose, tiny64, me
 def _table_hybrid(tmp_path, vocab: int, sampling: Sampling, **kw) -> HybridDrafter:
     path = save_table_specblock(tmp_path / "sb", vocab)
     f64 = Placement.cpu(torch.float64)
-    model = functools.partial(SpecBlockDrafter, path=path, widths=(1, 2, 2, 0), root_width=2,
-                              total_tokens=9)
+    model = functools.partial(
+        SpecBlockDrafter, path=path, widths=(1, 2, 2, 0), root_width=2, total_tokens=9
+    )
     lookup = functools.partial(PromptLookupDrafter, branches=2, min_ngram=1, max_ngram=2)
-    return HybridDrafter(Fixed(3), model=model, lookup=lookup, placement=f64,
-                         **{"lookup_depth": 3, **kw})
+    return HybridDrafter(
+        Fixed(3), model=model, lookup=lookup, placement=f64, **{"lookup_depth": 3, **kw}
+    )
 
 
 class BigramTable(TableLM):
@@ -157,8 +185,9 @@ class BigramTable(TableLM):
         return super().logits(tuple(context[-1:]))
 
 
-@pytest.mark.parametrize("verifier,budget", [(RecursiveRejection(), "static"),
-                                             (Hierarchical(), "cost")])
+@pytest.mark.parametrize(
+    "verifier,budget", [(RecursiveRejection(), "static"), (Hierarchical(), "cost")]
+)
 def test_hybrid_is_lossless_at_t1_through_the_engine(tmp_path, verifier, budget):
     vocab, length = 20, 3
     sampling, target = Sampling(temperature=1.0, top_k=2), BigramTable(vocab, 2, scale=3.0)
@@ -166,14 +195,18 @@ def test_hybrid_is_lossless_at_t1_through_the_engine(tmp_path, verifier, budget)
     for _ in range(5):  # the target's greedy chain from 0, then its start again
         chain.append(int(target.logits((chain[-1],)).argmax()))
     prompt = chain + chain[:2]
-    kw = {"total_tokens": 4} if budget == "static" else {
-        "budget": "cost", "costs": CostTable.from_dict(CPU_TABLE), "max_tokens": 12}
+    kw = (
+        {"total_tokens": 4}
+        if budget == "static"
+        else {"budget": "cost", "costs": CostTable.from_dict(CPU_TABLE), "max_tokens": 12}
+    )
     drafter = _table_hybrid(tmp_path, vocab, sampling, **kw)
     seen: dict[str, int] = {}
 
     def run(coins):
-        out = generate(prompt, target, drafter, verifier, sampling=sampling, coins=coins,
-                       max_new_tokens=length)
+        out = generate(
+            prompt, target, drafter, verifier, sampling=sampling, coins=coins, max_new_tokens=length
+        )
         for k, v in out.stats.counters.items():
             seen[k] = seen.get(k, 0) + v
         return tuple(out.tokens)
@@ -193,5 +226,11 @@ def test_bad_settings_are_refused(tmp_path):
     with pytest.raises(BadInput, match="drafter.lookup_depth"):
         _table_hybrid(tmp_path, 20, sampling, lookup_depth=0)
     with pytest.raises(BadInput, match="drafter.max_tokens=5000"):
-        _table_hybrid(tmp_path, 20, sampling, budget="cost", max_tokens=5000,
-                      costs=CostTable.from_dict(CPU_TABLE))
+        _table_hybrid(
+            tmp_path,
+            20,
+            sampling,
+            budget="cost",
+            max_tokens=5000,
+            costs=CostTable.from_dict(CPU_TABLE),
+        )

@@ -34,8 +34,13 @@ def _ctx(tokens) -> Context:
 
 def draft_of(tokens, *, gamma=4, budget=1 << 30, stop_ids=(), **kw) -> Draft:
     drafter = PromptLookupDrafter(Fixed(gamma), **kw)
-    ctx = Context(tokens=torch.tensor(tokens), coins=None, sampling=Sampling(), budget=budget,
-                  stop_ids=frozenset(stop_ids))
+    ctx = Context(
+        tokens=torch.tensor(tokens),
+        coins=None,
+        sampling=Sampling(),
+        budget=budget,
+        stop_ids=frozenset(stop_ids),
+    )
     return drafter.propose(ctx)
 
 
@@ -177,13 +182,23 @@ def test_lookup_is_exact_at_positive_temperature(temperature, branches, stop_ids
         target = TableLM(VOCAB, seed, scale=2.5)
         want = truncate_at_stop(ar_joint(target, PROMPT, length, sampling), set(stop_ids))
         for lo, hi in ((1, 2), (2, 3)):  # min_ngram 2: some steps find no match
-            drafter = watch(PromptLookupDrafter(Fixed(3), min_ngram=lo,
-                                                max_ngram=hi, branches=branches), seen)
+            drafter = watch(
+                PromptLookupDrafter(Fixed(3), min_ngram=lo, max_ngram=hi, branches=branches), seen
+            )
 
             def go(coins, drafter=drafter, target=target):
-                return tuple(generate(PROMPT, target, drafter, verifier, sampling=sampling,
-                                      coins=coins, max_new_tokens=length,
-                                      stop_ids=stop_ids).tokens)
+                return tuple(
+                    generate(
+                        PROMPT,
+                        target,
+                        drafter,
+                        verifier,
+                        sampling=sampling,
+                        coins=coins,
+                        max_new_tokens=length,
+                        stop_ids=stop_ids,
+                    ).tokens
+                )
 
             got = enumerate_outcomes(go)
             assert abs(sum(got.values()) - 1.0) < 1e-12
@@ -201,10 +216,18 @@ def test_lookup_with_history_is_exact_at_positive_temperature():
         # a fresh drafter per path, whose history holds one earlier output (0 2 2 1 0 2 1)
         drafter = PromptLookupDrafter(Fixed(3), min_ngram=2, history=True)
         drafter.prefill(torch.tensor([1]))
-        drafter.propose(Context(tokens=torch.tensor([1, 0, 2, 2, 1, 0, 2, 1]), coins=coins,
-                                sampling=sampling))
-        out = generate(PROMPT, target, watch(drafter, seen), Tokenwise(), sampling=sampling,
-                       coins=coins, max_new_tokens=length)
+        drafter.propose(
+            Context(tokens=torch.tensor([1, 0, 2, 2, 1, 0, 2, 1]), coins=coins, sampling=sampling)
+        )
+        out = generate(
+            PROMPT,
+            target,
+            watch(drafter, seen),
+            Tokenwise(),
+            sampling=sampling,
+            coins=coins,
+            max_new_tokens=length,
+        )
         seen.update({"history"} if out.stats.counters.get("lookup_history_hits") else ())
         return tuple(out.tokens)
 
@@ -235,7 +258,17 @@ def test_the_harness_catches_a_lookup_drafter_with_a_made_up_q():
     sampling, length = Sampling(temperature=1.0), 4
     target = TableLM(VOCAB, 3, scale=2.5)
     drafter = FrequencyQLookup(Fixed(2))
-    got = enumerate_outcomes(lambda coins: tuple(generate(
-        PROMPT, target, drafter, Tokenwise(), sampling=sampling, coins=coins,
-        max_new_tokens=length).tokens))
+    got = enumerate_outcomes(
+        lambda coins: tuple(
+            generate(
+                PROMPT,
+                target,
+                drafter,
+                Tokenwise(),
+                sampling=sampling,
+                coins=coins,
+                max_new_tokens=length,
+            ).tokens
+        )
+    )
     assert total_variation(got, ar_joint(target, PROMPT, length, sampling)) > 1e-3

@@ -30,10 +30,18 @@ def test_greedy_lookup_emits_ar_tokens_on_the_tiny_fp64_pair(tiny64, branches):
     verifier = RecursiveRejection() if branches > 1 else Tokenwise()
     for text in TEXTS:
         ids = tiny64.tokenizer.encode(text)
-        runs = [generate(ids, CachedLM(tiny64.target), drafter, verifier, sampling=sampling,
-                         coins=TorchCoins(0), max_new_tokens=24)
-                for drafter in (EmptyDrafter(), PromptLookupDrafter(Fixed(6),
-                                                                    branches=branches))]
+        runs = [
+            generate(
+                ids,
+                CachedLM(tiny64.target),
+                drafter,
+                verifier,
+                sampling=sampling,
+                coins=TorchCoins(0),
+                max_new_tokens=24,
+            )
+            for drafter in (EmptyDrafter(), PromptLookupDrafter(Fixed(6), branches=branches))
+        ]
         assert runs[1].tokens == runs[0].tokens, text
         c = runs[1].stats.counters
         assert c["lookup_hits"] > 0 and c["lookup_tokens"] >= c["lookup_hits"]
@@ -43,8 +51,17 @@ def test_greedy_lookup_emits_ar_tokens_on_the_tiny_fp64_pair(tiny64, branches):
 
 @pytest.mark.parametrize("method", ["pld", "pld_tree"])
 def test_the_presets_run_through_the_eval_runner(compose, tmp_path, method):
-    cfg = compose("eval", [f"method={method}", "cost_model=false", "limit=2",
-                           "max_new_tokens=8", "warmup=0", "progress=false"])
+    cfg = compose(
+        "eval",
+        [
+            f"method={method}",
+            "cost_model=false",
+            "limit=2",
+            "max_new_tokens=8",
+            "warmup=0",
+            "progress=false",
+        ],
+    )
     assert cfg.drafter.policy.gamma >= 1 and cfg.drafter.branches == (3 if method != "pld" else 1)
     summary = run(cfg)
     lines = (tmp_path / "records" / "tiny.jsonl").read_text().splitlines()

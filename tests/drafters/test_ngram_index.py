@@ -58,8 +58,11 @@ def test_picks_agree_with_a_brute_force_search_for_long_ngrams_and_repeats():
             index.extend(seq[done : done + step])
             done = min(len(seq), done + step)
             have = seq[:done]
-            for suffix in (have[-hi:], have[-rng.randint(1, hi):],
-                           [rng.randrange(vocab) for _ in range(hi)]):
+            for suffix in (
+                have[-hi:],
+                have[-rng.randint(1, hi) :],
+                [rng.randrange(vocab) for _ in range(hi)],
+            ):
                 assert picks(index, suffix) == brute_force(have, suffix, lo, hi), (case, done)
 
 

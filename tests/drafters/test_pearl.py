@@ -29,7 +29,6 @@ PROMPT, VOCAB, TARGET_SEED = [0, 1], 2, 7
 TABLE = CostTable(times={"target": {1: 0.011, 4: 0.014}, "draft": {1: 0.002}})
 
 
-
 def watch(drafter: PearlDrafter, seen: set[str]) -> PearlDrafter:
     """Record which branches of PEARL's schedule the drafter takes (PRE / POST steps, kept and
     rolled-back blocks, rejections inside PRE and POST drafts)."""
@@ -47,8 +46,11 @@ def watch(drafter: PearlDrafter, seen: set[str]) -> PearlDrafter:
         seen.add(mode[0])
         if verdict.num_accepted < draft.num_drafted:
             seen.add(f"{mode[0]}_reject")
-        seen.update(name for k, name in (("hits", "hit"), ("misses", "miss"))
-                    if after.get(k, 0) > before.get(k, 0))
+        seen.update(
+            name
+            for k, name in (("hits", "hit"), ("misses", "miss"))
+            if after.get(k, 0) > before.get(k, 0)
+        )
 
     drafter.propose, drafter.observe = watched_propose, watched_observe
     return drafter
@@ -66,12 +68,27 @@ def test_pearl_is_exact_at_positive_temperature(pre_draft, temperature, gamma, s
     want = truncate_at_stop(ar_joint(target, PROMPT, length, sampling), set(stop_ids))
     seen: set[str] = set()
     for draft_seed in (TARGET_SEED, TARGET_SEED + 1):
-        drafter = watch(PearlDrafter(TableLM(VOCAB, draft_seed, role="draft"), Fixed(gamma),
-                                     pre_draft=pre_draft, mode="inline"), seen)
+        drafter = watch(
+            PearlDrafter(
+                TableLM(VOCAB, draft_seed, role="draft"),
+                Fixed(gamma),
+                pre_draft=pre_draft,
+                mode="inline",
+            ),
+            seen,
+        )
 
         def run(coins, drafter=drafter):
-            out = generate(PROMPT, target, drafter, Tokenwise(), sampling=sampling, coins=coins,
-                           max_new_tokens=length, stop_ids=stop_ids)
+            out = generate(
+                PROMPT,
+                target,
+                drafter,
+                Tokenwise(),
+                sampling=sampling,
+                coins=coins,
+                max_new_tokens=length,
+                stop_ids=stop_ids,
+            )
             return tuple(out.tokens)
 
         got = enumerate_outcomes(run)
@@ -85,11 +102,14 @@ def test_pearl_is_exact_greedy_on_tables():
     sampling, length = Sampling(temperature=0.0), 6
     for seed in range(12):
         target = TableLM(VOCAB, seed)
-        drafter = PearlDrafter(TableLM(VOCAB, seed + 100, role="draft"), Fixed(3),
-                               mode="inline")
-        got = enumerate_outcomes(lambda coins, d=drafter, t=target: tuple(generate(
-            PROMPT, t, d, Tokenwise(), sampling=sampling, coins=coins,
-            max_new_tokens=length).tokens))
+        drafter = PearlDrafter(TableLM(VOCAB, seed + 100, role="draft"), Fixed(3), mode="inline")
+        got = enumerate_outcomes(
+            lambda coins, d=drafter, t=target: tuple(
+                generate(
+                    PROMPT, t, d, Tokenwise(), sampling=sampling, coins=coins, max_new_tokens=length
+                ).tokens
+            )
+        )
         assert got == pytest.approx(ar_joint(target, PROMPT, length, sampling), abs=1e-12)
 
 
@@ -98,8 +118,15 @@ def _pearl(model, draft_model, gamma: int, sampling: Sampling, mode: str = "thre
 
 
 def _generate(pair, drafter, sampling, seed, text="Hello there", n=40):
-    return generate(pair.tokenizer.encode(text), CachedLM(pair.target), drafter, Tokenwise(),
-                    sampling=sampling, coins=TorchCoins(seed), max_new_tokens=n)
+    return generate(
+        pair.tokenizer.encode(text),
+        CachedLM(pair.target),
+        drafter,
+        Tokenwise(),
+        sampling=sampling,
+        coins=TorchCoins(seed),
+        max_new_tokens=n,
+    )
 
 
 @pytest.mark.parametrize("self_draft", [False, True], ids=["tiny-draft", "target-as-draft"])
@@ -136,8 +163,10 @@ def _slow(drafter: PearlDrafter, rng: random.Random) -> PearlDrafter:
 def test_same_seed_same_output_whatever_the_worker_timing(tiny64, self_draft):
     sampling = Sampling(temperature=1.0)
     draft = tiny64.target if self_draft else tiny64.draft
-    runs = [_generate(tiny64, _pearl(tiny64.target, draft, 3, sampling, "inline"), sampling, 5),
-            _generate(tiny64, _pearl(tiny64.target, draft, 3, sampling), sampling, 5)]
+    runs = [
+        _generate(tiny64, _pearl(tiny64.target, draft, 3, sampling, "inline"), sampling, 5),
+        _generate(tiny64, _pearl(tiny64.target, draft, 3, sampling), sampling, 5),
+    ]
     for timing_seed in (1, 2):
         slow = _slow(_pearl(tiny64.target, draft, 3, sampling), random.Random(timing_seed))
         runs.append(_generate(tiny64, slow, sampling, 5))
@@ -184,17 +213,25 @@ def test_a_failed_generation_leaves_the_drafter_reusable(tiny64):
 
     target.forward = failing
     with pytest.raises(RuntimeError, match="target fell over"):
-        generate(ids, target, drafter, Tokenwise(), sampling=sampling, coins=TorchCoins(3),
-                 max_new_tokens=20)
+        generate(
+            ids,
+            target,
+            drafter,
+            Tokenwise(),
+            sampling=sampling,
+            coins=TorchCoins(3),
+            max_new_tokens=20,
+        )
     assert drafter.ahead.busy  # the job of step 2 was never taken ...
     target.forward = real
-    again = generate(ids, target, drafter, Tokenwise(), sampling=sampling,
-                     coins=TorchCoins(3), max_new_tokens=20)  # ... reset drops it
-    fresh = _generate(tiny64, _pearl(tiny64.target, tiny64.draft, 3, sampling), sampling, 3,
-                      n=20)
+    again = generate(
+        ids, target, drafter, Tokenwise(), sampling=sampling, coins=TorchCoins(3), max_new_tokens=20
+    )  # ... reset drops it
+    fresh = _generate(tiny64, _pearl(tiny64.target, tiny64.draft, 3, sampling), sampling, 3, n=20)
     assert again.tokens == fresh.tokens and not drafter.ahead.busy
-    assert torch.equal(torch.tensor(again.stats.accepted_per_step),
-                       torch.tensor(fresh.stats.accepted_per_step))
+    assert torch.equal(
+        torch.tensor(again.stats.accepted_per_step), torch.tensor(fresh.stats.accepted_per_step)
+    )
 
 
 def test_pre_draft_is_checked_and_drafts_on_the_main_lane(tiny64):

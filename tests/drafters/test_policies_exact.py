@@ -42,7 +42,6 @@ def make_policy(name: str, tmp_path, seed: int):
     return SpecDecPP(random_head_dir(tmp_path, VOCAB, seed), threshold=0.4, min_len=1, max_len=3)
 
 
-
 @pytest.mark.parametrize("stop_ids", [(), (1,)], ids=["no-stop", "stop-id"])
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
 @pytest.mark.parametrize("policy_name", ["heuristic", "adaedl", "specdecpp"])
@@ -60,8 +59,16 @@ def test_adaptive_policies_keep_sps_lossless(policy_name, temperature, stop_ids,
         drafter = ModelDrafter(TableLM(VOCAB, seed + 1000, role="draft"), policy)
 
         def run(coins, target=target, drafter=drafter):
-            out = generate(PROMPT, target, drafter, Tokenwise(), sampling=sampling, coins=coins,
-                           max_new_tokens=length, stop_ids=stop_ids)
+            out = generate(
+                PROMPT,
+                target,
+                drafter,
+                Tokenwise(),
+                sampling=sampling,
+                coins=coins,
+                max_new_tokens=length,
+                stop_ids=stop_ids,
+            )
             lengths.update(out.stats.drafted_per_step)
             return tuple(out.tokens)
 

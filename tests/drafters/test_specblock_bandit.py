@@ -56,9 +56,17 @@ def test_arm_shapes_override_the_full_tree_and_refuse_unknown_settings():
 def _table_bandit(tmp_path, vocab: int, **kwargs) -> SpecBlockBanditDrafter:
     """The bandit drafter with a seeded random network shaped for a TableLM (hidden = V)."""
     path = save_table_specblock(tmp_path / "sb", vocab)
-    return SpecBlockBanditDrafter(Fixed(4), path,
-                                  widths=(1, 2, 2, 0), root_width=2, total_tokens=9,
-                                  max_blocks=2, beam=2, placement=F64, **kwargs)
+    return SpecBlockBanditDrafter(
+        Fixed(4),
+        path,
+        widths=(1, 2, 2, 0),
+        root_width=2,
+        total_tokens=9,
+        max_blocks=2,
+        beam=2,
+        placement=F64,
+        **kwargs,
+    )
 
 
 @pytest.mark.parametrize("verifier", [RecursiveRejection(), Hierarchical()])
@@ -69,14 +77,16 @@ def test_bandit_is_exact_at_t_above_0_through_the_engine(tmp_path, verifier, tem
     # explore 0.5: each step's arm is a coin (uniform over the arms) or the UCB arm, both
     # enumerated; a fresh bandit per path (persist: false) and a deterministic clock make every
     # path a deterministic function of its coins, as the harness needs.
-    drafter = _table_bandit(tmp_path, vocab, explore=0.5, persist=False, costs=LINEAR,
-                            context_edges=[1])
+    drafter = _table_bandit(
+        tmp_path, vocab, explore=0.5, persist=False, costs=LINEAR, context_edges=[1]
+    )
     pulls = {name: 0 for name in drafter.arm_names}
     seen = {"accepted": 0}
 
     def run(coins):
-        out = generate(prompt, target, drafter, verifier, sampling=sampling, coins=coins,
-                       max_new_tokens=length)
+        out = generate(
+            prompt, target, drafter, verifier, sampling=sampling, coins=coins, max_new_tokens=length
+        )
         for name in pulls:
             pulls[name] += drafter.counters()[f"bandit_{name}_pulls"]
         seen["accepted"] += out.stats.accepted
@@ -91,14 +101,31 @@ def test_bandit_is_exact_at_t_above_0_through_the_engine(tmp_path, verifier, tem
 @pytest.fixture(scope="module")
 def tiny_run(tiny64):
     greedy, prompt = Sampling(temperature=0.0), tiny64.tokenizer.encode("The quick brown fox")
-    drafter = SpecBlockBanditDrafter(Fixed(8), TINY_ASSET, explore=0.3,
-                                     context_edges=[1], costs=LINEAR, placement=F64)
+    drafter = SpecBlockBanditDrafter(
+        Fixed(8), TINY_ASSET, explore=0.3, context_edges=[1], costs=LINEAR, placement=F64
+    )
     gens = []
     for i, n in enumerate((40, 30)):  # two prompts: the statistics persist, the counters restart
-        gens.append(generate(prompt, CachedLM(tiny64.target), drafter, RecursiveRejection(),
-                             sampling=greedy, coins=TorchCoins(5 + i), max_new_tokens=n))
-    ar = generate(prompt, CachedLM(tiny64.target), EmptyDrafter(), RecursiveRejection(),
-                  sampling=greedy, coins=TorchCoins(0), max_new_tokens=40)
+        gens.append(
+            generate(
+                prompt,
+                CachedLM(tiny64.target),
+                drafter,
+                RecursiveRejection(),
+                sampling=greedy,
+                coins=TorchCoins(5 + i),
+                max_new_tokens=n,
+            )
+        )
+    ar = generate(
+        prompt,
+        CachedLM(tiny64.target),
+        EmptyDrafter(),
+        RecursiveRejection(),
+        sampling=greedy,
+        coins=TorchCoins(0),
+        max_new_tokens=40,
+    )
     return drafter, gens, ar
 
 
@@ -116,7 +143,8 @@ def test_arm_counters_add_up_to_the_steps_and_tokens(tiny_run):
         steps = len(gen.stats.accepted_per_step)
         assert sum(c[f"bandit_{n}_pulls"] for n in names) + c["bandit_forced_steps"] == steps
         assert sum(c[f"bandit_{n}_tokens"] for n in names) + c["bandit_forced_steps"] == len(
-            gen.tokens)
+            gen.tokens
+        )
         assert c["bandit_skip_tokens"] == c["bandit_skip_pulls"]  # a skip step emits one token
     # the statistics persist across prompts (reset keeps them); persist: false forgets them
     learned = [list(w) for w in drafter.rule.weight]
@@ -141,10 +169,16 @@ def test_a_run_with_measured_costs_says_it_is_not_a_function_of_the_seed(tiny_ru
     _, gens, _ = tiny_run  # costs given: every arm follows the seed alone
     assert all(g.stats.counters["bandit_timed_steps"] == 0 for g in gens)
     greedy, prompt = Sampling(temperature=0.0), tiny64.tokenizer.encode("The quick brown fox")
-    drafter = SpecBlockBanditDrafter(Fixed(8), TINY_ASSET, costs=None,
-                                     placement=F64)
-    gen = generate(prompt, CachedLM(tiny64.target), drafter, RecursiveRejection(),
-                   sampling=greedy, coins=TorchCoins(5), max_new_tokens=12)
+    drafter = SpecBlockBanditDrafter(Fixed(8), TINY_ASSET, costs=None, placement=F64)
+    gen = generate(
+        prompt,
+        CachedLM(tiny64.target),
+        drafter,
+        RecursiveRejection(),
+        sampling=greedy,
+        coins=TorchCoins(5),
+        max_new_tokens=12,
+    )
     c = gen.stats.counters
     pulled = sum(c[f"bandit_{n}_pulls"] for n in drafter.arm_names)
     assert pulled > 0 and c["bandit_timed_steps"] == pulled
@@ -152,12 +186,18 @@ def test_a_run_with_measured_costs_says_it_is_not_a_function_of_the_seed(tiny_ru
 
 def test_skip_steps_run_no_draft_forward_and_the_next_catch_up_takes_them_all(tiny64):
     greedy, prompt = Sampling(temperature=0.0), tiny64.tokenizer.encode("hello there")
-    drafter = SpecBlockBanditDrafter(Fixed(8), TINY_ASSET, costs=LINEAR,
-                                     placement=F64)
+    drafter = SpecBlockBanditDrafter(Fixed(8), TINY_ASSET, costs=LINEAR, placement=F64)
     script = iter([0, 0, 0, 2, 0, 1] + [2] * 20)  # skip, skip, skip, full, skip, head, full...
     drafter.rule.choose = lambda context=0, coins=None: next(script)
-    gen = generate(prompt, CachedLM(tiny64.target), drafter, RecursiveRejection(),
-                   sampling=greedy, coins=TorchCoins(0), max_new_tokens=12)
+    gen = generate(
+        prompt,
+        CachedLM(tiny64.target),
+        drafter,
+        RecursiveRejection(),
+        sampling=greedy,
+        coins=TorchCoins(0),
+        max_new_tokens=12,
+    )
     steps = {}
     for rec in gen.stats.forwards:
         steps.setdefault(rec.step, []).append(rec)
@@ -178,23 +218,46 @@ def test_skip_steps_run_no_draft_forward_and_the_next_catch_up_takes_them_all(ti
     want = 4 * verify1 + catch3 * 2 / 3 + catch5 * (1 + a3) / (2 + a3)
     assert abs(drafter.counters()["bandit_skip_us"] - 1e6 * want) <= 4
     assert drafter.counters()["bandit_skip_pulls"] == 4
-    ar = generate(prompt, CachedLM(tiny64.target), EmptyDrafter(), RecursiveRejection(),
-                  sampling=greedy, coins=TorchCoins(0), max_new_tokens=12)
+    ar = generate(
+        prompt,
+        CachedLM(tiny64.target),
+        EmptyDrafter(),
+        RecursiveRejection(),
+        sampling=greedy,
+        coins=TorchCoins(0),
+        max_new_tokens=12,
+    )
     assert gen.tokens == ar.tokens
 
 
 def test_a_zero_priced_step_names_the_fix(tmp_path):
     drafter = _table_bandit(tmp_path, 20, arms={"skip": None})  # measured: a TableLM takes 0 s
     with pytest.raises(ValueError, match="drafter.costs"):
-        generate([0, 1, 2], TableLM(20, 1), drafter, RecursiveRejection(),
-                 sampling=Sampling(temperature=1.0), coins=TorchCoins(0), max_new_tokens=3)
+        generate(
+            [0, 1, 2],
+            TableLM(20, 1),
+            drafter,
+            RecursiveRejection(),
+            sampling=Sampling(temperature=1.0),
+            coins=TorchCoins(0),
+            max_new_tokens=3,
+        )
 
 
 def test_eval_cli_records_the_arm_counters(tmp_path):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline"}
-    cmd = [sys.executable, "-m", "specdec.eval", "model=tiny", "benchmark=tiny",
-           "method=specblock_bandit", "max_new_tokens=16", "hydra.mode=RUN",
-           f"hydra.run.dir={tmp_path}", "logger=none"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "specdec.eval",
+        "model=tiny",
+        "benchmark=tiny",
+        "method=specblock_bandit",
+        "max_new_tokens=16",
+        "hydra.mode=RUN",
+        f"hydra.run.dir={tmp_path}",
+        "logger=none",
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads((tmp_path / "summary.json").read_text())
@@ -207,9 +270,22 @@ def test_eval_cli_records_the_arm_counters(tmp_path):
 
 def test_bench_script_prints_the_bandit_and_every_fixed_arm(tmp_path):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline", "PYTHONPATH": str(ROOT)}
-    cmd = [sys.executable, str(ROOT / "scripts" / "bench_bandit.py"), "--model", "tiny",
-           "--benchmark", "tiny", "--limit", "2", "--max-new", "8", "--override", "threads=1",
-           "--override", f"paths.output_dir={tmp_path}"]
+    cmd = [
+        sys.executable,
+        str(ROOT / "scripts" / "bench_bandit.py"),
+        "--model",
+        "tiny",
+        "--benchmark",
+        "tiny",
+        "--limit",
+        "2",
+        "--max-new",
+        "8",
+        "--override",
+        "threads=1",
+        "--override",
+        f"paths.output_dir={tmp_path}",
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = {line.split()[0]: line.split() for line in proc.stdout.splitlines() if line.strip()}

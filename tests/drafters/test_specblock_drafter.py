@@ -56,15 +56,17 @@ def test_widths_follow_the_rank_classes_and_give_up_truncates():
 
 def test_root_width_stop_tokens_depth_limit_and_chain_end():
     tree = Candidates()
-    leaves, gave_up = grow_block(tree, LOGP, [3, 2, 0], TMAP, widths=WIDTHS, root_width=2,
-                                 depth_limit=8)
+    leaves, gave_up = grow_block(
+        tree, LOGP, [3, 2, 0], TMAP, widths=WIDTHS, root_width=2, depth_limit=8
+    )
     # slot 0 takes root_width 2 despite its give-up class; slot 1 (class 2) three tokens
     assert tree.token == [10, 11, 11, 12, 13, 10] and not gave_up
     assert tree.parent == [-1, -1, 0, 0, 0, 2]
     assert [(leaf.node, leaf.slot) for leaf in leaves] == [(1, 0), (3, 1), (4, 1), (5, 2)]
     stopped = Candidates()
-    leaves, _ = grow_block(stopped, LOGP, [0, 0, 0], TMAP, widths=WIDTHS, depth_limit=8,
-                           stop_ids=frozenset({11}))
+    leaves, _ = grow_block(
+        stopped, LOGP, [0, 0, 0], TMAP, widths=WIDTHS, depth_limit=8, stop_ids=frozenset({11})
+    )
     assert stopped.token == [10, 11] and leaves == []  # nothing below a stop token
     short = Candidates()
     grow_block(short, LOGP, [0, 0, 0], TMAP, widths=WIDTHS, depth_limit=2)
@@ -78,8 +80,9 @@ def test_keep_best_keeps_ancestors_and_orders_by_depth():
     assert tree.add(tree.token[1], 0, -9.0) is None  # a duplicate child is refused
     for total in range(1, len(tree.token) + 1):
         kept = tree.best(total)
-        assert len(kept) == total and all(tree.parent[i] in kept or tree.parent[i] < 0
-                                          for i in kept)
+        assert len(kept) == total and all(
+            tree.parent[i] in kept or tree.parent[i] < 0 for i in kept
+        )
         assert [tree.depth[i] for i in kept] == sorted(tree.depth[i] for i in kept)
         best = sorted(tree.score, reverse=True)[total - 1]
         assert min(tree.score[i] for i in kept) == pytest.approx(best)
@@ -88,9 +91,16 @@ def test_keep_best_keeps_ancestors_and_orders_by_depth():
 def _table_drafter(tmp_path, vocab: int, *, max_blocks: int) -> SpecBlockDrafter:
     """The real drafter with a seeded random network shaped for a TableLM (hidden = V)."""
     path = save_table_specblock(tmp_path / "sb", vocab)
-    return SpecBlockDrafter(Fixed(4), path,
-                            widths=(1, 2, 2, 0), root_width=2, total_tokens=9,
-                            max_blocks=max_blocks, beam=2, placement=F64)
+    return SpecBlockDrafter(
+        Fixed(4),
+        path,
+        widths=(1, 2, 2, 0),
+        root_width=2,
+        total_tokens=9,
+        max_blocks=max_blocks,
+        beam=2,
+        placement=F64,
+    )
 
 
 @pytest.mark.parametrize("verifier", [RecursiveRejection(), Hierarchical()])
@@ -102,8 +112,9 @@ def test_drafter_is_lossless_at_t1_through_the_engine(tmp_path, verifier, max_bl
     seen = {"branched": 0, "accepted": 0}
 
     def run(coins):
-        out = generate(prompt, target, drafter, verifier, sampling=sampling, coins=coins,
-                       max_new_tokens=length)
+        out = generate(
+            prompt, target, drafter, verifier, sampling=sampling, coins=coins, max_new_tokens=length
+        )
         seen["accepted"] += out.stats.accepted
         seen["branched"] += drafter.counters()["block2_forwards"]
         return tuple(out.tokens)
@@ -116,30 +127,46 @@ def test_drafter_is_lossless_at_t1_through_the_engine(tmp_path, verifier, max_bl
 
 def test_drafter_refuses_another_target_before_generating(tiny64, tmp_path):
     vocab = tiny64.target.config.vocab_size
-    net = new_specblock(tiny64.target, torch.arange(vocab), (0, 1, 2), slots=3, layers=1,
-                        rank_hidden=8)
+    net = new_specblock(
+        tiny64.target, torch.arange(vocab), (0, 1, 2), slots=3, layers=1, rank_hidden=8
+    )
     save_specblock(net, tmp_path / "sb")
     greedy = Sampling(temperature=0.0)
     # the command writes the drafter's own folder (without export.*: <run>/export/)
-    fix = (".*retrain it with `python -m specdec.train \\+experiment=specblock_<model> "
-           f"export\\.folder={tmp_path / 'sb'} export\\.force=true`")
-    cases = [(tiny_lm(vocab, hidden=16, layers=2, heads=2, seed=0, dtype=torch.float64),
-              "SpecBlock drafter .* hidden size 32, but this target has 16" + fix),
-             (tiny_lm(vocab + 5, hidden=32, layers=2, heads=2, seed=0, dtype=torch.float64),
-              # the engine's own check comes first: the drafts' token ids are the target's
-              f"target vocabulary size {vocab + 5} != draft vocabulary size {vocab}"),
-             (tiny_lm(vocab, hidden=32, layers=1, heads=2, seed=0, dtype=torch.float64),
-              r"SpecBlock drafter .* reads target layers \[2\], but this target has 1 layers"
-              + fix)]
+    fix = (
+        ".*retrain it with `python -m specdec.train \\+experiment=specblock_<model> "
+        f"export\\.folder={tmp_path / 'sb'} export\\.force=true`"
+    )
+    cases = [
+        (
+            tiny_lm(vocab, hidden=16, layers=2, heads=2, seed=0, dtype=torch.float64),
+            "SpecBlock drafter .* hidden size 32, but this target has 16" + fix,
+        ),
+        (
+            tiny_lm(vocab + 5, hidden=32, layers=2, heads=2, seed=0, dtype=torch.float64),
+            # the engine's own check comes first: the drafts' token ids are the target's
+            f"target vocabulary size {vocab + 5} != draft vocabulary size {vocab}",
+        ),
+        (
+            tiny_lm(vocab, hidden=32, layers=1, heads=2, seed=0, dtype=torch.float64),
+            r"SpecBlock drafter .* reads target layers \[2\], but this target has 1 layers" + fix,
+        ),
+    ]
     for other, message in cases:
         drafter = SpecBlockDrafter(Fixed(3), str(tmp_path / "sb"))
         with pytest.raises(ValueError, match=message):
-            generate([5, 6, 7], CachedLM(other), drafter, RecursiveRejection(),
-                     sampling=greedy, coins=None, max_new_tokens=4)
+            generate(
+                [5, 6, 7],
+                CachedLM(other),
+                drafter,
+                RecursiveRejection(),
+                sampling=greedy,
+                coins=None,
+                max_new_tokens=4,
+            )
         assert not drafter.lm.forward_log  # refused before any draft forward
     with pytest.raises(FileNotFoundError, match=r"\+experiment=specblock_tiny"):
-        SpecBlockDrafter(Fixed(3), str(tmp_path / "none"),
-                         experiment="specblock_tiny")
+        SpecBlockDrafter(Fixed(3), str(tmp_path / "none"), experiment="specblock_tiny")
     with pytest.raises(ValueError, match="4 widths"):
         SpecBlockDrafter(Fixed(3), str(tmp_path / "sb"), widths=(1, 2))
 
@@ -148,13 +175,15 @@ def test_cost_model_calibrates_the_block_cache(tiny64, tmp_path):
     from specdec.bench.run.calibration import calibrate
 
     vocab = tiny64.target.config.vocab_size
-    save_specblock(new_specblock(tiny64.target, torch.arange(vocab), (0, 1, 2), rank_hidden=8),
-                   tmp_path / "sb")
-    drafter = SpecBlockDrafter(Fixed(3), str(tmp_path / "sb"),
-                               placement=F64)
+    save_specblock(
+        new_specblock(tiny64.target, torch.arange(vocab), (0, 1, 2), rank_hidden=8), tmp_path / "sb"
+    )
+    drafter = SpecBlockDrafter(Fixed(3), str(tmp_path / "sb"), placement=F64)
     drafter.attach(TargetView(CachedLM(tiny64.target)))
-    table = calibrate(CachedLM(tiny64.target), drafter.lm, max_new=2, repeats=2, ref_context=8,
-                      far_context=16)
+    table = calibrate(
+        CachedLM(tiny64.target), drafter.lm, max_new=2, repeats=2, ref_context=8, far_context=16
+    )
     assert set(table.times) == {"target", "draft"} and all(
-        t > 0 for t in table.times["draft"].values())
+        t > 0 for t in table.times["draft"].values()
+    )
     assert drafter.lm.positions == 0 and not drafter.lm.forward_log  # left clean

@@ -28,26 +28,35 @@ from specdec.trees import children, depths
 from specdec.verifiers import RecursiveRejection
 
 ASSET = str(ROOT / "specdec" / "assets" / "hrad" / "tiny")
-PRESETS = {"specbranch": {"hrad": ASSET}, "specbranch_no_branch": {"hrad": ASSET, "k_max": 1},
-           "specbranch_no_hrad": {"hrad": None}}
+PRESETS = {
+    "specbranch": {"hrad": ASSET},
+    "specbranch_no_branch": {"hrad": ASSET, "k_max": 1},
+    "specbranch_no_hrad": {"hrad": None},
+}
 
 
 def _drafter(draft_model, sampling, mode="thread", gamma=4, **kw) -> SpecBranchDrafter:
-    return SpecBranchDrafter(CachedLM(draft_model, role="draft"), Fixed(gamma),
-                             mode=mode, **kw)
+    return SpecBranchDrafter(CachedLM(draft_model, role="draft"), Fixed(gamma), mode=mode, **kw)
 
 
 def _generate(pair, drafter, sampling, seed, text="Hello there", n=40):
-    return generate(pair.tokenizer.encode(text), CachedLM(pair.target), drafter,
-                    RecursiveRejection(), sampling=sampling, coins=TorchCoins(seed),
-                    max_new_tokens=n)
+    return generate(
+        pair.tokenizer.encode(text),
+        CachedLM(pair.target),
+        drafter,
+        RecursiveRejection(),
+        sampling=sampling,
+        coins=TorchCoins(seed),
+        max_new_tokens=n,
+    )
 
 
 @pytest.mark.parametrize("preset", list(PRESETS))
 @pytest.mark.parametrize("branching", ["topk", "sample"])
 @pytest.mark.parametrize("self_draft", [False, True], ids=["tiny-draft", "target-as-draft"])
-def test_greedy_specbranch_emits_ar_tokens_on_the_tiny_fp64_pair(tiny64, preset, branching,
-                                                                 self_draft):
+def test_greedy_specbranch_emits_ar_tokens_on_the_tiny_fp64_pair(
+    tiny64, preset, branching, self_draft
+):
     sampling = Sampling(temperature=0.0)
     draft = tiny64.target if self_draft else tiny64.draft
     for text in ("Hello there", "The quick brown fox"):
@@ -100,23 +109,35 @@ class StubHead:
 
     def __init__(self, cls: int) -> None:
         self.cls = cls
-        self.meta = {"layers": 3, "target_hidden_size": 32, "target_num_layers": 2,
-                     "target_vocab_size": 259}
+        self.meta = {
+            "layers": 3,
+            "target_hidden_size": 32,
+            "target_num_layers": 2,
+            "target_vocab_size": 259,
+        }
 
     def predict(self, z: torch.Tensor) -> torch.Tensor:
         return torch.nn.functional.one_hot(torch.tensor(self.cls), 3).double()
 
 
-@pytest.mark.parametrize("threshold,lengths", [(1.0, {0: 1, 1: 1, 2: 4}),
-                                               (0.0, {0: 1, 1: 4, 2: 4})])
+@pytest.mark.parametrize(
+    "threshold,lengths", [(1.0, {0: 1, 1: 1, 2: 4}), (0.0, {0: 1, 1: 4, 2: 4})]
+)
 def test_the_hrad_class_sets_the_draft_length(tiny64, threshold, lengths):
     # threshold 1: every token is uncertain (the soft stop ends the draft at its first token);
     # threshold 0: none is (the soft stop never fires). Class 0: one token; class 2: gamma_max.
     sampling = Sampling(temperature=1.0)
     ids = torch.tensor(tiny64.tokenizer.encode("Hello there"))
     for cls, want in lengths.items():
-        drafter = _drafter(tiny64.draft, sampling, "inline", gamma=4, threshold=threshold,
-                           k_max=3, branching="topk")
+        drafter = _drafter(
+            tiny64.draft,
+            sampling,
+            "inline",
+            gamma=4,
+            threshold=threshold,
+            k_max=3,
+            branching="topk",
+        )
         drafter.head = StubHead(cls)
         drafter.attach(TargetView(CachedLM(tiny64.target)))
         drafter.prefill(ids)
@@ -140,8 +161,14 @@ def test_the_hrad_class_sets_the_draft_length(tiny64, threshold, lengths):
 
 def test_an_hrad_head_for_another_target_is_refused(tiny64, tmp_path):
     head = HradHead(4 * 16, (8,))
-    save_hrad(head, tmp_path / "head", target_hidden_size=16, target_num_layers=2,
-              target_vocab_size=259, layers=3)
+    save_hrad(
+        head,
+        tmp_path / "head",
+        target_hidden_size=16,
+        target_num_layers=2,
+        target_vocab_size=259,
+        layers=3,
+    )
     drafter = _drafter(tiny64.draft, Sampling(), "inline", hrad=str(tmp_path / "head"))
     assert drafter.target_layers == (-3, -2, -1)
     with pytest.raises(ValueError, match=r"hidden_size 32 \(the head's target has 16\)"):

@@ -28,8 +28,13 @@ class StubHrad:
     """An H-RAD head whose class is a fixed function of the features (so every class occurs)."""
 
     def __init__(self, vocab: int) -> None:
-        self.meta = {"layers": 1, "experiment": "stub", "target_hidden_size": vocab,
-                     "target_num_layers": 1, "target_vocab_size": vocab}
+        self.meta = {
+            "layers": 1,
+            "experiment": "stub",
+            "target_hidden_size": vocab,
+            "target_num_layers": 1,
+            "target_vocab_size": vocab,
+        }
 
     def predict(self, z: torch.Tensor) -> torch.Tensor:
         cls = int(abs(float(z.sum())) * 7) % 3
@@ -45,8 +50,7 @@ def watch(drafter: SpecBranchDrafter, seen: set[str]) -> SpecBranchDrafter:
         before = drafter.counters()
         draft = propose(ctx)
         after = drafter.counters()
-        seen.update(k for k in ("hrad_0", "hrad_1", "hrad_2")
-                    if after.get(k, 0) > before.get(k, 0))
+        seen.update(k for k in ("hrad_0", "hrad_1", "hrad_2") if after.get(k, 0) > before.get(k, 0))
         widths = {len(k) for k in children(draft.parent.tolist()) if len(k) > 1}
         seen.update(f"fork{k}" for k in widths)
         return draft
@@ -61,11 +65,19 @@ def watch(drafter: SpecBranchDrafter, seen: set[str]) -> SpecBranchDrafter:
     return drafter
 
 
-def enumerate_specbranch(drafter: SpecBranchDrafter, target: TableLM, sampling: Sampling,
-                         length: int):
+def enumerate_specbranch(
+    drafter: SpecBranchDrafter, target: TableLM, sampling: Sampling, length: int
+):
     def run(coins):
-        out = generate(PROMPT, target, drafter, RecursiveRejection(), sampling=sampling,
-                       coins=coins, max_new_tokens=length)
+        out = generate(
+            PROMPT,
+            target,
+            drafter,
+            RecursiveRejection(),
+            sampling=sampling,
+            coins=coins,
+            max_new_tokens=length,
+        )
         return tuple(out.tokens)
 
     got = enumerate_outcomes(run)
@@ -77,23 +89,35 @@ FULL = {"pre", "post", "hits", "misses", "fork2"}  # every part of the schedule
 
 
 @pytest.mark.parametrize("hrad", [False, True], ids=["soft-stop", "hrad-stub"])
-@pytest.mark.parametrize("branching,temperature,vocab,length,k_max,need", [
-    ("sample", 1.0, 2, 4, 4, FULL | {"fork3"}),
-    # three tokens and k_max = 8: branches are tried against residuals that are not point masses,
-    # so the siblings' law matters (drawing them from the T = 1 softmax instead of q gives
-    # TV 0.03 here; with two tokens or k_max = 4 such a bug passes); 3 tokens out keep it fast
-    ("sample", 0.6, 3, 3, 8, {"pre", "fork2", "fork3"}),
-    ("topk", 0.8, 3, 4, 4, FULL)])
-def test_specbranch_is_exact_at_positive_temperature(branching, temperature, vocab, length, k_max,
-                                                      need, hrad):
+@pytest.mark.parametrize(
+    "branching,temperature,vocab,length,k_max,need",
+    [
+        ("sample", 1.0, 2, 4, 4, FULL | {"fork3"}),
+        # three tokens and k_max = 8: branches are tried against residuals that are not point
+        # masses, so the siblings' law matters (drawing them from the T = 1 softmax instead of q
+        # gives TV 0.03 here; with two tokens or k_max = 4 such a bug passes); 3 tokens out keep
+        # it fast
+        ("sample", 0.6, 3, 3, 8, {"pre", "fork2", "fork3"}),
+        ("topk", 0.8, 3, 4, 4, FULL),
+    ],
+)
+def test_specbranch_is_exact_at_positive_temperature(
+    branching, temperature, vocab, length, k_max, need, hrad
+):
     # Two drafts: the target's own table (q = p: worker rounds kept often) and another table.
     sampling = Sampling(temperature=temperature)
     target = TableLM(vocab, TARGET_SEED)
     want = ar_joint(target, PROMPT, length, sampling)
     seen: set[str] = set()
     for draft_seed in (TARGET_SEED, TARGET_SEED + 1):
-        drafter = SpecBranchDrafter(TableLM(vocab, draft_seed, role="draft"), Fixed(2),
-                                    threshold=0.95, k_max=k_max, branching=branching, mode="inline")
+        drafter = SpecBranchDrafter(
+            TableLM(vocab, draft_seed, role="draft"),
+            Fixed(2),
+            threshold=0.95,
+            k_max=k_max,
+            branching=branching,
+            mode="inline",
+        )
         if hrad:
             drafter.head, drafter.target_layers = StubHrad(vocab), (-1,)
         got = enumerate_specbranch(watch(drafter, seen), target, sampling, length)
@@ -121,8 +145,7 @@ def test_a_k_from_a_later_sibling_would_not_be_exact():
         tokens = [9, first] + ([second] if keep else [])
         rows = torch.stack([q] + [torch.zeros(3, dtype=torch.float64)] * (len(tokens) - 1))
         draft = Draft(torch.tensor(tokens), torch.tensor([-1] + [0] * (len(tokens) - 1)), rows)
-        ptab = torch.stack([p] + [torch.full((3,), 1 / 3, dtype=torch.float64)]
-                           * (len(tokens) - 1))
+        ptab = torch.stack([p] + [torch.full((3,), 1 / 3, dtype=torch.float64)] * (len(tokens) - 1))
         verdict = verifier.verify(draft, ptab, coins)
         return (tokens[verdict.path[0]],) if verdict.path else (verdict.token,)
 
@@ -143,12 +166,28 @@ def test_specbranch_is_exact_with_a_stop_id(branching):
         cut = next((i for i, t in enumerate(seq) if t in stops), None)
         key = seq if cut is None else seq[: cut + 1]  # what the engine emits
         want[key] = want.get(key, 0.0) + prob
-    drafter = SpecBranchDrafter(TableLM(3, TARGET_SEED, role="draft"), Fixed(2),
-                                threshold=0.95, k_max=4, branching=branching, mode="inline")
+    drafter = SpecBranchDrafter(
+        TableLM(3, TARGET_SEED, role="draft"),
+        Fixed(2),
+        threshold=0.95,
+        k_max=4,
+        branching=branching,
+        mode="inline",
+    )
 
     def run(coins):
-        return tuple(generate(PROMPT, target, drafter, RecursiveRejection(), sampling=sampling,
-                              coins=coins, max_new_tokens=length, stop_ids=tuple(stops)).tokens)
+        return tuple(
+            generate(
+                PROMPT,
+                target,
+                drafter,
+                RecursiveRejection(),
+                sampling=sampling,
+                coins=coins,
+                max_new_tokens=length,
+                stop_ids=tuple(stops),
+            ).tokens
+        )
 
     got = enumerate_outcomes(run)
     assert any(len(seq) < length for seq in got)  # some paths stopped early

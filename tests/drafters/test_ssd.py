@@ -37,8 +37,9 @@ def watch(drafter: SsdDrafter, seen: set[str]) -> SsdDrafter:
         before = drafter.counters()
         draft = propose(ctx)
         after = drafter.counters()
-        seen.update(name for name in ("jit_steps", "root_steps")
-                    if after.get(name, 0) > before.get(name, 0))
+        seen.update(
+            name for name in ("jit_steps", "root_steps") if after.get(name, 0) > before.get(name, 0)
+        )
         # the proposed q' against the plain draft q of the same prefix
         if draft.num_drafted and not torch.allclose(_plain_q(drafter, ctx, draft), draft.q[:-1]):
             seen.add("reshaped")
@@ -75,13 +76,30 @@ def test_ssd_is_exact_at_positive_temperature(case):
     want = truncate_at_stop(ar_joint(target, PROMPT, length, sampling), set(stop_ids))
     seen: set[str] = set()
     for draft_seed in (TARGET_SEED, TARGET_SEED + 1):
-        drafter = watch(SsdDrafter(TableLM(VOCAB, draft_seed, role="draft"), Fixed(gamma),
-                                   budget=budget, saguaro_c=c, backup=backup,
-                                   mode="inline", **kw), seen)
+        drafter = watch(
+            SsdDrafter(
+                TableLM(VOCAB, draft_seed, role="draft"),
+                Fixed(gamma),
+                budget=budget,
+                saguaro_c=c,
+                backup=backup,
+                mode="inline",
+                **kw,
+            ),
+            seen,
+        )
 
         def run_once(coins, drafter=drafter):
-            out = generate(PROMPT, target, drafter, Tokenwise(), sampling=sampling, coins=coins,
-                           max_new_tokens=length, stop_ids=stop_ids)
+            out = generate(
+                PROMPT,
+                target,
+                drafter,
+                Tokenwise(),
+                sampling=sampling,
+                coins=coins,
+                max_new_tokens=length,
+                stop_ids=stop_ids,
+            )
             return tuple(out.tokens)
 
         got = enumerate_outcomes(run_once)
@@ -97,8 +115,10 @@ def _plain_q(drafter: SsdDrafter, ctx, draft) -> torch.Tensor:
     """``[K, V]`` the draft table's plain warped q along ``draft`` (no SAGUARO)."""
     lm = TableLM(VOCAB, drafter.lm.seed)
     ids = ctx.tokens.tolist() + draft.tokens[1:].tolist()
-    return warp(torch.stack([lm.logits(tuple(ids[:i])) for i in range(len(ctx.tokens), len(ids))]),
-                ctx.sampling)
+    return warp(
+        torch.stack([lm.logits(tuple(ids[:i])) for i in range(len(ctx.tokens), len(ids))]),
+        ctx.sampling,
+    )
 
 
 def test_saguaro_for_sampling_only_is_caught():
@@ -107,8 +127,14 @@ def test_saguaro_for_sampling_only_is_caught():
     sampling, length = Sampling(temperature=1.0), 4
     target = TableLM(VOCAB, TARGET_SEED)
     want = ar_joint(target, PROMPT, length, sampling)
-    drafter = SsdDrafter(TableLM(VOCAB, TARGET_SEED + 1, role="draft"), Fixed(2),
-                         budget=1, saguaro_c=0.4, backup="jit", mode="inline")
+    drafter = SsdDrafter(
+        TableLM(VOCAB, TARGET_SEED + 1, role="draft"),
+        Fixed(2),
+        budget=1,
+        saguaro_c=0.4,
+        backup="jit",
+        mode="inline",
+    )
     propose = drafter.propose
 
     def mislabelled(ctx):
@@ -119,9 +145,19 @@ def test_saguaro_for_sampling_only_is_caught():
         return ssd_mod.Draft(draft.tokens, draft.parent, q)
 
     drafter.propose = mislabelled
-    got = enumerate_outcomes(lambda coins: tuple(generate(
-        PROMPT, target, drafter, Tokenwise(), sampling=sampling, coins=coins,
-        max_new_tokens=length).tokens))
+    got = enumerate_outcomes(
+        lambda coins: tuple(
+            generate(
+                PROMPT,
+                target,
+                drafter,
+                Tokenwise(),
+                sampling=sampling,
+                coins=coins,
+                max_new_tokens=length,
+            ).tokens
+        )
+    )
     assert total_variation(got, want) > 1e-3
 
 
@@ -132,8 +168,9 @@ def test_the_cache_holds_the_planned_outcomes_and_their_best_candidates(temperat
     sampling, vocab = Sampling(temperature=temperature), 6
     lm = TableLM(vocab, 3, role="draft")
     ids, s = [0, 1, 2], [4, 5]
-    plan = ssd_cache.Plan(ids=ids, draft=s, fanout=[2, 0, 3], lengths=[2, 1, 1],
-                          coins=TorchCoins(0))
+    plan = ssd_cache.Plan(
+        ids=ids, draft=s, fanout=[2, 0, 3], lengths=[2, 1, 1], coins=TorchCoins(0)
+    )
     cache = ssd_cache.speculate(lm, plan, sampling, 1, 0.5)
     want = set()
     for k, count in ((0, 2), (2, 3)):
@@ -146,8 +183,10 @@ def test_the_cache_holds_the_planned_outcomes_and_their_best_candidates(temperat
         q = warp(lm.logits(tuple(ids + s[:k] + [c]))[None], sampling)
         assert torch.allclose(chain.q[0], saguaro.reshape(q, 1, 0.5)[0])
     if temperature == 0:  # greedy: each chain is the draft's argmax continuation
-        assert all(int(ch.tokens[1]) == int(lm.logits(tuple(ids + s[:k] + [c])).argmax())
-                   for (k, c), ch in cache.items())
+        assert all(
+            int(ch.tokens[1]) == int(lm.logits(tuple(ids + s[:k] + [c])).argmax())
+            for (k, c), ch in cache.items()
+        )
     # one tree: reconcile, glue (s_1, s_2), then one forward per chain depth (2)
     assert [f.new_tokens for f in lm.forward_log][-3:] == [2, 5, 2]
 
@@ -156,9 +195,18 @@ def test_ssd_is_exact_greedy_on_tables():
     sampling, length = Sampling(temperature=0.0), 6
     for seed in range(8):
         target = TableLM(VOCAB, seed)
-        drafter = SsdDrafter(TableLM(VOCAB, seed + 100, role="draft"), Fixed(3),
-                             budget=2, saguaro_c=0.5, mode="inline")
-        got = enumerate_outcomes(lambda coins, d=drafter, t=target: tuple(generate(
-            PROMPT, t, d, Tokenwise(), sampling=sampling, coins=coins,
-            max_new_tokens=length).tokens))
+        drafter = SsdDrafter(
+            TableLM(VOCAB, seed + 100, role="draft"),
+            Fixed(3),
+            budget=2,
+            saguaro_c=0.5,
+            mode="inline",
+        )
+        got = enumerate_outcomes(
+            lambda coins, d=drafter, t=target: tuple(
+                generate(
+                    PROMPT, t, d, Tokenwise(), sampling=sampling, coins=coins, max_new_tokens=length
+                ).tokens
+            )
+        )
         assert got == pytest.approx(ar_joint(target, PROMPT, length, sampling), abs=1e-12)

@@ -48,8 +48,9 @@ def test_the_prior_gives_the_papers_geometric_shape(alpha, r):
     assert sum(f) == budget
     for k in range(1, K):
         assert f[k] / f[0] == pytest.approx(alpha ** (k / (1 + r)), rel=1e-3)
-    assert f[K] / f[0] == pytest.approx(alpha ** (K / (1 + r)) * (1 - alpha) ** (-1 / (1 + r)),
-                                        rel=1e-3)
+    assert f[K] / f[0] == pytest.approx(
+        alpha ** (K / (1 + r)) * (1 - alpha) ** (-1 / (1 + r)), rel=1e-3
+    )
 
 
 def test_fanout_updates_from_counts():

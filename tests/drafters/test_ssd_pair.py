@@ -26,13 +26,19 @@ from specdec.verifiers import Tokenwise
 
 
 def _ssd(draft_model, gamma: int, sampling: Sampling, mode: str = "thread", **kw) -> SsdDrafter:
-    return SsdDrafter(CachedLM(draft_model, role="draft"), Fixed(gamma), mode=mode,
-                      **kw)
+    return SsdDrafter(CachedLM(draft_model, role="draft"), Fixed(gamma), mode=mode, **kw)
 
 
 def _generate(pair, drafter, sampling, seed, text="Hello there", n=40):
-    return generate(pair.tokenizer.encode(text), CachedLM(pair.target), drafter, Tokenwise(),
-                    sampling=sampling, coins=TorchCoins(seed), max_new_tokens=n)
+    return generate(
+        pair.tokenizer.encode(text),
+        CachedLM(pair.target),
+        drafter,
+        Tokenwise(),
+        sampling=sampling,
+        coins=TorchCoins(seed),
+        max_new_tokens=n,
+    )
 
 
 @pytest.mark.parametrize("self_draft", [False, True], ids=["tiny-draft", "target-as-draft"])
@@ -66,8 +72,10 @@ def test_same_seed_same_output_whatever_the_worker_timing(tiny64, self_draft, mo
     sampling = Sampling(temperature=1.0)
     draft = tiny64.target if self_draft else tiny64.draft
     kw = {"saguaro_c": 0.5, "budget": 4}
-    runs = [_generate(tiny64, _ssd(draft, 3, sampling, "inline", **kw), sampling, 5),
-            _generate(tiny64, _ssd(draft, 3, sampling, **kw), sampling, 5)]
+    runs = [
+        _generate(tiny64, _ssd(draft, 3, sampling, "inline", **kw), sampling, 5),
+        _generate(tiny64, _ssd(draft, 3, sampling, **kw), sampling, 5),
+    ]
     for timing_seed in (1, 2):
         with monkeypatch.context() as patch:
             patch.setattr(ssd_mod, "speculate", _slow(random.Random(timing_seed)))
@@ -86,8 +94,7 @@ def test_same_seed_same_output_whatever_the_worker_timing(tiny64, self_draft, mo
 
 def test_the_speculation_runs_on_its_lane_one_forward_per_depth(tiny64):
     sampling = Sampling(temperature=1.0)
-    out = _generate(tiny64, _ssd(tiny64.draft, 3, sampling, budget=4, backup="none"),
-                    sampling, 0)
+    out = _generate(tiny64, _ssd(tiny64.draft, 3, sampling, budget=4, backup="none"), sampling, 0)
     fw = out.stats.forwards
     drafts = [f for f in fw if f.role == "draft"]
     assert drafts and all(f.lane == "ssd" for f in drafts)  # backup=none: no main-lane drafting
@@ -104,8 +111,17 @@ FAST = ["method=ssd", "limit=2", "max_new_tokens=12", "warmup=0", "progress=fals
 
 def test_ssd_run_reports_both_clocks_rollback_and_cache_hit_rate(compose, capsys):
     # a draft equal to the target (same seed and size) at T=0: the cached chains hit
-    cfg = compose("eval", [*FAST, "model.draft_seed=0", "model.draft_layers=2", "cost_model=true",
-                           "sampling.temperature=0.0", "drafter.saguaro_c=0.5"])
+    cfg = compose(
+        "eval",
+        [
+            *FAST,
+            "model.draft_seed=0",
+            "model.draft_layers=2",
+            "cost_model=true",
+            "sampling.temperature=0.0",
+            "drafter.saguaro_c=0.5",
+        ],
+    )
     summary = run(cfg)
     out = Path(cfg.paths.output_dir)
     recs = [json.loads(x) for x in (out / "records" / "tiny.jsonl").read_text().splitlines()]
@@ -127,11 +143,13 @@ def test_ssd_run_reports_both_clocks_rollback_and_cache_hit_rate(compose, capsys
 
 def test_bad_settings_name_the_fix(tiny64):
     sampling = Sampling(temperature=1.0)
-    for kw, msg in (({"backup": "fast"}, "drafter.backup='fast'"),
-                    ({"saguaro_c": 0.0}, "drafter.saguaro_c must be in"),
-                    ({"saguaro_top": 0}, "drafter.saguaro_top must be >= 1"),
-                    ({"budget": 0}, "drafter.budget must be >= 1"),
-                    ({"r": -1.0}, "drafter.r must be >= 0"),
-                    ({"cost_ratio": -0.1}, "drafter.cost_ratio must be >= 0")):
+    for kw, msg in (
+        ({"backup": "fast"}, "drafter.backup='fast'"),
+        ({"saguaro_c": 0.0}, "drafter.saguaro_c must be in"),
+        ({"saguaro_top": 0}, "drafter.saguaro_top must be >= 1"),
+        ({"budget": 0}, "drafter.budget must be >= 1"),
+        ({"r": -1.0}, "drafter.r must be >= 0"),
+        ({"cost_ratio": -0.1}, "drafter.cost_ratio must be >= 0"),
+    ):
         with pytest.raises(ValueError, match=msg):
             _ssd(tiny64.draft, 3, sampling, "inline", **kw)

@@ -22,8 +22,14 @@ def data_dir(tiny32, tmp_path_factory):
     """A small acceptance dataset of the tiny pair (T=1), split by prompt id."""
     out = tmp_path_factory.mktemp("acc") / "data"
     acceptance_data.generate_acceptance_data(
-        tiny32, str(out), TINY_SOURCES, sampling={"temperature": 1.0}, max_new_tokens=12,
-        val_fraction=0.25, test_fraction=0.25)
+        tiny32,
+        str(out),
+        TINY_SOURCES,
+        sampling={"temperature": 1.0},
+        max_new_tokens=12,
+        val_fraction=0.25,
+        test_fraction=0.25,
+    )
     return str(out)
 
 
@@ -32,7 +38,8 @@ def test_labels_are_min_one_p_over_q_under_the_deployment_warp(tiny64):
     prompt, response = [5, 6, 7], [8, 9, 10, 11, 12]
     sampling = Sampling(temperature=0.7)
     draft_ids, labels = acceptance_data.label_response(
-        tiny64, prompt, response, sampling, torch.Generator().manual_seed(0))
+        tiny64, prompt, response, sampling, torch.Generator().manual_seed(0)
+    )
     ids = torch.tensor([prompt + response])
     for t, (y, a) in enumerate(zip(draft_ids, labels)):
         pos = len(prompt) - 1 + t  # the logits that predict response token t
@@ -48,8 +55,11 @@ def test_no_prompt_id_is_in_two_splits(data_dir):
     ds = load_from_disk(data_dir)
     ids = {name: set(ds[name]["prompt_id"]) for name in ("train", "validation", "test")}
     assert all(ids.values())
-    assert not (ids["train"] & ids["validation"] or ids["train"] & ids["test"]
-                or ids["validation"] & ids["test"])
+    assert not (
+        ids["train"] & ids["validation"]
+        or ids["train"] & ids["test"]
+        or ids["validation"] & ids["test"]
+    )
     assert sum(len(v) for v in ids.values()) == sum(len(ds[n]) for n in ids)  # one row per prompt
     row = ds["train"][0]
     assert len(row["response_ids"]) == len(row["draft_ids"]) == len(row["labels"])
@@ -125,9 +135,16 @@ def test_checkpoint_and_export_give_the_trained_head_exactly(tiny32, data_dir, t
 
     learner = AcceptanceLearner(tiny32, depth=2, tie=True)
     ckpt = L.pytorch.callbacks.ModelCheckpoint(dirpath=str(tmp_path / "ckpt"))
-    trainer = L.Trainer(accelerator="cpu", max_epochs=1, limit_train_batches=2,
-                        limit_val_batches=1, logger=False, callbacks=[ckpt],
-                        enable_progress_bar=False, enable_model_summary=False)
+    trainer = L.Trainer(
+        accelerator="cpu",
+        max_epochs=1,
+        limit_train_batches=2,
+        limit_val_batches=1,
+        logger=False,
+        callbacks=[ckpt],
+        enable_progress_bar=False,
+        enable_model_summary=False,
+    )
     trainer.fit(learner, datamodule=AcceptanceDataModule(data_dir, batch_size=2))
     hidden = torch.randn(7, 32, generator=torch.Generator().manual_seed(1))
     want = learner.head.eval()(hidden)
@@ -140,8 +157,15 @@ def test_checkpoint_and_export_give_the_trained_head_exactly(tiny32, data_dir, t
 def test_fast_dev_run_of_the_tiny_experiment(compose, data_dir, tmp_path):
     from specdec.train import train
 
-    cfg = compose("train", ["+experiment=specdecpp_tiny", "trainer=debug", f"data_path={data_dir}",
-                            f"export.folder={tmp_path / 'head'}"])
+    cfg = compose(
+        "train",
+        [
+            "+experiment=specdecpp_tiny",
+            "trainer=debug",
+            f"data_path={data_dir}",
+            f"export.folder={tmp_path / 'head'}",
+        ],
+    )
     metrics = train(cfg)
     assert {"test/loss", "test/auroc", "test/kl", "test/bce", "test/ece"} <= set(metrics)
     assert load_head(tmp_path / "head").meta["experiment"] == "specdecpp_tiny"
@@ -153,8 +177,11 @@ def test_missing_head_names_the_experiment_that_trains_it(compose, tiny32, tmp_p
     from specdec.bench.run.runner import build_method
 
     cfg = compose("eval", ["method=specdecpp", f"drafter.policy.head={tmp_path / 'nothing'}"])
-    with pytest.raises(InstantiationException, match=r"no acceptance head"
-                       r".*\+experiment=specdecpp_tiny stage=data") as err:
+    with pytest.raises(
+        InstantiationException,
+        match=r"no acceptance head"
+        r".*\+experiment=specdecpp_tiny stage=data",
+    ) as err:
         build_method(cfg, tiny32)
     assert isinstance(err.value.__cause__, FileNotFoundError)  # the entry points exit 2 on it
 
@@ -163,8 +190,9 @@ def test_head_for_another_draft_names_the_experiment(tmp_path):
     from specdec.drafters.policies import DraftState
     from specdec.drafters.specdecpp import SpecDecPP
 
-    policy = SpecDecPP(str(save_head(AcceptanceHead(16, 1), tmp_path / "h")),
-                       experiment="specdecpp_smollm2")
+    policy = SpecDecPP(
+        str(save_head(AcceptanceHead(16, 1), tmp_path / "h")), experiment="specdecpp_smollm2"
+    )
     policy.should_draft(DraftState(0, torch.ones(4) / 4, torch.zeros(32)))  # root: not scored
     with pytest.raises(ValueError, match=r"hidden size 16 .* 32.*\+experiment=specdecpp_smollm2"):
         policy.should_draft(DraftState(1, torch.ones(4) / 4, torch.zeros(32)))
@@ -180,11 +208,15 @@ def test_training_prompts_skip_eval_prompts_and_use_train_files_only(tmp_path):
 
     (tmp_path / "alpaca").mkdir()
     (tmp_path / "gsm8k").mkdir()
-    rows = [{"instruction": "Say hi.", "input": ""}, {"instruction": "Add", "input": "1 and 2"},
-            {"instruction": "Say hi.", "input": ""}]  # a duplicate
+    rows = [
+        {"instruction": "Say hi.", "input": ""},
+        {"instruction": "Add", "input": "1 and 2"},
+        {"instruction": "Say hi.", "input": ""},
+    ]  # a duplicate
     (tmp_path / "alpaca" / "train_a.json").write_text(json.dumps(rows))
     (tmp_path / "alpaca" / "eagle_question.jsonl").write_text(
-        json.dumps({"question_id": 0, "turns": ["Add\n\n1 and 2"]}) + "\n")
+        json.dumps({"question_id": 0, "turns": ["Add\n\n1 and 2"]}) + "\n"
+    )
     (tmp_path / "gsm8k" / "train.jsonl").write_text(json.dumps({"question": "2+2?"}) + "\n")
     (tmp_path / "gsm8k" / "test.jsonl").write_text(json.dumps({"question": "3+3?"}) + "\n")
     alpaca = acceptance_data.load_source({"name": "alpaca"}, tmp_path)
@@ -194,19 +226,25 @@ def test_training_prompts_skip_eval_prompts_and_use_train_files_only(tmp_path):
         acceptance_data.load_source({"name": "gsm8k"}, tmp_path / "missing")
 
 
-def test_batched_greedy_answers_equal_engine_answers_and_traced_prompts_are_skipped(tiny64,
-                                                                                   tmp_path):
+def test_batched_greedy_answers_equal_engine_answers_and_traced_prompts_are_skipped(
+    tiny64, tmp_path
+):
     from datasets import load_from_disk
 
     from specdec.data.prompts import encode_turn
     from specdec.data.traces import save_traces
 
     sources = [{"name": "synthetic", "limit": 12}]
-    kw = {"sampling": {"temperature": 0.0}, "max_new_tokens": 10, "val_fraction": 0.25,
-          "test_fraction": 0.25}
+    kw = {
+        "sampling": {"temperature": 0.0},
+        "max_new_tokens": 10,
+        "val_fraction": 0.25,
+        "test_fraction": 0.25,
+    }
     one = acceptance_data.generate_acceptance_data(tiny64, str(tmp_path / "one"), sources, **kw)
-    many = acceptance_data.generate_acceptance_data(tiny64, str(tmp_path / "many"), sources,
-                                                    batch_size=5, **kw)
+    many = acceptance_data.generate_acceptance_data(
+        tiny64, str(tmp_path / "many"), sources, batch_size=5, **kw
+    )
     a, b = load_from_disk(str(one)), load_from_disk(str(many))
     for split in ("train", "validation", "test"):
         assert a[split]["prompt_id"] == b[split]["prompt_id"]
@@ -216,9 +254,13 @@ def test_batched_greedy_answers_equal_engine_answers_and_traced_prompts_are_skip
     ids = encode_turn(tiny64.tokenizer, [{"role": "user", "content": text}], chat_template=True)
     traces = tmp_path / "traces"
     traces.mkdir()
-    save_traces(traces / "traces_p0_00000.safetensors", [ids],
-                [([3], torch.zeros(1, 2, dtype=torch.int32), torch.zeros(1, 2).half())])
-    cut = acceptance_data.generate_acceptance_data(tiny64, str(tmp_path / "cut"), sources,
-                                                   batch_size=5, exclude_traces=str(traces), **kw)
+    save_traces(
+        traces / "traces_p0_00000.safetensors",
+        [ids],
+        [([3], torch.zeros(1, 2, dtype=torch.int32), torch.zeros(1, 2).half())],
+    )
+    cut = acceptance_data.generate_acceptance_data(
+        tiny64, str(tmp_path / "cut"), sources, batch_size=5, exclude_traces=str(traces), **kw
+    )
     kept = {pid for split in load_from_disk(str(cut)).values() for pid in split["prompt_id"]}
     assert "synthetic/0" not in kept and len(kept) == 11

@@ -35,14 +35,22 @@ def _source(tmp_path):
     src = tmp_path / "shared"
     (src / "gsm8k").mkdir(parents=True)
     (src / "alpaca").mkdir()
-    rows = [{"question": f"Tom has {i} pens and buys {i + 1}. How many?", "answer": f"{2 * i + 1}"}
-            for i in range(5)] + [{"question": EVAL_Q, "answer": "7"}]
+    rows = [
+        {"question": f"Tom has {i} pens and buys {i + 1}. How many?", "answer": f"{2 * i + 1}"}
+        for i in range(5)
+    ] + [{"question": EVAL_Q, "answer": "7"}]
     (src / "gsm8k" / "train.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
     (src / "gsm8k" / "eagle_question.jsonl").write_text(
-        json.dumps({"question_id": 0, "turns": [EVAL_Q]}))
-    (src / "alpaca" / "train.json").write_text(json.dumps(
-        [{"instruction": "Name a color.", "input": "", "output": "Blue."},
-         {"instruction": "Add these.", "input": "2 and 2", "output": "4"}]))
+        json.dumps({"question_id": 0, "turns": [EVAL_Q]})
+    )
+    (src / "alpaca" / "train.json").write_text(
+        json.dumps(
+            [
+                {"instruction": "Name a color.", "input": "", "output": "Blue."},
+                {"instruction": "Add these.", "input": "2 and 2", "output": "4"},
+            ]
+        )
+    )
     return src
 
 
@@ -54,23 +62,41 @@ def test_training_prompts_exclude_eval_prompts(tmp_path):
 
 def test_on_policy_traces_hold_the_targets_greedy_continuations(tmp_path):
     pair = tiny_pair()
-    make_traces(pair, str(tmp_path / "t"), str(_source(tmp_path)), max_new=5, batch_size=3,
-                limit=4, vocab_map_size=30, topk=4)
+    make_traces(
+        pair,
+        str(tmp_path / "t"),
+        str(_source(tmp_path)),
+        max_new=5,
+        batch_size=3,
+        limit=4,
+        vocab_map_size=30,
+        topk=4,
+    )
     traces = load_traces(tmp_path / "t")
     assert len(traces) == 4
     for tr in traces:
         # greedy: each continuation token is the target's argmax, i.e. the first of its top-k
-        assert torch.equal(tr.ids[tr.prompt_len:], tr.topk_ids[:, 0])
+        assert torch.equal(tr.ids[tr.prompt_len :], tr.topk_ids[:, 0])
         assert tr.topk_ids.shape == (tr.ids.numel() - tr.prompt_len, 4)
         assert torch.all(tr.topk_logp[:, :-1] >= tr.topk_logp[:, 1:])
 
 
 def test_first_chunk_skips_the_prompts_of_earlier_chunks(tmp_path):
     pair = tiny_pair()
-    make_traces(pair, str(tmp_path / "t"), str(_source(tmp_path)), max_new=3, batch_size=3,
-                limit=5, vocab_map_size=30, topk=2, first_chunk=1)
+    make_traces(
+        pair,
+        str(tmp_path / "t"),
+        str(_source(tmp_path)),
+        max_new=3,
+        batch_size=3,
+        limit=5,
+        vocab_map_size=30,
+        topk=2,
+        first_chunk=1,
+    )
     assert [p.name for p in sorted((tmp_path / "t").glob("traces*"))] == [
-        "traces_p0_00001.safetensors"]
+        "traces_p0_00001.safetensors"
+    ]
     assert len(load_traces(tmp_path / "t")) == 2  # prompts 3 and 4 of 5
 
 
@@ -79,15 +105,24 @@ def test_experiment_debug_fit_writes_checkpoint_and_exact_export(tmp_path, compo
 
     src = _source(tmp_path)
     overrides = [
-        "+experiment=draft_lm", "model=tiny", "trainer=debug", f"train_data_dir={src}",
-        f"draft_lm.traces_dir={tmp_path / 'traces'}", f"export.folder={tmp_path / 'draft'}",
-        "data_gen.max_len=40", "data_gen.batch_size=4", "data_gen.vocab_map_size=40",
-        "learner.layers=[1]", "datamodule.batch_size=4", "export.dtype=float32",
+        "+experiment=draft_lm",
+        "model=tiny",
+        "trainer=debug",
+        f"train_data_dir={src}",
+        f"draft_lm.traces_dir={tmp_path / 'traces'}",
+        f"export.folder={tmp_path / 'draft'}",
+        "data_gen.max_len=40",
+        "data_gen.batch_size=4",
+        "data_gen.vocab_map_size=40",
+        "learner.layers=[1]",
+        "datamodule.batch_size=4",
+        "export.dtype=float32",
     ]
     train(compose("train", [*overrides, "stage=data"]))
     traces = load_traces(tmp_path / "traces")
-    assert len(traces) == 7 and all(t.topk_ids.shape[0] == t.ids.numel() - t.prompt_len
-                                    for t in traces)
+    assert len(traces) == 7 and all(
+        t.topk_ids.shape[0] == t.ids.numel() - t.prompt_len for t in traces
+    )
     batch = collate_traces(traces[:3])
     assert batch["soft_ids"].shape[0] == int(batch["loss_mask"].sum())
 
@@ -119,8 +154,17 @@ def test_experiment_debug_fit_writes_checkpoint_and_exact_export(tmp_path, compo
     sampling, ids = Sampling(temperature=0.0), pair.tokenizer.encode("Tom has 3 pens")
     outs = []
     for drafter in (EmptyDrafter(), ModelDrafter(CachedLM(draft, role="draft"), Fixed(3))):
-        outs.append(generate(ids, CachedLM(pair.target), drafter, Tokenwise(), sampling=sampling,
-                             coins=TorchCoins(0), max_new_tokens=12).tokens)
+        outs.append(
+            generate(
+                ids,
+                CachedLM(pair.target),
+                drafter,
+                Tokenwise(),
+                sampling=sampling,
+                coins=TorchCoins(0),
+                max_new_tokens=12,
+            ).tokens
+        )
     assert outs[0] == outs[1] and len(outs[0]) == 12
 
 
@@ -129,11 +173,21 @@ def test_checkpoint_from_fit_is_written(tmp_path, compose):
     from specdec.train import train
 
     src = _source(tmp_path)
-    base = ["+experiment=draft_lm", "model=tiny", f"train_data_dir={src}",
-            f"draft_lm.traces_dir={tmp_path / 'traces'}", f"export.folder={tmp_path / 'd'}",
-            "data_gen.max_len=30", "data_gen.batch_size=8", "learner.layers=[0]",
-            "datamodule.batch_size=4", "trainer.max_steps=2", "trainer.val_check_interval=1",
-            "+trainer.limit_val_batches=1", "callbacks.progress_bar.refresh_rate=0"]
+    base = [
+        "+experiment=draft_lm",
+        "model=tiny",
+        f"train_data_dir={src}",
+        f"draft_lm.traces_dir={tmp_path / 'traces'}",
+        f"export.folder={tmp_path / 'd'}",
+        "data_gen.max_len=30",
+        "data_gen.batch_size=8",
+        "learner.layers=[0]",
+        "datamodule.batch_size=4",
+        "trainer.max_steps=2",
+        "trainer.val_check_interval=1",
+        "+trainer.limit_val_batches=1",
+        "callbacks.progress_bar.refresh_rate=0",
+    ]
     train(compose("train", [*base, "stage=data"]))
     train(compose("train", [*base, "logger=csv"]))  # as scripts/train_draft_cpu.sh fits
     assert (tmp_path / "checkpoints" / "last.ckpt").exists()
@@ -156,8 +210,12 @@ def test_checkpoint_from_fit_is_written(tmp_path, compose):
 
 def test_bf16_export_round_trips_to_storage_precision(tmp_path):
     pair = tiny_pair()
-    net = init_from_target(pair.target, torch.arange(0, 200, 3), layers=[0, 1],
-                           tokenizer_hash=tokenizer_sha256(pair.tokenizer))
+    net = init_from_target(
+        pair.target,
+        torch.arange(0, 200, 3),
+        layers=[0, 1],
+        tokenizer_hash=tokenizer_sha256(pair.tokenizer),
+    )
     save_draft(net, tmp_path, dtype=torch.bfloat16)
     back = load_draft(tmp_path, pair.target, tokenizer=pair.tokenizer)
     for key, value in net.state_dict().items():
@@ -210,14 +268,16 @@ def test_warm_start_keeps_the_shipped_drafts_weights_depth_and_token_map(tmp_pat
 
     pair = tiny_pair()
     tmap = torch.arange(3, 150, 4)
-    net = init_from_target(pair.target, tmap, layers=[1, 0],
-                           tokenizer_hash=tokenizer_sha256(pair.tokenizer))
+    net = init_from_target(
+        pair.target, tmap, layers=[1, 0], tokenizer_hash=tokenizer_sha256(pair.tokenizer)
+    )
     with torch.no_grad():
         net.lm_head.weight.add_(0.5)  # differs from anything init_from_target would build
     save_draft(net, tmp_path / "d", dtype=torch.float32)
     # no traces folder: a warm start takes the token map from the draft
-    learner = DistillLearner(pair, str(tmp_path / "no_traces"), layers=[0], init_from=str(
-        tmp_path / "d"))
+    learner = DistillLearner(
+        pair, str(tmp_path / "no_traces"), layers=[0], init_from=str(tmp_path / "d")
+    )
     assert len(learner.net.model.layers) == 2 and torch.equal(learner.net.token_map, tmap)
     assert torch.equal(learner.t2d[tmap], torch.arange(tmap.numel()))
     assert int((learner.t2d >= 0).sum()) == tmap.numel()

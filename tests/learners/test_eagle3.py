@@ -42,8 +42,7 @@ def test_ttt_mask_matches_a_per_position_reference():
         allowed = ttt_mask(s, step, valid, torch.float64)[0, 0] == 0  # [S, (step+1)S]
         for t in range(s):
             want = {(0, p) for p in range(s) if p <= t - step and p < 5}
-            want |= {(i, t - step + i) for i in range(1, step + 1)
-                     if 0 <= t - step + i < 5}
+            want |= {(i, t - step + i) for i in range(1, step + 1) if 0 <= t - step + i < 5}
             got = {(int(c) // s, int(c) % s) for c in torch.nonzero(allowed[t]).flatten()}
             assert got == want, (step, t)
 
@@ -61,8 +60,14 @@ def test_training_unroll_equals_the_decoding_chain(tiny64):
     with torch.inference_mode():
         states = target(input_ids=ids[None], output_hidden_states=True).hidden_states
         feats = torch.stack([states[i][0] for i in LAYERS], 1)  # [T, k, H]
-        steps = unroll(net, target.get_input_embeddings(), ids[None], feats[None],
-                       torch.tensor([ids.numel()]), 3)  # 3 x [1, S, V]
+        steps = unroll(
+            net,
+            target.get_input_embeddings(),
+            ids[None],
+            feats[None],
+            torch.tensor([ids.numel()]),
+            3,
+        )  # 3 x [1, S, V]
     embed = target.get_input_embeddings()
     for t in (3, 6, 8):
         for j in range(3):
@@ -79,8 +84,12 @@ def test_training_unroll_equals_the_decoding_chain(tiny64):
                 with torch.inference_mode():
                     z = net.inputs(embed(tok), hidden[None])
                 grow = lm.forward if d == 1 else lm.extend
-                out = grow(tok, torch.tensor([-1 if d == 1 else d - 2]), inputs_embeds=z,
-                           hidden_layers=(-1,))
+                out = grow(
+                    tok,
+                    torch.tensor([-1 if d == 1 else d - 2]),
+                    inputs_embeds=z,
+                    hidden_layers=(-1,),
+                )
                 hidden = out.hidden[-1, 0]
             torch.testing.assert_close(out.logits[-1], steps[j][0, t], atol=ATOL, rtol=0)
 
@@ -88,8 +97,9 @@ def test_training_unroll_equals_the_decoding_chain(tiny64):
 def test_drafter_refuses_another_target_and_a_missing_asset(tiny64, tmp_path):
     save_eagle3(_net(tiny64), tmp_path / "e3", target_vocab=tiny64.target.config.vocab_size)
     drafter = Eagle3Drafter(Fixed(3), str(tmp_path / "e3"))
-    other = tiny_lm(tiny64.target.config.vocab_size, hidden=16, layers=2, heads=2, seed=0,
-                    dtype=torch.float64)
+    other = tiny_lm(
+        tiny64.target.config.vocab_size, hidden=16, layers=2, heads=2, seed=0, dtype=torch.float64
+    )
     with pytest.raises(ValueError, match="hidden size 32, but this target has 16"):
         drafter.attach(TargetView(CachedLM(other)))
     with pytest.raises(FileNotFoundError, match=r"\+experiment=eagle3_tiny"):
@@ -143,8 +153,15 @@ def test_feature_tree_is_lossless_at_t1(verifier, seed):
     sampling, target, prompt, length = Sampling(temperature=1.0), TableLM(3, seed), [0, 1], 3
 
     def run(coins):
-        out = generate(prompt, target, FeatureTree(), verifier, sampling=sampling, coins=coins,
-                       max_new_tokens=length)
+        out = generate(
+            prompt,
+            target,
+            FeatureTree(),
+            verifier,
+            sampling=sampling,
+            coins=coins,
+            max_new_tokens=length,
+        )
         return tuple(out.tokens)
 
     got = enumerate_outcomes(run)
@@ -158,16 +175,30 @@ def test_tiny_experiment_trains_exports_and_decodes(tmp_path, compose):
     from specdec.nets.eagle3.net import load_eagle3
     from specdec.train import train
 
-    overrides = ["+experiment=eagle3_tiny", f"eagle3.traces_dir={tmp_path / 'data'}",
-                 f"export.folder={tmp_path / 'e3'}", "data_gen.synthetic.prompts=16"]
+    overrides = [
+        "+experiment=eagle3_tiny",
+        f"eagle3.traces_dir={tmp_path / 'data'}",
+        f"export.folder={tmp_path / 'e3'}",
+        "data_gen.synthetic.prompts=16",
+    ]
     train(compose("train", [*overrides, "stage=data"]))
     rows = load_feature_traces(tmp_path / "data")
     assert len(rows) == 16 and all(f.shape[0] == t.ids.numel() for t, f in rows)
     # the loss falls when the learner fits one batch (20 AdamW steps)
     pair = tiny_pair()
     learner = Eagle3Learner(pair, str(tmp_path / "data"), list(LAYERS), lr=3e-3)
-    batch = collate([{"ids": t.ids, "feats": f, "plen": t.prompt_len, "topk_ids": t.topk_ids,
-                      "topk_logp": t.topk_logp} for t, f in rows[:8]])
+    batch = collate(
+        [
+            {
+                "ids": t.ids,
+                "feats": f,
+                "plen": t.prompt_len,
+                "topk_ids": t.topk_ids,
+                "topk_logp": t.topk_logp,
+            }
+            for t, f in rows[:8]
+        ]
+    )
     opt = torch.optim.AdamW([p for p in learner.net.parameters() if p.requires_grad], lr=3e-3)
     losses = []
     for _ in range(20):
@@ -185,8 +216,15 @@ def test_tiny_experiment_trains_exports_and_decodes(tmp_path, compose):
     greedy, prompt = Sampling(temperature=0.0), pair.tokenizer.encode("hello")
 
     def run(drafter):
-        return generate(prompt, CachedLM(pair.target), drafter, RecursiveRejection(),
-                        sampling=greedy, coins=TorchCoins(0), max_new_tokens=12).tokens
+        return generate(
+            prompt,
+            CachedLM(pair.target),
+            drafter,
+            RecursiveRejection(),
+            sampling=greedy,
+            coins=TorchCoins(0),
+            max_new_tokens=12,
+        ).tokens
 
     eagle = Eagle3Drafter(Fixed(3), str(tmp_path / "e3"))
     assert run(eagle) == run(EmptyDrafter())
@@ -196,8 +234,13 @@ def test_tiny_experiment_trains_exports_and_decodes(tmp_path, compose):
     new_map = torch.arange(0, 2 * net.decoder.token_map.numel(), 2)
     save_file({"token_map": new_map}, str(tmp_path / "data" / "token_map.safetensors"))
     for remap in (False, True):
-        warm = Eagle3Learner(pair, str(tmp_path / "data"), list(LAYERS),
-                             init_from=str(tmp_path / "e3"), remap_vocab=remap)
+        warm = Eagle3Learner(
+            pair,
+            str(tmp_path / "data"),
+            list(LAYERS),
+            init_from=str(tmp_path / "e3"),
+            remap_vocab=remap,
+        )
         want = new_map if remap else net.decoder.token_map
         assert torch.equal(warm.net.decoder.token_map, want)
         assert torch.equal(warm.t2d[want], torch.arange(want.numel()))
@@ -208,11 +251,12 @@ def test_cost_model_calibrates_a_decoder_fed_by_embeddings(tiny64, tmp_path):
     from specdec.bench.run.calibration import calibrate
 
     save_eagle3(_net(tiny64), tmp_path / "e3", target_vocab=tiny64.target.config.vocab_size)
-    drafter = Eagle3Drafter(Fixed(3), str(tmp_path / "e3"),
-                            placement=F64)
+    drafter = Eagle3Drafter(Fixed(3), str(tmp_path / "e3"), placement=F64)
     drafter.attach(TargetView(CachedLM(tiny64.target)))
     assert not drafter.lm.takes_ids
-    table = calibrate(CachedLM(tiny64.target), drafter.lm, max_new=2, repeats=2, ref_context=8,
-                      far_context=16)
+    table = calibrate(
+        CachedLM(tiny64.target), drafter.lm, max_new=2, repeats=2, ref_context=8, far_context=16
+    )
     assert set(table.times) == {"target", "draft"} and all(
-        t > 0 for t in table.times["draft"].values())
+        t > 0 for t in table.times["draft"].values()
+    )

@@ -36,8 +36,12 @@ def test_published_training_unroll_equals_the_decoding_chain(tiny64):
     net = new_published(target, torch.arange(0, 259, 3), LAYERS, seed=4).double().eval()
     with torch.no_grad():  # away from the target's copy: every weight matters
         for p in net.decoder.midlayer.parameters():
-            p.add_(torch.randn(p.shape, generator=torch.Generator().manual_seed(p.numel()),
-                               dtype=p.dtype) * 0.2)
+            p.add_(
+                torch.randn(
+                    p.shape, generator=torch.Generator().manual_seed(p.numel()), dtype=p.dtype
+                )
+                * 0.2
+            )
     ids = torch.tensor([5, 17, 3, 44, 9, 12, 30, 7, 21, 8])  # [T]
     embed = target.get_input_embeddings()
     with torch.inference_mode():
@@ -56,8 +60,12 @@ def test_published_training_unroll_equals_the_decoding_chain(tiny64):
                 with torch.inference_mode():
                     z = net.inputs(embed(tok), out.hidden[-1:, 0])
                 grow = lm.forward if d == 1 else lm.extend
-                out = grow(tok, torch.tensor([-1 if d == 1 else d - 2]), inputs_embeds=z,
-                           hidden_layers=(-1,))
+                out = grow(
+                    tok,
+                    torch.tensor([-1 if d == 1 else d - 2]),
+                    inputs_embeds=z,
+                    hidden_layers=(-1,),
+                )
             torch.testing.assert_close(out.logits[-1, cols], steps[j][0, t], atol=1e-10, rtol=0)
 
 
@@ -74,10 +82,15 @@ def test_tiny_experiment_trains_and_exports_the_published_layout(tmp_path, compo
     from specdec.train import train
     from specdec.verifiers import RecursiveRejection
 
-    overrides = ["+experiment=eagle3_tiny", f"eagle3.traces_dir={tmp_path / 'data'}",
-                 f"export.folder={tmp_path / 'e3'}", "data_gen.synthetic.prompts=8",
-                 "learner.arch=eagle3", "export.format=eagle3_hf",
-                 f"eagle3.target_layers={list(SERVED)}"]
+    overrides = [
+        "+experiment=eagle3_tiny",
+        f"eagle3.traces_dir={tmp_path / 'data'}",
+        f"export.folder={tmp_path / 'e3'}",
+        "data_gen.synthetic.prompts=8",
+        "learner.arch=eagle3",
+        "export.format=eagle3_hf",
+        f"eagle3.target_layers={list(SERVED)}",
+    ]
     train(compose("train", [*overrides, "stage=data"]))
     metrics = train(compose("train", [*overrides, "trainer=debug"]))
     assert "test/acc0" in metrics
@@ -90,16 +103,33 @@ def test_tiny_experiment_trains_and_exports_the_published_layout(tmp_path, compo
     greedy, prompt = Sampling(temperature=0.0), pair.tokenizer.encode("hello")
 
     def run(drafter):
-        return generate(prompt, CachedLM(pair.target), drafter, RecursiveRejection(),
-                        sampling=greedy, coins=TorchCoins(0), max_new_tokens=12).tokens
+        return generate(
+            prompt,
+            CachedLM(pair.target),
+            drafter,
+            RecursiveRejection(),
+            sampling=greedy,
+            coins=TorchCoins(0),
+            max_new_tokens=12,
+        ).tokens
 
     assert run(Eagle3Drafter(Fixed(3), str(tmp_path / "e3"))) == run(EmptyDrafter())
     # a warm start from the export needs the same arch; unknown arch / wrong format refused
     data = str(tmp_path / "data")
     learner = Eagle3Learner(pair, data, list(SERVED), lr=3e-3, arch="eagle3")
     rows = load_feature_traces(data)
-    batch = collate([{"ids": t.ids, "feats": f, "plen": t.prompt_len, "topk_ids": t.topk_ids,
-                      "topk_logp": t.topk_logp} for t, f in rows])
+    batch = collate(
+        [
+            {
+                "ids": t.ids,
+                "feats": f,
+                "plen": t.prompt_len,
+                "topk_ids": t.topk_ids,
+                "topk_logp": t.topk_logp,
+            }
+            for t, f in rows
+        ]
+    )
     opt = torch.optim.AdamW([p for p in learner.net.parameters() if p.requires_grad], lr=3e-3)
     losses = []
     for _ in range(20):
@@ -136,21 +166,38 @@ def test_export_format_switch(tiny64, tmp_path):
         export_eagle3(learner, str(tmp_path), format="onnx")
 
 
-@pytest.mark.parametrize("overrides, fix", [
-    ([], r"export.format=eagle3_hf writes .* learner.arch=specdec does not train; set "
-         r"learner.arch=eagle3"),
-    (["learner.arch=eagle3"], r"target layers \[0, 1, 2\] include \[0, 2\]: .* set "
-                              r"eagle3.target_layers to layers inside 1..1"),
-])
-def test_eagle3_hf_export_that_cannot_be_written_is_refused_before_training(tmp_path, compose,
-                                                                           overrides, fix):
+@pytest.mark.parametrize(
+    "overrides, fix",
+    [
+        (
+            [],
+            r"export.format=eagle3_hf writes .* learner.arch=specdec does not train; set "
+            r"learner.arch=eagle3",
+        ),
+        (
+            ["learner.arch=eagle3"],
+            r"target layers \[0, 1, 2\] include \[0, 2\]: .* set "
+            r"eagle3.target_layers to layers inside 1..1",
+        ),
+    ],
+)
+def test_eagle3_hf_export_that_cannot_be_written_is_refused_before_training(
+    tmp_path, compose, overrides, fix
+):
     import re
 
     from specdec.errors import input_error
     from specdec.train import train
 
-    cfg = compose("train", ["+experiment=eagle3_tiny", f"eagle3.traces_dir={tmp_path / 'none'}",
-                            "export.format=eagle3_hf", *overrides])
+    cfg = compose(
+        "train",
+        [
+            "+experiment=eagle3_tiny",
+            f"eagle3.traces_dir={tmp_path / 'none'}",
+            "export.format=eagle3_hf",
+            *overrides,
+        ],
+    )
     with pytest.raises(Exception) as info:  # Hydra wraps it; the entry point prints its cause
         train(cfg)  # no training data exists: the refusal comes before anything reads or trains
     err = input_error(info.value)
@@ -162,19 +209,29 @@ def test_eval_config_runs_a_released_head_greedy_like_ar(compose, tiny64, tmp_pa
     from specdec.bench.run.runner import build_method
     from specdec.engine import generate
     from specdec.sampling import TorchCoins
+
     pinned, unpinned = write_stub(tmp_path / "pinned"), write_stub(tmp_path / "free", layers=None)
     greedy = ["sampling.temperature=0", "model.placement.dtype=float64"]
     prompt = tiny64.tokenizer.encode("The quick brown fox")
 
     def tokens(overrides: list[str]) -> list[int]:
         m = build_method(compose("eval", [*overrides, *greedy]), tiny64)
-        return generate(prompt, m.target, m.drafter, m.verifier, sampling=m.sampling,
-                        coins=TorchCoins(1), max_new_tokens=16).tokens
+        return generate(
+            prompt,
+            m.target,
+            m.drafter,
+            m.verifier,
+            sampling=m.sampling,
+            coins=TorchCoins(1),
+            max_new_tokens=16,
+        ).tokens
 
     want = tokens(["method=ar"])
     assert tokens(["method=eagle3", f"drafter.path={pinned}"]) == want
-    assert tokens(["method=eagle3", f"drafter.path={unpinned}",
-                   "drafter.target_layers=[0,1,2]"]) == want
+    assert (
+        tokens(["method=eagle3", f"drafter.path={unpinned}", "drafter.target_layers=[0,1,2]"])
+        == want
+    )
 
 
 @pytest.mark.slow  # one eval process, ~12 s
@@ -183,13 +240,20 @@ def test_eval_with_an_uncached_hub_id_prints_one_error_line_and_exits_2(tmp_path
     import subprocess
     import sys
 
-    cmd = [sys.executable, "-m", "specdec.eval", "model=tiny", "benchmark=tiny", "method=eagle3",
-           "drafter.path=nobody-here/no-such-eagle3-head", "hydra.mode=RUN",
-           f"hydra.run.dir={tmp_path / 'run'}"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "specdec.eval",
+        "model=tiny",
+        "benchmark=tiny",
+        "method=eagle3",
+        "drafter.path=nobody-here/no-such-eagle3-head",
+        "hydra.mode=RUN",
+        f"hydra.run.dir={tmp_path / 'run'}",
+    ]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline"}
     env.pop("HYDRA_FULL_ERROR", None)
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300,
-                          cwd=REPO, env=env)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=REPO, env=env)
     assert proc.returncode == 2, proc.stderr[-3000:]
     errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "hf download nobody-here/no-such-eagle3-head" in errors[0]

@@ -26,8 +26,16 @@ from specdec.testing.paths import REPO
 ROOT = REPO
 SNAPSHOT = ROOT / "tests" / "fixtures" / "experiment_configs_before.yaml"
 BEFORE = yaml.safe_load(SNAPSHOT.read_text())
-KEYS = ("learner", "datamodule", "data_gen", "export", "monitor", "trainer", "task_name",
-        "sampling")
+KEYS = (
+    "learner",
+    "datamodule",
+    "data_gen",
+    "export",
+    "monitor",
+    "trainer",
+    "task_name",
+    "sampling",
+)
 
 
 def resolved(compose, experiment: str) -> dict:
@@ -35,8 +43,13 @@ def resolved(compose, experiment: str) -> dict:
     cfg = compose("train", [f"+experiment={experiment}", "paths.cache_dir=/CACHE"])
     HydraConfig.instance().set_config(cfg)  # trainer.default_root_dir reads ${hydra:...}
     try:
-        out = {k: OmegaConf.to_container(cfg[k], resolve=True) if OmegaConf.is_config(cfg[k])
-               else cfg[k] for k in KEYS if k in cfg}
+        out = {
+            k: OmegaConf.to_container(cfg[k], resolve=True)
+            if OmegaConf.is_config(cfg[k])
+            else cfg[k]
+            for k in KEYS
+            if k in cfg
+        }
     finally:  # a set HydraConfig would answer ${specdec_choice:} for later tests' configs
         HydraConfig.instance().cfg = None
     out["trainer"].pop("default_root_dir")  # the test's tmp folder (None in the snapshot)
@@ -49,8 +62,10 @@ def flat_models(value: object) -> object:
     from specdec.models.placement_config import flat_model
 
     if isinstance(value, dict):
-        return {k: flat_model(flat_models(v)) if k == "model" else flat_models(v)
-                for k, v in value.items()}
+        return {
+            k: flat_model(flat_models(v)) if k == "model" else flat_models(v)
+            for k, v in value.items()
+        }
     return value
 
 
@@ -99,6 +114,12 @@ def test_a_preset_experiment_resolves_as_before(compose, monkeypatch, experiment
 
 def test_the_rule_flags_a_changed_value_and_a_non_default_key():
     old = {"learner": {"_target_": "specdec.learners.eagle3.module.Eagle3Learner", "lr": 1.0}}
-    new = {"learner": {"_target_": "specdec.learners.eagle3.module.Eagle3Learner", "lr": 2.0,
-                       "step_weight": 0.8, "soft_weight": 0.9}}
+    new = {
+        "learner": {
+            "_target_": "specdec.learners.eagle3.module.Eagle3Learner",
+            "lr": 2.0,
+            "step_weight": 0.8,
+            "soft_weight": 0.9,
+        }
+    }
     assert differences(new, old) == ["learner.lr: 1.0 -> 2.0", "learner.soft_weight: added 0.9"]

@@ -25,7 +25,7 @@ def test_every_experiment_is_a_learner_or_a_learner_for_a_model():
             continue
         learner = next((n for n in LEARNERS if path.stem.startswith(n + "_")), None)
         assert learner is not None, f"{path.name}: name it <learner>_<model>"
-        assert path.stem[len(learner) + 1:] in MODELS, f"{path.name}: no conf/model preset"
+        assert path.stem[len(learner) + 1 :] in MODELS, f"{path.name}: no conf/model preset"
 
 
 def test_every_learner_package_and_asset_folder_is_a_learner_name():

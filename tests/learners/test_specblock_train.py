@@ -37,8 +37,11 @@ def test_slot_labels_follow_the_offset():
             for i in range(t - 1):
                 for s in range(K):
                     j = i + offset + s + 2  # the token slot s predicts
-                    want = [int(t2d[x]) if x >= 0 else -1 for x in lab_ids[r, j].tolist()] \
-                        if j < t else [-1] * k
+                    want = (
+                        [int(t2d[x]) if x >= 0 else -1 for x in lab_ids[r, j].tolist()]
+                        if j < t
+                        else [-1] * k
+                    )
                     assert top[r, i, s].tolist() == want
                     assert bool(has[r, i, s]) == (want[0] >= 0)
                     if want[0] >= 0:
@@ -47,8 +50,10 @@ def test_slot_labels_follow_the_offset():
 
 def test_chain_mask_is_a_prefix_and():
     correct = torch.tensor([[True, True, False, True], [False, True, True, True]])
-    assert prefix_correct(correct).tolist() == [[True, True, True, False],
-                                                [True, False, False, False]]
+    assert prefix_correct(correct).tolist() == [
+        [True, True, True, False],
+        [True, False, False, False],
+    ]
 
 
 def test_unlock_warm_up_phases_later_slots_in_later():
@@ -67,14 +72,20 @@ def test_rank_loss_prefers_the_true_class_and_ignores_masked_slots():
     half = mask.clone()
     half[..., 2:] = 0
     mixed = torch.cat([right[..., :2, :], wrong[..., 2:, :]], 2)
-    torch.testing.assert_close(rank_loss(mixed, classes, half, 10.0),
-                               rank_loss(right, classes, half, 10.0))
+    torch.testing.assert_close(
+        rank_loss(mixed, classes, half, 10.0), rank_loss(right, classes, half, 10.0)
+    )
 
 
 def _net(tiny64):
     vocab = tiny64.target.config.vocab_size
-    return new_specblock(tiny64.target, torch.arange(vocab), LAYERS, slots=K, layers=2,
-                         rank_hidden=8, seed=5).double().eval()
+    return (
+        new_specblock(
+            tiny64.target, torch.arange(vocab), LAYERS, slots=K, layers=2, rank_hidden=8, seed=5
+        )
+        .double()
+        .eval()
+    )
 
 
 def test_training_block2_equals_the_decoding_block2(tiny64):
@@ -91,12 +102,11 @@ def test_training_block2_equals_the_decoding_block2(tiny64):
                 lm = BlockLM(net, target.config.vocab_size)
                 lm.append(net.condition(feats[0, : p + 1]), embed(ids[0, 1 : p + 2]))
                 leaf = ids[0, p + 1 + cut : p + 2 + cut]  # the true token slot cut-1 predicted
-                out = lm.chain(b1.hidden[0, p, cut - 1][None], embed(leaf), p,
-                               torch.tensor([cut]))
-                torch.testing.assert_close(out.logits[0, 0], b2.logits[0, p], atol=1e-10,
-                                           rtol=0)
-                torch.testing.assert_close(out.rank_logits[0, 0], b2.rank_logits[0, p],
-                                           atol=1e-10, rtol=0)
+                out = lm.chain(b1.hidden[0, p, cut - 1][None], embed(leaf), p, torch.tensor([cut]))
+                torch.testing.assert_close(out.logits[0, 0], b2.logits[0, p], atol=1e-10, rtol=0)
+                torch.testing.assert_close(
+                    out.rank_logits[0, 0], b2.rank_logits[0, p], atol=1e-10, rtol=0
+                )
 
 
 def test_the_valid_prefix_hides_block1_slots_past_the_cut(tiny64):
@@ -137,8 +147,12 @@ def test_tiny_experiment_trains_exports_and_decodes(tmp_path, compose):
     from specdec.train import train
     from specdec.verifiers import RecursiveRejection
 
-    overrides = ["+experiment=specblock_tiny", f"specblock.traces_dir={tmp_path / 'data'}",
-                 f"export.folder={tmp_path / 'sb'}", "data_gen.synthetic.prompts=16"]
+    overrides = [
+        "+experiment=specblock_tiny",
+        f"specblock.traces_dir={tmp_path / 'data'}",
+        f"export.folder={tmp_path / 'sb'}",
+        "data_gen.synthetic.prompts=16",
+    ]
     train(compose("train", [*overrides, "stage=data"]))
     rows = load_feature_traces(tmp_path / "data")
     # the draft loss falls when the learner fits one batch (25 AdamW steps, 3 cut schedules).
@@ -146,16 +160,28 @@ def test_tiny_experiment_trains_exports_and_decodes(tmp_path, compose):
     # draft improves; the rank weights follow the predictions), so the test measures block 1's
     # slot-0 cross-entropy, which every position enters.
     pair = tiny_pair()
-    learner = SpecBlockLearner(pair, str(tmp_path / "data"), list(LAYERS), blocks=2,
-                               rank_hidden=16, lr=3e-3)
+    learner = SpecBlockLearner(
+        pair, str(tmp_path / "data"), list(LAYERS), blocks=2, rank_hidden=16, lr=3e-3
+    )
     learner.log = lambda *args, **kwargs: None  # not attached to a Trainer
-    batch = collate([{"ids": t.ids, "feats": f, "plen": t.prompt_len, "topk_ids": t.topk_ids,
-                      "topk_logp": t.topk_logp} for t, f in rows[:8]])
+    batch = collate(
+        [
+            {
+                "ids": t.ids,
+                "feats": f,
+                "plen": t.prompt_len,
+                "topk_ids": t.topk_ids,
+                "topk_logp": t.topk_logp,
+            }
+            for t, f in rows[:8]
+        ]
+    )
 
     def slot0_ce() -> float:
         with torch.no_grad():
-            (_, out), = unroll(learner.net, pair.target.get_input_embeddings(), batch["ids"],
-                               batch["feats"], [])
+            ((_, out),) = unroll(
+                learner.net, pair.target.get_input_embeddings(), batch["ids"], batch["feats"], []
+            )
             top, p, has = slot_labels(batch["lab_ids"], batch["lab_logp"], learner.t2d, 0, K)
             ce = -(p * out.logits.log_softmax(-1).gather(-1, top.clamp(min=0))).sum(-1)
             return float(ce[..., 0][has[..., 0]].mean())
@@ -171,8 +197,15 @@ def test_tiny_experiment_trains_exports_and_decodes(tmp_path, compose):
     assert slot0_ce() < 0.8 * first
     assert not torch.equal(learner.net.rank_head[0].weight, rank_before)  # the rank loss trains
     # a rank-head stage (trainable=[rank_head]) moves the rank head and leaves the draft alone
-    stage = SpecBlockLearner(pair, str(tmp_path / "data"), list(LAYERS), blocks=1,
-                             rank_hidden=16, lr=3e-3, trainable=["rank_head"])
+    stage = SpecBlockLearner(
+        pair,
+        str(tmp_path / "data"),
+        list(LAYERS),
+        blocks=1,
+        rank_hidden=16,
+        lr=3e-3,
+        trainable=["rank_head"],
+    )
     stage.log = lambda *args, **kwargs: None
     draft_before = {n: p.clone() for n, p in stage.net.named_parameters()}
     opt = stage.configure_optimizers()["optimizer"]
@@ -193,8 +226,15 @@ def test_tiny_experiment_trains_exports_and_decodes(tmp_path, compose):
     greedy, prompt = Sampling(temperature=0.0), pair.tokenizer.encode("hello")
 
     def run(drafter):
-        return generate(prompt, CachedLM(pair.target), drafter, RecursiveRejection(),
-                        sampling=greedy, coins=TorchCoins(0), max_new_tokens=12).tokens
+        return generate(
+            prompt,
+            CachedLM(pair.target),
+            drafter,
+            RecursiveRejection(),
+            sampling=greedy,
+            coins=TorchCoins(0),
+            max_new_tokens=12,
+        ).tokens
 
     drafter = SpecBlockDrafter(Fixed(6), str(tmp_path / "sb"), max_blocks=2)
     assert run(drafter) == run(EmptyDrafter())

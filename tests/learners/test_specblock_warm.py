@@ -36,8 +36,9 @@ def test_slot0_at_the_first_position_is_eagle3s_first_draft(tiny64):
     target = tiny64.target
     vocab = target.config.vocab_size
     eagle = _trained_eagle3(tiny64, torch.arange(0, vocab, 2))  # half the vocabulary
-    net = new_specblock(target, torch.arange(vocab), LAYERS, slots=K, layers=2, rank_hidden=8,
-                        seed=5).double()
+    net = new_specblock(
+        target, torch.arange(vocab), LAYERS, slots=K, layers=2, rank_hidden=8, seed=5
+    ).double()
     warm_from_eagle3(net, eagle, query_scale=0.0)
     assert torch.equal(net.token_map, eagle.decoder.token_map)
     vd = eagle.decoder.token_map.numel()
@@ -47,23 +48,31 @@ def test_slot0_at_the_first_position_is_eagle3s_first_draft(tiny64):
     with torch.no_grad():
         states = target(input_ids=ids, output_hidden_states=True).hidden_states
         feats = torch.stack([states[i] for i in LAYERS], 2)  # [1, T, k, H]
-        (_, block1), = unroll(net.eval(), embed, ids, feats, [])
+        ((_, block1),) = unroll(net.eval(), embed, ids, feats, [])
         z = eagle.inputs(embed(ids[:, 1:2]), eagle.condition(feats[:, :1]))  # [1, 1, H]
         want = eagle.decoder.forward_reduced(None, inputs_embeds=z)[0, 0]  # [V_d]
     torch.testing.assert_close(block1.logits[0, 0, 0], want, atol=1e-10, rtol=0)
     # the default scale keeps a small query term that tells the slots apart
-    net = new_specblock(target, torch.arange(vocab), LAYERS, slots=K, layers=2, rank_hidden=8,
-                        seed=5).double()
+    net = new_specblock(
+        target, torch.arange(vocab), LAYERS, slots=K, layers=2, rank_hidden=8, seed=5
+    ).double()
     warm_from_eagle3(net, eagle)
     with torch.no_grad():
-        (_, scaled), = unroll(net.eval(), embed, ids, feats, [])
+        ((_, scaled),) = unroll(net.eval(), embed, ids, feats, [])
     assert (scaled.logits[0, 0, 1] - scaled.logits[0, 0, 0]).abs().max() > 1e-6
 
 
 def test_layers_after_the_first_start_as_the_identity(tiny64):
     target = tiny64.target
-    net = new_specblock(target, torch.arange(target.config.vocab_size), LAYERS, slots=K,
-                        layers=2, rank_hidden=8, seed=5).double()
+    net = new_specblock(
+        target,
+        torch.arange(target.config.vocab_size),
+        LAYERS,
+        slots=K,
+        layers=2,
+        rank_hidden=8,
+        seed=5,
+    ).double()
     warm_from_eagle3(net, _trained_eagle3(tiny64, torch.arange(20)))
     ids = torch.tensor([[5, 17, 3, 44, 9, 12, 30]])
     embed = target.get_input_embeddings()
@@ -80,7 +89,8 @@ def test_layers_after_the_first_start_as_the_identity(tiny64):
 def test_an_eagle3_drafter_of_other_layers_is_refused_naming_both(tiny64):
     vocab = tiny64.target.config.vocab_size
     eagle = new_eagle3(tiny64.target, torch.arange(vocab), (0, 2, 1), seed=7)
-    net = new_specblock(tiny64.target, torch.arange(vocab), LAYERS, slots=K, layers=2,
-                        rank_hidden=8, seed=5)
+    net = new_specblock(
+        tiny64.target, torch.arange(vocab), LAYERS, slots=K, layers=2, rank_hidden=8, seed=5
+    )
     with pytest.raises(ValueError, match=r"\[0, 2, 1\].*\[0, 1, 2\]"):
         warm_from_eagle3(net, eagle)

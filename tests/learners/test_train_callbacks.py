@@ -22,8 +22,12 @@ def test_callbacks_follow_the_experiments_monitor(compose, tmp_path):
 
     exp = "+experiment=draft_lm_smollm2"  # monitors val/top1, mode max
     default = build_callbacks(compose("train", [exp]))
-    assert [type(c) for c in default] == [ModelCheckpoint, ModelCheckpoint, LearningRateMonitor,
-                                          TQDMProgressBar]
+    assert [type(c) for c in default] == [
+        ModelCheckpoint,
+        ModelCheckpoint,
+        LearningRateMonitor,
+        TQDMProgressBar,
+    ]
     best, last = default[:2]
     assert (best.monitor, best.mode, best.save_top_k) == ("val/top1", "max", 1)
     assert (last.monitor, last.filename, last.save_top_k) == (None, "last", 1)
@@ -32,8 +36,9 @@ def test_callbacks_follow_the_experiments_monitor(compose, tmp_path):
     stop = next(c for c in more if isinstance(c, EarlyStopping))
     assert (stop.monitor, stop.mode) == ("val/top1", "max") and stop.patience == 10
     assert build_callbacks(compose("train", [exp, "callbacks=none"])) == []
-    assert [type(c) for c in build_callbacks(compose("train", [exp, "callbacks.lr_monitor=null"]))
-            ] == [ModelCheckpoint, ModelCheckpoint, TQDMProgressBar]
+    assert [
+        type(c) for c in build_callbacks(compose("train", [exp, "callbacks.lr_monitor=null"]))
+    ] == [ModelCheckpoint, ModelCheckpoint, TQDMProgressBar]
 
 
 def test_a_node_without_target_is_named(compose):
@@ -52,17 +57,33 @@ def test_best_checkpoint_is_tested_and_exported_and_early_stopping_follows_it(co
     best != last; early stopping (patience 2) then ends the run two validations after it."""
     from specdec.train import train
 
-    overrides = ["+experiment=eagle3_tiny", f"eagle3.traces_dir={tmp_path / 'data'}",
-                 f"export.folder={tmp_path / 'e3'}", "data_gen.synthetic.prompts=16"]
+    overrides = [
+        "+experiment=eagle3_tiny",
+        f"eagle3.traces_dir={tmp_path / 'data'}",
+        f"export.folder={tmp_path / 'e3'}",
+        "data_gen.synthetic.prompts=16",
+    ]
     train(compose("train", [*overrides, "stage=data"]))
     max_steps, every, patience = 24, 2, 2
-    metrics = train(compose("train", [
-        *overrides, "logger=csv", "monitor.mode=max", "callbacks=[default,early_stopping]",
-        f"callbacks.early_stopping.patience={patience}", "callbacks.progress_bar.refresh_rate=0",
-        f"trainer.max_steps={max_steps}", f"trainer.val_check_interval={every}",
-        "trainer.log_every_n_steps=1",
-        "+trainer.limit_val_batches=1", "+trainer.limit_test_batches=1",
-        "+trainer.enable_model_summary=false"]))
+    metrics = train(
+        compose(
+            "train",
+            [
+                *overrides,
+                "logger=csv",
+                "monitor.mode=max",
+                "callbacks=[default,early_stopping]",
+                f"callbacks.early_stopping.patience={patience}",
+                "callbacks.progress_bar.refresh_rate=0",
+                f"trainer.max_steps={max_steps}",
+                f"trainer.val_check_interval={every}",
+                "trainer.log_every_n_steps=1",
+                "+trainer.limit_val_batches=1",
+                "+trainer.limit_test_batches=1",
+                "+trainer.enable_model_summary=false",
+            ],
+        )
+    )
     assert "test/loss" in metrics
     rows = _metrics(tmp_path / "csv" / "version_0" / "metrics.csv")
     # Lightning logs a validation at global step g under step g - 1

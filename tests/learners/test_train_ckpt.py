@@ -37,28 +37,46 @@ def data_dir(tmp_path_factory):
 
     out = tmp_path_factory.mktemp("acc") / "data"
     acceptance_data.generate_acceptance_data(
-        tiny_pair(), str(out), [{"name": "synthetic", "limit": 12}],
-        sampling={"temperature": 1.0}, max_new_tokens=8, val_fraction=0.25, test_fraction=0.25)
+        tiny_pair(),
+        str(out),
+        [{"name": "synthetic", "limit": 12}],
+        sampling={"temperature": 1.0},
+        max_new_tokens=8,
+        val_fraction=0.25,
+        test_fraction=0.25,
+    )
     return str(out)
 
 
 def _cfg(compose, data_dir, tmp_path, epochs: int, *extra: str):
-    return compose("train", [
-        "+experiment=specdecpp_tiny", f"data_path={data_dir}", f"export.folder={tmp_path / 'head'}",
-        f"trainer.max_epochs={epochs}", "+trainer.limit_train_batches=2",
-        "+trainer.limit_val_batches=1", "+trainer.limit_test_batches=1",
-        "callbacks.progress_bar.refresh_rate=0", "+trainer.enable_model_summary=false", *extra])
+    return compose(
+        "train",
+        [
+            "+experiment=specdecpp_tiny",
+            f"data_path={data_dir}",
+            f"export.folder={tmp_path / 'head'}",
+            f"trainer.max_epochs={epochs}",
+            "+trainer.limit_train_batches=2",
+            "+trainer.limit_val_batches=1",
+            "+trainer.limit_test_batches=1",
+            "callbacks.progress_bar.refresh_rate=0",
+            "+trainer.enable_model_summary=false",
+            *extra,
+        ],
+    )
 
 
-def test_ckpt_path_resumes_the_tiny_experiment_with_weights_only(compose, data_dir, tmp_path,
-                                                                 monkeypatch):
+def test_ckpt_path_resumes_the_tiny_experiment_with_weights_only(
+    compose, data_dir, tmp_path, monkeypatch
+):
     from specdec.train import train
 
     train(_cfg(compose, data_dir, tmp_path, 1))
     last = tmp_path / "checkpoints" / "last.ckpt"
     loads, real = [], torch.load
-    monkeypatch.setattr(torch, "load", lambda *a, **k: loads.append(k.get("weights_only"))
-                        or real(*a, **k))
+    monkeypatch.setattr(
+        torch, "load", lambda *a, **k: loads.append(k.get("weights_only")) or real(*a, **k)
+    )
     metrics = train(_cfg(compose, data_dir, tmp_path, 2, f"ckpt_path={last}"))
     assert "test/loss" in metrics and loads and all(w is True for w in loads), loads
     tampered = tmp_path / "tampered.ckpt"

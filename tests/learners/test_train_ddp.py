@@ -27,8 +27,12 @@ from specdec.paths import CONF_DIR
 def _data(compose, tmp_path) -> list[str]:
     from specdec.train import train
 
-    overrides = ["+experiment=hrad_tiny", f"data_path={tmp_path / 'data'}",
-                 "data_gen.synthetic.count=16", "data_gen.max_new_tokens=12"]
+    overrides = [
+        "+experiment=hrad_tiny",
+        f"data_path={tmp_path / 'data'}",
+        "data_gen.synthetic.count=16",
+        "data_gen.max_new_tokens=12",
+    ]
     train(compose("train", [*overrides, "stage=data"]))
     return overrides
 
@@ -36,24 +40,44 @@ def _data(compose, tmp_path) -> list[str]:
 def _two_ranks(tmp_path, overrides: list[str], export: str) -> None:
     """``python -m specdec.train ... trainer=ddp_cpu`` (Lightning launches rank 1); the export
     ``export`` (a dotted name) is recorded per rank under ``tmp_path/exports``."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1",
-           "HF_DATASETS_OFFLINE": "1", "WANDB_MODE": "offline"}
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "HF_HUB_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+        "WANDB_MODE": "offline",
+    }
     env.pop("WORLD_SIZE", None)
-    cmd = [sys.executable, "-m", "specdec.train", *overrides, "trainer=ddp_cpu",
-           f"paths.log_dir={tmp_path / 'logs'}", "callbacks.progress_bar.refresh_rate=0",
-           "+callbacks.probe._target_=specdec.testing.ddp_probe.RankProbe",
-           f"+callbacks.probe.out_dir={tmp_path / 'probe'}",
-           "export._target_=specdec.testing.ddp_probe.recorded_export",
-           f"+export.inner={export}", f"+export.record_dir={tmp_path / 'exports'}"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "specdec.train",
+        *overrides,
+        "trainer=ddp_cpu",
+        f"paths.log_dir={tmp_path / 'logs'}",
+        "callbacks.progress_bar.refresh_rate=0",
+        "+callbacks.probe._target_=specdec.testing.ddp_probe.RankProbe",
+        f"+callbacks.probe.out_dir={tmp_path / 'probe'}",
+        "export._target_=specdec.testing.ddp_probe.recorded_export",
+        f"+export.inner={export}",
+        f"+export.record_dir={tmp_path / 'exports'}",
+    ]
     run = subprocess.run(cmd, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
 
 
 def test_two_cpu_processes_train_one_model_on_half_the_batches_each(compose, tmp_path):
     overrides = _data(compose, tmp_path)
-    _two_ranks(tmp_path, [*overrides, "trainer.max_epochs=2", "datamodule.batch_size=8",
-                          f"export.folder={tmp_path / 'head'}"],
-               "specdec.learners.hrad.module.export_hrad")
+    _two_ranks(
+        tmp_path,
+        [
+            *overrides,
+            "trainer.max_epochs=2",
+            "datamodule.batch_size=8",
+            f"export.folder={tmp_path / 'head'}",
+        ],
+        "specdec.learners.hrad.module.export_hrad",
+    )
     # exported once, by rank 0 only
     assert sorted(f.name for f in (tmp_path / "exports").iterdir()) == ["export_rank0"]
     ranks = [json.loads((tmp_path / "probe" / f"rank{r}.json").read_text()) for r in (0, 1)]
@@ -71,26 +95,42 @@ def test_two_cpu_processes_train_one_model_on_half_the_batches_each(compose, tmp
     assert head.meta["experiment"] == "hrad_tiny"
     best = sorted((tmp_path / "logs").rglob("best-*.ckpt"))
     assert len(best) == 1, best
-    fresh = exportable(None, str(best[0]), sharded=True,
-                       build=lambda: instantiate(compose("train", overrides).learner))
+    fresh = exportable(
+        None,
+        str(best[0]),
+        sharded=True,
+        build=lambda: instantiate(compose("train", overrides).learner),
+    )
     for name, tensor in fresh.head.state_dict().items():
         torch.testing.assert_close(tensor, head.state_dict()[name], rtol=0, atol=0)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("experiment", "extra"), [
-    ("specdecpp_tiny", ["trainer.max_epochs=1"]),
-    ("eagle3_tiny", ["trainer.max_steps=4", "trainer.val_check_interval=2"]),
-    # no rank head before step 2: its parameters sit out, which DDP must be told
-    ("specblock_tiny", ["trainer.max_steps=4", "trainer.val_check_interval=2",
-                        "+learner.rank_start_step=2",
-                        "trainer.strategy.find_unused_parameters=true"]),
-])
+@pytest.mark.parametrize(
+    ("experiment", "extra"),
+    [
+        ("specdecpp_tiny", ["trainer.max_epochs=1"]),
+        ("eagle3_tiny", ["trainer.max_steps=4", "trainer.val_check_interval=2"]),
+        # no rank head before step 2: its parameters sit out, which DDP must be told
+        (
+            "specblock_tiny",
+            [
+                "trainer.max_steps=4",
+                "trainer.val_check_interval=2",
+                "+learner.rank_start_step=2",
+                "trainer.strategy.find_unused_parameters=true",
+            ],
+        ),
+    ],
+)
 def test_every_tiny_learner_trains_with_two_cpu_processes(compose, tmp_path, experiment, extra):
     from specdec.train import train
 
-    data = {"specdecpp_tiny": "data_path", "eagle3_tiny": "eagle3.traces_dir",
-            "specblock_tiny": "specblock.traces_dir"}[experiment]
+    data = {
+        "specdecpp_tiny": "data_path",
+        "eagle3_tiny": "eagle3.traces_dir",
+        "specblock_tiny": "specblock.traces_dir",
+    }[experiment]
     cfg = compose("train", [f"+experiment={experiment}", f"{data}={tmp_path / 'data'}"])
     overrides = [f"+experiment={experiment}", f"{data}={tmp_path / 'data'}"]
     train(compose("train", [*overrides, "stage=data"]))
@@ -107,8 +147,11 @@ def test_stage_data_refuses_to_run_in_several_processes(compose, tmp_path, monke
 
     monkeypatch.setenv("WORLD_SIZE", "2")
     with pytest.raises(RuntimeError, match="stage=data .* must run in one process.*WORLD_SIZE=2"):
-        train(compose("train", ["+experiment=hrad_tiny", f"data_path={tmp_path / 'data'}",
-                                "stage=data"]))
+        train(
+            compose(
+                "train", ["+experiment=hrad_tiny", f"data_path={tmp_path / 'data'}", "stage=data"]
+            )
+        )
     assert not (tmp_path / "data").exists()
 
 
@@ -121,8 +164,9 @@ def test_the_fsdp_export_needs_a_full_checkpoint_and_ddp_exports_the_live_learne
             exportable(learner, best, sharded=True, build=dict)
 
 
-def test_train_exports_from_the_checkpoint_when_the_strategy_is_fsdp(compose, tmp_path,
-                                                                      monkeypatch):
+def test_train_exports_from_the_checkpoint_when_the_strategy_is_fsdp(
+    compose, tmp_path, monkeypatch
+):
     """The wiring in ``specdec.train``: an FSDP strategy (stood in for by the one-process CPU
     strategy, Lightning runs FSDP on GPUs only) exports a fresh learner loaded from ``best``."""
     import lightning.pytorch.strategies as strategies
@@ -139,9 +183,17 @@ def test_train_exports_from_the_checkpoint_when_the_strategy_is_fsdp(compose, tm
     monkeypatch.setattr(strategies, "FSDPStrategy", strategies.SingleDeviceStrategy)
     monkeypatch.setattr(train_module, "exportable", spy)
     overrides = _data(compose, tmp_path)
-    train_module.train(compose("train", [*overrides, "trainer.max_epochs=1",
-                                         f"export.folder={tmp_path / 'head'}",
-                                         "callbacks.progress_bar.refresh_rate=0"]))
+    train_module.train(
+        compose(
+            "train",
+            [
+                *overrides,
+                "trainer.max_epochs=1",
+                f"export.folder={tmp_path / 'head'}",
+                "callbacks.progress_bar.refresh_rate=0",
+            ],
+        )
+    )
     [(sharded, same, best)] = calls
     assert sharded and not same and best
     state = torch.load(best, map_location="cpu", weights_only=True)["state_dict"]
@@ -150,8 +202,10 @@ def test_train_exports_from_the_checkpoint_when_the_strategy_is_fsdp(compose, tm
 
 
 @pytest.mark.parametrize("trainer", ["ddp_cpu", "ddp", "fsdp"])
-@pytest.mark.parametrize("experiment", ["hrad_tiny", "specdecpp_tiny", "eagle3_tiny",
-                                        "specblock_tiny", "draft_lm_smollm2"])
+@pytest.mark.parametrize(
+    "experiment",
+    ["hrad_tiny", "specdecpp_tiny", "eagle3_tiny", "specblock_tiny", "draft_lm_smollm2"],
+)
 def test_every_learner_composes_with_every_parallel_trainer(compose, experiment, trainer):
     cfg = compose("train", [f"+experiment={experiment}", f"trainer={trainer}"])
     assert cfg.trainer.strategy is not None and cfg.learner is not None

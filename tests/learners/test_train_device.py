@@ -17,8 +17,9 @@ from safetensors.torch import save_file
 
 def _token_map(folder, vocab: int) -> None:
     ids = torch.arange(min(vocab, 96))
-    save_file({"token_map": ids, "counts": torch.ones_like(ids)},
-              str(folder / "token_map.safetensors"))
+    save_file(
+        {"token_map": ids, "counts": torch.ones_like(ids)}, str(folder / "token_map.safetensors")
+    )
 
 
 def _devices(module: torch.nn.Module) -> set[str]:

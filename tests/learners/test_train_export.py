@@ -40,8 +40,11 @@ def test_the_default_destination_is_the_run_folder_and_install_needs_consent(tmp
     (asset / "config.json").write_text("{}")
     (asset / "model.safetensors").write_bytes(b"")
     for kwargs in ({"install": True, "asset": asset}, {"folder": asset}):
-        with pytest.raises(BadInput, match=rf"overwrite {re.escape(str(asset.resolve()))}/"
-                           r"config\.json \(and 1 more\).*export\.force=true"):
+        with pytest.raises(
+            BadInput,
+            match=rf"overwrite {re.escape(str(asset.resolve()))}/"
+            r"config\.json \(and 1 more\).*export\.force=true",
+        ):
             export_folder(run, **kwargs)
         assert export_folder(run, force=True, **kwargs) == asset.resolve()
     with pytest.raises(BadInput, match="no export.asset"):
@@ -53,11 +56,16 @@ def test_the_default_destination_is_the_run_folder_and_install_needs_consent(tmp
 def test_install_over_a_shipped_asset_is_refused_before_training(compose):
     from specdec.train import train
 
-    cfg = compose("train", ["+experiment=eagle3_tiny", "export.install=true",
-                            "eagle3.traces_dir=/nonexistent"])  # refused before any data is read
+    cfg = compose(
+        "train",
+        ["+experiment=eagle3_tiny", "export.install=true", "eagle3.traces_dir=/nonexistent"],
+    )  # refused before any data is read
     shipped = ASSETS / "eagle3" / "tiny" / "config.json"
-    with pytest.raises(BadInput, match=rf"overwrite {re.escape(str(shipped))}.*"
-                       r"export\.force=true"):
+    with pytest.raises(
+        BadInput,
+        match=rf"overwrite {re.escape(str(shipped))}.*"
+        r"export\.force=true",
+    ):
         train(cfg)
 
 
@@ -69,15 +77,23 @@ def _examples() -> list[list[str]]:
 
 
 def _assets_digest() -> dict[str, str]:
-    return {str(p.relative_to(ROOT)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(ASSETS.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(ROOT)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(ASSETS.rglob("*"))
+        if p.is_file()
+    }
 
 
 def _git_status() -> str | None:
     if shutil.which("git") is None or not (ROOT / ".git").exists():
         return None
-    return subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
-                          capture_output=True, text=True, check=True).stdout
+    return subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=no"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
 
 
 def test_the_help_examples_export_under_their_run_folder(compose, tmp_path):
@@ -107,12 +123,22 @@ def test_the_help_tiny_examples_leave_the_shipped_files_and_git_status_alone(com
 
 @pytest.mark.slow  # a Python process with torch and Hydra: ~15 s on a busy 2-core machine
 def test_the_cli_refusal_is_one_error_line_and_status_2(tmp_path):
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline",
-           "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline", "PYTHONPATH": str(ROOT)}
     proc = subprocess.run(
-        [sys.executable, "-m", "specdec.train", "+experiment=eagle3_tiny", "export.install=true",
-         f"hydra.run.dir={tmp_path}"], capture_output=True, text=True, env=env, timeout=300,
-        cwd=ROOT)
+        [
+            sys.executable,
+            "-m",
+            "specdec.train",
+            "+experiment=eagle3_tiny",
+            "export.install=true",
+            f"hydra.run.dir={tmp_path}",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        cwd=ROOT,
+    )
     assert proc.returncode == 2, proc.stderr[-2000:]
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: the export would overwrite ")

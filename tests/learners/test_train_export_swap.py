@@ -56,22 +56,37 @@ def _asset(folder: Path) -> Path:
 
 
 def _files(folder: Path) -> dict[str, str]:
-    return {str(p.relative_to(folder)): p.read_text() for p in sorted(folder.rglob("*"))
-            if p.is_file()}
+    return {
+        str(p.relative_to(folder)): p.read_text() for p in sorted(folder.rglob("*")) if p.is_file()
+    }
 
 
 def _killed_export(folder: Path) -> None:
-    proc = subprocess.run([sys.executable, "-c", KILL_BETWEEN_RENAMES,
-                           str(REPO / "specdec" / "models" / "folder_swap.py"), str(folder)],
-                          cwd=REPO, capture_output=True, text=True, timeout=60,
-                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            KILL_BETWEEN_RENAMES,
+            str(REPO / "specdec" / "models" / "folder_swap.py"),
+            str(folder),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
     assert not folder.exists()  # the state the kill left: no folder, a .old and a full .tmp
     assert sorted(p.suffix for p in folder.parent.iterdir()) == [".old", ".tmp"]
 
 
-NEW = {"model.safetensors": "new weights", "config.json": '{"new": true}',
-       "MODEL_CARD.md": "# card\n", "notes/eval.txt": "mine\n"}
+NEW = {
+    "model.safetensors": "new weights",
+    "config.json": '{"new": true}',
+    "MODEL_CARD.md": "# card\n",
+    "notes/eval.txt": "mine\n",
+}
 
 
 def test_a_kill_between_the_renames_is_completed_before_the_training_reruns(tmp_path):
@@ -106,9 +121,12 @@ def test_an_orphan_old_folder_hands_its_files_to_the_folder_a_rerun_wrote(tmp_pa
     folder.mkdir()  # what a rerun wrote before: the weights, but no card
     (folder / "model.safetensors").write_text("rerun weights")
     export_folder(tmp_path / "run", folder=folder, force=True)
-    assert _files(folder) == {"model.safetensors": "rerun weights", "config.json":
-                              '{"new": false}', "MODEL_CARD.md": "# card\n",
-                              "notes/eval.txt": "mine\n"}
+    assert _files(folder) == {
+        "model.safetensors": "rerun weights",
+        "config.json": '{"new": false}',
+        "MODEL_CARD.md": "# card\n",
+        "notes/eval.txt": "mine\n",
+    }
     assert [p.name for p in folder.parent.iterdir()] == ["head"]
 
 
@@ -133,11 +151,19 @@ def test_an_export_folder_that_is_a_file_is_refused_before_training(compose, tmp
     from specdec.train import train
 
     (tmp_path / "x").write_text("not a folder")
-    for folder, says in ((tmp_path / "x", "is a file, not a folder"),
-                         (tmp_path / "x" / "sub", "cannot be created: .* is a file"),
-                         (Path("/proc/specdec-export"), "cannot be written: /proc refuses")):
-        cfg = compose("train", ["+experiment=eagle3_tiny", f"export.folder={folder}",
-                                "eagle3.traces_dir=/nonexistent"])  # refused before any data
+    for folder, says in (
+        (tmp_path / "x", "is a file, not a folder"),
+        (tmp_path / "x" / "sub", "cannot be created: .* is a file"),
+        (Path("/proc/specdec-export"), "cannot be written: /proc refuses"),
+    ):
+        cfg = compose(
+            "train",
+            [
+                "+experiment=eagle3_tiny",
+                f"export.folder={folder}",
+                "eagle3.traces_dir=/nonexistent",
+            ],
+        )  # refused before any data
         with pytest.raises(BadInput, match=rf"export folder .*\(export\.folder\) {says}"):
             train(cfg)
     with pytest.raises(BadInput, match=r"\(export\.asset\) is a file"):

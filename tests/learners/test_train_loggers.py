@@ -36,8 +36,7 @@ def test_logger_wandb_runs_offline_with_project_tags_and_config(compose, tmp_pat
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_SILENT", "true")
     monkeypatch.delenv("WANDB_DIR", raising=False)
-    cfg = compose("train", ["+experiment=hrad_tiny", "logger=wandb", "logger.tags=[cpu]",
-                            "seed=7"])
+    cfg = compose("train", ["+experiment=hrad_tiny", "logger=wandb", "logger.tags=[cpu]", "seed=7"])
     logger = build_logger(cfg)
     try:
         assert isinstance(logger, WandbLogger)
@@ -45,8 +44,11 @@ def test_logger_wandb_runs_offline_with_project_tags_and_config(compose, tmp_pat
         assert run.settings.mode == "offline" and run.project == "specdec"
         assert tuple(run.tags) == ("cpu",) and run.config["seed"] == 7
         # named <experiment>-<config hash> (the run folder's name), grouped by experiment
-        assert run.name == f"hrad_tiny-{train_hash(cfg)}" == \
-            "hrad_tiny-" + Path(str(cfg.hydra.run.dir)).name
+        assert (
+            run.name
+            == f"hrad_tiny-{train_hash(cfg)}"
+            == "hrad_tiny-" + Path(str(cfg.hydra.run.dir)).name
+        )
         assert run.group == "hrad_tiny" and run.job_type == "train"
     finally:
         wandb.finish()
@@ -54,8 +56,9 @@ def test_logger_wandb_runs_offline_with_project_tags_and_config(compose, tmp_pat
     assert len(list((tmp_path / "wandb").glob("offline-run-*"))) == 1
 
 
-def test_the_wandb_run_and_model_artifact_carry_the_run_folders_hash(compose, tmp_path,
-                                                                     monkeypatch):
+def test_the_wandb_run_and_model_artifact_carry_the_run_folders_hash(
+    compose, tmp_path, monkeypatch
+):
     """Building the learner resolves ``${model}``'s interpolations in place (Hydra's instantiate),
     which moves ``train_hash`` of the config; the names keep the hash Hydra named the folder
     with (``paths.output_dir``, as under ``@hydra.main``)."""

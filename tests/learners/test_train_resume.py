@@ -28,21 +28,35 @@ def traces(tmp_path_factory):
 
     register_resolvers()
     out = tmp_path_factory.mktemp("e3") / "data"
-    make_eagle3_data(tiny_pair(), str(out), [0, 1, 2],
-                     synthetic={"prompts": 20, "max_new": 12, "vocab_map_size": 96, "seed": 0})
+    make_eagle3_data(
+        tiny_pair(),
+        str(out),
+        [0, 1, 2],
+        synthetic={"prompts": 20, "max_new": 12, "vocab_map_size": 96, "seed": 0},
+    )
     return str(out)
 
 
 def _run(compose, traces: str, run_dir: Path, *extra: str) -> dict:
     from specdec.train import train
 
-    cfg = compose("train", [
-        "+experiment=eagle3_tiny", f"eagle3.traces_dir={traces}", "datamodule.batch_size=4",
-        f"trainer.max_steps={STEPS}", f"trainer.val_check_interval={EVERY}",
-        "+trainer.limit_val_batches=1", "+trainer.limit_test_batches=1",
-        "+trainer.enable_model_summary=false", "callbacks.progress_bar.refresh_rate=0",
-        "+callbacks.log._target_=specdec.testing.resume_probe.BatchLog",
-        f"+callbacks.log.path={run_dir / 'batches.jsonl'}", *extra])
+    cfg = compose(
+        "train",
+        [
+            "+experiment=eagle3_tiny",
+            f"eagle3.traces_dir={traces}",
+            "datamodule.batch_size=4",
+            f"trainer.max_steps={STEPS}",
+            f"trainer.val_check_interval={EVERY}",
+            "+trainer.limit_val_batches=1",
+            "+trainer.limit_test_batches=1",
+            "+trainer.enable_model_summary=false",
+            "callbacks.progress_bar.refresh_rate=0",
+            "+callbacks.log._target_=specdec.testing.resume_probe.BatchLog",
+            f"+callbacks.log.path={run_dir / 'batches.jsonl'}",
+            *extra,
+        ],
+    )
     with open_dict(cfg):
         cfg.paths.output_dir = str(run_dir)
     return train(cfg)
@@ -57,16 +71,23 @@ def _weights(run_dir: Path) -> dict[str, torch.Tensor]:
 
 
 def test_rerunning_a_killed_run_resumes_mid_epoch_without_lost_or_repeated_batches(
-        compose, traces, tmp_path):
+    compose, traces, tmp_path
+):
     from specdec.testing.resume_probe import Killed
 
     whole, killed = tmp_path / "whole", tmp_path / "killed"
     _run(compose, traces, whole)
     with pytest.raises(Killed):
-        _run(compose, traces, killed, "+callbacks.kill._target_=specdec.testing.resume_probe."
-             "StopAt", f"+callbacks.kill.step={KILL}")
-    assert torch.load(killed / "checkpoints" / "last.ckpt",
-                      weights_only=True)["global_step"] == KILL
+        _run(
+            compose,
+            traces,
+            killed,
+            "+callbacks.kill._target_=specdec.testing.resume_probe.StopAt",
+            f"+callbacks.kill.step={KILL}",
+        )
+    assert (
+        torch.load(killed / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == KILL
+    )
     _run(compose, traces, killed)  # the same command again (callbacks are not hashed)
 
     log = _log(killed)
@@ -94,8 +115,15 @@ def test_the_same_command_maps_to_the_same_folder_and_training_keys_to_another(c
 
     first = folder()
     assert Path(first).parent.name == "eagle3_tiny" and first == folder()
-    for unhashed in ("logger=csv", "callbacks=none", "export.install=true", "stage=data",
-                     "ckpt_path=x.ckpt", "resume=false", "paths.cache_dir=/elsewhere"):
+    for unhashed in (
+        "logger=csv",
+        "callbacks=none",
+        "export.install=true",
+        "stage=data",
+        "ckpt_path=x.ckpt",
+        "resume=false",
+        "paths.cache_dir=/elsewhere",
+    ):
         assert folder(unhashed) == first, unhashed
     for hashed in ("learner.lr=0.1", "seed=1", "trainer=cpu", "datamodule.batch_size=2"):
         assert folder(hashed) != first, hashed
@@ -110,12 +138,15 @@ def test_resume_false_and_an_explicit_ckpt_path(compose, tmp_path):
     last.parent.mkdir()
     torch.save({"state_dict": {}}, last)
     assert resume_checkpoint(cfg, tmp_path) == str(last)
-    assert resume_checkpoint(compose("train", ["+experiment=eagle3_tiny", "resume=false"]),
-                             tmp_path) is None
+    assert (
+        resume_checkpoint(compose("train", ["+experiment=eagle3_tiny", "resume=false"]), tmp_path)
+        is None
+    )
     good = tmp_path / "a.ckpt"
     torch.save({"state_dict": {}}, good)
-    assert resume_checkpoint(compose("train", ["+experiment=eagle3_tiny", f"ckpt_path={good}"]),
-                             tmp_path) == str(good)
+    assert resume_checkpoint(
+        compose("train", ["+experiment=eagle3_tiny", f"ckpt_path={good}"]), tmp_path
+    ) == str(good)
 
 
 def test_a_truncated_or_missing_checkpoint_is_refused_before_training(compose, tmp_path):
@@ -128,8 +159,10 @@ def test_a_truncated_or_missing_checkpoint_is_refused_before_training(compose, t
     with pytest.raises(BadInput, match=r"last\.ckpt is truncated.*resume=false"):
         resume_checkpoint(compose("train", ["+experiment=eagle3_tiny"]), tmp_path)
     with pytest.raises(MissingInput, match="nope.ckpt is missing"):
-        resume_checkpoint(compose("train", ["+experiment=eagle3_tiny",
-                                            f"ckpt_path={tmp_path / 'nope.ckpt'}"]), tmp_path)
+        resume_checkpoint(
+            compose("train", ["+experiment=eagle3_tiny", f"ckpt_path={tmp_path / 'nope.ckpt'}"]),
+            tmp_path,
+        )
 
 
 def test_the_loader_state_skips_the_batches_done_in_its_epoch_and_none_of_the_next():

@@ -27,16 +27,28 @@ KILLS = (6, 10)  # after the checkpoints at steps 6 and 10: mid-epoch (epochs 1 
 def _run(compose, data: Path, run_dir: Path, *extra: str) -> None:
     from specdec.train import train
 
-    cfg = compose("train", [
-        "+experiment=hrad_tiny", f"data_path={data}", "datamodule.batch_size=16",
-        "trainer.max_epochs=-1", f"+trainer.max_steps={STEPS}",
-        f"+trainer.limit_train_batches={BATCHES}", f"+trainer.val_check_interval={EVERY}",
-        "+trainer.limit_val_batches=1", "+trainer.limit_test_batches=1",
-        "+trainer.enable_model_summary=false", "+trainer.num_sanity_val_steps=0",
-        "callbacks.progress_bar.refresh_rate=0", "callbacks.lr_monitor=null",
-        "callbacks.model_checkpoint=null",  # "best" is then the latest: the final weights
-        "+callbacks.log._target_=specdec.testing.resume_probe.BatchLog",
-        f"+callbacks.log.path={run_dir / 'batches.jsonl'}", *extra])
+    cfg = compose(
+        "train",
+        [
+            "+experiment=hrad_tiny",
+            f"data_path={data}",
+            "datamodule.batch_size=16",
+            "trainer.max_epochs=-1",
+            f"+trainer.max_steps={STEPS}",
+            f"+trainer.limit_train_batches={BATCHES}",
+            f"+trainer.val_check_interval={EVERY}",
+            "+trainer.limit_val_batches=1",
+            "+trainer.limit_test_batches=1",
+            "+trainer.enable_model_summary=false",
+            "+trainer.num_sanity_val_steps=0",
+            "callbacks.progress_bar.refresh_rate=0",
+            "callbacks.lr_monitor=null",
+            "callbacks.model_checkpoint=null",  # "best" is then the latest: the final weights
+            "+callbacks.log._target_=specdec.testing.resume_probe.BatchLog",
+            f"+callbacks.log.path={run_dir / 'batches.jsonl'}",
+            *extra,
+        ],
+    )
     with open_dict(cfg):
         cfg.paths.output_dir = str(run_dir)
     train(cfg)
@@ -47,26 +59,41 @@ def _rows(run_dir: Path) -> list[list[str]]:
     return [r["rows"] for r in map(json.loads, lines) if "rows" in r]
 
 
-def test_a_run_killed_twice_and_resumed_exports_the_uninterrupted_runs_weights(
-        compose, tmp_path):
+def test_a_run_killed_twice_and_resumed_exports_the_uninterrupted_runs_weights(compose, tmp_path):
     from specdec.testing.resume_probe import Killed
     from specdec.train import train
 
     hrad_data = tmp_path / "data"
-    train(compose("train", ["+experiment=hrad_tiny", "stage=data", f"data_path={hrad_data}",
-                            "data_gen.synthetic.count=16", "data_gen.max_new_tokens=12"]))
+    train(
+        compose(
+            "train",
+            [
+                "+experiment=hrad_tiny",
+                "stage=data",
+                f"data_path={hrad_data}",
+                "data_gen.synthetic.count=16",
+                "data_gen.max_new_tokens=12",
+            ],
+        )
+    )
 
     whole, killed = tmp_path / "whole", tmp_path / "killed"
     _run(compose, hrad_data, whole)
     for step in KILLS:
         with pytest.raises(Killed):
-            _run(compose, hrad_data, killed, "+callbacks.kill._target_=specdec.testing."
-                 "resume_probe.StopAt", f"+callbacks.kill.step={step}")
+            _run(
+                compose,
+                hrad_data,
+                killed,
+                "+callbacks.kill._target_=specdec.testing.resume_probe.StopAt",
+                f"+callbacks.kill.step={step}",
+            )
     _run(compose, hrad_data, killed)
 
     assert len(_rows(whole)) == STEPS and _rows(killed) == _rows(whole)
-    last = [torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)
-            for run in (whole, killed)]
+    last = [
+        torch.load(run / "checkpoints" / "last.ckpt", weights_only=True) for run in (whole, killed)
+    ]
     assert last[0]["global_step"] == last[1]["global_step"] == STEPS
     for name, tensor in last[0]["state_dict"].items():
         assert torch.equal(last[1]["state_dict"][name], tensor), name

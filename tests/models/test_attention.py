@@ -16,9 +16,16 @@ from specdec.models.tiny import tiny_pair
 
 def _gqa_model() -> LlamaForCausalLM:
     torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, head_dim=8,
-                      attn_implementation="sdpa")
+    cfg = LlamaConfig(
+        vocab_size=64,
+        hidden_size=32,
+        intermediate_size=48,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=8,
+        attn_implementation="sdpa",
+    )
     model = LlamaForCausalLM(cfg).double().eval()
     exact_float64(model)  # float64 norms: compared at 1e-12 (transformers' own run in float32)
     return model

@@ -33,8 +33,15 @@ def test_cached_lm_passes_the_cache_under_the_models_own_name(tiny64):
 
 
 def test_reduced_vocab_draft_uses_the_cache_it_is_given():
-    config = LlamaConfig(vocab_size=40, hidden_size=16, intermediate_size=32, num_hidden_layers=2,
-                         num_attention_heads=2, num_key_value_heads=2, tie_word_embeddings=True)
+    config = LlamaConfig(
+        vocab_size=40,
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        tie_word_embeddings=True,
+    )
     config.draft_vocab_size = 12
     torch.manual_seed(0)
     net = ReducedVocabDraft(config).double().eval()

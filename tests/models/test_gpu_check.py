@@ -21,9 +21,13 @@ spec.loader.exec_module(gpu_check)
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the refusal needs a machine without CUDA")
 def test_the_shell_script_fails_clearly_without_cuda(tmp_path):
-    out = subprocess.run(["bash", str(ROOT / "scripts" / "gpu_check.sh")], capture_output=True,
-                         text=True, env={"PY": sys.executable, "PATH": "/usr/bin:/bin",
-                                         "OUT": str(tmp_path / "out")}, timeout=120)
+    out = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "gpu_check.sh")],
+        capture_output=True,
+        text=True,
+        env={"PY": sys.executable, "PATH": "/usr/bin:/bin", "OUT": str(tmp_path / "out")},
+        timeout=120,
+    )
     assert out.returncode == 1
     assert "CUDA is not available here" in out.stderr and "GPU machine" in out.stderr
     assert not (tmp_path / "out").exists()  # nothing ran
@@ -60,8 +64,11 @@ def test_weights_probe_reads_only_the_local_cache(monkeypatch, capsys):
     import huggingface_hub
 
     cached = {"Qwen/Qwen2.5-0.5B-Instruct"}
-    monkeypatch.setattr(huggingface_hub, "try_to_load_from_cache",
-                        lambda repo, name: f"/cache/{repo}/{name}" if repo in cached else None)
+    monkeypatch.setattr(
+        huggingface_hub,
+        "try_to_load_from_cache",
+        lambda repo, name: f"/cache/{repo}/{name}" if repo in cached else None,
+    )
     assert gpu_check.main(["weights", "--pair", "qwen25_05b_14b"]) == 1
     assert "not in the local cache: target Qwen/Qwen2.5-14B-Instruct" in capsys.readouterr().out
     cached.add("Qwen/Qwen2.5-14B-Instruct")
@@ -69,10 +76,13 @@ def test_weights_probe_reads_only_the_local_cache(monkeypatch, capsys):
 
 
 def _summary(wall: float, modeled: float, monotone: bool = True, t1: float = 0.01) -> dict:
-    return {"cost_model": True, "cost_table_monotone": monotone,
-            "cost_fit": {"monotone_violations": {"target": [] if monotone else [8]}},
-            "cost_table": {"times": {"target": {"1": t1, "8": 0.012}, "draft": {"1": 0.002}}},
-            "overall": {"wall_s": wall, "modeled_s": modeled}}
+    return {
+        "cost_model": True,
+        "cost_table_monotone": monotone,
+        "cost_fit": {"monotone_violations": {"target": [] if monotone else [8]}},
+        "cost_table": {"times": {"target": {"1": t1, "8": 0.012}, "draft": {"1": 0.002}}},
+        "overall": {"wall_s": wall, "modeled_s": modeled},
+    }
 
 
 def test_timing_sanity_flags_what_a_cuda_run_must_not_show():
@@ -86,8 +96,9 @@ def test_timing_sanity_flags_what_a_cuda_run_must_not_show():
     assert "no cost model" in problems({"cost_model": False}, 0.5)[0]
 
 
-graphs_spec = importlib.util.spec_from_file_location("gpu_graphs",
-                                                     ROOT / "scripts" / "gpu_graphs.py")
+graphs_spec = importlib.util.spec_from_file_location(
+    "gpu_graphs", ROOT / "scripts" / "gpu_graphs.py"
+)
 gpu_graphs = importlib.util.module_from_spec(graphs_spec)
 graphs_spec.loader.exec_module(gpu_graphs)
 
@@ -122,10 +133,22 @@ def test_dtype_agreement_is_reported_not_asserted(capsys):
 
 @pytest.mark.slow  # several python processes: about a minute on an idle machine
 def test_the_dry_run_runs_every_step_on_the_cpu(tmp_path):
-    env = {"PY": sys.executable, "PATH": "/usr/bin:/bin", "OUT": str(tmp_path / "out"),
-           "DEVICE": "cpu", "GREEDY_METHODS": "sps", "MAX_NEW": "4", "HOME": str(tmp_path)}
-    out = subprocess.run(["bash", str(ROOT / "scripts" / "gpu_check.sh")], capture_output=True,
-                         text=True, env=env, timeout=1200)
+    env = {
+        "PY": sys.executable,
+        "PATH": "/usr/bin:/bin",
+        "OUT": str(tmp_path / "out"),
+        "DEVICE": "cpu",
+        "GREEDY_METHODS": "sps",
+        "MAX_NEW": "4",
+        "HOME": str(tmp_path),
+    }
+    out = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "gpu_check.sh")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=1200,
+    )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     for name in ("greedy", "timing_tiny", "graphs_tiny", "dtypes"):
         assert (tmp_path / "out" / f"{name}.txt").stat().st_size > 0, name

@@ -24,26 +24,43 @@ from specdec.sampling import TorchCoins
 def test_bfloat16_pair_decodes_greedily(compose, method):
     pair = tiny_pair(placement={"dtype": "bfloat16"})
     assert pair.describe()["dtype"] == "bfloat16"
-    cfg = compose("eval", [f"method={method}", "sampling.temperature=0",
-                           "model.placement.dtype=bfloat16"])
+    cfg = compose(
+        "eval", [f"method={method}", "sampling.temperature=0", "model.placement.dtype=bfloat16"]
+    )
     m = build_method(cfg, pair)
     prompt = pair.tokenizer.encode("bf16 on the way")
-    runs = [generate(prompt, m.target, m.drafter, m.verifier, sampling=m.sampling,
-                     coins=TorchCoins(0), max_new_tokens=16).tokens for _ in range(2)]
+    runs = [
+        generate(
+            prompt,
+            m.target,
+            m.drafter,
+            m.verifier,
+            sampling=m.sampling,
+            coins=TorchCoins(0),
+            max_new_tokens=16,
+        ).tokens
+        for _ in range(2)
+    ]
     assert len(runs[0]) == 16 and all(0 <= t < 259 for t in runs[0])
     assert runs[0] == runs[1]  # the same inputs give the same tokens
 
 
 def test_flash_attention_is_refused_where_it_cannot_run():
     bf16 = torch.bfloat16
-    with pytest.raises(ValueError, match=r"needs the 'flash_attn' package, which is not installed"
-                                         r".*pip install -e '.\[gpu\]'"):
+    with pytest.raises(
+        ValueError,
+        match=r"needs the 'flash_attn' package, which is not installed"
+        r".*pip install -e '.\[gpu\]'",
+    ):
         check_attention("flash_attention_2", device="cuda", dtype=bf16, installed=lambda _: False)
     have = {"installed": lambda _: True}
     with pytest.raises(ValueError, match=r"runs on CUDA only, but device=cpu"):
         check_attention("flash_attention_2", device="cpu", dtype=bf16, **have)
-    with pytest.raises(ValueError, match=r"needs bfloat16 or float16 weights, got float32; set "
-                                         r"model.placement.dtype=bfloat16"):
+    with pytest.raises(
+        ValueError,
+        match=r"needs bfloat16 or float16 weights, got float32; set "
+        r"model.placement.dtype=bfloat16",
+    ):
         check_attention("flash_attention_2", device="cuda:0", dtype=torch.float32, **have)
     check_attention("flash_attention_2", device="cuda:0", dtype=bf16, **have)
     for other in (None, "sdpa", "eager"):
@@ -55,8 +72,12 @@ def test_load_pair_refuses_flash_attention_before_loading(tmp_path, monkeypatch)
 
     monkeypatch.setattr(gpu, "flash_installed", lambda _: False)  # as on this CPU machine
     with pytest.raises(ValueError, match=r"needs the 'flash_attn' package"):
-        load_pair("x", str(tmp_path), None,
-                  placement={"attn_implementation": "flash_attention_2", "dtype": "bfloat16"})
+        load_pair(
+            "x",
+            str(tmp_path),
+            None,
+            placement={"attn_implementation": "flash_attention_2", "dtype": "bfloat16"},
+        )
 
 
 class FakeModel:
@@ -72,13 +93,17 @@ class FakeModel:
 
 
 def test_tree_methods_switch_flash_models_to_sdpa_with_a_log_line(caplog):
-    target, draft, plain = FakeModel("flash_attention_2"), FakeModel("flash_attention_3"), \
-        FakeModel("sdpa")
+    target, draft, plain = (
+        FakeModel("flash_attention_2"),
+        FakeModel("flash_attention_3"),
+        FakeModel("sdpa"),
+    )
     assert fit_attention([("target", target), ("draft", draft)], makes_trees=False) == {}
     assert target.calls == draft.calls == []  # chains run on flash-attention
     with caplog.at_level(logging.INFO, logger="specdec.models.gpu"):
-        switched = fit_attention([("target", target), ("draft", draft), ("x", plain),
-                                  ("none", None)], makes_trees=True)
+        switched = fit_attention(
+            [("target", target), ("draft", draft), ("x", plain), ("none", None)], makes_trees=True
+        )
     assert switched == {"target": "flash_attention_2", "draft": "flash_attention_3"}
     assert target.calls == draft.calls == ["sdpa"] and plain.calls == []
     assert "the target runs sdpa instead of flash_attention_2" in caplog.text
@@ -88,17 +113,25 @@ def test_build_method_records_the_switch_in_the_pair_fingerprint(compose, monkey
     pair = tiny_pair()
     calls = []
     for model in (pair.target, pair.draft):  # stand in for flash models (no flash-attn here)
-        monkeypatch.setattr(model.config, "_attn_implementation", "flash_attention_2",
-                            raising=False)
-        monkeypatch.setattr(model, "set_attn_implementation",
-                            lambda name, m=model: calls.append(name), raising=False)
+        monkeypatch.setattr(
+            model.config, "_attn_implementation", "flash_attention_2", raising=False
+        )
+        monkeypatch.setattr(
+            model,
+            "set_attn_implementation",
+            lambda name, m=model: calls.append(name),
+            raising=False,
+        )
     build_method(compose("eval", ["method=sps"]), pair)
     assert calls == [] and "attention_requested" not in pair.info
     build_method(compose("eval", ["method=rrs_tree"]), pair)
     assert calls == ["sdpa", "sdpa"]
     info = pair.describe()
     assert (info["attention"], info["attention_requested"], info["draft_attention"]) == (
-        "sdpa", "flash_attention_2", "sdpa")
+        "sdpa",
+        "flash_attention_2",
+        "sdpa",
+    )
 
 
 def test_software_fingerprint_has_the_gpu_versions(monkeypatch):
@@ -109,8 +142,11 @@ def test_software_fingerprint_has_the_gpu_versions(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert gpu.gpu_versions()["cuda_driver"] is None
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(gpu.subprocess, "run", lambda *a, **k: SimpleNamespace(
-        returncode=0, stdout="550.54.15\n550.54.15\n"))
+    monkeypatch.setattr(
+        gpu.subprocess,
+        "run",
+        lambda *a, **k: SimpleNamespace(returncode=0, stdout="550.54.15\n550.54.15\n"),
+    )
     assert gpu.gpu_versions()["cuda_driver"] == "550.54.15"
     real = metadata.version
 

@@ -45,11 +45,14 @@ def folders(tmp_path_factory):
     return out
 
 
-@pytest.mark.parametrize("name, words", [
-    ("truncated", "model.safetensors is truncated or padded"),
-    ("no_tokenizer", "holds no tokenizer"),
-    ("config_only", "holds no weights file"),
-])
+@pytest.mark.parametrize(
+    "name, words",
+    [
+        ("truncated", "model.safetensors is truncated or padded"),
+        ("no_tokenizer", "holds no tokenizer"),
+        ("config_only", "holds no weights file"),
+    ],
+)
 def test_a_broken_folder_is_refused_before_loading_naming_it(folders, name, words):
     with pytest.raises(BadInput, match=words) as err:
         check_reference(str(folders[name]), "model.target")

@@ -20,8 +20,14 @@ from specdec.errors import BadInput, MissingInput
 from specdec.testing.hf_stubs import FAMILIES, save_stub
 from specdec.testing.paths import REPO
 
-FAST = ["benchmark=tiny", "limit=1", "max_new_tokens=8", "warmup=0", "progress=false",
-        "cost_model=false"]
+FAST = [
+    "benchmark=tiny",
+    "limit=1",
+    "max_new_tokens=8",
+    "warmup=0",
+    "progress=false",
+    "cost_model=false",
+]
 
 
 @pytest.fixture(scope="module")
@@ -32,8 +38,17 @@ def stubs(tmp_path_factory):
     for i, family in enumerate(FAMILIES):
         draft_rows = 264 if family == "qwen2" else 259
         target = save_stub(root / f"{family}-target", family, layers=2, seed=10 + i)
-        out[family] = (target, save_stub(root / f"{family}-draft", family, layers=2,
-                                         seed=20 + i, vocab=draft_rows, like=target))
+        out[family] = (
+            target,
+            save_stub(
+                root / f"{family}-draft",
+                family,
+                layers=2,
+                seed=20 + i,
+                vocab=draft_rows,
+                like=target,
+            ),
+        )
     return out
 
 
@@ -74,6 +89,7 @@ def test_draft_none_means_no_draft(stubs):
 @pytest.fixture
 def no_loading(monkeypatch, tmp_path):
     """Any weight or tokenizer load fails the test; an empty Hugging Face cache; offline."""
+
     def boom(*args, **kwargs):
         raise AssertionError(f"loaded {args[:1]} before the config's checks")
 
@@ -96,8 +112,13 @@ def _fails(compose, tmp_path, overrides: list[str], error: type, words: str) -> 
 def test_missing_draft_fails_before_loading(compose, stubs, tmp_path, no_loading):
     target, _ = stubs["qwen2"]
     for method in ("sps", "pearl", "ssd"):
-        msg = _fails(compose, tmp_path, ["model=hf", f"model.target={target}",
-                                         f"method={method}"], BadInput, "model.draft=<hub id")
+        msg = _fails(
+            compose,
+            tmp_path,
+            ["model=hf", f"model.target={target}", f"method={method}"],
+            BadInput,
+            "model.draft=<hub id",
+        )
         assert f"method {method}" in msg and "method=ar" in msg
 
 
@@ -106,28 +127,50 @@ def test_missing_asset_names_the_experiment_before_loading(compose, stubs, tmp_p
     pair = ["model=hf", f"model.target={target}", f"model.draft={draft}"]
     for method in ("eagle3", "specblock", "specdecpp"):  # the generic experiment, this pair
         experiment = f"{method} model=hf model.target={target} model.draft={draft}"
-        msg = _fails(compose, tmp_path, [*pair, f"method={method}"], MissingInput,
-                     re.escape(f"`python -m specdec.train +experiment={experiment}`"))
+        msg = _fails(
+            compose,
+            tmp_path,
+            [*pair, f"method={method}"],
+            MissingInput,
+            re.escape(f"`python -m specdec.train +experiment={experiment}`"),
+        )
         assert "train it with" in msg and "no experiment trains it yet" not in msg
 
 
 def test_uncached_hub_id_offline_names_the_download(compose, tmp_path, no_loading):
-    msg = _fails(compose, tmp_path, ["model=hf", "model.target=specdec-test/uncached-target",
-                                     "method=ar"], MissingInput,
-                 "`hf download specdec-test/uncached-target`")
+    msg = _fails(
+        compose,
+        tmp_path,
+        ["model=hf", "model.target=specdec-test/uncached-target", "method=ar"],
+        MissingInput,
+        "`hf download specdec-test/uncached-target`",
+    )
     assert "HF_HUB_OFFLINE=1" in msg
-    _fails(compose, tmp_path, ["model=hf", "model.target=specdec-test/uncached-target",
-                               "model.draft=specdec-test/uncached-draft", "method=ar"],
-           MissingInput, "model.target=specdec-test/uncached-target")
+    _fails(
+        compose,
+        tmp_path,
+        [
+            "model=hf",
+            "model.target=specdec-test/uncached-target",
+            "model.draft=specdec-test/uncached-draft",
+            "method=ar",
+        ],
+        MissingInput,
+        "model.target=specdec-test/uncached-target",
+    )
 
 
 def test_bad_references_fail_before_loading(compose, stubs, tmp_path, no_loading):
     (tmp_path / "empty").mkdir()
-    cases = [(["model.target=" + str(tmp_path / "empty")], "folder without config.json"),
-             (["model.target=" + str(tmp_path / "absent")], "no model folder there"),
-             ([f"model.target={stubs['llama'][0]}", "model.draft=" + str(tmp_path / "absent")],
-              r"model\.draft=.*no model folder there"),
-             ([], r"model=hf needs the target model: add model\.target=")]
+    cases = [
+        (["model.target=" + str(tmp_path / "empty")], "folder without config.json"),
+        (["model.target=" + str(tmp_path / "absent")], "no model folder there"),
+        (
+            [f"model.target={stubs['llama'][0]}", "model.draft=" + str(tmp_path / "absent")],
+            r"model\.draft=.*no model folder there",
+        ),
+        ([], r"model=hf needs the target model: add model\.target="),
+    ]
     for overrides, words in cases:
         _fails(compose, tmp_path, ["model=hf", "method=ar", *overrides], BadInput, words)
 
@@ -142,12 +185,20 @@ def test_cli_uncached_hub_id_is_one_error_line(tmp_path):
 
     from specdec.errors import EXIT_STATUS
 
-    cmd = [sys.executable, "-m", "specdec.eval", "model=hf", "model.target=specdec-test/uncached",
-           "method=sps", "benchmark=tiny", "hydra.mode=RUN", f"hydra.run.dir={tmp_path / 'run'}"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "specdec.eval",
+        "model=hf",
+        "model.target=specdec-test/uncached",
+        "method=sps",
+        "benchmark=tiny",
+        "hydra.mode=RUN",
+        f"hydra.run.dir={tmp_path / 'run'}",
+    ]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(tmp_path / "hub")}
     env.pop("HYDRA_FULL_ERROR", None)
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env,
-                          cwd=REPO)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env, cwd=REPO)
     errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
     assert proc.returncode == EXIT_STATUS and len(errors) == 1, proc.stderr[-2000:]
     assert "`hf download specdec-test/uncached`" in errors[0]

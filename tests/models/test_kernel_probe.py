@@ -33,21 +33,25 @@ class KernelClock:
 
 def small_model() -> nn.Sequential:
     """Three 8x8 layers (two of them timed, scaled by 3/2) and one 16x8 layer."""
-    return nn.Sequential(nn.Linear(8, 8), nn.Linear(8, 8), nn.Linear(8, 8),
-                         nn.Linear(8, 16, bias=False))
+    return nn.Sequential(
+        nn.Linear(8, 8), nn.Linear(8, 8), nn.Linear(8, 8), nn.Linear(8, 16, bias=False)
+    )
 
 
 def never(*_args) -> float:
     raise AssertionError("the probe ran although its result was cached")
 
 
-@pytest.mark.parametrize(("stock", "packed", "want"), [
-    ({1: 10.0, 4: 12.0}, {1: 6.0, 4: 9.0}, "packed"),   # faster at every row count
-    ({1: 10.0, 4: 12.0}, {1: 4.0, 4: 13.0}, "stock"),   # faster in total, 8% slower at 4 rows
-    ({1: 10.0, 4: 12.0}, {1: 9.8, 4: 11.5}, "stock"),   # within the noise margin: keep stock
-    ({1: 10.0, 4: 12.0}, {1: 10.0, 4: 12.0}, "stock"),  # a tie
-    ({1: 10.0, 4: 12.0}, {1: 12.0, 4: 15.0}, "stock"),  # the Xeon case: packed slower
-])
+@pytest.mark.parametrize(
+    ("stock", "packed", "want"),
+    [
+        ({1: 10.0, 4: 12.0}, {1: 6.0, 4: 9.0}, "packed"),  # faster at every row count
+        ({1: 10.0, 4: 12.0}, {1: 4.0, 4: 13.0}, "stock"),  # faster in total, 8% slower at 4 rows
+        ({1: 10.0, 4: 12.0}, {1: 9.8, 4: 11.5}, "stock"),  # within the noise margin: keep stock
+        ({1: 10.0, 4: 12.0}, {1: 10.0, 4: 12.0}, "stock"),  # a tie
+        ({1: 10.0, 4: 12.0}, {1: 12.0, 4: 15.0}, "stock"),  # the Xeon case: packed slower
+    ],
+)
 def test_decide_never_picks_a_kernel_slower_than_stock(stock, packed, want):
     assert kd.decide({"stock": stock, "packed": packed}) == want
 
@@ -64,21 +68,27 @@ def test_probe_times_every_kernel_and_row_count_with_the_injected_clock():
     assert [type(m) for m in model] == [PackedLinear, PackedLinear, nn.Linear, PackedLinear]
 
 
-@pytest.mark.parametrize(("costs", "want"), [
-    ({nn.Linear: 0.010, PackedLinear: 0.004}, "packed"),
-    ({nn.Linear: 0.004, PackedLinear: 0.010}, "stock"),
-])
-def test_auto_probes_once_per_machine_and_shapes_then_reads_the_cache(tmp_path, monkeypatch,
-                                                                      costs, want):
+@pytest.mark.parametrize(
+    ("costs", "want"),
+    [
+        ({nn.Linear: 0.010, PackedLinear: 0.004}, "packed"),
+        ({nn.Linear: 0.004, PackedLinear: 0.010}, "stock"),
+    ],
+)
+def test_auto_probes_once_per_machine_and_shapes_then_reads_the_cache(
+    tmp_path, monkeypatch, costs, want
+):
     monkeypatch.setattr(kp, "PROBE_MIN_BYTES", 0)
     model = small_model()
-    first = kp.choose_linear_kernel("auto", [model], cache_dir=tmp_path,
-                                    clock=KernelClock(model[0], costs))
+    first = kp.choose_linear_kernel(
+        "auto", [model], cache_dir=tmp_path, clock=KernelClock(model[0], costs)
+    )
     assert first.kernel == want and first.note.startswith("probe: stock 1:")
     (entry,) = json.loads((tmp_path / kp.CACHE_FILE).read_text()).values()
     assert entry["kernel"] == want and entry["torch"] == torch.__version__
-    assert kp.choose_linear_kernel("auto", [small_model()], cache_dir=tmp_path,
-                                   clock=never) == first
+    assert (
+        kp.choose_linear_kernel("auto", [small_model()], cache_dir=tmp_path, clock=never) == first
+    )
     # other shapes are another entry: probed again
     wider = nn.Sequential(nn.Linear(8, 32))
     kp.choose_linear_kernel("auto", [wider], cache_dir=tmp_path, clock=KernelClock(wider[0], costs))
@@ -101,15 +111,17 @@ def test_only_plain_linear_layers_are_probed_and_shared_ones_once():
         pass
 
     shared = nn.Linear(4, 4)
-    found = kp.linear_layers([nn.Sequential(Quantized(4, 4), shared), None,
-                              nn.Sequential(shared, nn.Linear(4, 2))])
+    found = kp.linear_layers(
+        [nn.Sequential(Quantized(4, 4), shared), None, nn.Sequential(shared, nn.Linear(4, 2))]
+    )
     assert [(m.out_features, type(m)) for m in found] == [(4, nn.Linear), (2, nn.Linear)]
 
 
 def test_given_kernels_small_models_and_other_devices_are_not_probed(tmp_path):
     model = small_model()
-    assert kp.choose_linear_kernel("stock", [model], cache_dir=tmp_path, clock=never) == \
-        kp.KernelChoice("stock")
+    assert kp.choose_linear_kernel(
+        "stock", [model], cache_dir=tmp_path, clock=never
+    ) == kp.KernelChoice("stock")
     small = kp.choose_linear_kernel("auto", [model], cache_dir=tmp_path, clock=never)
     assert small.kernel == kp.SKIPPED and small.note.startswith("not probed: 0.0 MiB")
     with torch.device("meta"):
@@ -144,9 +156,9 @@ class NoisyClock(KernelClock):
         return self.now
 
 
-def test_a_probe_on_a_noisy_clock_repeats_then_keeps_stock_and_caches_nothing(tmp_path,
-                                                                              monkeypatch,
-                                                                              caplog):
+def test_a_probe_on_a_noisy_clock_repeats_then_keeps_stock_and_caches_nothing(
+    tmp_path, monkeypatch, caplog
+):
     monkeypatch.setattr(kp, "PROBE_MIN_BYTES", 0)
     model = small_model()
     # packed is 2.5x faster per pass: a steady clock picks it (next test)
@@ -172,8 +184,10 @@ def test_a_probe_on_a_steady_clock_decides_and_caches(tmp_path, monkeypatch):
 
 
 def test_the_spread_is_the_worst_gap_between_the_best_two_passes():
-    passes = {"stock": {1: [10.0, 10.4, 30.0], 4: [20.0, 20.0]},
-              "packed": {1: [5.0, 6.0], 4: [8.0, 8.2]}}
+    passes = {
+        "stock": {1: [10.0, 10.4, 30.0], 4: [20.0, 20.0]},
+        "packed": {1: [5.0, 6.0], 4: [8.0, 8.2]},
+    }
     assert kd.spread(passes) == pytest.approx(0.2)  # packed at 1 row: 6 vs 5
     assert kd.best(passes) == {"stock": {1: 10.0, 4: 20.0}, "packed": {1: 5.0, 4: 8.0}}
     assert kd.spread({"stock": {1: [3.0]}, "packed": {1: [1.0, 1.0]}}) == float("inf")

@@ -54,13 +54,17 @@ def test_swap_keeps_parameters_ties_and_gradients():
 def test_cached_forwards_agree_across_kernels():
     """Every decoding shape (1 token, chains, a tree) gives the same logits with both kernels."""
     stock = CachedLM(tiny_pair(placement={"dtype": "float64", "linear_kernel": "stock"}).target)
-    fast = CachedLM(tiny_pair(placement={"dtype": "float64",
-                                         "linear_kernel": "weight_stationary"}).target)
+    fast = CachedLM(
+        tiny_pair(placement={"dtype": "float64", "linear_kernel": "weight_stationary"}).target
+    )
     assert type(fast.model.lm_head) is WeightStationaryLinear
     assert type(stock.model.lm_head) is nn.Linear
-    steps = [(torch.arange(10, 30), None), (torch.tensor([7]), None),
-             (torch.tensor([1, 2, 3, 4]), None),
-             (torch.tensor([5, 6, 8]), torch.tensor([-1, 0, 0]))]  # the last one is a tree
+    steps = [
+        (torch.arange(10, 30), None),
+        (torch.tensor([7]), None),
+        (torch.tensor([1, 2, 3, 4]), None),
+        (torch.tensor([5, 6, 8]), torch.tensor([-1, 0, 0])),
+    ]  # the last one is a tree
     for tokens, parent in steps:
         a, b = stock.forward(tokens, parent).logits, fast.forward(tokens, parent).logits
         torch.testing.assert_close(b, a, atol=1e-10, rtol=0)
@@ -126,9 +130,12 @@ def test_cached_forwards_agree_with_the_packed_kernel_in_float32():
     stock = CachedLM(tiny_pair(placement={"linear_kernel": "stock"}).target)
     packed = CachedLM(tiny_pair(placement={"linear_kernel": "packed"}).target)
     assert type(packed.model.lm_head) is PackedLinear
-    steps = [(torch.arange(10, 30), None), (torch.tensor([7]), None),
-             (torch.tensor([1, 2, 3, 4, 9]), None),
-             (torch.tensor([5, 6, 8, 2]), torch.tensor([-1, 0, 0, 1]))]  # the last one is a tree
+    steps = [
+        (torch.arange(10, 30), None),
+        (torch.tensor([7]), None),
+        (torch.tensor([1, 2, 3, 4, 9]), None),
+        (torch.tensor([5, 6, 8, 2]), torch.tensor([-1, 0, 0, 1])),
+    ]  # the last one is a tree
     for tokens, parent in steps:
         a, b = stock.forward(tokens, parent).logits, packed.forward(tokens, parent).logits
         torch.testing.assert_close(b, a, atol=1e-4, rtol=1e-4)

@@ -11,11 +11,15 @@ PAPER_PAIRS = {
     "llama68m_llama2_7b": ("meta-llama/Llama-2-7b-hf", "JackFram/llama-68m"),
     "vicuna68m_vicuna13b": ("lmsys/vicuna-13b-v1.3", "double7/vicuna-68m"),
     "qwen25_05b_14b": ("Qwen/Qwen2.5-14B-Instruct", "Qwen/Qwen2.5-0.5B-Instruct"),
-    "llama32_1b_llama31_70b": ("meta-llama/Llama-3.1-70B-Instruct",
-                               "meta-llama/Llama-3.2-1B-Instruct"),
+    "llama32_1b_llama31_70b": (
+        "meta-llama/Llama-3.1-70B-Instruct",
+        "meta-llama/Llama-3.2-1B-Instruct",
+    ),
     "llama2chat_7b_70b": ("meta-llama/Llama-2-70b-chat-hf", "meta-llama/Llama-2-7b-chat-hf"),
-    "deepseek_coder_1b_33b": ("deepseek-ai/deepseek-coder-33b-instruct",
-                              "deepseek-ai/deepseek-coder-1.3b-instruct"),
+    "deepseek_coder_1b_33b": (
+        "deepseek-ai/deepseek-coder-33b-instruct",
+        "deepseek-ai/deepseek-coder-1.3b-instruct",
+    ),
 }
 
 
@@ -46,5 +50,7 @@ def test_offline_pair_configs_bind(compose, name):
     bound = _bind(compose("eval", [f"model={name}"]).model)
     if name == "smollm2":
         assert bound.arguments["draft"] == "trained"
-        assert bound.arguments["cache_dir"].endswith("cache") or "SPECDEC_CACHE_DIR" in __import__(
-            "os").environ
+        assert (
+            bound.arguments["cache_dir"].endswith("cache")
+            or "SPECDEC_CACHE_DIR" in __import__("os").environ
+        )

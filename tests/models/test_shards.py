@@ -25,8 +25,11 @@ def nets():
     from specdec.nets.specblock.store import load_specblock
 
     pair = tiny_pair()
-    return (pair, load_eagle3("specdec/assets/eagle3/tiny", pair.target),
-            load_specblock("specdec/assets/specblock/tiny", pair.target))
+    return (
+        pair,
+        load_eagle3("specdec/assets/eagle3/tiny", pair.target),
+        load_specblock("specdec/assets/specblock/tiny", pair.target),
+    )
 
 
 def export_both(nets, root, limit):
@@ -34,8 +37,7 @@ def export_both(nets, root, limit):
     from specdec.nets.specblock.store import save_specblock
 
     pair, eagle, block = nets
-    save_eagle3(eagle, root / "e3", target_vocab=pair.target.config.vocab_size,
-                max_shard_mib=limit)
+    save_eagle3(eagle, root / "e3", target_vocab=pair.target.config.vocab_size, max_shard_mib=limit)
     save_specblock(block, root / "sb", int8=["head.weight"], max_shard_mib=limit)
 
 

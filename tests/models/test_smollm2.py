@@ -33,8 +33,16 @@ def _greedy(pair, prompt: str, gamma: int, max_new: int = 40) -> tuple[list[int]
         drafter = EmptyDrafter()
     else:
         drafter = ModelDrafter(CachedLM(pair.draft, role="draft"), Fixed(gamma))
-    out = generate(ids, target, drafter, Tokenwise(), sampling=sampling, coins=TorchCoins(0),
-                   max_new_tokens=max_new, stop_ids=[pair.tokenizer.eos_token_id])
+    out = generate(
+        ids,
+        target,
+        drafter,
+        Tokenwise(),
+        sampling=sampling,
+        coins=TorchCoins(0),
+        max_new_tokens=max_new,
+        stop_ids=[pair.tokenizer.eos_token_id],
+    )
     accepted = out.stats.accepted / max(out.stats.drafted, 1)
     return out.tokens, accepted
 
@@ -56,8 +64,10 @@ def test_cache_is_created_once_and_reused(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("draft", "kernel"), [("trained", "auto"), ("truncated", "auto"),
-                                               ("trained", "weight_stationary")])
+@pytest.mark.parametrize(
+    ("draft", "kernel"),
+    [("trained", "auto"), ("truncated", "auto"), ("trained", "weight_stationary")],
+)
 def test_greedy_sps_equals_ar_on_smollm2(draft, kernel):
     pair = smollm2_pair(draft=draft, placement={"linear_kernel": kernel})
     assert pair.draft is not None

@@ -38,9 +38,16 @@ def _run(compose, pair, method: str) -> tuple[list[list[int]], float]:
     outs, new, steps = [], 0, 0
     for i, text in enumerate(PROMPTS):
         ids = encode_turn(pair.tokenizer, [{"role": "user", "content": text}], chat_template=True)
-        out = generate(ids, built.target, built.drafter, built.verifier, sampling=built.sampling,
-                       coins=TorchCoins(i), max_new_tokens=48,
-                       stop_ids=[pair.tokenizer.eos_token_id])
+        out = generate(
+            ids,
+            built.target,
+            built.drafter,
+            built.verifier,
+            sampling=built.sampling,
+            coins=TorchCoins(i),
+            max_new_tokens=48,
+            stop_ids=[pair.tokenizer.eos_token_id],
+        )
         outs.append(out.tokens)
         new, steps = new + out.stats.new_tokens, steps + len(out.stats.accepted_per_step)
     return outs, new / steps  # tau: new tokens per target forward
@@ -50,8 +57,10 @@ def _run(compose, pair, method: str) -> tuple[list[list[int]], float]:
 # tau floors below what the shipped drafts reach (eagle3 v3 1.80, specblock 1.71,
 # specblock_bandit 1.55, pearl 1.13 on these prompts; PEARL's pre-verify steps propose the root
 # alone, the bandit's skip steps too) and above a silent no-op's 1.0
-@pytest.mark.parametrize(("method", "min_tau"), [("eagle3", 1.5), ("specblock", 1.5),
-                                                 ("specblock_bandit", 1.3), ("pearl", 1.05)])
+@pytest.mark.parametrize(
+    ("method", "min_tau"),
+    [("eagle3", 1.5), ("specblock", 1.5), ("specblock_bandit", 1.3), ("pearl", 1.05)],
+)
 def test_greedy_preset_equals_ar_on_smollm2(compose, smollm2, method, min_tau):
     ar, _ = _run(compose, smollm2, "ar")
     out, tau = _run(compose, smollm2, method)

@@ -39,8 +39,12 @@ from specdec.testing.paths import REPO
 
 ROOT = REPO
 ASSETS = ROOT / "specdec" / "assets"
-SHIPPED = {"eagle3": "eagle3/tiny", "specblock": "specblock/tiny", "hrad": "hrad/tiny",
-           "specdecpp": "specdecpp/tiny"}
+SHIPPED = {
+    "eagle3": "eagle3/tiny",
+    "specblock": "specblock/tiny",
+    "hrad": "hrad/tiny",
+    "specdecpp": "specdecpp/tiny",
+}
 KINDS = [*SHIPPED, "draft"]
 
 
@@ -62,8 +66,12 @@ def load(kind: str, folder: Path, pair):
     """Load ``kind`` from ``folder`` the way eval (or a warm start) does."""
     if kind == "draft":
         return load_draft(folder, pair.target)
-    loader = {"eagle3": load_eagle3, "specblock": load_specblock, "hrad": load_hrad,
-              "specdecpp": load_head}[kind]
+    loader = {
+        "eagle3": load_eagle3,
+        "specblock": load_specblock,
+        "hrad": load_hrad,
+        "specdecpp": load_head,
+    }[kind]
     return loader(folder)
 
 
@@ -147,8 +155,9 @@ def snapshot(folder: Path) -> dict[str, bytes]:
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_an_export_that_fails_after_its_first_file_leaves_the_old_asset(kind, pair, tmp_path,
-                                                                         monkeypatch):
+def test_an_export_that_fails_after_its_first_file_leaves_the_old_asset(
+    kind, pair, tmp_path, monkeypatch
+):
     folder = make_asset(kind, tmp_path / "assets" / kind, pair)
     (folder / "MODEL_CARD.md").write_text("# card\n")
     before = snapshot(folder)
@@ -214,8 +223,9 @@ CHECKPOINTS: dict[str, Callable[[bytes], bytes]] = {  # id: new bytes from a goo
 READERS = {
     "draft_from_checkpoint": lambda p, pair: draft_from_checkpoint(p, pair.target),
     "head_from_checkpoint": lambda p, pair: head_from_checkpoint(p),
-    "exportable (FSDP)": lambda p, pair: exportable(None, str(p), sharded=True,
-                                                    build=lambda: torch.nn.Linear(1, 1)),
+    "exportable (FSDP)": lambda p, pair: exportable(
+        None, str(p), sharded=True, build=lambda: torch.nn.Linear(1, 1)
+    ),
 }
 
 
@@ -243,25 +253,42 @@ def test_a_checkpoint_of_something_else_names_its_path(reader, pair, tmp_path):
 
 
 CLI_CASES = [  # (overrides with {asset} for the damaged folder, kind, damage); ~12 s each
-    pytest.param(["method=eagle3", "drafter.path={asset}"], "eagle3", "weights truncated",
-                 id="eagle3 truncated weights"),
-    pytest.param(["method=specdecpp", "drafter.policy.head={asset}"], "specdecpp", "nan",
-                 id="specdecpp nan head", marks=pytest.mark.slow),
+    pytest.param(
+        ["method=eagle3", "drafter.path={asset}"],
+        "eagle3",
+        "weights truncated",
+        id="eagle3 truncated weights",
+    ),
+    pytest.param(
+        ["method=specdecpp", "drafter.policy.head={asset}"],
+        "specdecpp",
+        "nan",
+        id="specdecpp nan head",
+        marks=pytest.mark.slow,
+    ),
 ]
 
 
 @pytest.mark.parametrize("overrides, kind, damage", CLI_CASES)
-def test_eval_with_a_damaged_asset_prints_one_error_line_and_exits_2(overrides, kind, damage,
-                                                                     pair, tmp_path):
+def test_eval_with_a_damaged_asset_prints_one_error_line_and_exits_2(
+    overrides, kind, damage, pair, tmp_path
+):
     folder = make_asset(kind, tmp_path / kind, pair)
     if damage == "nan":
         nan_weight(folder / "model.safetensors")
     else:
         file, damaged = DAMAGES[damage]
         (folder / file).write_bytes(damaged((folder / file).read_bytes()))
-    cmd = [sys.executable, "-m", "specdec.eval", "model=tiny", "benchmark=tiny",
-           *[o.format(asset=folder) for o in overrides], "hydra.mode=RUN",
-           f"hydra.run.dir={tmp_path / 'run'}"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "specdec.eval",
+        "model=tiny",
+        "benchmark=tiny",
+        *[o.format(asset=folder) for o in overrides],
+        "hydra.mode=RUN",
+        f"hydra.run.dir={tmp_path / 'run'}",
+    ]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline"}
     env.pop("HYDRA_FULL_ERROR", None)
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=ROOT, env=env)
@@ -270,4 +297,3 @@ def test_eval_with_a_damaged_asset_prints_one_error_line_and_exits_2(overrides, 
     assert len(errors) == 1 and str(folder / "model.safetensors") in errors[0], proc.stderr
     assert "specdec.train +experiment=" in errors[0], errors[0]
     assert "Traceback" not in proc.stderr + proc.stdout, proc.stderr[-3000:]
-

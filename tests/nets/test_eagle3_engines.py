@@ -62,7 +62,8 @@ def sglang_config(hidden: int, vocab: int, ids: list[int]) -> dict:
     """A head config as SGLang / SpecForge write it: the ids in ``eagle_config``, each the
     output of target layer id."""
     return stub_config(hidden, vocab, None) | {
-        "eagle_config": {KEY: ids, "use_aux_hidden_state": True}}
+        "eagle_config": {KEY: ids, "use_aux_hidden_state": True}
+    }
 
 
 def write(folder: Path, cfg: dict, tensors: dict[str, torch.Tensor]) -> Path:
@@ -79,11 +80,13 @@ def engine_capture(target, ids: list[int], engine: str, input_ids: torch.Tensor)
     def before(slot):
         def hook(module, args, kwargs):
             got[slot] = (args[0] if args else kwargs["hidden_states"])[0]
+
         return hook
 
     def after(slot):
         def hook(module, args, kwargs, output):
             got[slot] = (output[0] if isinstance(output, tuple) else output)[0]
+
         return hook
 
     handles = []
@@ -91,8 +94,7 @@ def engine_capture(target, ids: list[int], engine: str, input_ids: torch.Tensor)
         if engine == "vllm":
             handles.append(layers[i].register_forward_pre_hook(before(slot), with_kwargs=True))
         elif engine == "sglang":
-            handles.append(layers[i + 1].register_forward_pre_hook(before(slot),
-                                                                   with_kwargs=True))
+            handles.append(layers[i + 1].register_forward_pre_hook(before(slot), with_kwargs=True))
         else:  # specforge's HF backend: the layer's output
             handles.append(layers[i].register_forward_hook(after(slot), with_kwargs=True))
     with torch.inference_mode():
@@ -115,8 +117,11 @@ def six():
     return tiny_lm(259, hidden=32, layers=6, heads=2, seed=3, dtype=torch.float64)
 
 
-IDS = {"vllm": (vllm_config, [2, 3, 5]), "sglang": (sglang_config, [1, 2, 4]),
-       "specforge": (sglang_config, [1, 2, 4])}
+IDS = {
+    "vllm": (vllm_config, [2, 3, 5]),
+    "sglang": (sglang_config, [1, 2, 4]),
+    "specforge": (sglang_config, [1, 2, 4]),
+}
 
 
 @pytest.mark.parametrize("engine", list(IDS))
@@ -154,17 +159,25 @@ def test_an_export_round_trips_through_each_layout(six, tmp_path):
     out = save_eagle3_hf(net, tmp_path / "out", dtype=torch.float64, target_layers_count=6)
     cfg, state = json.loads((out / "config.json").read_text()), load_file(str(out / WEIGHTS))
     base = {k: v for k, v in cfg.items() if k not in (KEY, "eagle_config")}
-    layouts = {"vllm": base | {KEY: cfg[KEY]},
-               "sglang": base | {"eagle_config": cfg["eagle_config"]}, "both": cfg}
+    layouts = {
+        "vllm": base | {KEY: cfg[KEY]},
+        "sglang": base | {"eagle_config": cfg["eagle_config"]},
+        "both": cfg,
+    }
     want = {k: v for k, v in net.state_dict().items() if "rotary" not in k}
     for name, layout_cfg in layouts.items():
         again = load_eagle3(write(tmp_path / name, layout_cfg, state), six)
         assert list(again.target_layers) == FEEDS, name
         got = again.state_dict()
         assert all(torch.equal(got[k], v) for k, v in want.items()), name
-    speculators = {"speculators_model_type": "eagle3", "architectures": ["Eagle3Speculator"],
-                   "transformer_layer_config": base, "draft_vocab_size": cfg["draft_vocab_size"],
-                   KEY: cfg[KEY], "speculators_config": {"algorithm": "eagle3"}}
+    speculators = {
+        "speculators_model_type": "eagle3",
+        "architectures": ["Eagle3Speculator"],
+        "transformer_layer_config": base,
+        "draft_vocab_size": cfg["draft_vocab_size"],
+        KEY: cfg[KEY],
+        "speculators_config": {"algorithm": "eagle3"},
+    }
     spec = {k.replace("midlayer.", "layers.0."): v for k, v in state.items()}
     assert list(load_eagle3(write(tmp_path / "spec", speculators, spec)).target_layers) == FEEDS
     assert {k: v for k, v in tensors.items() if k != "embed_tokens.weight"}.keys() == state.keys()
@@ -179,12 +192,14 @@ def test_keys_pinning_different_layers_for_two_engines_are_refused(tmp_path):
 
 
 def test_an_unservable_head_is_not_exported(tmp_path):
-    net = load_eagle3(write(tmp_path / "in", vllm_config(32, 259, [0, 3, 5]),
-                            stub_tensors(32, 259)))
+    net = load_eagle3(
+        write(tmp_path / "in", vllm_config(32, 259, [0, 3, 5]), stub_tensors(32, 259))
+    )
     with pytest.raises(BadInput, match=r"include \[0\]: vLLM and SGLang capture only"):
         save_eagle3_hf(net, tmp_path / "out")
-    net = load_eagle3(write(tmp_path / "in2", vllm_config(32, 259, [2, 3, 6]),
-                            stub_tensors(32, 259)))
+    net = load_eagle3(
+        write(tmp_path / "in2", vllm_config(32, 259, [2, 3, 6]), stub_tensors(32, 259))
+    )
     with pytest.raises(BadInput, match=r"include \[6\]: .* hidden_states 1\.\.5"):
         save_eagle3_hf(net, tmp_path / "out", target_layers_count=6)
     assert not (tmp_path / "out").exists()
@@ -198,7 +213,14 @@ def test_engine_written_heads_decode_greedy_like_ar(tiny64, tmp_path, make, ids)
     assert drafter.target_layers == (1, 1, 1)
 
     def run(d):
-        return generate(prompt, CachedLM(tiny64.target), d, RecursiveRejection(),
-                        sampling=greedy, coins=TorchCoins(0), max_new_tokens=12).tokens
+        return generate(
+            prompt,
+            CachedLM(tiny64.target),
+            d,
+            RecursiveRejection(),
+            sampling=greedy,
+            coins=TorchCoins(0),
+            max_new_tokens=12,
+        ).tokens
 
     assert run(drafter) == run(EmptyDrafter())

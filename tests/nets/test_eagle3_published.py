@@ -63,8 +63,15 @@ def drafts_and_tokens(folder: Path, pair, prompt: list[int], n: int = 12):
         return draft
 
     drafter.propose = record
-    out = generate(prompt, CachedLM(pair.target), drafter, RecursiveRejection(), sampling=greedy,
-                   coins=TorchCoins(0), max_new_tokens=n)
+    out = generate(
+        prompt,
+        CachedLM(pair.target),
+        drafter,
+        RecursiveRejection(),
+        sampling=greedy,
+        coins=TorchCoins(0),
+        max_new_tokens=n,
+    )
     return out.tokens, seen
 
 
@@ -77,8 +84,15 @@ def test_stub_head_decodes_greedy_identically_to_ar(tiny64, tmp_path, fmt):
     assert torch.equal(net.decoder.token_map, torch.arange(V_D) + d2t)
     prompt = [5, 17, 3, 44, 9, 12]
     tokens, drafts = drafts_and_tokens(folder, tiny64, prompt)
-    ar = generate(prompt, CachedLM(tiny64.target), EmptyDrafter(), RecursiveRejection(),
-                  sampling=Sampling(temperature=0.0), coins=TorchCoins(0), max_new_tokens=12)
+    ar = generate(
+        prompt,
+        CachedLM(tiny64.target),
+        EmptyDrafter(),
+        RecursiveRejection(),
+        sampling=Sampling(temperature=0.0),
+        coins=TorchCoins(0),
+        max_new_tokens=12,
+    )
     assert tokens == ar.tokens
     drafted = [t for toks, _ in drafts for t in toks[1:]]
     assert drafted and set(drafted) <= set(net.decoder.token_map.tolist())
@@ -117,14 +131,21 @@ def rope(x: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
     return torch.cat([a * ang.cos() - b * ang.sin(), b * ang.cos() + a * ang.sin()], -1)
 
 
-def reference(w: dict[str, torch.Tensor], e: torch.Tensor, g: torch.Tensor, keys: list | None,
-              pos: torch.Tensor, norm_first: bool = False):
+def reference(
+    w: dict[str, torch.Tensor],
+    e: torch.Tensor,
+    g: torch.Tensor,
+    keys: list | None,
+    pos: torch.Tensor,
+    norm_first: bool = False,
+):
     """The published forward of new positions: ``e, g [N, H]`` -> (``[N, V_d]`` logits, ``[N, H]``
     pre-norm output, this call's ``(k, v)``); ``keys``: earlier ``(k, v)`` seen by every row,
     rows causal among themselves; ``norm_first``: the residual is ``hidden_norm(g)``."""
     m = "midlayer."
-    x = torch.cat([rms(e, w[m + "input_layernorm.weight"]),
-                   rms(g, w[m + "hidden_norm.weight"])], -1)  # [N, 2H]
+    x = torch.cat(
+        [rms(e, w[m + "input_layernorm.weight"]), rms(g, w[m + "hidden_norm.weight"])], -1
+    )  # [N, 2H]
     n = x.shape[0]
     q = rope((x @ w[m + "self_attn.q_proj.weight"].T).view(n, HEADS, HEAD_DIM), pos)
     k = rope((x @ w[m + "self_attn.k_proj.weight"].T).view(n, KV, HEAD_DIM), pos)
@@ -134,7 +155,7 @@ def reference(w: dict[str, torch.Tensor], e: torch.Tensor, g: torch.Tensor, keys
     past = k_all.shape[0] - n
     rep = HEADS // KV  # head i reads kv head i // rep
     k_h, v_h = k_all.repeat_interleave(rep, 1), v_all.repeat_interleave(rep, 1)  # [S, heads, d]
-    score = torch.einsum("nhd,shd->hns", q, k_h) / HEAD_DIM ** 0.5  # [heads, N, S]
+    score = torch.einsum("nhd,shd->hns", q, k_h) / HEAD_DIM**0.5  # [heads, N, S]
     allowed = torch.arange(k_all.shape[0])[None] <= past + torch.arange(n)[:, None]  # [N, S]
     att = score.masked_fill(~allowed, float("-inf")).softmax(-1)
     a = torch.einsum("hns,shd->nhd", att, v_h).reshape(n, HEADS * HEAD_DIM)
@@ -207,24 +228,47 @@ def _edit(folder: Path, cfg: dict | None = None, tensors: dict | None = None) ->
 
 
 BAD = {
-    "hidden": (lambda f: write_stub(f, hidden=16), BadInput,
-               "hidden size 16, but this target has 32; retrain it"),
-    "vocab": (lambda f: write_stub(f, vocab=300), BadInput,
-              "vocabulary 300, but this target has 259"),
-    "layers": (lambda f: write_stub(f, layers=[0, 1, 7]), BadInput,
-               r"reads target layers \[7\], but this target has 2 layers"),
+    "hidden": (
+        lambda f: write_stub(f, hidden=16),
+        BadInput,
+        "hidden size 16, but this target has 32; retrain it",
+    ),
+    "vocab": (
+        lambda f: write_stub(f, vocab=300),
+        BadInput,
+        "vocabulary 300, but this target has 259",
+    ),
+    "layers": (
+        lambda f: write_stub(f, layers=[0, 1, 7]),
+        BadInput,
+        r"reads target layers \[7\], but this target has 2 layers",
+    ),
     "unpinned layers": (lambda f: write_stub(f, layers=None), None, None),
-    "unknown format": (lambda f: _edit(write_stub(f), cfg={"architectures": ["LlamaForCausalLM"],
-                                                           "hidden_size": 32}),
-                       BadInput, "unknown format: it has none of 'eagle3'"),
-    "missing weights": (lambda f: (write_stub(f) / "model.safetensors").unlink() or f,
-                        MissingInput, "model.safetensors is missing"),
+    "unknown format": (
+        lambda f: _edit(
+            write_stub(f), cfg={"architectures": ["LlamaForCausalLM"], "hidden_size": 32}
+        ),
+        BadInput,
+        "unknown format: it has none of 'eagle3'",
+    ),
+    "missing weights": (
+        lambda f: (write_stub(f) / "model.safetensors").unlink() or f,
+        MissingInput,
+        "model.safetensors is missing",
+    ),
     "missing folder": (lambda f: f / "nothing", MissingInput, "config.json is missing"),
-    "broken d2t": (lambda f: _edit(write_stub(f), tensors={
-        **stub_tensors(32, 259), "d2t": torch.full((V_D,), 400)}), BadInput,
-                   "d2t/t2d do not map 96 distinct draft tokens into a 259-token vocabulary"),
-    "uncached hub id": (lambda f: "nobody-here/no-such-eagle3-head", BadInput,
-                        "run `hf download nobody-here/no-such-eagle3-head`"),
+    "broken d2t": (
+        lambda f: _edit(
+            write_stub(f), tensors={**stub_tensors(32, 259), "d2t": torch.full((V_D,), 400)}
+        ),
+        BadInput,
+        "d2t/t2d do not map 96 distinct draft tokens into a 259-token vocabulary",
+    ),
+    "uncached hub id": (
+        lambda f: "nobody-here/no-such-eagle3-head",
+        BadInput,
+        "run `hf download nobody-here/no-such-eagle3-head`",
+    ),
 }
 
 
@@ -248,9 +292,9 @@ def test_the_cost_model_calibrates_a_published_head(tiny64, tmp_path):
     from specdec.bench.run.calibration import calibrate
     from specdec.core import TargetView
 
-    drafter = Eagle3Drafter(Fixed(3),
-                            str(write_stub(tmp_path / "head")))
+    drafter = Eagle3Drafter(Fixed(3), str(write_stub(tmp_path / "head")))
     drafter.attach(TargetView(CachedLM(tiny64.target)))
-    table = calibrate(CachedLM(tiny64.target), drafter.lm, max_new=2, repeats=2, ref_context=8,
-                      far_context=16)
+    table = calibrate(
+        CachedLM(tiny64.target), drafter.lm, max_new=2, repeats=2, ref_context=8, far_context=16
+    )
     assert all(t > 0 for t in table.times["draft"].values())

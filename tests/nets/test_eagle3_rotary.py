@@ -43,8 +43,13 @@ def test_a_bfloat16_published_head_keeps_float32_frequencies(tmp_path):
     state_file = head / "model.safetensors"
     from safetensors.torch import load_file, save_file
 
-    save_file({k: v.bfloat16() if v.is_floating_point() else v
-               for k, v in load_file(str(state_file)).items()}, str(state_file))
+    save_file(
+        {
+            k: v.bfloat16() if v.is_floating_point() else v
+            for k, v in load_file(str(state_file)).items()
+        },
+        str(state_file),
+    )
     net = load_eagle3(head)
     rotary = net.decoder.rotary_emb
     assert next(net.parameters()).dtype == torch.bfloat16
@@ -54,8 +59,11 @@ def test_a_bfloat16_published_head_keeps_float32_frequencies(tmp_path):
 
 @pytest.mark.parametrize("which", ["published", "specdec"])
 def test_placement_into_a_bfloat16_pair_keeps_float32_frequencies(tiny32, tmp_path, which):
-    net = (load_eagle3(write_stub(tmp_path / "head")) if which == "published"
-           else new_eagle3(tiny32.target, torch.arange(0, 259, 2), [0, 1, 2]))
+    net = (
+        load_eagle3(write_stub(tmp_path / "head"))
+        if which == "published"
+        else new_eagle3(tiny32.target, torch.arange(0, 259, 2), [0, 1, 2])
+    )
     placed = Placement.cpu(torch.bfloat16).place(net, "features")
     rotary = [m for m in placed.modules() if isinstance(m, LlamaRotaryEmbedding)]
     assert len(rotary) == 1 and next(placed.parameters()).dtype == torch.bfloat16

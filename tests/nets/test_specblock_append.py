@@ -29,9 +29,15 @@ TINY_ASSET = REPO / "specdec" / "assets" / "specblock" / "tiny"
 def gqa_net() -> SpecBlockNet:
     """A random 3-layer network with 4 query heads sharing 2 key heads, in float64."""
     torch.manual_seed(0)
-    cfg = LlamaConfig(hidden_size=32, intermediate_size=48, num_hidden_layers=3,
-                      num_attention_heads=4, num_key_value_heads=2, vocab_size=60,
-                      max_position_embeddings=256)
+    cfg = LlamaConfig(
+        hidden_size=32,
+        intermediate_size=48,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=60,
+        max_position_embeddings=256,
+    )
     cfg.draft_vocab_size = 40
     net = SpecBlockNet(cfg, (0, 1), slots=K, rank_hidden=8).double().eval()
     with torch.no_grad():
@@ -69,8 +75,9 @@ def test_append_block_equals_block_over_a_whole_trace(gqa_net, keep):
         want = gqa_net.block(cond, embeds, pos, AppendKeys(None, 6, K))
         got = append_block(gqa_net, cond, embeds, pos, CatStore(), 0, keep)
     for field in ("logits", "rank_logits", "hidden"):
-        torch.testing.assert_close(getattr(got, field), getattr(want, field)[:, -keep:],
-                                   atol=1e-12, rtol=0)
+        torch.testing.assert_close(
+            getattr(got, field), getattr(want, field)[:, -keep:], atol=1e-12, rtol=0
+        )
     for (gk, gv), (wk, wv) in zip(got.kv, want.kv, strict=True):
         torch.testing.assert_close(gk, wk, atol=1e-12, rtol=0)
         torch.testing.assert_close(gv, wv, atol=1e-12, rtol=0)
@@ -82,8 +89,9 @@ def test_appends_after_a_cache_equal_the_trace(gqa_net):
     with torch.no_grad():
         want = gqa_net.block(cond, embeds, pos, AppendKeys(None, 7, K))
         for a, b in ((0, 4), (4, 6), (6, 7)):
-            out = append_block(gqa_net, cond[:, a:b], embeds[:, a:b], pos[:, a:b], store, a * K,
-                               keep=b - a)
+            out = append_block(
+                gqa_net, cond[:, a:b], embeds[:, a:b], pos[:, a:b], store, a * K, keep=b - a
+            )
             rows.append(out.logits)
     torch.testing.assert_close(torch.cat(rows, 1), want.logits, atol=1e-12, rtol=0)
 
@@ -116,25 +124,36 @@ def test_block_lm_matches_the_old_path_on_the_shipped_tiny_asset():
     cond, embeds, pos = _trace(net, s + 3, seed=2)
     with torch.no_grad():
         want = net.block(cond, embeds, pos, AppendKeys(None, s + 3, K))
-        outs = [lm.append(cond[0, :s], embeds[0, :s]), lm.append(cond[0, s:s + 1],
-                                                                 embeds[0, s:s + 1])]
+        outs = [
+            lm.append(cond[0, :s], embeds[0, :s]),
+            lm.append(cond[0, s : s + 1], embeds[0, s : s + 1]),
+        ]
         ptr = lm.cache[0][0].data_ptr()
-        outs.append(lm.append(cond[0, s + 1:], embeds[0, s + 1:]))
+        outs.append(lm.append(cond[0, s + 1 :], embeds[0, s + 1 :]))
         assert lm.cache[0][0].data_ptr() == ptr  # written in place, not a copy of the cache
         # block 2 below the last position: the old path's keys are the trace's, concatenated
         cut, leaf = torch.tensor([1, 3]), torch.randn(2, net.config.hidden_size)
         got2 = lm.chain(outs[-1].hidden[0, -1, cut - 1], leaf, s + 2, cut)
         flat = [(k.flatten(2, 3), v.flatten(2, 3)) for k, v in want.kv]
         at = slice((s + 2) * K, (s + 3) * K)
-        keys = ChainKeys([(k[:, :, : (s + 2) * K], v[:, :, : (s + 2) * K]) for k, v in flat],
-                         torch.ones(1, (s + 2) * K, dtype=torch.bool),
-                         [(k[:, :, at][:, :, None].expand(-1, -1, 2, -1, -1),
-                           v[:, :, at][:, :, None].expand(-1, -1, 2, -1, -1)) for k, v in flat],
-                         cut[:, None], K)
+        keys = ChainKeys(
+            [(k[:, :, : (s + 2) * K], v[:, :, : (s + 2) * K]) for k, v in flat],
+            torch.ones(1, (s + 2) * K, dtype=torch.bool),
+            [
+                (
+                    k[:, :, at][:, :, None].expand(-1, -1, 2, -1, -1),
+                    v[:, :, at][:, :, None].expand(-1, -1, 2, -1, -1),
+                )
+                for k, v in flat
+            ],
+            cut[:, None],
+            K,
+        )
         want2 = net.block(want.hidden[:, -1, cut - 1], leaf[None], (s + 3 + cut)[None], keys)
     for i, out in zip((s - 1, s, s + 2), outs, strict=True):
         torch.testing.assert_close(out.logits[0, -1], want.logits[0, i], atol=2e-5, rtol=1e-5)
-        torch.testing.assert_close(out.rank_logits[0, -1], want.rank_logits[0, i], atol=2e-5,
-                                   rtol=1e-5)
+        torch.testing.assert_close(
+            out.rank_logits[0, -1], want.rank_logits[0, i], atol=2e-5, rtol=1e-5
+        )
     torch.testing.assert_close(got2.logits, want2.logits, atol=2e-5, rtol=1e-5)
     assert lm.positions == s + 3 and lm.cache[0][0].shape[2] == (s + 3) * K

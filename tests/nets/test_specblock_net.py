@@ -25,8 +25,11 @@ K = 4
 
 def _visible_block1(keys: AppendKeys, s: int, k: int, i: int, slot: int) -> set:
     """Keys ``(block, position, slot)`` the query ``(i, slot)`` sees, read from the masks."""
-    got = {(1, c // k, c % k) for c in range(keys.cross_mask.shape[1]) if keys.cross_mask[i, c]
-           and c // k != i}  # own-position keys are reached through the local group
+    got = {
+        (1, c // k, c % k)
+        for c in range(keys.cross_mask.shape[1])
+        if keys.cross_mask[i, c] and c // k != i
+    }  # own-position keys are reached through the local group
     got |= {(1, i, j) for j in range(k) if keys.local_mask[0, slot, j]}
     return got
 
@@ -56,8 +59,9 @@ def test_valid_prefix_mask_matches_a_per_slot_reference(cuts):
     s, prev = 4, len(cuts)
     cross_mask = torch.tensor([[c // K < i for c in range(s * K)] for i in range(s)])
     prefix = [(torch.zeros(1, 1, s, prev * K, 2), torch.zeros(1, 1, s, prev * K, 2))]
-    keys = ChainKeys([(torch.zeros(1, 1, s * K, 2),) * 2], cross_mask, prefix,
-                     torch.tensor([cuts]), K)
+    keys = ChainKeys(
+        [(torch.zeros(1, 1, s * K, 2),) * 2], cross_mask, prefix, torch.tensor([cuts]), K
+    )
     b = prev + 2  # the block being computed (blocks 1..prev+1 came before)
     for i in range(s):
         for slot in range(K):
@@ -82,8 +86,13 @@ def test_rank_features_match_a_direct_computation():
         top = sorted(logits[r].tolist(), reverse=True)[:20]
         lse = math.log(sum(math.exp(x) for x in top))
         logp = [x - lse for x in top]
-        want = logp[:10] + [top[0] - top[1], top[0] - top[2], top[0] - top[4], math.exp(logp[0]),
-                            -sum(math.exp(x) * x for x in logp)]
+        want = logp[:10] + [
+            top[0] - top[1],
+            top[0] - top[2],
+            top[0] - top[4],
+            math.exp(logp[0]),
+            -sum(math.exp(x) * x for x in logp),
+        ]
         torch.testing.assert_close(got[r], torch.tensor(want, dtype=torch.float64))
 
 
@@ -96,8 +105,13 @@ def test_rank_buckets_follow_the_rank_edges():
 @pytest.fixture
 def net(tiny64):
     vocab = tiny64.target.config.vocab_size
-    return new_specblock(tiny64.target, torch.arange(vocab), LAYERS, slots=K, layers=2,
-                         rank_hidden=8, seed=3).double().eval()
+    return (
+        new_specblock(
+            tiny64.target, torch.arange(vocab), LAYERS, slots=K, layers=2, rank_hidden=8, seed=3
+        )
+        .double()
+        .eval()
+    )
 
 
 def _inputs(tiny64, net, ids):
@@ -145,11 +159,21 @@ def test_one_forward_equals_positions_appended_one_by_one(tiny64, net):
         full = net.block(cond, embeds, pos, AppendKeys(None, s, K))
         cache, rows = None, []
         for i in range(s):
-            out = net.block(cond[:, i : i + 1], embeds[:, i : i + 1], pos[:, i : i + 1],
-                            AppendKeys(cache, 1, K, first=i))
+            out = net.block(
+                cond[:, i : i + 1],
+                embeds[:, i : i + 1],
+                pos[:, i : i + 1],
+                AppendKeys(cache, 1, K, first=i),
+            )
             new = [(k.flatten(2, 3), v.flatten(2, 3)) for k, v in out.kv]
-            cache = new if cache is None else [(torch.cat([a, c], 2), torch.cat([b, d], 2))
-                                               for (a, b), (c, d) in zip(cache, new)]
+            cache = (
+                new
+                if cache is None
+                else [
+                    (torch.cat([a, c], 2), torch.cat([b, d], 2))
+                    for (a, b), (c, d) in zip(cache, new)
+                ]
+            )
             rows.append(out)
     for field in ("logits", "rank_logits", "hidden"):
         got = torch.cat([getattr(o, field) for o in rows], 1)
@@ -166,8 +190,11 @@ def test_save_load_round_trip_and_refusals(tiny64, net, tmp_path):
     torch.testing.assert_close(got, want, atol=0, rtol=0)
     assert back.meta["slots"] == K and back.target_layers == LAYERS
     other = tiny_lm(259, hidden=16, layers=2, heads=2, seed=0, dtype=torch.float64)
-    with pytest.raises(ValueError, match="SpecBlock drafter .* hidden size 32, but this target "
-                                         "has 16; retrain it with `python -m specdec.train"):
+    with pytest.raises(
+        ValueError,
+        match="SpecBlock drafter .* hidden size 32, but this target "
+        "has 16; retrain it with `python -m specdec.train",
+    ):
         load_specblock(tmp_path / "sb", other)
     with pytest.raises(FileNotFoundError, match=r"\+experiment=specblock_<model>"):
         load_specblock(tmp_path / "missing")

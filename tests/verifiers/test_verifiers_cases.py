@@ -40,16 +40,18 @@ def chain(tokens: list[int], q: str) -> Draft:
 @pytest.mark.parametrize("q", ["uniform", "none"])
 @pytest.mark.parametrize("name", sorted(CHAIN_VERIFIERS))
 def test_perfect_match_accepts_all_and_adds_the_bonus(name, q):
-    verdict = CHAIN_VERIFIERS[name]().verify(chain([1, 2, 3], q), forced_p([1, 2, 3, 4]),
-                                             TorchCoins(0))
+    verdict = CHAIN_VERIFIERS[name]().verify(
+        chain([1, 2, 3], q), forced_p([1, 2, 3, 4]), TorchCoins(0)
+    )
     assert verdict.path == [1, 2, 3] and verdict.token == 4
 
 
 @pytest.mark.parametrize("q", ["uniform", "none"])
 @pytest.mark.parametrize("name", sorted(CHAIN_VERIFIERS))
 def test_early_mismatch_recovers_the_target_token(name, q):
-    verdict = CHAIN_VERIFIERS[name]().verify(chain([1, 2, 3], q), forced_p([1, 5, 3, 4]),
-                                             TorchCoins(0))
+    verdict = CHAIN_VERIFIERS[name]().verify(
+        chain([1, 2, 3], q), forced_p([1, 5, 3, 4]), TorchCoins(0)
+    )
     assert verdict.path == [1] and verdict.token == 5
 
 
@@ -97,14 +99,19 @@ def greedy(compose, pair, overrides: list[str]) -> list[int]:
     m = build_method(cfg, pair)
     target, drafter, verifier, sampling = m.target, m.drafter, m.verifier, m.sampling
     prompt = pair.tokenizer.encode("The quick brown fox")
-    return generate(prompt, target, drafter, verifier, sampling=sampling, coins=TorchCoins(1),
-                    max_new_tokens=16).tokens
+    return generate(
+        prompt, target, drafter, verifier, sampling=sampling, coins=TorchCoins(1), max_new_tokens=16
+    ).tokens
 
 
 @pytest.mark.parametrize(
     "overrides",
-    [["method=sps", "verifier=blockwise"], ["method=sps", "verifier=hsd"],
-     ["method=rrs", "drafter.num_drafts=2"], ["method=hsd_tree", "drafter.branching=[2,2]"]],
+    [
+        ["method=sps", "verifier=blockwise"],
+        ["method=sps", "verifier=hsd"],
+        ["method=rrs", "drafter.num_drafts=2"],
+        ["method=hsd_tree", "drafter.branching=[2,2]"],
+    ],
     ids=lambda o: ",".join(o),
 )
 def test_cli_override_is_greedy_equivalent_to_ar(compose, pair, overrides):

@@ -34,8 +34,9 @@ def whole_loop_error(verifier, shape, vocab, gamma, temperature, seed) -> float:
     length = gamma + 1
 
     def run(coins):
-        out = generate(PROMPT, target, drafter, verifier, sampling=sampling, coins=coins,
-                       max_new_tokens=length)
+        out = generate(
+            PROMPT, target, drafter, verifier, sampling=sampling, coins=coins, max_new_tokens=length
+        )
         assert len(out.tokens) == length
         return tuple(out.tokens)
 
@@ -68,8 +69,9 @@ def test_verifier_is_lossless_through_the_loop(name, shape, temperature):
 @pytest.mark.parametrize("vocab", [2, 3])
 @pytest.mark.parametrize("shape", sorted(SHAPES))
 @pytest.mark.parametrize("name", sorted(LOSSLESS))
-def test_verifier_is_lossless_through_the_loop_full_grid(name, shape, vocab, gamma, temperature,
-                                                         seed):
+def test_verifier_is_lossless_through_the_loop_full_grid(
+    name, shape, vocab, gamma, temperature, seed
+):
     if shape == "multi3" and vocab * gamma > 6:
         pytest.skip("multi3 with V=3, γ≥3 enumerates too many drafts for the loop; see step grid")
     err = whole_loop_error(LOSSLESS[name](), shape, vocab, gamma, temperature, seed)
@@ -128,5 +130,12 @@ def test_harness_catches_siblings_tried_against_p(monkeypatch):
 def test_tokenwise_refuses_tree_drafters():
     target, drafter, sampling = make("multi2", 2, 2, 1.0, 0)
     with pytest.raises(ValueError, match="tree"):
-        generate(PROMPT, target, drafter, Tokenwise(), sampling=sampling, coins=TorchCoins(0),
-                 max_new_tokens=3)
+        generate(
+            PROMPT,
+            target,
+            drafter,
+            Tokenwise(),
+            sampling=sampling,
+            coins=TorchCoins(0),
+            max_new_tokens=3,
+        )

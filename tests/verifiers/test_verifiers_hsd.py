@@ -57,7 +57,8 @@ def test_joint_final_accept_deviation_is_pinned(case):
 
 
 @pytest.mark.parametrize(
-    "case", [("chain_point_mass", 3, 3, 1.0, 0), ("topk_tree", 3, 3, 1.0, 0)],
+    "case",
+    [("chain_point_mass", 3, 3, 1.0, 0), ("topk_tree", 3, 3, 1.0, 0)],
     ids=lambda c: c[0],
 )
 def test_joint_final_accept_is_exact_for_point_mass_drafts(case):
@@ -67,8 +68,9 @@ def test_joint_final_accept_is_exact_for_point_mass_drafts(case):
     assert tokens == pytest.approx(measure(Hierarchical("capped"), case)[2], abs=1e-12)
 
 
-@pytest.mark.parametrize("case", [("chain", 3, 3, 1.0, 1), ("multi2", 2, 2, 1.0, 0)],
-                         ids=lambda c: c[0])
+@pytest.mark.parametrize(
+    "case", [("chain", 3, 3, 1.0, 1), ("multi2", 2, 2, 1.0, 0)], ids=lambda c: c[0]
+)
 def test_capped_hsd_has_the_law_of_blockwise(case):
     """Backward scan (HSD) and forward scan (blockwise) are one law: equal expected tokens."""
     hsd, blk = measure(Hierarchical("capped"), case), measure(Blockwise(), case)

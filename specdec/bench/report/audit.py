@@ -66,9 +66,11 @@ def cut_off_line(path: Path) -> str | None:
         rec = None
     if isinstance(rec, dict) and isinstance(rec.get("prompt_id"), str):
         return None  # a whole record that only lacks its newline: counted
-    return (f"{path}: its last line is cut off ({len(tail)} bytes, not a whole record: a run "
-            "killed mid-write); that record is not counted. Rerun the run's eval command to "
-            "record its prompt again")
+    return (
+        f"{path}: its last line is cut off ({len(tail)} bytes, not a whole record: a run "
+        "killed mid-write); that record is not counted. Rerun the run's eval command to "
+        "record its prompt again"
+    )
 
 
 def config_hash_of(summary: RunSummary) -> str | None:
@@ -76,8 +78,13 @@ def config_hash_of(summary: RunSummary) -> str | None:
     computes it (None without a config)."""
     if summary.config is None:
         return None
-    return config_hash({**summary.config, "learned_weights": summary.learned_weights,
-                        "prompt_files": summary.prompt_files})
+    return config_hash(
+        {
+            **summary.config,
+            "learned_weights": summary.learned_weights,
+            "prompt_files": summary.prompt_files,
+        }
+    )
 
 
 def _planned(summary: RunSummary) -> list[str]:
@@ -87,8 +94,9 @@ def _planned(summary: RunSummary) -> list[str]:
     return list(dict.fromkeys([*(summary.progress or {}), *named, *summary.datasets]))
 
 
-def _hash_and_records(path: Path, summary: RunSummary, datasets: list[str]
-                      ) -> tuple[str, dict[str, list[dict]], list[str]]:
+def _hash_and_records(
+    path: Path, summary: RunSummary, datasets: list[str]
+) -> tuple[str, dict[str, list[dict]], list[str]]:
     """The hash whose records are the run's, those records, and the disagreement if the
     summary's hash is not it."""
     claimed = summary.config_hash or ""
@@ -98,8 +106,11 @@ def _hash_and_records(path: Path, summary: RunSummary, datasets: list[str]
     found: Counter[str] = Counter()
     for d in datasets:
         file = path / "records" / f"{d}.jsonl"
-        lines = file.read_text(encoding="utf-8", errors="replace").splitlines() \
-            if file.is_file() else []
+        lines = (
+            file.read_text(encoding="utf-8", errors="replace").splitlines()
+            if file.is_file()
+            else []
+        )
         for line in lines:
             try:
                 found[str(json.loads(line).get("config_hash"))] += 1
@@ -109,12 +120,20 @@ def _hash_and_records(path: Path, summary: RunSummary, datasets: list[str]
         return claimed, mine, []  # no records at all: said per dataset (unfinished)
     recomputed = config_hash_of(summary)
     if recomputed and recomputed != claimed and recomputed in found:
-        why = (f"config_hash {claimed!r} matches no record; its config hashes to "
-               f"{recomputed!r}, the hash of {found[recomputed]} records: those are used")
+        why = (
+            f"config_hash {claimed!r} matches no record; its config hashes to "
+            f"{recomputed!r}, the hash of {found[recomputed]} records: those are used"
+        )
         return recomputed, {d: dataset_records(path, d, recomputed) for d in datasets}, [why]
     held = ", ".join(f"{h!r} ({n})" for h, n in found.most_common(3))
-    return claimed, mine, [f"config_hash {claimed!r} matches no record (the record files hold "
-                           f"records of hash {held}): no records are the run's"]
+    return (
+        claimed,
+        mine,
+        [
+            f"config_hash {claimed!r} matches no record (the record files hold "
+            f"records of hash {held}): no records are the run's"
+        ],
+    )
 
 
 def audit(path: Path, summary: RunSummary) -> Audit:
@@ -142,10 +161,15 @@ def audit(path: Path, summary: RunSummary) -> Audit:
         if d in summary.datasets and recorded is not None and recorded != n:
             disagree.append(f"{d}: progress recorded {recorded}, but {n} records")
     total = summary.overall.get("prompts")
-    if summary.datasets and total is not None and total != sum(
-            counts.get(d, 0) for d in summary.datasets):
-        disagree.append(f"overall: prompts {total}, but "
-                        f"{sum(counts.get(d, 0) for d in summary.datasets)} records")
+    if (
+        summary.datasets
+        and total is not None
+        and total != sum(counts.get(d, 0) for d in summary.datasets)
+    ):
+        disagree.append(
+            f"overall: prompts {total}, but "
+            f"{sum(counts.get(d, 0) for d in summary.datasets)} records"
+        )
     if summary.complete and unfinished:
         disagree.append("complete: true, but the records leave " + ", ".join(unfinished))
     cut = [c for d in datasets if (c := cut_off_line(path / "records" / f"{d}.jsonl"))]
@@ -156,8 +180,10 @@ def checked_summary(summary: RunSummary, found: Audit) -> RunSummary:
     """The summary as the report shows it: each dataset's ``prompts`` (and ``overall``'s) the
     records' count, ``complete`` only where the records agree (a copy; the claims stay named in
     ``found.disagreements``)."""
-    datasets = {d: {**m, "prompts": found.counts.get(d, 0)} if isinstance(m, dict) else m
-                for d, m in summary.datasets.items()}
+    datasets = {
+        d: {**m, "prompts": found.counts.get(d, 0)} if isinstance(m, dict) else m
+        for d, m in summary.datasets.items()
+    }
     overall = dict(summary.overall)
     if "prompts" in overall:
         overall["prompts"] = sum(found.counts.get(d, 0) for d in summary.datasets)

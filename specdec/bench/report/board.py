@@ -57,8 +57,19 @@ from specdec.bench.report.rows import build_rows, paired_modeled_speedup
 from specdec.bench.report.runs import Run, doubts, load_runs, mismatches
 from specdec.errors import EXIT_STATUS, BadInput, InputError
 
-__all__ = ["Board", "Row", "Run", "board", "build_rows", "load_runs", "main", "mismatches",
-           "paired_modeled_speedup", "report", "to_markdown"]
+__all__ = [
+    "Board",
+    "Row",
+    "Run",
+    "board",
+    "build_rows",
+    "load_runs",
+    "main",
+    "mismatches",
+    "paired_modeled_speedup",
+    "report",
+    "to_markdown",
+]
 
 log = logging.getLogger(__name__)
 
@@ -74,8 +85,14 @@ class Board:
     doubts: list[str] = field(default_factory=list)  # summaries their records contradict
 
 
-def board(paths: list[str | Path], out_dir: str | Path, *, baseline: str = "ar",
-          plots: bool = True, warn: bool = True) -> Board:
+def board(
+    paths: list[str | Path],
+    out_dir: str | Path,
+    *,
+    baseline: str = "ar",
+    plots: bool = True,
+    warn: bool = True,
+) -> Board:
     """Write ``leaderboard.md``, ``leaderboard.csv``, ``leaderboard.tex`` (and the plots, PDF and
     PNG) into ``out_dir``; unreadable
     summaries and copies of a run are left out, and summaries their records contradict are named,
@@ -101,8 +118,9 @@ def board(paths: list[str | Path], out_dir: str | Path, *, baseline: str = "ar",
     return Board(text, rows, unreadable, copies, doubtful)
 
 
-def report(paths: list[str | Path], out_dir: str | Path, *, baseline: str = "ar",
-           plots: bool = True) -> tuple[str, list[Row]]:
+def report(
+    paths: list[str | Path], out_dir: str | Path, *, baseline: str = "ar", plots: bool = True
+) -> tuple[str, list[Row]]:
     """``board`` as (Markdown, rows)."""
     written = board(paths, out_dir, baseline=baseline, plots=plots)
     return written.text, written.rows
@@ -111,23 +129,34 @@ def report(paths: list[str | Path], out_dir: str | Path, *, baseline: str = "ar"
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m specdec.report", description=__doc__)
     parser.add_argument("runs", nargs="+", help="run directories (or folders holding them)")
-    parser.add_argument("--out", default="outputs/report",
-                        help="output folder (default outputs/report)")
+    parser.add_argument(
+        "--out", default="outputs/report", help="output folder (default outputs/report)"
+    )
     parser.add_argument("--baseline", default="ar", help="method name of the baseline run")
     parser.add_argument("--no-plots", action="store_true", help="write the Markdown only")
-    parser.add_argument("--wandb", action="store_true",
-                        help="also log the output folder as a W&B artifact (offline unless "
-                             "WANDB_MODE says otherwise)")
+    parser.add_argument(
+        "--wandb",
+        action="store_true",
+        help="also log the output folder as a W&B artifact (offline unless "
+        "WANDB_MODE says otherwise)",
+    )
     parser.add_argument("--wandb-project", default="specdec", help="W&B project (--wandb)")
-    parser.add_argument("--strict", action="store_true",
-                        help="exit with status 2 when any speedup was refused, any run is "
-                             "incomplete, any summary was unreadable or disagrees with its "
-                             "records, a record line is cut off, or any greedy output "
-                             "differs from the baseline's")
-    parser.add_argument("--format", choices=("leaderboard", "specbench"), default="leaderboard",
-                        help="leaderboard (default) or specbench: Spec-Bench answer files "
-                             "(<model_id>.jsonl) and its speed table (speed.md, speed.csv); "
-                             "--no-plots and --wandb apply to the leaderboard only")
+    parser.add_argument(
+        "--strict",
+        action="store_true",
+        help="exit with status 2 when any speedup was refused, any run is "
+        "incomplete, any summary was unreadable or disagrees with its "
+        "records, a record line is cut off, or any greedy output "
+        "differs from the baseline's",
+    )
+    parser.add_argument(
+        "--format",
+        choices=("leaderboard", "specbench"),
+        default="leaderboard",
+        help="leaderboard (default) or specbench: Spec-Bench answer files "
+        "(<model_id>.jsonl) and its speed table (speed.md, speed.csv); "
+        "--no-plots and --wandb apply to the leaderboard only",
+    )
     args = parser.parse_args(argv)
     try:
         check_out_folder(args.out)
@@ -137,8 +166,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.format == "specbench":
         return _specbench(args)
     try:
-        written = board(args.runs, args.out, baseline=args.baseline, plots=not args.no_plots,
-                        warn=False)  # said below, on stderr
+        written = board(
+            args.runs, args.out, baseline=args.baseline, plots=not args.no_plots, warn=False
+        )  # said below, on stderr
     except (ValueError, InputError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
@@ -158,19 +188,26 @@ def main(argv: list[str] | None = None) -> int:
         print(f"incomplete: {path}: {why}", file=sys.stderr)
     differ = [r for r in rows if r.greedy is not None and r.greedy.equal < r.greedy.prompts]
     for r in differ:
-        print(f"greedy mismatch: {r.label} on {r.dataset}: {len(r.greedy.mismatched)} of "
-              f"{r.greedy.prompts} prompts differ from {r.greedy.baseline}", file=sys.stderr)
-    print(f"wrote {Path(args.out) / 'leaderboard.md'}, leaderboard.csv and leaderboard.tex",
-          file=sys.stderr)
+        print(
+            f"greedy mismatch: {r.label} on {r.dataset}: {len(r.greedy.mismatched)} of "
+            f"{r.greedy.prompts} prompts differ from {r.greedy.baseline}",
+            file=sys.stderr,
+        )
+    print(
+        f"wrote {Path(args.out) / 'leaderboard.md'}, leaderboard.csv and leaderboard.tex",
+        file=sys.stderr,
+    )
     if args.wandb:
         from specdec.bench.wandb_artifacts import WandbReport, common_group
 
         group = common_group([run.summary for r in rows for run in r.runs])
-        name = WandbReport(project=args.wandb_project,
-                           mode=os.environ.get("WANDB_MODE", "offline")).log(args.out, group=group)
+        name = WandbReport(
+            project=args.wandb_project, mode=os.environ.get("WANDB_MODE", "offline")
+        ).log(args.out, group=group)
         print(f"logged {args.out} as W&B artifact {name}", file=sys.stderr)
-    bad = (incomplete or differ or written.unreadable or written.doubts
-           or any(r.refused for r in rows))
+    bad = (
+        incomplete or differ or written.unreadable or written.doubts or any(r.refused for r in rows)
+    )
     return 2 if args.strict and bad else 0
 
 
@@ -194,8 +231,10 @@ def _specbench(args: argparse.Namespace) -> int:
         print(f"summary vs records: {line}", file=sys.stderr)
     for mid, why in done.refused.items():
         print(f"no speedup: {mid}: {why}", file=sys.stderr)
-    print(f"wrote {len(done.files)} answer files, speed.md and speed.csv in {args.out}",
-          file=sys.stderr)
+    print(
+        f"wrote {len(done.files)} answer files, speed.md and speed.csv in {args.out}",
+        file=sys.stderr,
+    )
     bad = done.unreadable or done.refused or done.left_out or done.doubts
     return 2 if args.strict and bad else 0
 

@@ -45,9 +45,21 @@ from pathlib import Path
 from specdec.bench.report.row import Row
 from specdec.bench.wandb_artifacts import RunTag
 
-METRICS = ("tokens_per_s", "speedup", "modeled_speedup_vs_ar", "self_modeled_speedup",
-           "block_efficiency", "acceptance_rate", "rollback_rate", "discard_rate",
-           "verification_rate", "hit_rate", "branches_per_step", "wall_s", "modeled_s")
+METRICS = (
+    "tokens_per_s",
+    "speedup",
+    "modeled_speedup_vs_ar",
+    "self_modeled_speedup",
+    "block_efficiency",
+    "acceptance_rate",
+    "rollback_rate",
+    "discard_rate",
+    "verification_rate",
+    "hit_rate",
+    "branches_per_step",
+    "wall_s",
+    "modeled_s",
+)
 
 
 def _cell(value: object) -> object:
@@ -59,13 +71,30 @@ def _cell(value: object) -> object:
 def columns(rows: list[Row]) -> list[str]:
     """The header: the fixed columns, then the quality columns the rows have."""
     quality = sorted({k for r in rows for k in r.metrics if k.startswith("quality_")})
-    return ["method", "method_name", "dataset", "pair", "benchmark", "git_commit", "git_dirty",
-            "runs", "seeds", "run_dirs", "lossless",
-            "complete", "temperature", "prompts",
-            *[c for m in METRICS for c in (m, f"{m}_std")], "modeled_over_wall",
-            "greedy_equal", "greedy_prompts", "baseline_dir", "refused",
-            *(["timing", "timing_reasons"] if any(r.checked for r in rows) else []),
-            *[c for q in quality for c in (q, f"{q}_std")]]
+    return [
+        "method",
+        "method_name",
+        "dataset",
+        "pair",
+        "benchmark",
+        "git_commit",
+        "git_dirty",
+        "runs",
+        "seeds",
+        "run_dirs",
+        "lossless",
+        "complete",
+        "temperature",
+        "prompts",
+        *[c for m in METRICS for c in (m, f"{m}_std")],
+        "modeled_over_wall",
+        "greedy_equal",
+        "greedy_prompts",
+        "baseline_dir",
+        "refused",
+        *(["timing", "timing_reasons"] if any(r.checked for r in rows) else []),
+        *[c for q in quality for c in (q, f"{q}_std")],
+    ]
 
 
 def _rel(path: Path, root: Path | None) -> str:
@@ -84,9 +113,14 @@ def csv_row(r: Row, root: Path | None = None) -> dict[str, object]:
     m, w = r.metrics.get("modeled_s"), r.metrics.get("wall_s")
     tag, prov = RunTag.from_summary(r.run.summary), r.run.summary.provenance or {}
     out: dict[str, object] = {
-        "method": r.label, "method_name": r.run.method, "dataset": r.dataset,
-        "pair": tag.pair, "benchmark": tag.benchmark, "git_commit": prov.get("git_commit"),
-        "git_dirty": prov.get("git_dirty"), "runs": len(r.runs),
+        "method": r.label,
+        "method_name": r.run.method,
+        "dataset": r.dataset,
+        "pair": tag.pair,
+        "benchmark": tag.benchmark,
+        "git_commit": prov.get("git_commit"),
+        "git_dirty": prov.get("git_dirty"),
+        "runs": len(r.runs),
         "seeds": ";".join(str(run.summary.seed) for run in r.runs),
         "run_dirs": ";".join(_rel(run.path, root) for run in r.runs),
         "lossless": bool(r.run.summary.lossless),

@@ -44,10 +44,15 @@ def category_of(record: dict) -> str:
 
 def _speedups(records: list[dict], base: list[dict], cost: CostTable | None) -> Values:
     wall = sum(r["wall_s"] for r in records)
-    out: Values = {"speedup": sum(b["wall_s"] for b in base) / wall if wall else float("nan"),
-                   "modeled_speedup_vs_ar": None}
-    if (cost is not None and all("forward_profile" in b for b in base)
-            and all("forward_log" in r for r in records)):
+    out: Values = {
+        "speedup": sum(b["wall_s"] for b in base) / wall if wall else float("nan"),
+        "modeled_speedup_vs_ar": None,
+    }
+    if (
+        cost is not None
+        and all("forward_profile" in b for b in base)
+        and all("forward_log" in r for r in records)
+    ):
         own = sum(record_modeled_s(r, cost) for r in records)
         theirs = cost.price(merge_profiles(b["forward_profile"] for b in base))
         out["modeled_speedup_vs_ar"] = theirs / own if own else float("nan")
@@ -61,8 +66,11 @@ def run_categories(row: Row) -> dict[str, Values]:
         by_cat.setdefault(category_of(rec), []).append(rec)
     if len(by_cat) < 2:
         return {}
-    base = ({r["prompt_id"]: r for r in row.baseline.records(row.dataset)}
-            if row.baseline is not None else {})
+    base = (
+        {r["prompt_id"]: r for r in row.baseline.records(row.dataset)}
+        if row.baseline is not None
+        else {}
+    )
     # the dataset's own table (price_run), else the run-wide one (summaries before per-dataset fits)
     table = (row.run.summary.cost_tables or {}).get(row.dataset, row.run.summary.cost_table)
     cost = CostTable.from_dict(table) if table else None
@@ -71,10 +79,13 @@ def run_categories(row: Row) -> dict[str, Values]:
         # 1. The category's own metrics, 2. speedups when the baseline has every prompt.
         records = by_cat[cat]
         metrics = summarize([GenerationStats.from_record(r) for r in records])
-        values: Values = {"prompts": len(records), "speedup": None,
-                          "modeled_speedup_vs_ar": None,
-                          "block_efficiency": metrics["block_efficiency"],
-                          "acceptance_rate": metrics["acceptance_rate"]}
+        values: Values = {
+            "prompts": len(records),
+            "speedup": None,
+            "modeled_speedup_vs_ar": None,
+            "block_efficiency": metrics["block_efficiency"],
+            "acceptance_rate": metrics["acceptance_rate"],
+        }
         theirs = [base.get(r["prompt_id"]) for r in records]
         if base and all(b is not None for b in theirs):
             values.update(_speedups(records, [b for b in theirs if b is not None], cost))
@@ -87,5 +98,6 @@ def categories(row: Row) -> dict[str, dict[str, tuple[float | None, float | None
     per_run = [run_categories(m) for m in (row.members or [row])]
     if not per_run[0] or any(set(p) != set(per_run[0]) for p in per_run):
         return {}
-    return {cat: {key: mean_std([p[cat][key] for p in per_run]) for key in KEYS}
-            for cat in per_run[0]}
+    return {
+        cat: {key: mean_std([p[cat][key] for p in per_run]) for key in KEYS} for cat in per_run[0]
+    }

@@ -59,15 +59,17 @@ def greedy_equality(run: Run, base: Run, dataset: str) -> Greedy | None:
         return None
     mine, theirs = run.records(dataset), {r["prompt_id"]: r for r in base.records(dataset)}
     pairs = [(r, theirs.get(r["prompt_id"])) for r in mine]
-    if not pairs or any(b is None or "output_ids" not in a or "output_ids" not in b
-                        for a, b in pairs):
+    if not pairs or any(
+        b is None or "output_ids" not in a or "output_ids" not in b for a, b in pairs
+    ):
         return None
     differ = tuple(a["prompt_id"] for a, b in pairs if a["output_ids"] != b["output_ids"])
     return Greedy(len(pairs) - len(differ), len(pairs), differ, base.path)
 
 
-def find_greedy(run: Run, candidates: list[Run], dataset: str,
-                preferred: Run | None = None) -> Greedy | None:
+def find_greedy(
+    run: Run, candidates: list[Run], dataset: str, preferred: Run | None = None
+) -> Greedy | None:
     """Greedy equality against ``preferred`` (the speedup baseline) when it applies, else against
     the first candidate it applies to."""
     ordered = ([preferred] if preferred is not None else []) + candidates

@@ -21,9 +21,18 @@ import pandas as pd
 
 from specdec.bench.report.row import Row
 
-ESCAPES = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#",
-           "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}",
-           "^": r"\textasciicircum{}"}
+ESCAPES = {
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+}
 COLUMNS = [  # (metric key, header, format); speedups read from the row, not its metrics
     ("tokens_per_s", "tokens/s", "{:.1f}"),
     ("speedup", "speedup", "{:.2f}"),
@@ -58,8 +67,9 @@ def frame(rows: list[Row]) -> pd.DataFrame:
     out (``modeled speedup`` without a cost model, quality without checks)."""
     quality = sorted({k for r in rows for k in r.metrics if k.startswith("quality_")})
     columns = [*COLUMNS, *[(q, q.removeprefix("quality_"), "{:.3f}") for q in quality]]
-    columns = [c for c in columns if any(_value(r, c[0]) is not None for r in rows)
-               or c[0] == "speedup"]
+    columns = [
+        c for c in columns if any(_value(r, c[0]) is not None for r in rows) or c[0] == "speedup"
+    ]
     repeated = any(r.members for r in rows)
     body = []
     for r in rows:
@@ -69,8 +79,12 @@ def frame(rows: list[Row]) -> pd.DataFrame:
             refused = key == "speedup" and r.refused and r.speedup is None
             line.append("refused" if refused else _cell(_value(r, key), fmt, r.std.get(key)))
         body.append(line)
-    header = ["method", "dataset", *(["runs"] if repeated else []),
-              *[h if h.startswith("$") else latex_escape(h) for _, h, _ in columns]]
+    header = [
+        "method",
+        "dataset",
+        *(["runs"] if repeated else []),
+        *[h if h.startswith("$") else latex_escape(h) for _, h, _ in columns],
+    ]
     return pd.DataFrame(body, columns=header)
 
 
@@ -78,10 +92,14 @@ def to_latex(rows: list[Row], caption: str | None = None) -> str:
     """The ``tabular`` (in a ``table`` float when ``caption`` is given) in booktabs style."""
     table = frame(rows)
     align = "ll" + "r" * (len(table.columns) - 2)
-    return table.to_latex(index=False, escape=False, column_format=align,
-                          caption=latex_escape(caption) if caption else None,
-                          label="tab:leaderboard" if caption else None,
-                          position="t" if caption else None)
+    return table.to_latex(
+        index=False,
+        escape=False,
+        column_format=align,
+        caption=latex_escape(caption) if caption else None,
+        label="tab:leaderboard" if caption else None,
+        position="t" if caption else None,
+    )
 
 
 def write_latex(rows: list[Row], path: str | Path) -> Path:

@@ -42,8 +42,10 @@ COLUMNS = [  # (metric key, header, format)
     ("discard_rate", "discard", "{:.3f}"),
     ("verification_rate", "verif.", "{:.3f}"),
 ]
-E2E_COLUMNS = [("e2e_tokens_per_s", "e2e tokens/s", "{:.1f}"),  # runs that record them
-               ("e2e_speedup", "e2e speedup", "{:.2f}x")]
+E2E_COLUMNS = [
+    ("e2e_tokens_per_s", "e2e tokens/s", "{:.1f}"),  # runs that record them
+    ("e2e_speedup", "e2e speedup", "{:.2f}x"),
+]
 
 
 def _incomplete(r: Row) -> list[str]:
@@ -67,30 +69,55 @@ def main_table(rows: list[Row]) -> list[str]:
     hits = any("hit_rate" in r.metrics for r in rows)  # methods that draft ahead
     branches = any("branches_per_step" in r.metrics for r in rows)  # SpecBranch
     columns = [*COLUMNS[:2], *(E2E_COLUMNS if e2e(rows) else []), *COLUMNS[2:]]
-    header = ["method", "dataset", "lossless", *(["runs"] if repeated else []), "prompts",
-              "complete", *(["timing"] if timed else []), *[c[1] for c in columns],
-              *(["hit rate"] if hits else []), *(["branches/step"] if branches else [])]
+    header = [
+        "method",
+        "dataset",
+        "lossless",
+        *(["runs"] if repeated else []),
+        "prompts",
+        "complete",
+        *(["timing"] if timed else []),
+        *[c[1] for c in columns],
+        *(["hit rate"] if hits else []),
+        *(["branches/step"] if branches else []),
+    ]
     header += (["modeled speedup vs ar"] if priced else []) + (["modeled/wall"] if modeled else [])
     header += (["greedy = ar"] if greedy else []) + [q.removeprefix("quality_") for q in quality]
     body = []
     for r in rows:
         values = {**r.metrics, "speedup": r.speedup, "e2e_speedup": r.e2e_speedup}
         prompts = r.run.summary.datasets[r.dataset].get("prompts", "-")
-        cells = [r.label, r.dataset, "yes" if r.run.summary.lossless else "no",
-                 *([str(len(r.runs))] if repeated else []), str(prompts),
-                 "no" if _incomplete(r) else "yes", *([timing_cell(r)] if timed else [])]
+        cells = [
+            r.label,
+            r.dataset,
+            "yes" if r.run.summary.lossless else "no",
+            *([str(len(r.runs))] if repeated else []),
+            str(prompts),
+            "no" if _incomplete(r) else "yes",
+            *([timing_cell(r)] if timed else []),
+        ]
         for key, _, fmt in columns:
-            cells.append("refused" if key == "speedup" and r.refused and r.speedup is None
-                         else claim_cell(r, values.get(key), fmt, r.std.get(key))
-                         if key == "speedup" else value_cell(values.get(key), fmt, r.std.get(key)))
+            cells.append(
+                "refused"
+                if key == "speedup" and r.refused and r.speedup is None
+                else claim_cell(r, values.get(key), fmt, r.std.get(key))
+                if key == "speedup"
+                else value_cell(values.get(key), fmt, r.std.get(key))
+            )
         if hits:
             cells.append(value_cell(r.metrics.get("hit_rate"), "{:.3f}", r.std.get("hit_rate")))
         if branches:
-            cells.append(value_cell(r.metrics.get("branches_per_step"), "{:.2f}",
-                              r.std.get("branches_per_step")))
+            cells.append(
+                value_cell(
+                    r.metrics.get("branches_per_step"), "{:.2f}", r.std.get("branches_per_step")
+                )
+            )
         if priced:
-            cells.append(claim_cell(r, r.modeled_speedup_vs_ar, "{:.2f}x",
-                                r.std.get("modeled_speedup_vs_ar")))
+            cells.append(
+                claim_cell(
+                    r, r.modeled_speedup_vs_ar, "{:.2f}x", r.std.get("modeled_speedup_vs_ar")
+                )
+            )
         if modeled:
             m, w = r.metrics.get("modeled_s"), r.metrics.get("wall_s")
             cells.append(value_cell(m / w if m is not None and w else None, "{:.2f}"))
@@ -108,8 +135,14 @@ def pivot(rows: list[Row]) -> list[str]:
         cells = [m]
         for d in datasets:
             found = [r for r in rows if r.label == m and r.dataset == d]
-            cells.append(", ".join(claim_cell(r, r.speedup, "{:.2f}x", r.std.get("speedup"))
-                                   if not r.refused else "refused" for r in found))
+            cells.append(
+                ", ".join(
+                    claim_cell(r, r.speedup, "{:.2f}x", r.std.get("speedup"))
+                    if not r.refused
+                    else "refused"
+                    for r in found
+                )
+            )
         body.append(cells)
     return table(["method", *datasets], body, left=1)
 
@@ -125,28 +158,50 @@ def modeled_pivot(rows: list[Row]) -> list[str]:
         values = {d: r.modeled_speedup_vs_ar for d, r in own.items()}
         known = [v for v in values.values() if v is not None and not math.isnan(v)]
         mean = sum(known) / len(known) if known and len(known) == len(values) else None
-        body.append([m, *[claim_cell(own[d], values[d], "{:.2f}x") if d in own else "-"
-                          for d in datasets],
-                     "unreliable" if any(r.claims_withheld for r in own.values()) and mean is None
-                     else value_cell(mean, "{:.4f}x")])
-    return ["", "## Modeled speedup vs `ar` (method × dataset; mean = the sweep objective)", "",
-            *table(["method", *datasets, "mean"], body, left=1)]
+        body.append(
+            [
+                m,
+                *[claim_cell(own[d], values[d], "{:.2f}x") if d in own else "-" for d in datasets],
+                "unreliable"
+                if any(r.claims_withheld for r in own.values()) and mean is None
+                else value_cell(mean, "{:.4f}x"),
+            ]
+        )
+    return [
+        "",
+        "## Modeled speedup vs `ar` (method × dataset; mean = the sweep objective)",
+        "",
+        *table(["method", *datasets, "mean"], body, left=1),
+    ]
 
 
-def to_markdown(rows: list[Row], *, skipped: list[str] = (), copies: list[str] = (),
-                doubts: list[str] = ()) -> str:
+def to_markdown(
+    rows: list[Row], *, skipped: list[str] = (), copies: list[str] = (), doubts: list[str] = ()
+) -> str:
     """The leaderboard and its companion sections (see the module docstring); ``skipped``: the
     unreadable summaries left out, ``copies``: the run folders counted once, ``doubts``: the
     summaries' claims their records contradict and cut-off record lines
     (``specdec.bench.report.audit``)."""
-    lines = ["## Leaderboard", "", *main_table(rows), "", "## Speedup vs `ar` (method × dataset)",
-             "", *pivot(rows), *modeled_pivot(rows), *category_tables(rows),
-             *(per_context_tables(rows) if e2e(rows) else [])]
+    lines = [
+        "## Leaderboard",
+        "",
+        *main_table(rows),
+        "",
+        "## Speedup vs `ar` (method × dataset)",
+        "",
+        *pivot(rows),
+        *modeled_pivot(rows),
+        *category_tables(rows),
+        *(per_context_tables(rows) if e2e(rows) else []),
+    ]
     counted = [r for r in rows if r.metrics.get("counters")]
     if counted:
         lines += ["", "## Method counters (summed over prompts)", ""]
-        lines += [f"- {r.label} on {r.dataset}: " + ", ".join(
-            f"{k}={v}" for k, v in r.metrics["counters"].items()) for r in counted]
+        lines += [
+            f"- {r.label} on {r.dataset}: "
+            + ", ".join(f"{k}={v}" for k, v in r.metrics["counters"].items())
+            for r in counted
+        ]
     lines += greedy_section(rows)
     incomplete = dict.fromkeys(line for r in rows for line in _incomplete(r))
     if incomplete:
@@ -157,37 +212,52 @@ def to_markdown(rows: list[Row], *, skipped: list[str] = (), copies: list[str] =
     if copies:
         lines += ["", "## Copies of a run (counted once)", "", *[f"- {x}" for x in copies]]
     if doubts:
-        lines += ["", "## ✗ Summaries against their records (the records' counts are shown)",
-                  "", *[f"- {x}" for x in doubts]]
+        lines += [
+            "",
+            "## ✗ Summaries against their records (the records' counts are shown)",
+            "",
+            *[f"- {x}" for x in doubts],
+        ]
     lines += timing_section(rows)
     refused = [r for r in rows if r.refused]
     if refused:
         lines += ["", "## Refused comparisons", ""]
         lines += [f"- {r.label} on {r.dataset} ({r.run.path}): {r.refused}" for r in refused]
-    lines += ["", "Speedup = baseline wall_s per new token / method wall_s per new token "
-              "(decoding only, prefill excluded, warm-up excluded; per token because sampled "
-              "outputs differ in length); τ = mean accepted length = new tokens / target forwards "
-              "(block efficiency: accepted + the recovered or bonus token per verification)."]
+    lines += [
+        "",
+        "Speedup = baseline wall_s per new token / method wall_s per new token "
+        "(decoding only, prefill excluded, warm-up excluded; per token because sampled "
+        "outputs differ in length); τ = mean accepted length = new tokens / target forwards "
+        "(block efficiency: accepted + the recovered or bonus token per verification).",
+    ]
     if e2e(rows):
-        lines += ["e2e tokens/s and e2e speedup include prefill (the target's and the drafter's, "
-                  "per turn: Spec-Bench's convention; seconds per new token as above)."]
+        lines += [
+            "e2e tokens/s and e2e speedup include prefill (the target's and the drafter's, "
+            "per turn: Spec-Bench's convention; seconds per new token as above)."
+        ]
     if any("hit_rate" in r.metrics for r in rows):
-        lines += ["Methods that draft ahead of verification (a hit rate is shown): rollback = "
-                  "drafted-but-discarded / drafted over every token the draft made, rolled-back "
-                  "blocks included; hit rate = hits / (hits + misses), the steps whose "
-                  "background work was used (PEARL: its block; SSD: the cached chain of the "
-                  "verdict's outcome, the cache hit rate) over the steps that looked."]
+        lines += [
+            "Methods that draft ahead of verification (a hit rate is shown): rollback = "
+            "drafted-but-discarded / drafted over every token the draft made, rolled-back "
+            "blocks included; hit rate = hits / (hits + misses), the steps whose "
+            "background work was used (PEARL: its block; SSD: the cached chain of the "
+            "verdict's outcome, the cache hit rate) over the steps that looked."
+        ]
     if any(r.modeled_speedup_vs_ar is not None for r in rows):
-        lines += ["Modeled speedup vs ar = the baseline's forwards / the method's forwards per new "
-                  "token, both priced "
-                  "by one cost table fitted on both runs' forward logs (one price list for both "
-                  "sides); modeled/wall checks the run's own table against its clock (below 1 by "
-                  "the time spent outside forwards; for methods that draft ahead, the modeled "
-                  "clock overlaps the two lanes as two devices would). A run's summary also "
-                  "holds self_modeled_speedup, its own estimate against AR-equivalent forwards "
-                  "without an `ar` run: another number, not shown here."]
+        lines += [
+            "Modeled speedup vs ar = the baseline's forwards / the method's forwards per new "
+            "token, both priced "
+            "by one cost table fitted on both runs' forward logs (one price list for both "
+            "sides); modeled/wall checks the run's own table against its clock (below 1 by "
+            "the time spent outside forwards; for methods that draft ahead, the modeled "
+            "clock overlaps the two lanes as two devices would). A run's summary also "
+            "holds self_modeled_speedup, its own estimate against AR-equivalent forwards "
+            "without an `ar` run: another number, not shown here."
+        ]
     if any(r.members for r in rows):
-        lines += ["Rows with runs > 1 merge runs that differ only in their seed: mean ± sample "
-                  "standard deviation over the runs, each speedup paired with the `ar` run of "
-                  "the same seed."]
+        lines += [
+            "Rows with runs > 1 merge runs that differ only in their seed: mean ± sample "
+            "standard deviation over the runs, each speedup paired with the `ar` run of "
+            "the same seed."
+        ]
     return "\n".join(lines) + "\n"

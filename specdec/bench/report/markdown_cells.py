@@ -20,9 +20,11 @@ def value_cell(value, fmt: str, std: float | None = None) -> str:
 
 def table(header: list[str], body: list[list[str]], left: int = 2) -> list[str]:
     """A pipe table: its first ``left`` columns left-aligned, the others right-aligned."""
-    return ["| " + " | ".join(header) + " |",
-            "|" + "|".join("---" if i < left else "---:" for i in range(len(header))) + "|",
-            *["| " + " | ".join(cells) + " |" for cells in body]]
+    return [
+        "| " + " | ".join(header) + " |",
+        "|" + "|".join("---" if i < left else "---:" for i in range(len(header))) + "|",
+        *["| " + " | ".join(cells) + " |" for cells in body],
+    ]
 
 
 def greedy_cell(r: Row) -> str:

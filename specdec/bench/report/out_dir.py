@@ -18,8 +18,10 @@ def check_out_folder(path: str | Path, flag: str = "--out") -> Path:
         if part.exists():
             if not part.is_dir():
                 what = "a file" if part == path else f"below {part}, a file"
-                raise BadInput(f"{flag} {path}: {what}, not a folder; give {flag} a folder "
-                               "(it is made when missing), or move the file away")
+                raise BadInput(
+                    f"{flag} {path}: {what}, not a folder; give {flag} a folder "
+                    "(it is made when missing), or move the file away"
+                )
             break
     return path
 
@@ -34,6 +36,8 @@ def out_folder(path: str | Path, flag: str = "--out") -> Path:
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as err:
-        raise BadInput(f"{flag} {path}: cannot make the folder ({err.strerror}); give {flag} "
-                       "a folder that can be written") from err
+        raise BadInput(
+            f"{flag} {path}: cannot make the folder ({err.strerror}); give {flag} "
+            "a folder that can be written"
+        ) from err
     return path

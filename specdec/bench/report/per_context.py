@@ -19,8 +19,16 @@ import math
 from specdec.bench.report.row import Row
 
 BUCKETS = ((0, 512, "<512"), (512, 2048, "512-2k"), (2048, math.inf, ">2k"))
-HEADER = ["context", "prompts", "prompt tokens", "prefill target s", "prefill draft s",
-          "decode tokens/s", "e2e tokens/s", "e2e speedup"]
+HEADER = [
+    "context",
+    "prompts",
+    "prompt tokens",
+    "prefill target s",
+    "prefill draft s",
+    "decode tokens/s",
+    "e2e tokens/s",
+    "e2e speedup",
+]
 
 
 def bucket_of(tokens: int) -> str:
@@ -42,15 +50,20 @@ def bucket_values(records: list[dict], base: list[dict] | None) -> dict[str, flo
     new = sum(int(r.get("new_tokens", 0)) for r in records)
     total = _sum(records, "total_s")
     own = _ratio(total, new)
-    theirs = (_ratio(_sum(base, "total_s"), sum(int(b.get("new_tokens", 0)) for b in base))
-              if base else None)
-    return {"prompts": len(records),
-            "prompt tokens": sum(r["prompt_tokens"][0] for r in records) / len(records),
-            "prefill target s": _sum(records, "prefill_target_s"),
-            "prefill draft s": _sum(records, "prefill_draft_s"),
-            "decode tokens/s": _ratio(new, _sum(records, "wall_s")),
-            "e2e tokens/s": _ratio(new, total),
-            "e2e speedup": _ratio(theirs, own)}
+    theirs = (
+        _ratio(_sum(base, "total_s"), sum(int(b.get("new_tokens", 0)) for b in base))
+        if base
+        else None
+    )
+    return {
+        "prompts": len(records),
+        "prompt tokens": sum(r["prompt_tokens"][0] for r in records) / len(records),
+        "prefill target s": _sum(records, "prefill_target_s"),
+        "prefill draft s": _sum(records, "prefill_draft_s"),
+        "decode tokens/s": _ratio(new, _sum(records, "wall_s")),
+        "e2e tokens/s": _ratio(new, total),
+        "e2e speedup": _ratio(theirs, own),
+    }
 
 
 def method_buckets(rows: list[Row]) -> dict[str, dict[str, float | None]]:
@@ -59,8 +72,11 @@ def method_buckets(rows: list[Row]) -> dict[str, dict[str, float | None]]:
     mine: dict[str, list[dict]] = {}
     theirs: dict[str, list[dict | None]] = {}
     for row in rows:
-        base = ({r["prompt_id"]: r for r in row.baseline.records(row.dataset)}
-                if row.baseline is not None else {})
+        base = (
+            {r["prompt_id"]: r for r in row.baseline.records(row.dataset)}
+            if row.baseline is not None
+            else {}
+        )
         for rec in row.run.records(row.dataset):
             if not rec.get("prompt_tokens"):
                 continue
@@ -81,8 +97,13 @@ def _cell(value: float | None, key: str) -> str:
         return "-"
     if key == "prompts":
         return f"{value:.0f}"
-    return f"{value:.2f}x" if key == "e2e speedup" else f"{value:.2f}" if key.endswith(
-        " s") else f"{value:.1f}"
+    return (
+        f"{value:.2f}x"
+        if key == "e2e speedup"
+        else f"{value:.2f}"
+        if key.endswith(" s")
+        else f"{value:.1f}"
+    )
 
 
 def per_context_tables(rows: list[Row]) -> list[str]:
@@ -93,12 +114,21 @@ def per_context_tables(rows: list[Row]) -> list[str]:
         buckets = method_buckets([r for r in rows if r.label == label])
         if not buckets:
             continue
-        body = [[name, *[_cell(values[k], k) for k in HEADER[1:]]]
-                for name, values in buckets.items()]
-        lines += ["", f"### {label}", "", "| " + " | ".join(HEADER) + " |",
-                  "|---|" + "---:|" * (len(HEADER) - 1),
-                  *["| " + " | ".join(cells) + " |" for cells in body]]
+        body = [
+            [name, *[_cell(values[k], k) for k in HEADER[1:]]] for name, values in buckets.items()
+        ]
+        lines += [
+            "",
+            f"### {label}",
+            "",
+            "| " + " | ".join(HEADER) + " |",
+            "|---|" + "---:|" * (len(HEADER) - 1),
+            *["| " + " | ".join(cells) + " |" for cells in body],
+        ]
     if not lines:
         return []
-    return ["", "## Per context length (prompt tokens of the first turn; prefill included in "
-            "e2e)", *lines]
+    return [
+        "",
+        "## Per context length (prompt tokens of the first turn; prefill included in e2e)",
+        *lines,
+    ]

@@ -56,8 +56,15 @@ def _number(value: float | None) -> bool:
     return value is not None and not math.isnan(value)
 
 
-def bars(rows: list[Row], value: Value, title: str, ylabel: str, path: Path | None = None,
-         *, std: Value | None = None) -> Figure:
+def bars(
+    rows: list[Row],
+    value: Value,
+    title: str,
+    ylabel: str,
+    path: Path | None = None,
+    *,
+    std: Value | None = None,
+) -> Figure:
     """Grouped bars: x = dataset, one bar per method row (missing or refused values skipped),
     with ± ``std(row)`` error bars where it is known (the table's ± std of merged repeats)."""
     datasets = sorted({r.dataset for r in rows})
@@ -79,10 +86,19 @@ def bars(rows: list[Row], value: Value, title: str, ylabel: str, path: Path | No
                 errs.append(s if _number(s) else 0.0)
         # 2. Its bars in its method's colour, with error bars where any spread is known.
         colour, k = style[label]
-        ax.bar(xs, ys, width=width, label=label, color=colour, edgecolor="black",
-               linewidth=0.4, hatch=HATCHES[k % len(HATCHES)],
-               yerr=errs if any(errs) else None, capsize=3,
-               error_kw={"elinewidth": 0.9, "ecolor": "black"})
+        ax.bar(
+            xs,
+            ys,
+            width=width,
+            label=label,
+            color=colour,
+            edgecolor="black",
+            linewidth=0.4,
+            hatch=HATCHES[k % len(HATCHES)],
+            yerr=errs if any(errs) else None,
+            capsize=3,
+            error_kw={"elinewidth": 0.9, "ecolor": "black"},
+        )
     ax.set_xticks(range(len(datasets)), datasets, rotation=20)
     ax.set_ylabel(ylabel)
     ax.set_title(title)
@@ -108,8 +124,14 @@ def acceptance_curves(rows: list[Row], path: Path | None = None) -> Figure:
             curve = r.metrics.get("per_position_acceptance") or []
             if r.dataset == d and curve:
                 colour, n = style[_label(r)]
-                ax.plot(range(1, len(curve) + 1), curve, marker="o", label=_label(r),
-                        color=colour, linestyle=LINESTYLES[n % len(LINESTYLES)])
+                ax.plot(
+                    range(1, len(curve) + 1),
+                    curve,
+                    marker="o",
+                    label=_label(r),
+                    color=colour,
+                    linestyle=LINESTYLES[n % len(LINESTYLES)],
+                )
         ax.set_title(d)
         ax.set_xlabel("draft position")
         ax.set_ylabel("acceptance")
@@ -126,11 +148,25 @@ def acceptance_curves(rows: list[Row], path: Path | None = None) -> Figure:
 def plot_all(rows: list[Row], out_dir: Path) -> list[Path]:
     """Write ``speedup``, ``block_efficiency`` and ``acceptance`` as PDF and PNG into
     ``out_dir``; the written paths."""
-    bars(rows, lambda r: r.speedup, "Speedup vs ar", "speedup (x)", out_dir / "speedup",
-         std=lambda r: r.std.get("speedup"))
-    bars(rows, lambda r: r.metrics.get("block_efficiency"), "Block efficiency",
-         "new tokens / target forward", out_dir / "block_efficiency",
-         std=lambda r: r.std.get("block_efficiency"))
+    bars(
+        rows,
+        lambda r: r.speedup,
+        "Speedup vs ar",
+        "speedup (x)",
+        out_dir / "speedup",
+        std=lambda r: r.std.get("speedup"),
+    )
+    bars(
+        rows,
+        lambda r: r.metrics.get("block_efficiency"),
+        "Block efficiency",
+        "new tokens / target forward",
+        out_dir / "block_efficiency",
+        std=lambda r: r.std.get("block_efficiency"),
+    )
     acceptance_curves(rows, out_dir / "acceptance")
-    return [out_dir / f"{stem}.{fmt}" for stem in ("speedup", "block_efficiency", "acceptance")
-            for fmt in FORMATS]
+    return [
+        out_dir / f"{stem}.{fmt}"
+        for stem in ("speedup", "block_efficiency", "acceptance")
+        for fmt in FORMATS
+    ]

@@ -44,11 +44,14 @@ def run_key(run: Run) -> str:
     if summary.config is None:
         return str(run.path)
     config = {k: v for k, v in summary.config.items() if k != "seed"}
-    chash = config_hash({**config, "learned_weights": summary.learned_weights,
-                         "prompt_files": summary.prompt_files})
-    return json.dumps([run.method, chash, summary.model, summary.machine,
-                       summary.software, summary.lossless],
-                      sort_keys=True, default=str)
+    chash = config_hash(
+        {**config, "learned_weights": summary.learned_weights, "prompt_files": summary.prompt_files}
+    )
+    return json.dumps(
+        [run.method, chash, summary.model, summary.machine, summary.software, summary.lossless],
+        sort_keys=True,
+        default=str,
+    )
 
 
 def _prompts(run: Run) -> int:
@@ -74,27 +77,37 @@ def drop_copies(runs: list[Run]) -> tuple[list[Run], list[str]]:
     dropped: list[str] = []
     for group in groups.values():
         # 1. The best copy: complete first, then the most prompts, then the first given.
-        best = max(enumerate(group), key=lambda ir: (ir[1].incomplete is None,
-                                                     _prompts(ir[1]), -ir[0]))[1]
+        best = max(
+            enumerate(group), key=lambda ir: (ir[1].incomplete is None, _prompts(ir[1]), -ir[0])
+        )[1]
         kept.append(best)
         # 2. Every other copy, named with the choice.
         for run in group:
             if run is best:
                 continue
             same = best.path.resolve() == run.path.resolve()
-            dropped.append(f"{run.path}: " + ("given twice" if same else
-                           f"same configuration and seed as {best.path} (a copy of one "
-                           "measurement, not a repeat: repeats differ in their seed); counted "
-                           f"once: kept {best.path} ({_describe(best)}) over this copy "
-                           f"({_describe(run)})"))
+            dropped.append(
+                f"{run.path}: "
+                + (
+                    "given twice"
+                    if same
+                    else f"same configuration and seed as {best.path} (a copy of one "
+                    "measurement, not a repeat: repeats differ in their seed); counted "
+                    f"once: kept {best.path} ({_describe(best)}) over this copy "
+                    f"({_describe(run)})"
+                )
+            )
     return kept, dropped
 
 
 def repeat_key(row: Row) -> str:
     """``run_key`` plus the dataset and its prompts: rows with one key are repeats."""
     metrics = row.metrics
-    return json.dumps([run_key(row.run), row.dataset, {k: metrics.get(k) for k in PROMPT_KEYS}],
-                      sort_keys=True, default=str)
+    return json.dumps(
+        [run_key(row.run), row.dataset, {k: metrics.get(k) for k in PROMPT_KEYS}],
+        sort_keys=True,
+        default=str,
+    )
 
 
 def mean_std(values: list[float | None]) -> tuple[float | None, float | None]:
@@ -121,8 +134,9 @@ def _merge_metrics(rows: list[Row]) -> tuple[dict, dict[str, float]]:
                 merged[key], s = mean_std(values)
                 if s is not None:
                     std[key] = s
-        elif isinstance(first, list) and all(isinstance(v, list) and len(v) == len(first)
-                                             for v in values):
+        elif isinstance(first, list) and all(
+            isinstance(v, list) and len(v) == len(first) for v in values
+        ):
             merged[key] = [mean_std(list(col))[0] for col in zip(*values)]
     return merged, std
 
@@ -131,8 +145,12 @@ def _merge_greedy(rows: list[Row]) -> Greedy | None:
     found = [r.greedy for r in rows]
     if any(g is None for g in found):
         return None
-    return Greedy(sum(g.equal for g in found), sum(g.prompts for g in found),
-                  tuple(i for g in found for i in g.mismatched), found[0].baseline)
+    return Greedy(
+        sum(g.equal for g in found),
+        sum(g.prompts for g in found),
+        tuple(i for g in found for i in g.mismatched),
+        found[0].baseline,
+    )
 
 
 def merge(rows: list[Row]) -> Row:
@@ -140,8 +158,7 @@ def merge(rows: list[Row]) -> Row:
     if len(rows) == 1:
         return rows[0]
     metrics, std = _merge_metrics(rows)
-    out = replace(rows[0], metrics=metrics, std=std, members=list(rows),
-                  greedy=_merge_greedy(rows))
+    out = replace(rows[0], metrics=metrics, std=std, members=list(rows), greedy=_merge_greedy(rows))
     refused = next((r.refused for r in rows if r.refused), None)
     for key in ("speedup", "modeled_speedup_vs_ar", "e2e_speedup"):
         mean, s = mean_std([getattr(r, key) for r in rows]) if refused is None else (None, None)
@@ -160,8 +177,9 @@ def aggregate(rows: list[Row]) -> list[Row]:
     return [merge(group) for group in groups.values()]
 
 
-def usable_runs(paths: list[str | Path], *, warn: bool = True
-                ) -> tuple[list[Run], list[str], list[str]]:
+def usable_runs(
+    paths: list[str | Path], *, warn: bool = True
+) -> tuple[list[Run], list[str], list[str]]:
     """The runs below ``paths`` a report can use, the unreadable summaries and the copies left
     out (each logged as a warning with ``warn``).
 

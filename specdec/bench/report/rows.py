@@ -44,8 +44,9 @@ from specdec.bench.report.runs import Run, mismatches
 from specdec.bench.timing import paired_reasons, strict, table_reasons
 
 
-def paired_modeled_speedup(run: Run, base: Run, dataset: str,
-                           reasons: list[str] | None = None) -> float | None:
+def paired_modeled_speedup(
+    run: Run, base: Run, dataset: str, reasons: list[str] | None = None
+) -> float | None:
     """Baseline forwards / method forwards per generated token, both priced by one cost table.
 
     The table is fitted on both runs' forward logs of the dataset (``specdec.bench.costfit``,
@@ -57,12 +58,17 @@ def paired_modeled_speedup(run: Run, base: Run, dataset: str,
     """
     table = run.summary.cost_table
     mine_recs, theirs_recs = run.records(dataset), base.records(dataset)
-    if table and mine_recs and theirs_recs and all(
-            "forward_log" in r for r in [*mine_recs, *theirs_recs]):
+    if (
+        table
+        and mine_recs
+        and theirs_recs
+        and all("forward_log" in r for r in [*mine_recs, *theirs_recs])
+    ):
         calibration = run.summary.calibration
         joint, fit = fit_cost_table(
             [log_rows(r["forward_log"]) for r in [*mine_recs, *theirs_recs]],
-            CostTable.from_dict(calibration) if calibration else None)
+            CostTable.from_dict(calibration) if calibration else None,
+        )
         if reasons is not None and run is not base:
             reasons += table_reasons(f"{dataset} table of both runs", joint.to_dict(), fit)
         own = sum(record_modeled_s(r, joint) for r in mine_recs) / _tokens(mine_recs)
@@ -102,8 +108,11 @@ def _row(run: Run, dataset: str, runs: list[Run], baseline: str) -> Row:
         row.speedup = base_s / s if s else math.nan
         if "total_s" in metrics and "total_s" in base_m:  # end to end, prefill included
             own_e2e = metrics["total_s"] / max(metrics.get("new_tokens", 1), 1)
-            row.e2e_speedup = (base_m["total_s"] / max(base_m.get("new_tokens", 1), 1)
-                               / own_e2e if own_e2e else math.nan)
+            row.e2e_speedup = (
+                base_m["total_s"] / max(base_m.get("new_tokens", 1), 1) / own_e2e
+                if own_e2e
+                else math.nan
+            )
         pairing: list[str] = []
         row.modeled_speedup_vs_ar = paired_modeled_speedup(run, match, dataset, pairing)
         _judge(row, match, pairing)
@@ -111,8 +120,7 @@ def _row(run: Run, dataset: str, runs: list[Run], baseline: str) -> Row:
         row.refused = f"no `{baseline}` run of dataset {dataset} among the inputs"
     else:
         b = candidates[0]
-        row.refused = (f"speedup vs `{baseline}` run {b.path} refused: "
-                       + "; ".join(reasons[b.path]))
+        row.refused = f"speedup vs `{baseline}` run {b.path} refused: " + "; ".join(reasons[b.path])
     row.greedy = find_greedy(run, candidates, dataset, preferred=match)
     if match is None and run.summary.timing is not None:  # no baseline: its own verdict
         row.timing = run.summary.timing.reasons
@@ -130,8 +138,9 @@ def _judge(row: Row, base: Run, pairing: list[str]) -> None:
     if base is not row.run:
         theirs = base.summary.timing
         reasons += [f"the `{base.method}` run's {r}" for r in (theirs.reasons if theirs else [])]
-        reasons += pairing + paired_reasons(row.run.summary.calibration,
-                                            base.summary.calibration, base.method)
+        reasons += pairing + paired_reasons(
+            row.run.summary.calibration, base.summary.calibration, base.method
+        )
     row.timing = list(dict.fromkeys(reasons))
     if row.timing and strict():
         row.speedup = row.modeled_speedup_vs_ar = row.e2e_speedup = None
@@ -141,8 +150,9 @@ def _judge(row: Row, base: Run, pairing: list[str]) -> None:
 def build_rows(runs: list[Run], *, baseline: str = "ar") -> list[Row]:
     """Leaderboard rows with speedups against a comparable baseline run, or a refusal reason;
     repeats merged."""
-    rows = aggregate([_row(run, dataset, runs, baseline)
-                      for run in runs for dataset in run.summary.datasets])
+    rows = aggregate(
+        [_row(run, dataset, runs, baseline) for run in runs for dataset in run.summary.datasets]
+    )
     seen: set[tuple[str, str]] = set()
     shared: set[str] = set()  # methods with two rows on one dataset: label them by folder
     for row in rows:

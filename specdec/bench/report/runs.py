@@ -34,8 +34,13 @@ from specdec.bench.report.audit import Audit, audit, checked_summary
 from specdec.bench.run_summary import RunSummary
 from specdec.errors import BadInput, MissingInput
 
-PROMPT_KEYS = ("prompt_ids_hash", "prompt_file_sha256", "max_new_tokens", "chat_template",
-               "template")
+PROMPT_KEYS = (
+    "prompt_ids_hash",
+    "prompt_file_sha256",
+    "max_new_tokens",
+    "chat_template",
+    "template",
+)
 CHECKS = ("model pair", "prompts", "sampling", "machine", "software")
 OUTPUT_CHECKS = ("model pair", "prompts", "sampling")  # what decides the output tokens
 
@@ -70,9 +75,11 @@ class Run:
             return None
         if self.audit is not None and self.audit.unfinished:
             return "stopped before finishing " + ", ".join(self.audit.unfinished)
-        left = [f"{name} ({p['recorded']} of {p['expected']} prompts recorded)"
-                for name, p in (self.summary.progress or {}).items()
-                if name not in self.summary.datasets]
+        left = [
+            f"{name} ({p['recorded']} of {p['expected']} prompts recorded)"
+            for name, p in (self.summary.progress or {}).items()
+            if name not in self.summary.datasets
+        ]
         return "stopped before finishing " + (", ".join(left) or "its datasets")
 
 
@@ -82,12 +89,18 @@ def read_run(file: Path) -> Run:
     try:
         summary = json.loads(file.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise BadInput(f"{file}: unreadable ({err}); rerun its eval command or leave the folder "
-                       "out") from err
-    if not isinstance(summary, dict) or not isinstance(summary.get("datasets"), dict) \
-            or "method" not in summary:
-        raise BadInput(f"{file}: not an eval summary (no `method` and `datasets`); rerun its "
-                       "eval command or leave the folder out")
+        raise BadInput(
+            f"{file}: unreadable ({err}); rerun its eval command or leave the folder out"
+        ) from err
+    if (
+        not isinstance(summary, dict)
+        or not isinstance(summary.get("datasets"), dict)
+        or "method" not in summary
+    ):
+        raise BadInput(
+            f"{file}: not an eval summary (no `method` and `datasets`); rerun its "
+            "eval command or leave the folder out"
+        )
     claimed = RunSummary.from_json(summary)
     found = audit(file.parent, claimed)
     return Run(file.parent, checked_summary(claimed, found), found)
@@ -103,11 +116,16 @@ def read_runs(paths: list[str | Path]) -> tuple[list[Run], list[str]]:
     runs: list[Run] = []
     unreadable: list[str] = []
     for path in map(Path, paths):
-        files = [path / "summary.json"] if (path / "summary.json").exists() else sorted(
-            p for p in path.rglob("summary.json") if p.parent.name != "summary")
+        files = (
+            [path / "summary.json"]
+            if (path / "summary.json").exists()
+            else sorted(p for p in path.rglob("summary.json") if p.parent.name != "summary")
+        )
         if not files:
-            raise MissingInput(f"no summary.json at or below {path}; pass run directories "
-                               "written by `python -m specdec.eval`")
+            raise MissingInput(
+                f"no summary.json at or below {path}; pass run directories "
+                "written by `python -m specdec.eval`"
+            )
         for file in files:
             try:
                 runs.append(read_run(file))
@@ -153,8 +171,9 @@ def _target_only(model: dict | None) -> dict | None:
     return None if model is None else {k: v for k, v in model.items() if "draft" not in k}
 
 
-def mismatches(a: Run, b: Run, dataset: str, *, target_only: bool = False,
-               only: Collection[str] = CHECKS) -> list[str]:
+def mismatches(
+    a: Run, b: Run, dataset: str, *, target_only: bool = False, only: Collection[str] = CHECKS
+) -> list[str]:
     """Why runs ``a`` and ``b`` may not be compared on ``dataset`` (empty: comparable).
 
     Args:
@@ -167,14 +186,15 @@ def mismatches(a: Run, b: Run, dataset: str, *, target_only: bool = False,
     checks = [
         ("model pair", pick(a.summary.model), pick(b.summary.model)),
         ("prompts", {k: ma.get(k) for k in PROMPT_KEYS}, {k: mb.get(k) for k in PROMPT_KEYS}),
-        ("sampling", {**(a.summary.sampling or {}), "seed": a.summary.seed},
-         {**(b.summary.sampling or {}), "seed": b.summary.seed}),
+        (
+            "sampling",
+            {**(a.summary.sampling or {}), "seed": a.summary.seed},
+            {**(b.summary.sampling or {}), "seed": b.summary.seed},
+        ),
         ("machine", a.summary.machine, b.summary.machine),
         ("software", a.summary.software, b.summary.software),
     ]
-    return [d for name, x, y in checks
-            if name in only and (d := _diff(name, x, y)) is not None]
-
+    return [d for name, x, y in checks if name in only and (d := _diff(name, x, y)) is not None]
 
 
 def doubts(runs: list[Run]) -> list[str]:

@@ -39,12 +39,18 @@ from specdec.bench.report.specbench_answers import write_answers as write_answer
 from specdec.bench.report.specbench_speed import SpeedRow, SpeedTable, model_ids, speed_table
 from specdec.errors import BadInput
 
-__all__ = ["Export", "SpeedRow", "choice_of", "export", "model_ids", "speed_table",
-           "write_answers"]
+__all__ = ["Export", "SpeedRow", "choice_of", "export", "model_ids", "speed_table", "write_answers"]
 
 log = logging.getLogger(__name__)
-COLUMNS = ("model_id", "category", "questions", "mean_accepted_tokens", "tokens_per_s",
-           "baseline_tokens_per_s", "speedup")
+COLUMNS = (
+    "model_id",
+    "category",
+    "questions",
+    "mean_accepted_tokens",
+    "tokens_per_s",
+    "baseline_tokens_per_s",
+    "speedup",
+)
 
 
 @dataclass
@@ -70,29 +76,50 @@ def _fmt(x: float | int | str | None) -> str:
     return str(x)
 
 
-def to_markdown(rows: list[SpeedRow], refused: dict[str, str], skipped: list[str],
-                copies: list[str], *, left_out: list[str] = (), doubtful: list[str] = (),
-                notes: list[str] = ()) -> str:
+def to_markdown(
+    rows: list[SpeedRow],
+    refused: dict[str, str],
+    skipped: list[str],
+    copies: list[str],
+    *,
+    left_out: list[str] = (),
+    doubtful: list[str] = (),
+    notes: list[str] = (),
+) -> str:
     """The speed table as Markdown, with the notes on what was refused or left out."""
-    head = ["model_id", "category", "questions", "#mean accepted tokens", "tokens/s",
-            "baseline tokens/s", "speedup"]
-    lines = ["# Spec-Bench speed", "",
-             "Spec-Bench's evaluation/speed.py on these answer files: mean accepted tokens = "
-             "Σ accept_lengths / steps (τ); tokens/s = mean over questions of Σ new_tokens / "
-             "Σ wall_time (prefill included); baseline tokens/s = the same over the baseline's "
-             "questions of the task, its tokens re-tokenised from its answer text as speed.py "
-             "counts them (len(tokenizer(turn).input_ids) - 1 per turn, not the generated ids); "
-             "speedup = tokens/s / baseline tokens/s. Check: python evaluation/speed.py "
-             "--file-path <model_id>.jsonl --base-path <baseline>.jsonl --tokenizer-path "
-             "<its tokenizer folder, below>.", "",
-             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    head = [
+        "model_id",
+        "category",
+        "questions",
+        "#mean accepted tokens",
+        "tokens/s",
+        "baseline tokens/s",
+        "speedup",
+    ]
+    lines = [
+        "# Spec-Bench speed",
+        "",
+        "Spec-Bench's evaluation/speed.py on these answer files: mean accepted tokens = "
+        "Σ accept_lengths / steps (τ); tokens/s = mean over questions of Σ new_tokens / "
+        "Σ wall_time (prefill included); baseline tokens/s = the same over the baseline's "
+        "questions of the task, its tokens re-tokenised from its answer text as speed.py "
+        "counts them (len(tokenizer(turn).input_ids) - 1 per turn, not the generated ids); "
+        "speedup = tokens/s / baseline tokens/s. Check: python evaluation/speed.py "
+        "--file-path <model_id>.jsonl --base-path <baseline>.jsonl --tokenizer-path "
+        "<its tokenizer folder, below>.",
+        "",
+        "| " + " | ".join(head) + " |",
+        "|" + "---|" * len(head),
+    ]
     lines += ["| " + " | ".join(_fmt(getattr(r, c)) for c in COLUMNS) + " |" for r in rows]
-    notes = ([f"- {n}" for n in notes]
-             + [f"- no speedup for {mid}: {why}" for mid, why in refused.items()]
-             + [f"- ✗ left out (not complete): {x}" for x in left_out]
-             + [f"- ✗ summary vs records: {x}" for x in doubtful]
-             + [f"- skipped (unreadable): {s}" for s in skipped]
-             + [f"- counted once: {c}" for c in copies])
+    notes = (
+        [f"- {n}" for n in notes]
+        + [f"- no speedup for {mid}: {why}" for mid, why in refused.items()]
+        + [f"- ✗ left out (not complete): {x}" for x in left_out]
+        + [f"- ✗ summary vs records: {x}" for x in doubtful]
+        + [f"- skipped (unreadable): {s}" for s in skipped]
+        + [f"- counted once: {c}" for c in copies]
+    )
     return "\n".join(lines + ([""] + notes if notes else [])) + "\n"
 
 
@@ -111,20 +138,25 @@ def _notes(table: SpeedTable, out_dir: Path) -> list[str]:
     notes = []
     for mid, (base_mid, counter) in table.baselines.items():
         if counter.tokenizer is None:
-            notes.append(f"baseline of {mid}: {base_mid}, its tokens counted as generated ids: "
-                         f"{counter.why_not}; speed.py re-tokenises the text and may differ")
+            notes.append(
+                f"baseline of {mid}: {base_mid}, its tokens counted as generated ids: "
+                f"{counter.why_not}; speed.py re-tokenises the text and may differ"
+            )
             continue
         if id(counter) not in saved:
             name = "tokenizer-" + re.sub(r"[^A-Za-z0-9._+-]+", "_", counter.pair)
             counter.save(out_dir / name)
             saved[id(counter)] = name
-        notes.append(f"baseline of {mid}: {base_mid}, its tokens re-tokenised with "
-                     f"{counter.name} (--tokenizer-path {saved[id(counter)]})")
+        notes.append(
+            f"baseline of {mid}: {base_mid}, its tokens re-tokenised with "
+            f"{counter.name} (--tokenizer-path {saved[id(counter)]})"
+        )
     return notes
 
 
-def export(paths: list[str | Path], out_dir: str | Path, *, baseline: str = "ar",
-           warn: bool = True) -> Export:
+def export(
+    paths: list[str | Path], out_dir: str | Path, *, baseline: str = "ar", warn: bool = True
+) -> Export:
     """Write every complete run's answer file, ``speed.md``, ``speed.csv`` and the baselines'
     tokenizers into ``out_dir``.
 
@@ -138,16 +170,26 @@ def export(paths: list[str | Path], out_dir: str | Path, *, baseline: str = "ar"
         log.warning("%s", line)
     runs = [run for run in runs if not run.incomplete]
     if not runs:
-        raise BadInput("no complete run among the inputs (Spec-Bench's numbers need every "
-                       "question answered): " + "; ".join(left_out) + "; rerun their eval "
-                       "commands (they resume)")
+        raise BadInput(
+            "no complete run among the inputs (Spec-Bench's numbers need every "
+            "question answered): " + "; ".join(left_out) + "; rerun their eval "
+            "commands (they resume)"
+        )
     out_dir = out_folder(out_dir)
     files = [write_answers(run, out_dir, mid) for run, mid in zip(runs, model_ids(runs))]
     table = speed_table(runs, baseline)
     notes = _notes(table, out_dir)
-    text = to_markdown(table.rows, table.refused, unreadable, copies, left_out=left_out,
-                       doubtful=doubtful, notes=notes)
+    text = to_markdown(
+        table.rows,
+        table.refused,
+        unreadable,
+        copies,
+        left_out=left_out,
+        doubtful=doubtful,
+        notes=notes,
+    )
     (out_dir / "speed.md").write_text(text, encoding="utf-8")
     write_csv(table.rows, out_dir / "speed.csv")
-    return Export(text, table.rows, files, table.refused, unreadable, copies, left_out,
-                  doubtful, notes)
+    return Export(
+        text, table.rows, files, table.refused, unreadable, copies, left_out, doubtful, notes
+    )

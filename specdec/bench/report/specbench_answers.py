@@ -46,10 +46,13 @@ from specdec.errors import BadInput
 OVERALL = "overall"
 MT_BENCH = "mt_bench"
 #: the categories speed.py's ``mt_bench`` task selects (MT-bench's eight)
-MT_BENCH_CATEGORIES = frozenset({"writing", "roleplay", "reasoning", "math", "coding",
-                                 "extraction", "stem", "humanities"})
-OLD_RECORD_NOTE = ("per-prompt totals as one turn: the record predates per-turn timings "
-                   "(turn_s, turn_steps); rerun its eval command for per-turn entries")
+MT_BENCH_CATEGORIES = frozenset(
+    {"writing", "roleplay", "reasoning", "math", "coding", "extraction", "stem", "humanities"}
+)
+OLD_RECORD_NOTE = (
+    "per-prompt totals as one turn: the record predates per-turn timings "
+    "(turn_s, turn_steps); rerun its eval command for per-turn entries"
+)
 
 
 @dataclass(frozen=True)
@@ -69,8 +72,11 @@ def task_of(category: object) -> str:
 
 def question_id(prompt_id: str) -> int | str:
     """The Spec-Bench ``question_id`` of a prompt id: the integer it spells, else the id."""
-    return int(prompt_id) if re.fullmatch(r"-?[0-9]+", prompt_id) and str(
-        int(prompt_id)) == prompt_id else prompt_id
+    return (
+        int(prompt_id)
+        if re.fullmatch(r"-?[0-9]+", prompt_id) and str(int(prompt_id)) == prompt_id
+        else prompt_id
+    )
 
 
 def model_id(run: Run) -> str:
@@ -79,24 +85,29 @@ def model_id(run: Run) -> str:
     return re.sub(r"[^A-Za-z0-9._+-]+", "_", f"{run.method}-{pair}")
 
 
-def _step_tokens(accepted: list[int], turn_tokens: list[int], turn_steps: list[int],
-                 where: str) -> list[int]:
+def _step_tokens(
+    accepted: list[int], turn_tokens: list[int], turn_steps: list[int], where: str
+) -> list[int]:
     """Tokens each step added: accepted + 1, but a turn's last step keeps what the turn still
     needed (a stop id or the budget cut it)."""
     if sum(turn_steps) != len(accepted):
-        raise BadInput(f"{where}: turn_steps sum to {sum(turn_steps)} but accepted_per_step has "
-                       f"{len(accepted)} steps; rerun its eval command")
+        raise BadInput(
+            f"{where}: turn_steps sum to {sum(turn_steps)} but accepted_per_step has "
+            f"{len(accepted)} steps; rerun its eval command"
+        )
     out: list[int] = []
     start = 0
     for tokens, steps in zip(turn_tokens, turn_steps):
-        own = [a + 1 for a in accepted[start:start + steps]]
+        own = [a + 1 for a in accepted[start : start + steps]]
         start += steps
         most = own[-1] if own else 0  # a step adds at most its accepted tokens + 1
         if own:
             own[-1] = tokens - sum(own[:-1])
         if sum(own) != tokens or any(n < 1 for n in own) or (own and own[-1] > most):
-            raise BadInput(f"{where}: its steps cannot have made {tokens} tokens "
-                           f"(accepted {accepted}); rerun its eval command")
+            raise BadInput(
+                f"{where}: its steps cannot have made {tokens} tokens "
+                f"(accepted {accepted}); rerun its eval command"
+            )
         out += own
     return out
 
@@ -123,9 +134,14 @@ def choice_of(record: dict) -> tuple[dict, str | None]:
     turn_tokens = [len(t) for t in ids] if ids else [int(record["new_tokens"])]
     if "turn_s" in record and "turn_steps" in record:
         steps = [int(s) for s in record["turn_steps"]]
-        return {"index": 0, "turns": list(texts), "decoding_steps": steps,
-                "new_tokens": turn_tokens, "wall_time": [float(t) for t in record["turn_s"]],
-                "accept_lengths": _step_tokens(accepted, turn_tokens, steps, where)}, None
+        return {
+            "index": 0,
+            "turns": list(texts),
+            "decoding_steps": steps,
+            "new_tokens": turn_tokens,
+            "wall_time": [float(t) for t in record["turn_s"]],
+            "accept_lengths": _step_tokens(accepted, turn_tokens, steps, where),
+        }, None
     total_s = float(record.get("total_s", record["wall_s"] + record.get("prefill_s", 0.0)))
     if ids:
         lengths = _step_tokens(accepted, turn_tokens, _walk_steps(accepted, turn_tokens), where)
@@ -136,10 +152,14 @@ def choice_of(record: dict) -> tuple[dict, str | None]:
             cut = min(surplus, lengths[j] - 1)
             lengths[j], surplus = lengths[j] - cut, surplus - cut
     several = len(texts) > 1
-    return {"index": 0, "turns": ["\n\n".join(texts)] if several else list(texts),
-            "decoding_steps": [len(accepted)], "new_tokens": [sum(lengths)],
-            "wall_time": [total_s], "accept_lengths": lengths}, (OLD_RECORD_NOTE if several
-                                                                 else None)
+    return {
+        "index": 0,
+        "turns": ["\n\n".join(texts)] if several else list(texts),
+        "decoding_steps": [len(accepted)],
+        "new_tokens": [sum(lengths)],
+        "wall_time": [total_s],
+        "accept_lengths": lengths,
+    }, (OLD_RECORD_NOTE if several else None)
 
 
 def entries(run: Run, mid: str | None = None) -> list[Entry]:
@@ -153,9 +173,14 @@ def entries(run: Run, mid: str | None = None) -> list[Entry]:
         for rec in run.records(dataset):
             choice, note = choice_of(rec)
             digest = hashlib.sha256(f"{chash}:{dataset}:{rec['prompt_id']}".encode()).hexdigest()
-            row = {"question_id": question_id(rec["prompt_id"]), "category": rec.get("category"),
-                   "answer_id": digest[:22], "model_id": mid, "choices": [choice],
-                   "tstamp": tstamp}
+            row = {
+                "question_id": question_id(rec["prompt_id"]),
+                "category": rec.get("category"),
+                "answer_id": digest[:22],
+                "model_id": mid,
+                "choices": [choice],
+                "tstamp": tstamp,
+            }
             if note:
                 row["note"] = note
             out.append(Entry(dataset, task_of(rec.get("category")), row))
@@ -168,6 +193,7 @@ def write_answers(run: Run, out_dir: str | Path, mid: str | None = None) -> Path
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"{mid or model_id(run)}.jsonl"
     rows = [e.row for e in entries(run, mid)]
-    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows),
-                    encoding="utf-8")
+    path.write_text(
+        "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8"
+    )
     return path

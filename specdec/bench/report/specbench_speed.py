@@ -71,8 +71,10 @@ def model_ids(runs: list[Run]) -> list[str]:
 
 def _speed(rows: list[dict], tokens) -> float:
     """Mean over rows of tokens(choice) / Σ wall time."""
-    speeds = [tokens(c) / sum(c["wall_time"]) if sum(c["wall_time"]) else math.nan
-              for c in (r["choices"][0] for r in rows)]
+    speeds = [
+        tokens(c) / sum(c["wall_time"]) if sum(c["wall_time"]) else math.nan
+        for c in (r["choices"][0] for r in rows)
+    ]
     return sum(speeds) / len(speeds) if speeds else math.nan
 
 
@@ -90,12 +92,15 @@ def _baseline(run: Run, runs: list[Run], method: str) -> tuple[Run | None, str |
     if run.method == method:
         return run, None
     datasets = list(run.summary.datasets)
-    candidates = [b for b in runs if b.method == method
-                  and all(d in b.summary.datasets for d in datasets)]
+    candidates = [
+        b for b in runs if b.method == method and all(d in b.summary.datasets for d in datasets)
+    ]
     if not candidates:
         return None, f"no `{method}` run of {', '.join(datasets)} among the inputs"
-    reasons = {b.path: [m for d in datasets for m in mismatches(run, b, d, target_only=True)]
-               for b in candidates}
+    reasons = {
+        b.path: [m for d in datasets for m in mismatches(run, b, d, target_only=True)]
+        for b in candidates
+    }
     match = next((b for b in candidates if not reasons[b.path]), None)
     if match is None:
         first = candidates[0]
@@ -103,8 +108,7 @@ def _baseline(run: Run, runs: list[Run], method: str) -> tuple[Run | None, str |
     return match, None
 
 
-def _same_questions(own: list[Entry], base: list[Entry], base_run: Run, method: str
-                    ) -> str | None:
+def _same_questions(own: list[Entry], base: list[Entry], base_run: Run, method: str) -> str | None:
     """Why the baseline's answers are not the run's questions (None: they are)."""
     mine = {(e.dataset, e.row["question_id"]) for e in own}
     theirs = {(e.dataset, e.row["question_id"]) for e in base}
@@ -113,8 +117,11 @@ def _same_questions(own: list[Entry], base: list[Entry], base_run: Run, method: 
     if lacks:
         return f"`{method}` run {base_run.path} lacks questions " + ", ".join(map(str, lacks[:5]))
     if extra:
-        return (f"`{method}` run {base_run.path} answered questions the run did not ("
-                + ", ".join(map(str, extra[:5])) + "): speed.py would average them too")
+        return (
+            f"`{method}` run {base_run.path} answered questions the run did not ("
+            + ", ".join(map(str, extra[:5]))
+            + "): speed.py would average them too"
+        )
     return None
 
 
@@ -125,8 +132,9 @@ def _groups(own: list[Entry]) -> dict[str, list[Entry]]:
     return {**dict(sorted(by_task.items())), OVERALL: own}
 
 
-def _rows_of(mid: str, own: list[Entry], base: list[Entry] | None,
-             counter: Retokenizer | None) -> list[SpeedRow]:
+def _rows_of(
+    mid: str, own: list[Entry], base: list[Entry] | None, counter: Retokenizer | None
+) -> list[SpeedRow]:
     out = []
     for task, group in _groups(own).items():
         rows = [e.row for e in group]
@@ -135,8 +143,11 @@ def _rows_of(mid: str, own: list[Entry], base: list[Entry] | None,
             # speed.py: every baseline row of the task, its tokens re-tokenised from its text
             theirs = [e.row for e in base if task == OVERALL or e.category == task]
             line.baseline_tokens_per_s = _speed(theirs, counter.tokens)
-            line.speedup = (line.tokens_per_s / line.baseline_tokens_per_s
-                            if line.baseline_tokens_per_s else math.nan)
+            line.speedup = (
+                line.tokens_per_s / line.baseline_tokens_per_s
+                if line.baseline_tokens_per_s
+                else math.nan
+            )
         out.append(line)
     return out
 

@@ -37,9 +37,13 @@ log = logging.getLogger(__name__)
 PREFILL_SIZES = (16, 32, 64, 128, 256)
 
 
-def _time_forwards(lm: CachedLM, context: torch.Tensor, repeats: dict[int, int],
-                   gen: torch.Generator, other: Callable[[], None] | None = None,
-                   ) -> dict[int, list[float]]:
+def _time_forwards(
+    lm: CachedLM,
+    context: torch.Tensor,
+    repeats: dict[int, int],
+    gen: torch.Generator,
+    other: Callable[[], None] | None = None,
+) -> dict[int, list[float]]:
     """Seconds of each timed ``n``-token forward after ``context``, in order, per ``n`` in
     ``repeats`` (``repeats[n]`` of them, after one untimed warm-up forward).
 
@@ -75,12 +79,22 @@ def _halves(samples: dict[int, list[float]]) -> list[dict[int, float]]:
     """The medians of the first and of the second half of each size's timed forwards (sizes
     timed at least twice): two measurements of the table taken one after the other."""
     kept = {n: ts for n, ts in samples.items() if len(ts) >= 2}
-    return [_medians({n: ts[: len(ts) // 2] for n, ts in kept.items()}),
-            _medians({n: ts[len(ts) // 2 :] for n, ts in kept.items()})]
+    return [
+        _medians({n: ts[: len(ts) // 2] for n, ts in kept.items()}),
+        _medians({n: ts[len(ts) // 2 :] for n, ts in kept.items()}),
+    ]
 
 
-def calibrate(target: CachedLM, draft: CachedLM | None, *, max_new: int = 8, repeats: int = 7,
-              ref_context: int = 128, far_context: int = 512, seed: int = 0) -> CostTable:
+def calibrate(
+    target: CachedLM,
+    draft: CachedLM | None,
+    *,
+    max_new: int = 8,
+    repeats: int = 7,
+    ref_context: int = 128,
+    far_context: int = 512,
+    seed: int = 0,
+) -> CostTable:
     """Measure forward times of ``target`` (and ``draft``) on this machine.
 
     Args:
@@ -108,8 +122,9 @@ def calibrate(target: CachedLM, draft: CachedLM | None, *, max_new: int = 8, rep
         #    decoding sizes first, then the prefill sizes apart, because a decoding forward
         #    right after a 256-token one runs slow (target 1-token median 48 vs 37 ms here),
         #    which a run never does.
-        samples = _time_forwards(lm, ctx[:ref_context], {
-            n: repeats for n in range(1, max_new + 1)}, gen, other)
+        samples = _time_forwards(
+            lm, ctx[:ref_context], {n: repeats for n in range(1, max_new + 1)}, gen, other
+        )
         prefill = {n: min(repeats, 2) for n in PREFILL_SIZES if n > max_new}
         if prefill:
             samples.update(_time_forwards(lm, ctx[:ref_context], prefill, gen, other))
@@ -153,8 +168,11 @@ def previous_summary(summary_path: Path, config_hash: str, machine: dict) -> dic
         old = json.loads(summary_path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    if (not isinstance(old, dict) or old.get("config_hash") != config_hash
-            or old.get("machine") != machine):
+    if (
+        not isinstance(old, dict)
+        or old.get("config_hash") != config_hash
+        or old.get("machine") != machine
+    ):
         return None
     return old
 
@@ -177,20 +195,28 @@ def start_timing(previous: dict | None, machine: dict) -> TimingCheck:
     readings of the run's earlier processes (``previous_summary``): a resumed run's forwards were
     timed under every one of them."""
     earlier = (previous or {}).get("timing")
-    return TimingCheck.begin(int(machine.get("torch_threads", 1)),
-                             TimingCheck.from_json(earlier) if isinstance(earlier, dict) else None)
+    return TimingCheck.begin(
+        int(machine.get("torch_threads", 1)),
+        TimingCheck.from_json(earlier) if isinstance(earlier, dict) else None,
+    )
 
 
-def resumed_state(summary_path: Path, config_hash: str,
-                  machine: dict) -> tuple[CostTable | None, TimingCheck]:
+def resumed_state(
+    summary_path: Path, config_hash: str, machine: dict
+) -> tuple[CostTable | None, TimingCheck]:
     """What a run starting now takes from its folder's earlier run (``previous_summary``): that
     run's calibration (None: none) and its timing check, with this start's load read."""
     previous = previous_summary(summary_path, config_hash, machine)
     return previous_calibration(previous), start_timing(previous, machine)
 
 
-def run_cost_table(enabled: bool, resume: bool, target: CachedLM, draft: CachedLM | None,
-                   previous: CostTable | None) -> CostTable | None:
+def run_cost_table(
+    enabled: bool,
+    resume: bool,
+    target: CachedLM,
+    draft: CachedLM | None,
+    previous: CostTable | None,
+) -> CostTable | None:
     """A run's fallback cost table (``cost_model=true``): calibrated once on this machine, unless
     the folder's earlier run under this config left its calibration (``previous``, resumed)."""
     if not enabled:

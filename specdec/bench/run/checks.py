@@ -44,11 +44,13 @@ def check_where_loaded(pair: ModelPair, device: str) -> None:
             raise BadInput(
                 f"model.placement.device_map={pair.placement.device_map} put the target's first "
                 f"layers on {got} but device={want}: set device={got.type} so the records and "
-                "the machine tag say where it ran")
+                "the machine tag say where it ran"
+            )
         if not matches(got, torch.device(want)):
             raise ValueError(
                 f"device={want} was requested but the pair's loader put the {role} on {got}; "
-                f"pair {pair.name!r} must honour `device` (see specdec/models/pair.py)")
+                f"pair {pair.name!r} must honour `device` (see specdec/models/pair.py)"
+            )
 
 
 def context_limits(pair: ModelPair) -> dict[str, int]:
@@ -58,14 +60,16 @@ def context_limits(pair: ModelPair) -> dict[str, int]:
     for role, model in (("target", pair.target), ("draft", pair.draft)):
         config = getattr(model, "config", None)
         limit = getattr(config, "max_position_embeddings", None) or getattr(
-            config, "n_positions", None)
+            config, "n_positions", None
+        )
         if limit:
             out[role] = int(limit)
     return out
 
 
-def fit_context(ids: list[int], *, max_new_tokens: int, limits: dict[str, int],
-                truncate: str | None, where: str) -> tuple[list[int], int]:
+def fit_context(
+    ids: list[int], *, max_new_tokens: int, limits: dict[str, int], truncate: str | None, where: str
+) -> tuple[list[int], int]:
     """The prompt ids to generate after, within every model's positions.
 
     Args:
@@ -89,14 +93,17 @@ def fit_context(ids: list[int], *, max_new_tokens: int, limits: dict[str, int],
         return ids, 0
     keep = limit - max_new_tokens
     if keep < 1:
-        raise BadInput(f"max_new_tokens={max_new_tokens} leaves no room for a prompt in the "
-                         f"{role} model's {limit} positions; lower max_new_tokens")
+        raise BadInput(
+            f"max_new_tokens={max_new_tokens} leaves no room for a prompt in the "
+            f"{role} model's {limit} positions; lower max_new_tokens"
+        )
     if truncate != "left":
         raise BadInput(
             f"{where} has {len(ids)} tokens: with max_new_tokens={max_new_tokens} it needs "
             f"{len(ids) + max_new_tokens} positions, but the {role} model has "
             f"max_position_embeddings={limit}. Lower max_new_tokens, lower limit to stop before "
-            f"this prompt, or set truncate_prompts=left to keep its last {keep} tokens")
+            f"this prompt, or set truncate_prompts=left to keep its last {keep} tokens"
+        )
     return ids[-keep:], len(ids) - keep
 
 
@@ -108,8 +115,9 @@ def _asset(cfg: DictConfig, node: str, key: str) -> str:
 
 def _command(cfg: DictConfig, node: str) -> str:
     """The training command for this pair's asset of ``node`` (its ``experiment`` key)."""
-    name = OmegaConf.select(cfg, f"{node}.experiment", default=None,
-                            throw_on_resolution_failure=False)
+    name = OmegaConf.select(
+        cfg, f"{node}.experiment", default=None, throw_on_resolution_failure=False
+    )
     return f"`python -m specdec.train +experiment={name}`" if name else "its training experiment"
 
 
@@ -122,24 +130,41 @@ def check_drafter_fits(cfg: DictConfig, pair: ModelPair, drafter: Drafter) -> No
     vocab = int(pair.target.get_output_embeddings().weight.shape[0])  # CachedLM's vocab_size
     meta = getattr(getattr(drafter, "net", None), "meta", None)
     if isinstance(meta, dict) and config is not None and "target_hidden" in meta:
-        check_target(meta, hidden=int(config.hidden_size), vocab=int(vocab),
-                     layers=int(config.num_hidden_layers), where=_asset(cfg, "drafter", "path"),
-                     train_command=str(getattr(drafter, "command", "") or
-                                       _command(cfg, "drafter").strip("`")),
-                     name=getattr(drafter, "name", type(drafter).__name__))
+        check_target(
+            meta,
+            hidden=int(config.hidden_size),
+            vocab=int(vocab),
+            layers=int(config.num_hidden_layers),
+            where=_asset(cfg, "drafter", "path"),
+            train_command=str(
+                getattr(drafter, "command", "") or _command(cfg, "drafter").strip("`")
+            ),
+            name=getattr(drafter, "name", type(drafter).__name__),
+        )
     for lm in drafter.models:
         if lm.vocab_size != vocab:
-            owner = (_asset(cfg, "drafter", "path") if "path" in cfg.drafter else
-                     _asset(cfg, "model", "draft"))
-            raise BadInput(f"{owner}: the draft model has a vocabulary of {lm.vocab_size} tokens "
-                           f"but the target {pair.name} has {vocab}: it was "
-                           f"made for another target; give one sharing the target's tokenizer, "
-                           f"or train one for this pair with {_command(cfg, 'drafter')}")
+            owner = (
+                _asset(cfg, "drafter", "path")
+                if "path" in cfg.drafter
+                else _asset(cfg, "model", "draft")
+            )
+            raise BadInput(
+                f"{owner}: the draft model has a vocabulary of {lm.vocab_size} tokens "
+                f"but the target {pair.name} has {vocab}: it was "
+                f"made for another target; give one sharing the target's tokenizer, "
+                f"or train one for this pair with {_command(cfg, 'drafter')}"
+            )
     meta = getattr(getattr(drafter, "head", None), "meta", None)  # an H-RAD head
     if isinstance(meta, dict) and config is not None and "target_hidden_size" in meta:
-        wrong = [f"{key} {meta[f'target_{key}']} (this target: {mine})" for key, mine in (
-            ("hidden_size", config.hidden_size), ("num_layers", config.num_hidden_layers),
-            ("vocab_size", vocab)) if int(meta[f"target_{key}"]) != int(mine)]
+        wrong = [
+            f"{key} {meta[f'target_{key}']} (this target: {mine})"
+            for key, mine in (
+                ("hidden_size", config.hidden_size),
+                ("num_layers", config.num_hidden_layers),
+                ("vocab_size", vocab),
+            )
+            if int(meta[f"target_{key}"]) != int(mine)
+        ]
         if wrong:
             from specdec.config import experiment_for
 
@@ -147,17 +172,21 @@ def check_drafter_fits(cfg: DictConfig, pair: ModelPair, drafter: Drafter) -> No
                 name = experiment_for("hrad", _root_=cfg)
             except Exception:  # composed without Hydra's choices
                 name = f"hrad_{pair.name}"
-            raise BadInput(f"{_asset(cfg, 'drafter', 'hrad')}: the H-RAD head was trained for a "
-                           f"target with {', '.join(wrong)}; train one for this pair with "
-                           f"`python -m specdec.train +experiment={name} stage=data` then without "
-                           "stage=data, or set drafter.hrad=null")
+            raise BadInput(
+                f"{_asset(cfg, 'drafter', 'hrad')}: the H-RAD head was trained for a "
+                f"target with {', '.join(wrong)}; train one for this pair with "
+                f"`python -m specdec.train +experiment={name} stage=data` then without "
+                "stage=data, or set drafter.hrad=null"
+            )
     head = getattr(getattr(drafter, "policy", None), "head", None)
     want, draft_config = getattr(head, "hidden_size", None), getattr(pair.draft, "config", None)
     if want is not None and draft_config is not None and want != draft_config.hidden_size:
-        raise BadInput(f"{_asset(cfg, 'drafter.policy', 'head')}: the head reads hidden states "
-                       f"of size {want}, but this pair's draft has hidden size "
-                       f"{draft_config.hidden_size}: it was trained for another draft; train one "
-                       f"for this pair with {_command(cfg, 'drafter.policy')}")
+        raise BadInput(
+            f"{_asset(cfg, 'drafter.policy', 'head')}: the head reads hidden states "
+            f"of size {want}, but this pair's draft has hidden size "
+            f"{draft_config.hidden_size}: it was trained for another draft; train one "
+            f"for this pair with {_command(cfg, 'drafter.policy')}"
+        )
 
 
 class NonFiniteTarget(BadInput, FloatingPointError):
@@ -179,4 +208,5 @@ def check_target_output(pair: ModelPair) -> None:
             f"the target model produced NaN or +inf logits on a one-token prompt, before any "
             f"decoding: the target {source} (dtype {next(pair.target.parameters()).dtype}) holds "
             "NaN/inf weights (a corrupt or diverged checkpoint: load another copy) or its dtype "
-            "overflows (model.placement.dtype=float16: use bfloat16 or float32)")
+            "overflows (model.placement.dtype=float16: use bfloat16 or float32)"
+        )

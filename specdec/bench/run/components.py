@@ -47,8 +47,10 @@ def _target(key: str, node: DictConfig) -> object:
         return get_object(str(node._target_))
     except (ImportError, ValueError) as err:
         group = key.replace(".", "/")
-        raise BadInput(f"{key}._target_={node._target_!r} cannot be imported ({err}); pick the "
-                       f"component with its config group ({group}=<name>)") from None
+        raise BadInput(
+            f"{key}._target_={node._target_!r} cannot be imported ({err}); pick the "
+            f"component with its config group ({group}=<name>)"
+        ) from None
 
 
 def _hints(obj: object) -> dict[str, object]:
@@ -99,10 +101,12 @@ def check_cpu_index(key: str, device: object) -> None:
     except (RuntimeError, TypeError):  # not a device at all: check_device names it
         return
     if dev.type == "cpu" and dev.index not in (None, 0):
-        raise BadInput(f"{key}={device}: torch has one CPU device (cpu, or cpu:0), so {device} "
-                       f"would run on it while the records say {device}; use {key}=cpu (a "
-                       "draft's own CPU threads: model.placement.draft_threads=N) or cuda[:i] for "
-                       "a GPU")
+        raise BadInput(
+            f"{key}={device}: torch has one CPU device (cpu, or cpu:0), so {device} "
+            f"would run on it while the records say {device}; use {key}=cpu (a "
+            "draft's own CPU threads: model.placement.draft_threads=N) or cuda[:i] for "
+            "a GPU"
+        )
 
 
 def check_model_keys(model: DictConfig) -> None:
@@ -121,13 +125,17 @@ def check_model_keys(model: DictConfig) -> None:
     if draft is not None:
         check_cpu_index(key, draft)
         if asked.draft_device.type == "meta":
-            raise BadInput(f"{key}=meta holds no weights (a meta tensor has no data), so the "
-                           "model could not run; use cpu, cuda[:i] or mps")
+            raise BadInput(
+                f"{key}=meta holds no weights (a meta tensor has no data), so the "
+                "model could not run; use cpu, cuda[:i] or mps"
+            )
     threads, cores = node["draft_threads"], ahead.machine_cores()
     if isinstance(threads, int) and threads > cores:
-        raise BadInput(f"{key_name('draft_threads')}={threads} exceeds the {cores} CPU cores this "
-                       f"process may use; set at most {cores} (or null: the process's torch "
-                       "threads)")
+        raise BadInput(
+            f"{key_name('draft_threads')}={threads} exceeds the {cores} CPU cores this "
+            f"process may use; set at most {cores} (or null: the process's torch "
+            "threads)"
+        )
 
 
 def tree_verifiers() -> list[str]:
@@ -146,12 +154,16 @@ def tree_verifiers() -> list[str]:
 def check_pairing(drafter: DictConfig, verifier: DictConfig) -> None:
     """Refuse a tree drafter with a chain-only verifier, naming the verifiers that fit."""
     d_cls, v_cls = _target("drafter", drafter), _target("verifier", verifier)
-    if getattr(d_cls, "makes_trees", False) is True and \
-            getattr(v_cls, "supports_trees", True) is False:
-        raise BadInput(f"the drafter {d_cls.__name__} makes token trees but the verifier "
-                       f"{v_cls.__name__} verifies chains only; pick a tree verifier "
-                       f"(verifier={'|'.join(tree_verifiers())}) or a chain drafter "
-                       "(drafter=chain)")
+    if (
+        getattr(d_cls, "makes_trees", False) is True
+        and getattr(v_cls, "supports_trees", True) is False
+    ):
+        raise BadInput(
+            f"the drafter {d_cls.__name__} makes token trees but the verifier "
+            f"{v_cls.__name__} verifies chains only; pick a tree verifier "
+            f"(verifier={'|'.join(tree_verifiers())}) or a chain drafter "
+            "(drafter=chain)"
+        )
 
 
 def check_components(cfg: DictConfig) -> None:
@@ -169,6 +181,10 @@ def check_components(cfg: DictConfig) -> None:
     if isinstance(cfg.get("model"), DictConfig):
         check_model_keys(cfg.model)
     drafter, verifier = cfg.get("drafter"), cfg.get("verifier")
-    if isinstance(drafter, DictConfig) and isinstance(verifier, DictConfig) and \
-            "_target_" in drafter and "_target_" in verifier:
+    if (
+        isinstance(drafter, DictConfig)
+        and isinstance(verifier, DictConfig)
+        and "_target_" in drafter
+        and "_target_" in verifier
+    ):
         check_pairing(drafter, verifier)

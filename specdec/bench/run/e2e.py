@@ -37,8 +37,11 @@ def end_to_end(records: Sequence[dict]) -> dict[str, float]:
     (keys absent where a record lacks their field; NaN speed for zero seconds)."""
     if not records:
         return {}
-    out = {k: float(sum(r[k] for r in records)) for k in (*PREFILL_KEYS, "total_s")
-           if all(k in r for r in records)}
+    out = {
+        k: float(sum(r[k] for r in records))
+        for k in (*PREFILL_KEYS, "total_s")
+        if all(k in r for r in records)
+    }
     if "total_s" in out:
         new = sum(int(r.get("new_tokens", 0)) for r in records)
         out["e2e_tokens_per_s"] = new / out["total_s"] if out["total_s"] else float("nan")

@@ -86,9 +86,17 @@ def mark_failed(run_dir: Path, method: str, line: str) -> bool:
     path = run_dir / "summary.json"
     try:
         with RunLock(run_dir):
-            summary = json.loads(path.read_text()) if path.exists() else {
-                "method": method, "datasets": {}, "datasets_done": [], "progress": {},
-                "overall": {}}
+            summary = (
+                json.loads(path.read_text())
+                if path.exists()
+                else {
+                    "method": method,
+                    "datasets": {},
+                    "datasets_done": [],
+                    "progress": {},
+                    "overall": {},
+                }
+            )
             summary.update(complete=False, error=line)
             write_json(path, summary)
     except RuntimeError:  # the folder is another eval's
@@ -115,8 +123,9 @@ def run_job(job: Callable[[DictConfig], float | None], cfg: DictConfig) -> float
         return None
 
 
-def job_failure(run_dir: Path, method: str, completed: bool,
-                value: object = None) -> Failure | None:
+def job_failure(
+    run_dir: Path, method: str, completed: bool, value: object = None
+) -> Failure | None:
     """How a sweep job failed, or None: an exception Hydra caught (``completed`` False, ``value``
     the exception), a failure ``run_job`` noted in this process, or an ``error`` in the run
     folder's summary (a job run in another process)."""
@@ -150,8 +159,11 @@ def end_sweep(failures: list[Failure]) -> None:
     if len(failures) == 1 and printed:
         sys.stderr.flush()
         raise SystemExit(status)
-    print(f"error: {len(failures)} sweep job(s) failed (summary.json in each folder has the "
-          "error; rerun the command to resume them):", file=sys.stderr)
+    print(
+        f"error: {len(failures)} sweep job(s) failed (summary.json in each folder has the "
+        "error; rerun the command to resume them):",
+        file=sys.stderr,
+    )
     for f in failures:
         said = " (its error is above)" if f in printed else f": {f.line}"
         print(f"  {f.method} ({f.run_dir}){said}", file=sys.stderr)

@@ -97,8 +97,11 @@ def machine_tag(devices: Sequence[torch.device]) -> dict[str, str]:
     """
     from specdec.models.kernel_probe import cpu_model
 
-    tag = {"cpu": cpu_model(), "torch_threads": str(torch.get_num_threads()),
-           "device": ",".join(str(d) for d in devices)}
+    tag = {
+        "cpu": cpu_model(),
+        "torch_threads": str(torch.get_num_threads()),
+        "device": ",".join(str(d) for d in devices),
+    }
     gpus = [torch.cuda.get_device_name(d) for d in devices if d.type == "cuda"]
     if gpus:
         tag["gpu"] = ",".join(gpus)
@@ -113,8 +116,12 @@ def software_versions() -> dict[str, str | None]:
 
     from specdec.models.gpu import gpu_versions
 
-    return {"python": platform.python_version(), "torch": torch.__version__,
-            "transformers": transformers.__version__, **gpu_versions()}
+    return {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        **gpu_versions(),
+    }
 
 
 SCHEMA_VERSION = 2  # of summary.json and the records; 2: provenance, counters, completeness
@@ -130,14 +137,18 @@ def provenance() -> dict:
 
     def git(*args: str) -> str | None:
         try:
-            out = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True,
-                                 timeout=10)
+            out = subprocess.run(
+                ["git", "-C", str(root), *args], capture_output=True, text=True, timeout=10
+            )
         except (OSError, subprocess.SubprocessError):
             return None
         return out.stdout.strip() if out.returncode == 0 else None
 
     commit = git("rev-parse", "HEAD")
     status = git("status", "--porcelain", "--untracked-files=no") if commit else None
-    return {"git_commit": commit, "git_dirty": None if status is None else bool(status),
-            "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "schema_version": SCHEMA_VERSION}
+    return {
+        "git_commit": commit,
+        "git_dirty": None if status is None else bool(status),
+        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "schema_version": SCHEMA_VERSION,
+    }

@@ -42,9 +42,12 @@ def watch_parent(interval_s: float = 1.0, sig: int = signal.SIGTERM) -> threadin
     def watch() -> None:
         while os.getppid() == parent:
             time.sleep(interval_s)
-        log.error("the launcher of this rank (pid %d) is gone; stopping (pid %d). The records "
-                  "written so far are kept: rerun the command to complete the run", parent,
-                  os.getpid())
+        log.error(
+            "the launcher of this rank (pid %d) is gone; stopping (pid %d). The records "
+            "written so far are kept: rerun the command to complete the run",
+            parent,
+            os.getpid(),
+        )
         os.kill(os.getpid(), sig)
 
     thread = threading.Thread(target=watch, name="watch-launcher", daemon=True)

@@ -73,18 +73,29 @@ class PrintLeaderboard(Callback):
         hydra_cfg = job_return.hydra_cfg.hydra
         out = Path(hydra_cfg.runtime.output_dir)
         completed = job_return.status == JobStatus.COMPLETED
-        failure = job_failure(out, str(OmegaConf.select(config, "method_name")), completed,
-                              None if completed else job_return._return_value)
+        failure = job_failure(
+            out,
+            str(OmegaConf.select(config, "method_name")),
+            completed,
+            None if completed else job_return._return_value,
+        )
         if failure is not None:  # listed at the end of the sweep, left out of the board
             self.failed.append(failure)
             return
         self.dirs.append(out)
         self.methods.append(str(config.method_name))
-        base = baseline_dir(out, str(config.method_name), list(hydra_cfg.overrides.task),
-                            list(hydra_cfg.job.config.override_dirname.exclude_keys),
-                            self.baseline)
-        if (base / "summary.json").exists() and base not in self.dirs \
-                and summary_error(base) is None:
+        base = baseline_dir(
+            out,
+            str(config.method_name),
+            list(hydra_cfg.overrides.task),
+            list(hydra_cfg.job.config.override_dirname.exclude_keys),
+            self.baseline,
+        )
+        if (
+            (base / "summary.json").exists()
+            and base not in self.dirs
+            and summary_error(base) is None
+        ):
             self.dirs.append(base)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
@@ -119,7 +130,8 @@ class PrintLeaderboard(Callback):
             # stderr, once; in the board's file, with each job)
             failed = "".join(f"- {f.method} (`{f.run_dir}`): {f.line}\n" for f in self.failed)
             text += "\n\nFailed jobs (not in the table):\n\n" + "".join(
-                f"- {f.method} (`{f.run_dir}`): see stderr\n" for f in self.failed)
+                f"- {f.method} (`{f.run_dir}`): see stderr\n" for f in self.failed
+            )
             with (out / "leaderboard.md").open("a", encoding="utf-8") as md:
                 md.write(f"\n## Failed jobs\n\n{failed}")
         print(text)

@@ -38,8 +38,18 @@ from pathlib import Path
 from specdec.bench.wandb_artifacts import RunTag, log_files
 from specdec.bench.wandb_lineage import learned_folders, use_models
 
-RECORD_COLUMNS = ("prompt_id", "category", "new_tokens", "target_forwards", "draft_forwards",
-                  "drafted", "accepted", "wall_s", "prefill_s", "text")
+RECORD_COLUMNS = (
+    "prompt_id",
+    "category",
+    "new_tokens",
+    "target_forwards",
+    "draft_forwards",
+    "drafted",
+    "accepted",
+    "wall_s",
+    "prefill_s",
+    "text",
+)
 
 
 def scalar_metrics(metrics: dict) -> dict[str, float]:
@@ -106,10 +116,18 @@ class WandbLogger(EvalLogger):
     ``job_type`` given here win over the tag's.
     """
 
-    def __init__(self, out_dir: str | Path, *, name: str | None = None,
-                 group: str | None = None, job_type: str | None = None,
-                 project: str | None = None, entity: str | None = None, mode: str = "offline",
-                 tags: Sequence[str] = ()):
+    def __init__(
+        self,
+        out_dir: str | Path,
+        *,
+        name: str | None = None,
+        group: str | None = None,
+        job_type: str | None = None,
+        project: str | None = None,
+        entity: str | None = None,
+        mode: str = "offline",
+        tags: Sequence[str] = (),
+    ):
         import wandb
 
         self.wandb, self.run, self.tag = wandb, None, None
@@ -121,8 +139,7 @@ class WandbLogger(EvalLogger):
         Path(self.dir).mkdir(parents=True, exist_ok=True)
         names = {k: v if v is not None else getattr(tag, k) for k, v in self.names.items()}
         self.tag = tag
-        self.run = self.wandb.init(**self.settings, **names, dir=self.dir,
-                                   reinit="finish_previous")
+        self.run = self.wandb.init(**self.settings, **names, dir=self.dir, reinit="finish_previous")
         self.run.config.update(config, allow_val_change=True)  # a W&B sweep sets keys first
         use_models(self.run, self.wandb, learned_folders(config))  # lineage: weights -> run
 
@@ -136,13 +153,20 @@ class WandbLogger(EvalLogger):
     def log_records(self, name: str, records: list[dict]) -> None:
         columns = [c for c in RECORD_COLUMNS if any(c in r for r in records)]
         columns += sorted({k for r in records for k in r if k.startswith("quality")})
-        table = self.wandb.Table(columns=columns,
-                                 data=[[r.get(c) for c in columns] for r in records])
+        table = self.wandb.Table(
+            columns=columns, data=[[r.get(c) for c in columns] for r in records]
+        )
         self.run.log({f"records/{name}": table})
 
     def log_summary(self, files: Sequence[Path]) -> None:
-        log_files(self.run, self.wandb, name=f"summary-{self.tag.name}", kind="summary",
-                  files=list(files), metadata={"group": self.tag.group})
+        log_files(
+            self.run,
+            self.wandb,
+            name=f"summary-{self.tag.name}",
+            kind="summary",
+            files=list(files),
+            metadata={"group": self.tag.group},
+        )
 
     def finish(self) -> None:
         if self.run is None:  # failed before the run started

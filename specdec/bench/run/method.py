@@ -59,9 +59,13 @@ def build_method(cfg: DictConfig, pair: ModelPair) -> Method:
         return drafter
 
     return compose_method(
-        pair, sampling, make_drafter, lambda: instantiate(cfg.verifier),
+        pair,
+        sampling,
+        make_drafter,
+        lambda: instantiate(cfg.verifier),
         # the cost model is fitted on per-forward times, which on CUDA need a sync per forward
-        synchronize=bool(cfg.get("cost_model", False)))
+        synchronize=bool(cfg.get("cost_model", False)),
+    )
 
 
 def _construct(node: DictConfig, offered: dict[str, object]) -> object:
@@ -81,7 +85,8 @@ def _construct(node: DictConfig, offered: dict[str, object]) -> object:
         return factory(**given)
     except Exception as err:
         raise InstantiationException(
-            f"Error in call to target '{node._target_}':\n{err!r}") from err
+            f"Error in call to target '{node._target_}':\n{err!r}"
+        ) from err
 
 
 @dataclass(frozen=True)
@@ -138,16 +143,23 @@ def run_prompt(
         messages.append({"role": "user", "content": format_turn(turn, template)})
         ids = encode_turn(pair.tokenizer, messages, chat_template=chat_template)
         where = f"prompt {prompt.id!r} of dataset {prompt.dataset} (turn {i + 1})"
-        ids, cut = fit_context(ids, max_new_tokens=max_new_tokens, limits=limits,
-                               truncate=truncate, where=where)
+        ids, cut = fit_context(
+            ids, max_new_tokens=max_new_tokens, limits=limits, truncate=truncate, where=where
+        )
         dropped += cut
         _sync(devices)
         start = time.perf_counter()
         try:
-            out = generate(ids, method.target, method.drafter, method.verifier,
-                           sampling=method.sampling, coins=turn_coins(coins, i),
-                           max_new_tokens=max_new_tokens,
-                           stop_ids=stop_ids)
+            out = generate(
+                ids,
+                method.target,
+                method.drafter,
+                method.verifier,
+                sampling=method.sampling,
+                coins=turn_coins(coins, i),
+                max_new_tokens=max_new_tokens,
+                stop_ids=stop_ids,
+            )
         except BackgroundError as err:  # a drafter's worker failed: say which prompt it was on
             raise err.at(where) from err.__cause__
         _sync(devices)
@@ -160,5 +172,6 @@ def run_prompt(
         output_ids.append([int(t) for t in out.tokens])
         prompt_tokens.append(len(ids))
         total.merge(out.stats)
-    return Answer(answers, total, seconds, dropped, output_ids, prompt_tokens, turn_seconds,
-                  turn_steps)
+    return Answer(
+        answers, total, seconds, dropped, output_ids, prompt_tokens, turn_seconds, turn_steps
+    )

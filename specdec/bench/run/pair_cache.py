@@ -53,8 +53,14 @@ class _Held:
 
     @classmethod
     def of(cls, key: str, pair: ModelPair) -> _Held:
-        return cls(key, pair, dict(pair.info), pair.placement,
-                   [_attention(m) for m in _models(pair)], _versions(pair))
+        return cls(
+            key,
+            pair,
+            dict(pair.info),
+            pair.placement,
+            [_attention(m) for m in _models(pair)],
+            _versions(pair),
+        )
 
     def restored(self) -> ModelPair | None:
         """The pair as loaded, or None when its weights were written since."""

@@ -56,17 +56,25 @@ log = logging.getLogger(__name__)
 BASELINE = "ar"
 
 
-def baseline_dir(output_dir: Path, method_name: str, task_overrides: list[str],
-                 exclude_keys: list[str], baseline: str) -> Path:
+def baseline_dir(
+    output_dir: Path,
+    method_name: str,
+    task_overrides: list[str],
+    exclude_keys: list[str],
+    baseline: str,
+) -> Path:
     """Where ``method=<baseline>`` with the same overrides writes (``conf/eval.yaml``:
     ``.../<method_name>/<override_dirname>``), leaving out the overrides of the method's own parts
     (``drafter*``, ``verifier*``), which the baseline does not have."""
     method_root = output_dir
     while method_root.name != method_name and method_root != method_root.parent:
         method_root = method_root.parent
-    kept = sorted(o for o in task_overrides
-                  if o.split("=", 1)[0].lstrip("+~") not in exclude_keys
-                  and not o.lstrip("+~").startswith(("drafter", "verifier")))
+    kept = sorted(
+        o
+        for o in task_overrides
+        if o.split("=", 1)[0].lstrip("+~") not in exclude_keys
+        and not o.lstrip("+~").startswith(("drafter", "verifier"))
+    )
     base = method_root.parent / baseline
     return base / run_folder_name(",".join(kept)) if kept else base
 
@@ -78,9 +86,13 @@ def baseline_for(cfg: DictConfig) -> Path | None:
     if not HydraConfig.initialized():
         return None
     hydra = HydraConfig.get()
-    return baseline_dir(Path(cfg.paths.output_dir), str(cfg.method_name),
-                        list(hydra.overrides.task),
-                        list(hydra.job.config.override_dirname.exclude_keys), BASELINE)
+    return baseline_dir(
+        Path(cfg.paths.output_dir),
+        str(cfg.method_name),
+        list(hydra.overrides.task),
+        list(hydra.job.config.override_dirname.exclude_keys),
+        BASELINE,
+    )
 
 
 def _read_base(base: Path) -> tuple[Run | None, str]:
@@ -97,8 +109,9 @@ def _read_base(base: Path) -> tuple[Run | None, str]:
     return run, ""
 
 
-def paired_speedup(summary: RunSummary, out_dir: Path, base: Path | None,
-                   pairing: list[str] | None = None) -> tuple[float | None, str]:
+def paired_speedup(
+    summary: RunSummary, out_dir: Path, base: Path | None, pairing: list[str] | None = None
+) -> tuple[float | None, str]:
     """The mean over the run's datasets of its leaderboard ``modeled_speedup_vs_ar`` against the
     ``ar`` run at ``base``; None and why when there is none. ``pairing`` (when given) gets the
     reasons against the pairing's timing beyond the run's own."""
@@ -118,8 +131,9 @@ def paired_speedup(summary: RunSummary, out_dir: Path, base: Path | None,
     for r in mine:
         value = r.modeled_speedup_vs_ar
         if value is None or math.isnan(value):
-            return None, r.refused or "; ".join(r.unreliable) or \
-                f"no modeled speedup vs `{BASELINE}` on {r.dataset}"
+            return None, r.refused or "; ".join(
+                r.unreliable
+            ) or f"no modeled speedup vs `{BASELINE}` on {r.dataset}"
     if not mine:
         return None, "the run has no dataset"
     return sum(r.modeled_speedup_vs_ar for r in mine) / len(mine), ""
@@ -147,8 +161,9 @@ def pair_run(summary: RunSummary, out_dir: Path, base: Path | None) -> None:
         if not timing.reliable and strict():
             overall.pop("modeled_speedup_vs_ar", None)
             overall["sweep_objective"] = math.nan
-            summary.sweep_objective_source = ("not a number: timing unreliable ("
-                                              + "; ".join(timing.reasons) + ")")
+            summary.sweep_objective_source = (
+                "not a number: timing unreliable (" + "; ".join(timing.reasons) + ")"
+            )
             return
     if paired is not None:
         overall.update(modeled_speedup_vs_ar=paired, sweep_objective=paired)

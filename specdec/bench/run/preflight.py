@@ -35,8 +35,11 @@ from specdec.models.placement import Placement, check_before_loading
 from specdec.paths import CONF_DIR
 
 ASSET_KEYS = ("path", "head", "hrad")  # drafter/policy keys holding a trained asset folder
-HUB_LOADERS = ("specdec.models.hf.hf_pair", "specdec.models.load_pair",
-               "specdec.models.pair.load_pair")
+HUB_LOADERS = (
+    "specdec.models.hf.hf_pair",
+    "specdec.models.load_pair",
+    "specdec.models.pair.load_pair",
+)
 
 
 def preflight(cfg: DictConfig) -> None:
@@ -56,8 +59,10 @@ def check_devices(cfg: DictConfig) -> None:
     from hydra.utils import get_class
 
     target = (cfg.get("drafter") or {}).get("_target_")
-    check_before_loading(Placement.from_config(cfg.get("model")),
-                         drafter=get_class(target) if target is not None else None)
+    check_before_loading(
+        Placement.from_config(cfg.get("model")),
+        drafter=get_class(target) if target is not None else None,
+    )
 
 
 def _model_choice(cfg: DictConfig) -> str:
@@ -78,9 +83,11 @@ def check_references(cfg: DictConfig) -> None:
     if str(cfg.model.get("_target_", "")) not in HUB_LOADERS:
         return
     if OmegaConf.is_missing(cfg.model, "target") or not cfg.model.target:
-        raise BadInput(f"model={_model_choice(cfg)} needs the target model: add "
-                       "model.target=<hub id|folder> (and model.draft=<hub id|folder> for a "
-                       "draft)")
+        raise BadInput(
+            f"model={_model_choice(cfg)} needs the target model: add "
+            "model.target=<hub id|folder> (and model.draft=<hub id|folder> for a "
+            "draft)"
+        )
     check_reference(str(cfg.model.target), "model.target")
     if not no_draft(cfg.model.get("draft", None)):
         check_reference(str(cfg.model.draft), "model.draft")
@@ -116,7 +123,8 @@ def check_draft_model(cfg: DictConfig) -> None:
         f"method {method} drafts with a draft model ({target.rsplit('.', 1)[-1]}), but the pair "
         f"model={choice} has none (model.draft={cfg.model.get('draft', None)}); give it one with "
         f"model.draft=<hub id|folder> sharing the target's tokenizer (conf/model/{choice}.yaml "
-        "lists the pair's options), or run a draft-free method such as method=ar")
+        "lists the pair's options), or run a draft-free method such as method=ar"
+    )
 
 
 def _asset_values(node: DictConfig, where: str) -> Iterator[tuple[str, DictConfig, str]]:
@@ -161,9 +169,12 @@ def _train_hint(cfg: DictConfig, key: str, node: DictConfig, folder: Path) -> st
     after = f" after conf/experiment/{example.name}" if example.is_file() else ""
     # a generic experiment comes with its pair's overrides: "eagle3 model=hf model.target=..."
     name = experiment.split()[0]
-    return (f"train it with {command}" if (CONF_DIR / "experiment" / f"{name}.yaml").is_file() else
-            f"no experiment trains it yet (conf/experiment/{name}.yaml does not exist: write "
-            f"one{after}, then run {command})")
+    return (
+        f"train it with {command}"
+        if (CONF_DIR / "experiment" / f"{name}.yaml").is_file()
+        else f"no experiment trains it yet (conf/experiment/{name}.yaml does not exist: write "
+        f"one{after}, then run {command})"
+    )
 
 
 def check_assets(cfg: DictConfig) -> None:
@@ -177,8 +188,10 @@ def check_assets(cfg: DictConfig) -> None:
             continue
         how = _train_hint(cfg, key, node, folder)
         if folder.is_dir():
-            raise MissingInput(f"{key}={folder} holds no config.json, so it is no trained asset; "
-                               f"{how}, or point {key}=<folder> at one you trained")
+            raise MissingInput(
+                f"{key}={folder} holds no config.json, so it is no trained asset; "
+                f"{how}, or point {key}=<folder> at one you trained"
+            )
         if folder.exists():
             continue  # a file: its loader says what it expects
         if looks_like_hub_id(value):
@@ -189,7 +202,9 @@ def check_assets(cfg: DictConfig) -> None:
                 raise MissingInput(
                     f"{key}={value}: neither a folder nor a hub id in the offline cache; a "
                     f"published head: run `hf download {value}` (network needed); else {how}, "
-                    f"or point {key}=<folder> at one you trained") from None
+                    f"or point {key}=<folder> at one you trained"
+                ) from None
         raise MissingInput(
             f"{key}={folder}: the trained asset is missing; {how}, or point {key}=<folder> at "
-            "one you trained")
+            "one you trained"
+        )

@@ -48,8 +48,10 @@ def _env_int(name: str, default: int) -> int:
     try:
         return int(raw)
     except ValueError:
-        raise ValueError(f"environment variable {name}={raw!r} is not an integer; it is set by "
-                         "torchrun (unset it to run one process)") from None
+        raise ValueError(
+            f"environment variable {name}={raw!r} is not an integer; it is set by "
+            "torchrun (unset it to run one process)"
+        ) from None
 
 
 @dataclass(frozen=True)
@@ -68,8 +70,10 @@ class Ranks:
 
     def __post_init__(self) -> None:
         if self.world < 1 or not 0 <= self.rank < self.world:
-            raise ValueError(f"RANK={self.rank} with WORLD_SIZE={self.world}: need "
-                             "0 <= RANK < WORLD_SIZE (both are set by torchrun)")
+            raise ValueError(
+                f"RANK={self.rank} with WORLD_SIZE={self.world}: need "
+                "0 <= RANK < WORLD_SIZE (both are set by torchrun)"
+            )
 
     @classmethod
     def from_env(cls) -> Ranks:
@@ -102,12 +106,16 @@ class Ranks:
         if self.world == 1 or not device.startswith("cuda"):
             return device
         if device != "cuda":
-            raise ValueError(f"device={device} with {self.world} processes would put every rank "
-                             "on one GPU; use device=cuda (rank r then runs on cuda:<LOCAL_RANK>)")
+            raise ValueError(
+                f"device={device} with {self.world} processes would put every rank "
+                "on one GPU; use device=cuda (rank r then runs on cuda:<LOCAL_RANK>)"
+            )
         if self.local_rank >= torch.cuda.device_count():
-            raise ValueError(f"LOCAL_RANK={self.local_rank} but this machine has "
-                             f"{torch.cuda.device_count()} CUDA device(s); run torchrun with "
-                             "--nproc_per_node at most the GPU count")
+            raise ValueError(
+                f"LOCAL_RANK={self.local_rank} but this machine has "
+                f"{torch.cuda.device_count()} CUDA device(s); run torchrun with "
+                "--nproc_per_node at most the GPU count"
+            )
         return f"cuda:{self.local_rank}"
 
     def start(self, device: str, timeout_s: float) -> None:
@@ -120,8 +128,9 @@ class Ranks:
         cuda = device.startswith("cuda")
         if cuda:
             torch.cuda.set_device(self.local_rank)
-        dist.init_process_group("nccl" if cuda else "gloo", rank=self.rank,
-                                world_size=self.world, timeout=timeout)
+        dist.init_process_group(
+            "nccl" if cuda else "gloo", rank=self.rank, world_size=self.world, timeout=timeout
+        )
         if cuda:
             _gloo_group()  # a collective: every rank makes it here, at the same point
         log.info("%s joined the process group (%s)", self.tag, dist.get_backend())
@@ -144,14 +153,18 @@ class Ranks:
         import torch.distributed as dist
 
         try:
-            dist.monitored_barrier(group=self._group(), wait_all_ranks=True,
-                                   timeout=datetime.timedelta(seconds=timeout_s))
+            dist.monitored_barrier(
+                group=self._group(),
+                wait_all_ranks=True,
+                timeout=datetime.timedelta(seconds=timeout_s),
+            )
         except RuntimeError as err:
             raise RuntimeError(
                 f"{self.tag}: not every rank finished {what} within rank_timeout_s={timeout_s:g} "
                 f"s of this one (a rank died, hangs, or is slower: raise rank_timeout_s). Every "
                 "record written so far is kept; rerun the same command to record the missing "
-                f"prompts. torch.distributed said: {err}") from err
+                f"prompts. torch.distributed said: {err}"
+            ) from err
 
     def agree(self, value: str, fix: str) -> None:
         """Check that this rank's ``value`` (e.g. its run folder) is rank 0's.

@@ -89,8 +89,9 @@ def run(cfg: DictConfig, ranks: Ranks | None = None) -> dict:
     validate(cfg)  # bad scalar values fail here, naming the key, before anything loads
     check_metric_name(cfg.get("optimized_metric"))
     if not cfg.benchmark.get("datasets"):
-        raise BadInput("the benchmark has no datasets; pick one with benchmark=<name> "
-                         "(conf/benchmark/)")
+        raise BadInput(
+            "the benchmark has no datasets; pick one with benchmark=<name> (conf/benchmark/)"
+        )
     check_unsafe_code_confirmed(cfg)  # before any model loads: HumanEval runs model code
     preflight(cfg)  # a pair that cannot load, a device that cannot hold, a missing draft or asset
     ranks = ranks if ranks is not None else Ranks.from_env()
@@ -109,16 +110,21 @@ def _run(cfg: DictConfig, out_dir: Path, ranks: Ranks, device: str) -> dict:
         importlib.import_module("datasets").disable_progress_bars()
     (out_dir / "summary").mkdir(parents=True, exist_ok=True)
     # everything but the hydra node resolved, as given (device=cuda): every rank hashes the same
-    resolved = {k: OmegaConf.to_container(v, resolve=True) if OmegaConf.is_config(v) else v
-                for k, v in cfg.items() if k != "hydra"}
+    resolved = {
+        k: OmegaConf.to_container(v, resolve=True) if OmegaConf.is_config(v) else v
+        for k, v in cfg.items()
+        if k != "hydra"
+    }
     if device != str(cfg.device):  # this rank's own GPU
         cfg = copy.deepcopy(cfg)
         cfg.device = device
     if cfg.get("threads"):
         torch.set_num_threads(int(cfg.threads))  # the machine tag records the count
     cache = Path(cfg.paths.cache_dir) / "datasets"
-    files = {name: read_prompt_file(ds.path, name, cache_dir=cache)  # bad data fails here
-             for name, ds in cfg.benchmark.datasets.items()}
+    files = {
+        name: read_prompt_file(ds.path, name, cache_dir=cache)  # bad data fails here
+        for name, ds in cfg.benchmark.datasets.items()
+    }
     pair: ModelPair = shared_pair(cfg.model)  # a multirun's jobs on one pair load it once
     check_where_loaded(pair, device)  # the records and the machine tag say where it ran
     method = build_method(cfg, pair)
@@ -136,17 +142,36 @@ def _run(cfg: DictConfig, out_dir: Path, ranks: Ranks, device: str) -> dict:
         return ranks.broadcast(None)
     machine = machine_tag(pair.devices())
     previous, timing = resumed_state(out_dir / "summary.json", chash, machine)  # load read now
-    cost = run_cost_table(bool(cfg.get("cost_model", False)), bool(cfg.resume), method.target,
-                          next(iter(method.drafter.models), None), previous)
+    cost = run_cost_table(
+        bool(cfg.get("cost_model", False)),
+        bool(cfg.resume),
+        method.target,
+        next(iter(method.drafter.models), None),
+        previous,
+    )
     summary = RunSummary(
-        method=cfg.method_name, datasets={}, lossless=bool(method.verifier.lossless),
-        model=pair.describe(), learned_weights=weights, prompt_files=prompt_files,
-        sampling=resolved["sampling"], seed=cfg.seed, machine=machine,
-        software=software_versions(), provenance=provenance(), config_hash=chash,
-        complete=False, datasets_done=[], progress={}, cost_model=cost is not None,
-        cost_table=cost.to_dict() if cost is not None else None, overall={}, config=resolved,
+        method=cfg.method_name,
+        datasets={},
+        lossless=bool(method.verifier.lossless),
+        model=pair.describe(),
+        learned_weights=weights,
+        prompt_files=prompt_files,
+        sampling=resolved["sampling"],
+        seed=cfg.seed,
+        machine=machine,
+        software=software_versions(),
+        provenance=provenance(),
+        config_hash=chash,
+        complete=False,
+        datasets_done=[],
+        progress={},
+        cost_model=cost is not None,
+        cost_table=cost.to_dict() if cost is not None else None,
+        overall={},
+        config=resolved,
         world_size=ranks.world if ranks.world > 1 else None,
-        timing=timing if cost is not None else None)
+        timing=timing if cost is not None else None,
+    )
     write_summaries(out_dir, summary, {r.name: r.progress() for r in runs})  # not complete yet
     logger: EvalLogger = instantiate(cfg.logger.eval)  # conf/logger/: the eval node
     try:
@@ -160,8 +185,10 @@ def _run(cfg: DictConfig, out_dir: Path, ranks: Ranks, device: str) -> dict:
             # 4. Summarise the dataset and the run so far, 5. log them.
             metrics = summary.datasets[ds_run.name] = ds_run.metrics(records)
             all_records += records
-            summary.overall = {**summarize([GenerationStats.from_record(r) for r in all_records]),
-                               **end_to_end(all_records)}
+            summary.overall = {
+                **summarize([GenerationStats.from_record(r) for r in all_records]),
+                **end_to_end(all_records),
+            }
             price_run(summary, by_dataset, cost)  # refits on every dataset's records so far
             write_summaries(out_dir, summary, {r.name: r.progress() for r in runs}, ds_run.name)
             logger.log_dataset(ds_run.name, metrics)
@@ -170,8 +197,9 @@ def _run(cfg: DictConfig, out_dir: Path, ranks: Ranks, device: str) -> dict:
         write_summaries(out_dir, summary, {r.name: r.progress() for r in runs})
         remove_ranks_dir(out_dir / "records")  # every rank is done appending
         logger.log_dataset("overall", summary.overall)
-        logger.log_summary([out_dir / "summary.json",
-                            *sorted((out_dir / "summary").glob("*.json"))])
+        logger.log_summary(
+            [out_dir / "summary.json", *sorted((out_dir / "summary").glob("*.json"))]
+        )
     finally:
         logger.finish()
     note = "" if summary.timing is None else "\n" + summary.timing.line()  # timing: ok | ...

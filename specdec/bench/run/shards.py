@@ -59,17 +59,30 @@ def rank_files(records_dir: Path, dataset: str) -> list[Path]:
     return [path for _, path in sorted(found)]
 
 
-def recorded_elsewhere(records_dir: Path, dataset: str, config_hash: str, *, own: Path,
-                       on_bad: str = "stop") -> set[str]:
+def recorded_elsewhere(
+    records_dir: Path, dataset: str, config_hash: str, *, own: Path, on_bad: str = "stop"
+) -> set[str]:
     """Prompt ids recorded under ``config_hash`` in the dataset's files other than ``own``."""
     paths = [merged_path(records_dir, dataset), *rank_files(records_dir, dataset)]
-    return {rec["prompt_id"] for path in paths if path != Path(own)
-            for _, rec in _whole_lines(path, on_bad=on_bad)
-            if rec.get("config_hash") == config_hash}
+    return {
+        rec["prompt_id"]
+        for path in paths
+        if path != Path(own)
+        for _, rec in _whole_lines(path, on_bad=on_bad)
+        if rec.get("config_hash") == config_hash
+    }
 
 
-def merge(records_dir: Path, dataset: str, config_hash: str, order: list[str], *,
-          ranks: Ranks, resume: bool = True, on_bad: str = "stop") -> bool:
+def merge(
+    records_dir: Path,
+    dataset: str,
+    config_hash: str,
+    order: list[str],
+    *,
+    ranks: Ranks,
+    resume: bool = True,
+    on_bad: str = "stop",
+) -> bool:
     """Merge the dataset's rank files into ``records/<dataset>.jsonl``; False when the file is left
     as it was: no rank file, and nothing to drop (with ``resume=False`` and several ranks, the
     merged file's earlier records of this config are dropped even without a rank file).

@@ -48,8 +48,10 @@ log = logging.getLogger(__name__)
 
 MODELED_KEYS = ("modeled_s", "ar_modeled_s", "self_modeled_speedup")
 PAIRED_KEYS = ("modeled_speedup_vs_ar", "sweep_objective")  # specdec.bench.run.paired
-RENAMED = {"modeled_speedup": "sweep_objective (what a sweep maximises), self_modeled_speedup "
-                              "(the run's own estimate) or modeled_speedup_vs_ar (paired with ar)"}
+RENAMED = {
+    "modeled_speedup": "sweep_objective (what a sweep maximises), self_modeled_speedup "
+    "(the run's own estimate) or modeled_speedup_vs_ar (paired with ar)"
+}
 
 
 def check_metric_name(name: str | None) -> None:
@@ -62,8 +64,10 @@ def check_metric_name(name: str | None) -> None:
     if name in RENAMED:
         raise BadInput(f"optimized_metric={name!r} was renamed: use {RENAMED[name]}")
     if name is not None and name not in valid and not name.startswith("quality_"):
-        raise BadInput(f"optimized_metric={name!r} is not a run metric; use one of {valid}, "
-                       "a quality_<check> or null")
+        raise BadInput(
+            f"optimized_metric={name!r} is not a run metric; use one of {valid}, "
+            "a quality_<check> or null"
+        )
 
 
 def sweep_metric(summary: dict, name: str | None, *, sweeping: bool = True) -> float | None:
@@ -75,14 +79,20 @@ def sweep_metric(summary: dict, name: str | None, *, sweeping: bool = True) -> f
     value = summary["overall"].get(name)
     say = log.warning if sweeping else log.debug
     if value is None:
-        say("optimized_metric=%s is undefined for this run (modeled_*, *_speedup* and "
+        say(
+            "optimized_metric=%s is undefined for this run (modeled_*, *_speedup* and "
             "sweep_objective need cost_model=true, quality_* need quality=true); the sweeper "
-            "gets None", name)
+            "gets None",
+            name,
+        )
         return None
     if isinstance(value, float) and math.isnan(value):
         why = summary.get("sweep_objective_source") or ""
-        say("optimized_metric=%s is NaN for this run%s", name,
-            f" ({why})" if why.startswith("not a number") else "")
+        say(
+            "optimized_metric=%s is NaN for this run%s",
+            name,
+            f" ({why})" if why.startswith("not a number") else "",
+        )
     return float(value)
 
 
@@ -94,16 +104,24 @@ def modeled_metrics(records: list[dict], cost: CostTable) -> dict[str, float]:
         return {}
     out = {"modeled_s": sum(cost(log_rows(r["forward_log"])) for r in records)}
     if all("output_ids" in r and "prompt_tokens" in r for r in records):
-        profile = merge_profiles(ar_profile(r["prompt_tokens"], [len(t) for t in r["output_ids"]])
-                                 for r in records)
+        profile = merge_profiles(
+            ar_profile(r["prompt_tokens"], [len(t) for t in r["output_ids"]]) for r in records
+        )
         out["ar_modeled_s"] = cost.price(profile)
-        out["self_modeled_speedup"] = (out["ar_modeled_s"] / out["modeled_s"]
-                                       if out["modeled_s"] else float("nan"))
+        out["self_modeled_speedup"] = (
+            out["ar_modeled_s"] / out["modeled_s"] if out["modeled_s"] else float("nan")
+        )
     return out
 
 
-def dataset_metrics(records: list[dict], *, prompt_file_sha256: str, max_new_tokens: int,
-                    chat_template: bool, template: str) -> dict:
+def dataset_metrics(
+    records: list[dict],
+    *,
+    prompt_file_sha256: str,
+    max_new_tokens: int,
+    chat_template: bool,
+    template: str,
+) -> dict:
     """Metrics of one dataset's records (prompt order), with what makes runs comparable."""
     metrics = summarize([GenerationStats.from_record(r) for r in records])
     metrics.update(end_to_end(records))  # prefill split, total_s, e2e_tokens_per_s (run.e2e)
@@ -114,14 +132,19 @@ def dataset_metrics(records: list[dict], *, prompt_file_sha256: str, max_new_tok
         # quality is hashed: every record of one config hash has its score, no subset mean
         assert len(values) == len(records), f"{key}: {len(values)} of {len(records)} scored"
         metrics[key] = sum(values) / len(values)
-    metrics.update(prompt_ids_hash=prompt_ids_hash([r["prompt_id"] for r in records]),
-                   prompt_file_sha256=prompt_file_sha256, max_new_tokens=max_new_tokens,
-                   chat_template=chat_template, template=template)
+    metrics.update(
+        prompt_ids_hash=prompt_ids_hash([r["prompt_id"] for r in records]),
+        prompt_file_sha256=prompt_file_sha256,
+        max_new_tokens=max_new_tokens,
+        chat_template=chat_template,
+        template=template,
+    )
     return metrics
 
 
-def price_run(summary: RunSummary, records: dict[str, list[dict]],
-              calibration: CostTable | None) -> None:
+def price_run(
+    summary: RunSummary, records: dict[str, list[dict]], calibration: CostTable | None
+) -> None:
     """Price the run from its own forward logs (``specdec.bench.costfit``), in place.
 
     Each dataset gets a table fitted on its own records' forwards (``cost_tables[name]``, with
@@ -141,8 +164,10 @@ def price_run(summary: RunSummary, records: dict[str, list[dict]],
     """
     if calibration is None:
         return
-    logs = {name: [log_rows(r["forward_log"]) for r in recs if "forward_log" in r]
-            for name, recs in records.items()}
+    logs = {
+        name: [log_rows(r["forward_log"]) for r in recs if "forward_log" in r]
+        for name, recs in records.items()
+    }
     table, fit = fit_cost_table([log for recs in logs.values() for log in recs], calibration)
     summary.cost_table, summary.calibration = table.to_dict(), calibration.to_dict()
     summary.cost_fit, summary.cost_tables, summary.cost_fits = fit, {}, {}
@@ -156,17 +181,25 @@ def price_run(summary: RunSummary, records: dict[str, list[dict]],
         reasons += _table_reasons(name, summary.cost_tables[name], own_fit, summary.calibration)
         summary.datasets[name].update(modeled_metrics(recs, own))
         priced.append(summary.datasets[name])
-    summary.cost_table_monotone = not any(v for f in fits
-                                          for v in f["monotone_violations"].values())
-    overall = {k: sum(m[k] for m in priced) for k in ("modeled_s", "ar_modeled_s")
-               if priced and all(k in m for m in priced)}
+    summary.cost_table_monotone = not any(
+        v for f in fits for v in f["monotone_violations"].values()
+    )
+    overall = {
+        k: sum(m[k] for m in priced)
+        for k in ("modeled_s", "ar_modeled_s")
+        if priced and all(k in m for m in priced)
+    }
     if len(overall) == 2:
-        overall["self_modeled_speedup"] = (overall["ar_modeled_s"] / overall["modeled_s"]
-                                           if overall["modeled_s"] else float("nan"))
+        overall["self_modeled_speedup"] = (
+            overall["ar_modeled_s"] / overall["modeled_s"] if overall["modeled_s"] else float("nan")
+        )
     summary.overall.update(overall)
     if summary.timing is not None:  # each dataset's table (the run-wide one: none priced yet)
-        summary.timing.table = reasons if priced else _table_reasons(
-            "run", summary.cost_table, fit, summary.calibration)
+        summary.timing.table = (
+            reasons
+            if priced
+            else _table_reasons("run", summary.cost_table, fit, summary.calibration)
+        )
 
 
 def _table_reasons(name: str, table: dict, fit: dict, calibration: dict) -> list[str]:
@@ -184,18 +217,23 @@ def check_counts(summary: RunSummary, progress: Progress) -> None:
     for name, metrics in summary.datasets.items():
         seen, recorded = metrics.get("prompts"), progress[name]["recorded"]
         if not seen == recorded == progress[name]["expected"]:
-            raise RuntimeError(f"{name}: the summary counts {seen} prompts, {recorded} are "
-                               f"recorded of {progress[name]['expected']} expected; not written")
+            raise RuntimeError(
+                f"{name}: the summary counts {seen} prompts, {recorded} are "
+                f"recorded of {progress[name]['expected']} expected; not written"
+            )
     if summary.datasets:
         seen = summary.overall.get("prompts")
         total = sum(m.get("prompts", 0) for m in summary.datasets.values())
         if seen != total:
-            raise RuntimeError(f"overall: the summary counts {seen} prompts, {total} are in its "
-                               "datasets; not written")
+            raise RuntimeError(
+                f"overall: the summary counts {seen} prompts, {total} are in its "
+                "datasets; not written"
+            )
 
 
-def write_summaries(out_dir: Path, summary: RunSummary, progress: Progress,
-                    dataset: str | None = None) -> None:
+def write_summaries(
+    out_dir: Path, summary: RunSummary, progress: Progress, dataset: str | None = None
+) -> None:
     """Mark ``summary`` complete or not (in place) and write ``summary.json``; with ``dataset``,
     also ``summary/<dataset>.json`` (that dataset alone, complete). The counts are checked first
     (``check_counts``)."""
@@ -204,7 +242,14 @@ def write_summaries(out_dir: Path, summary: RunSummary, progress: Progress,
     summary.complete, summary.datasets_done = set(done) == set(progress), done
     summary.progress = progress
     if dataset is not None:
-        write_json(out_dir / "summary" / f"{dataset}.json", replace(
-            summary, datasets={dataset: summary.datasets[dataset]}, complete=True,
-            datasets_done=[dataset], progress={dataset: progress[dataset]}).to_json())
+        write_json(
+            out_dir / "summary" / f"{dataset}.json",
+            replace(
+                summary,
+                datasets={dataset: summary.datasets[dataset]},
+                complete=True,
+                datasets_done=[dataset],
+                progress={dataset: progress[dataset]},
+            ).to_json(),
+        )
     write_json(out_dir / "summary.json", summary.to_json())

@@ -42,11 +42,13 @@ def _element(hint: object) -> object | None:
 
 def checkable(hint: object) -> bool:
     """Whether ``check_value`` knows every alternative of ``hint``."""
+
     def known(option: object) -> bool:
         element = _element(option)
         if element is not None:
             return element in SCALARS[:-1] or typing.get_origin(element) is Literal
         return option in SCALARS or typing.get_origin(option) is Literal
+
     return all(known(option) for option in _options(hint))
 
 
@@ -76,8 +78,9 @@ def _describe(hint: object, limits: dict) -> str:
         elif element is not None:
             words.append(f"a list of ({_describe(element, limits)})")
         else:
-            name = {int: "an integer", float: "a number", bool: "true or false",
-                    str: "a string"}[option]
+            name = {int: "an integer", float: "a number", bool: "true or false", str: "a string"}[
+                option
+            ]
             ops = {"ge": ">=", "gt": ">", "le": "<="}
             bounds = " and ".join(f"{ops[k]} {v}" for k, v in limits.items())
             words.append(f"{name} {bounds}" if bounds else name)
@@ -88,8 +91,12 @@ def _in_range(value: object, limits: dict) -> bool:
     if isinstance(value, list | tuple):
         return all(_in_range(v, limits) for v in value)
     if isinstance(value, int | float) and not isinstance(value, bool):
-        return (math.isfinite(value) and value >= limits.get("ge", -math.inf)
-                and value > limits.get("gt", -math.inf) and value <= limits.get("le", math.inf))
+        return (
+            math.isfinite(value)
+            and value >= limits.get("ge", -math.inf)
+            and value > limits.get("gt", -math.inf)
+            and value <= limits.get("le", math.inf)
+        )
     return True
 
 

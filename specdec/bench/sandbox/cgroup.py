@@ -19,8 +19,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-V1_FILES = {"memory": ("memory.limit_in_bytes", "memory.memsw.limit_in_bytes"),
-            "pids": ("pids.max",)}
+V1_FILES = {
+    "memory": ("memory.limit_in_bytes", "memory.memsw.limit_in_bytes"),
+    "pids": ("pids.max",),
+}
 V2_FILES = {"memory": ("memory.max", "memory.swap.max"), "pids": ("pids.max",)}
 REMOVE_WAIT_S = 2.0
 
@@ -75,15 +77,17 @@ def _make(parent: Path, name: str, settings: dict[str, tuple[str, bool]]) -> Pat
     return child
 
 
-def _settings(files: dict[str, tuple[str, ...]], values: dict[str, int],
-              controllers: list[str]) -> dict[str, tuple[str, bool]]:
+def _settings(
+    files: dict[str, tuple[str, ...]], values: dict[str, int], controllers: list[str]
+) -> dict[str, tuple[str, bool]]:
     """The files to write: the cap (required), then no swap where the kernel has the file."""
     out = {}
     for c in controllers:
         cap, *rest = files[c]
         out[cap] = (str(values[c]), True)
-        out.update({f: (str(values[c]) if f.startswith("memory.memsw") else "0", False)
-                    for f in rest})
+        out.update(
+            {f: (str(values[c]) if f.startswith("memory.memsw") else "0", False) for f in rest}
+        )
     return out
 
 
@@ -94,8 +98,7 @@ def create(*, memory_bytes: int, pids: int) -> SandboxCgroups:
     own, values = _own_paths(), {"memory": memory_bytes, "pids": pids}
     for point, fstype, options in _mounts():
         if fstype == "cgroup":  # v1: one hierarchy per controller
-            groups = [(point + own[c], V1_FILES, [c]) for c in values
-                      if c in options and c in own]
+            groups = [(point + own[c], V1_FILES, [c]) for c in values if c in options and c in own]
         elif "" in own:  # v2: the controllers the caller's cgroup delegates
             parent = point + own[""]
             try:
@@ -107,8 +110,11 @@ def create(*, memory_bytes: int, pids: int) -> SandboxCgroups:
             continue
         for parent, files, controllers in groups:
             controllers = [c for c in controllers if f"cgroup-{c}" not in cg.layers]
-            child = _make(Path(parent), name, _settings(files, values, controllers)) \
-                if controllers else None
+            child = (
+                _make(Path(parent), name, _settings(files, values, controllers))
+                if controllers
+                else None
+            )
             if child is not None:
                 cg.dirs.append(child)
                 cg.layers += [f"cgroup-{c}" for c in controllers]

@@ -30,8 +30,15 @@ from . import uid as ids
 
 CLONE_FLAGS = {"user": 0x10000000, "mnt": 0x00020000, "net": 0x40000000, "pid": 0x20000000}
 # tried in order: unprivileged (user namespace) first, then root without a user namespace
-NAMESPACE_SETS = (("user", "mnt", "net", "pid"), ("user", "mnt", "net"), ("user", "net", "pid"),
-                  ("user", "net"), ("mnt", "net", "pid"), ("net", "pid"), ("net",))
+NAMESPACE_SETS = (
+    ("user", "mnt", "net", "pid"),
+    ("user", "mnt", "net"),
+    ("user", "net", "pid"),
+    ("user", "net"),
+    ("mnt", "net", "pid"),
+    ("net", "pid"),
+    ("net",),
+)
 NOBODY = 65534
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REC, MS_PRIVATE = 0x4000, 1 << 18
@@ -78,8 +85,13 @@ def enter_namespaces(*, fresh_uid: bool = False) -> tuple[str, ...]:
     return ()
 
 
-def private_mounts(workdir: str, disk_bytes: int, *, keep: tuple[str, ...] = (),
-                   clones: tuple[tuple[str, str, int], ...] = ()) -> tuple[str, ...]:
+def private_mounts(
+    workdir: str,
+    disk_bytes: int,
+    *,
+    keep: tuple[str, ...] = (),
+    clones: tuple[tuple[str, str, int], ...] = (),
+) -> tuple[str, ...]:
     """In a new mount namespace: empty temp dirs, a tmpfs working folder, all else read-only.
 
     ``workdir`` is made anew (empty) on its tmpfs and becomes the current directory. A temp
@@ -90,16 +102,26 @@ def private_mounts(workdir: str, disk_bytes: int, *, keep: tuple[str, ...] = (),
     ctypes, libc = _libc()
 
     def mount(src: str, target: str, fstype: str | None, flags: int, data: str = "") -> bool:
-        return libc.mount(src.encode(), target.encode(), fstype.encode() if fstype else None,
-                          ctypes.c_ulong(flags), data.encode() if data else None) == 0
+        return (
+            libc.mount(
+                src.encode(),
+                target.encode(),
+                fstype.encode() if fstype else None,
+                ctypes.c_ulong(flags),
+                data.encode() if data else None,
+            )
+            == 0
+        )
 
     if not mount("none", "/", None, MS_REC | MS_PRIVATE):  # nothing leaks back to the host
         return ()
     layers = []
     present = [d for d in HIDDEN_DIRS if os.path.isdir(d) and not os.path.islink(d)]
     hidden = [d for d in present if not any(p == d or p.startswith(d + os.sep) for p in keep)]
-    if all([mount("tmpfs", d, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0755")
-            for d in hidden]) and hidden == present:
+    if (
+        all([mount("tmpfs", d, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0755") for d in hidden])
+        and hidden == present
+    ):
         layers.append("empty-tmp")
     ids.mount_clones(clones)  # rehearsed by give_up_root's probe
     os.makedirs(workdir, exist_ok=True)  # anew where its parent was just hidden
@@ -108,15 +130,29 @@ def private_mounts(workdir: str, disk_bytes: int, *, keep: tuple[str, ...] = (),
     os.chdir(workdir)  # the folder on top, not the one below the new mount
 
     class MountAttr(ctypes.Structure):
-        _fields_ = [("attr_set", ctypes.c_uint64), ("attr_clr", ctypes.c_uint64),
-                    ("propagation", ctypes.c_uint64), ("userns_fd", ctypes.c_uint64)]
+        _fields_ = [
+            ("attr_set", ctypes.c_uint64),
+            ("attr_clr", ctypes.c_uint64),
+            ("propagation", ctypes.c_uint64),
+            ("userns_fd", ctypes.c_uint64),
+        ]
 
     def setattr_(path: str, flags: int, attr: MountAttr) -> bool:
-        return libc.syscall(MOUNT_SETATTR, AT_FDCWD, path.encode(), ctypes.c_uint(flags),
-                            ctypes.byref(attr), ctypes.c_size_t(ctypes.sizeof(attr))) == 0
+        return (
+            libc.syscall(
+                MOUNT_SETATTR,
+                AT_FDCWD,
+                path.encode(),
+                ctypes.c_uint(flags),
+                ctypes.byref(attr),
+                ctypes.c_size_t(ctypes.sizeof(attr)),
+            )
+            == 0
+        )
 
-    if "tmpfs-disk" in layers and setattr_("/", AT_RECURSIVE,
-                                           MountAttr(MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID)):
+    if "tmpfs-disk" in layers and setattr_(
+        "/", AT_RECURSIVE, MountAttr(MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID)
+    ):
         if setattr_(workdir, 0, MountAttr(0, MOUNT_ATTR_RDONLY)):
             layers.append("ro-root")
         else:  # the folder must stay writable: undo rather than leave a program nowhere to write
@@ -163,19 +199,25 @@ def landlock(root: str) -> tuple[str, ...]:
         _pack_ = 1
         _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
 
-    ruleset = libc.syscall(create, ctypes.byref(attr), ctypes.c_size_t(8 * used),
-                           ctypes.c_uint32(0))
+    ruleset = libc.syscall(
+        create, ctypes.byref(attr), ctypes.c_size_t(8 * used), ctypes.c_uint32(0)
+    )
     if ruleset < 0:
         return ()
     dir_fd = os.open(root, os.O_PATH | os.O_CLOEXEC)
     rule = PathBeneath(fs, dir_fd)
     ul = ctypes.c_ulong
-    ok = (libc.syscall(add_rule, ruleset, 1, ctypes.byref(rule), ctypes.c_uint32(0)) == 0
-          and libc.prctl(PR_SET_NO_NEW_PRIVS, ul(1), ul(0), ul(0), ul(0)) == 0
-          and libc.syscall(restrict, ruleset, ctypes.c_uint32(0)) == 0)
+    ok = (
+        libc.syscall(add_rule, ruleset, 1, ctypes.byref(rule), ctypes.c_uint32(0)) == 0
+        and libc.prctl(PR_SET_NO_NEW_PRIVS, ul(1), ul(0), ul(0), ul(0)) == 0
+        and libc.syscall(restrict, ruleset, ctypes.c_uint32(0)) == 0
+    )
     os.close(dir_fd)
     os.close(ruleset)
     if not ok:
         return ()
-    return ("landlock-fs", *(("landlock-tcp",) if abi >= 4 else ()),
-            *(("landlock-signal",) if abi >= 6 else ()))
+    return (
+        "landlock-fs",
+        *(("landlock-tcp",) if abi >= 4 else ()),
+        *(("landlock-signal",) if abi >= 6 else ()),
+    )

@@ -15,13 +15,13 @@ log = logging.getLogger(__name__)
 #: layer -> what the program can do without it
 EXPECTED = {
     "cgroup-memory": "no writable memory cgroup: memory is capped per process only (RLIMIT_AS), "
-                     "so the sandbox's processes together may hold up to nproc x memory_bytes",
+    "so the sandbox's processes together may hold up to nproc x memory_bytes",
     "cgroup-pids": "no writable pids cgroup: processes are capped by RLIMIT_NPROC only, which "
-                   "counts every process of the sandbox's uid",
+    "counts every process of the sandbox's uid",
     "netns": "no network namespace: the program reaches the network (Landlock refuses TCP only "
-             "where the kernel has Landlock ABI 4)",
+    "where the kernel has Landlock ABI 4)",
     "private-proc": "no PID namespace with its own /proc: the program can read every host "
-                    "process's command line in /proc",
+    "process's command line in /proc",
 }
 _warned: set[str] = set()
 
@@ -35,6 +35,10 @@ def warn_missing(layers: tuple[str, ...]) -> list[str]:
     new = [name for name in EXPECTED if name not in layers and name not in _warned]
     for name in new:
         _warned.add(name)
-        log.warning("sandbox: %s (layer %s not obtained; this run's layers: %s)",
-                    EXPECTED[name], name, ", ".join(layers) or "none")
+        log.warning(
+            "sandbox: %s (layer %s not obtained; this run's layers: %s)",
+            EXPECTED[name],
+            name,
+            ", ".join(layers) or "none",
+        )
     return new

@@ -42,13 +42,16 @@ from specdec.bench.sandbox.result import Limits, SandboxResult, TaskTests, make_
 OUTPUT_TAIL = 4000  # characters of stdout+stderr kept in the result
 POLL_S = 0.01
 CHILD_PACKAGE = "specdec_sandbox_child"
-BOOTSTRAP = ("import json, sys, types; pkg = types.ModuleType({name!r}); "
-             "pkg.__path__ = [{folder!r}]; sys.modules[{name!r}] = pkg; "
-             "from {name} import supervisor; supervisor.main(json.loads(sys.argv[1]))")
+BOOTSTRAP = (
+    "import json, sys, types; pkg = types.ModuleType({name!r}); "
+    "pkg.__path__ = [{folder!r}]; sys.modules[{name!r}] = pkg; "
+    "from {name} import supervisor; supervisor.main(json.loads(sys.argv[1]))"
+)
 
 
-def run_sandboxed(source: str, *, timeout_s: float, limits: Limits | None = None,
-                  tests: TaskTests | None = None) -> SandboxResult:
+def run_sandboxed(
+    source: str, *, timeout_s: float, limits: Limits | None = None, tests: TaskTests | None = None
+) -> SandboxResult:
     """Run Python ``source`` as ``__main__`` in the sandbox; never raises for what the code does.
 
     Args:
@@ -74,19 +77,31 @@ def run_sandboxed(source: str, *, timeout_s: float, limits: Limits | None = None
             spec.write(json.dumps(asdict(tests) if tests else None).encode())
             spec.flush()
             spec.seek(0)
-            cfg = {"program": "program.py", "status_fd": status_w, "nonce_fd": nonce_r,
-                   "tests_fd": spec.fileno(), "entry_point": tests.entry_point if tests else None,
-                   "cpu_s": max(1, math.ceil(timeout_s)),
-                   "memory_bytes": limits.memory_bytes, "file_bytes": limits.file_bytes,
-                   "nproc": limits.nproc, "nofile": limits.nofile,
-                   "disk_bytes": limits.disk_bytes}
+            cfg = {
+                "program": "program.py",
+                "status_fd": status_w,
+                "nonce_fd": nonce_r,
+                "tests_fd": spec.fileno(),
+                "entry_point": tests.entry_point if tests else None,
+                "cpu_s": max(1, math.ceil(timeout_s)),
+                "memory_bytes": limits.memory_bytes,
+                "file_bytes": limits.file_bytes,
+                "nproc": limits.nproc,
+                "nofile": limits.nofile,
+                "disk_bytes": limits.disk_bytes,
+            }
             folder = str(Path(__file__).resolve().parent)
             boot = BOOTSTRAP.format(name=CHILD_PACKAGE, folder=folder)
             proc = subprocess.Popen(
                 [sys.executable, "-I", "-B", "-c", boot, json.dumps(cfg)],
-                cwd=tmp, env={"PATH": "/usr/bin:/bin", "HOME": tmp, "TMPDIR": tmp},
-                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                pass_fds=(status_w, nonce_r, spec.fileno()), start_new_session=True)
+                cwd=tmp,
+                env={"PATH": "/usr/bin:/bin", "HOME": tmp, "TMPDIR": tmp},
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                pass_fds=(status_w, nonce_r, spec.fileno()),
+                start_new_session=True,
+            )
             for fd in (status_w, nonce_r):
                 os.close(fd)
             status_w = nonce_r = -1
@@ -109,8 +124,15 @@ def run_sandboxed(source: str, *, timeout_s: float, limits: Limits | None = None
         _remove_tree(tmp)
     obtained = (*cgroups.layers, *layers)
     fallbacks.warn_missing(obtained)
-    return make_result(code=proc.returncode, pgid=proc.pid, timed_out=timed_out, done=done,
-                       layers=obtained, output=output, timeout_s=timeout_s)
+    return make_result(
+        code=proc.returncode,
+        pgid=proc.pid,
+        timed_out=timed_out,
+        done=done,
+        layers=obtained,
+        output=output,
+        timeout_s=timeout_s,
+    )
 
 
 def _exited_within(pid: int, timeout_s: float) -> bool:

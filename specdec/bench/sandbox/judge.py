@@ -39,8 +39,9 @@ class Candidate:
         self._request_w, self._reply_r = request_w, reply_r
 
     def __call__(self, *args: object, **kwargs: object) -> object:
-        wire.write_frame(self._request_w, {"args": wire.encode(list(args)),
-                                           "kwargs": wire.encode(kwargs)})
+        wire.write_frame(
+            self._request_w, {"args": wire.encode(list(args)), "kwargs": wire.encode(kwargs)}
+        )
         reply = wire.read_frame(self._reply_r)
         if not isinstance(reply, dict):
             raise CandidateError(f"{self.__name__}: the program's process stopped answering")

@@ -28,7 +28,11 @@ def mount_private_proc() -> tuple[str, ...]:
         return ()
     if libc.unshare(CLONE_NEWNS) != 0:
         return ()
-    if libc.mount(b"proc", b"/proc", b"proc", ctypes.c_ulong(MS_NOSUID | MS_NODEV | MS_NOEXEC),
-                  None) != 0:
+    if (
+        libc.mount(
+            b"proc", b"/proc", b"proc", ctypes.c_ulong(MS_NOSUID | MS_NODEV | MS_NOEXEC), None
+        )
+        != 0
+    ):
         return ()
     return ("private-proc",)

@@ -27,21 +27,45 @@ import sys
 from . import confine, judge, procfs, seccomp
 
 PR_SET_PDEATHSIG = 1
-BLOCKED_EVENTS = {"os.system", "os.exec", "os.posix_spawn", "os.spawn", "subprocess.Popen",
-                  "os.kill", "os.killpg", "pty.spawn"}
-PATH_EVENTS = {"os.remove": (0,), "os.rmdir": (0,), "os.mkdir": (0,), "os.chmod": (0,),
-               "os.chown": (0,), "os.truncate": (0,), "os.utime": (0,), "os.rename": (0, 1),
-               "os.link": (1,), "os.symlink": (1,), "shutil.rmtree": (0,), "os.setxattr": (0,),
-               "os.removexattr": (0,)}
+BLOCKED_EVENTS = {
+    "os.system",
+    "os.exec",
+    "os.posix_spawn",
+    "os.spawn",
+    "subprocess.Popen",
+    "os.kill",
+    "os.killpg",
+    "pty.spawn",
+}
+PATH_EVENTS = {
+    "os.remove": (0,),
+    "os.rmdir": (0,),
+    "os.mkdir": (0,),
+    "os.chmod": (0,),
+    "os.chown": (0,),
+    "os.truncate": (0,),
+    "os.utime": (0,),
+    "os.rename": (0, 1),
+    "os.link": (1,),
+    "os.symlink": (1,),
+    "shutil.rmtree": (0,),
+    "os.setxattr": (0,),
+    "os.removexattr": (0,),
+}
 
 
 def set_limits(cfg: dict) -> None:
     """Hard and soft limits alike: the program cannot raise them again."""
     import resource
 
-    for name, value in (("RLIMIT_AS", cfg["memory_bytes"]), ("RLIMIT_CPU", cfg["cpu_s"]),
-                        ("RLIMIT_FSIZE", cfg["file_bytes"]), ("RLIMIT_NPROC", cfg["nproc"]),
-                        ("RLIMIT_NOFILE", cfg["nofile"]), ("RLIMIT_CORE", 0)):
+    for name, value in (
+        ("RLIMIT_AS", cfg["memory_bytes"]),
+        ("RLIMIT_CPU", cfg["cpu_s"]),
+        ("RLIMIT_FSIZE", cfg["file_bytes"]),
+        ("RLIMIT_NPROC", cfg["nproc"]),
+        ("RLIMIT_NOFILE", cfg["nofile"]),
+        ("RLIMIT_CORE", 0),
+    ):
         if hasattr(resource, name):
             resource.setrlimit(getattr(resource, name), (value, value))
 
@@ -74,8 +98,9 @@ def install_guard(root: str) -> None:
 
 def _writes(mode: object, flags: object) -> bool:
     write_flags = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
-    return ((isinstance(mode, str) and any(c in mode for c in "wax+"))
-            or (isinstance(flags, int) and bool(flags & write_flags)))
+    return (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
+        isinstance(flags, int) and bool(flags & write_flags)
+    )
 
 
 def flush() -> None:
@@ -108,8 +133,13 @@ def run_program(cfg: dict, source: str, fds: dict[str, int], token: bytes | None
     import ctypes
     import signal
 
-    ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, ctypes.c_ulong(int(signal.SIGKILL)),
-                            ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0))
+    ctypes.CDLL(None).prctl(
+        PR_SET_PDEATHSIG,
+        ctypes.c_ulong(int(signal.SIGKILL)),
+        ctypes.c_ulong(0),
+        ctypes.c_ulong(0),
+        ctypes.c_ulong(0),
+    )
     if os.getppid() not in (cfg["supervisor"], 0):  # it died before the line above (0: PID 1)
         os._exit(1)
     end_w = fds["end_w"]
@@ -119,8 +149,12 @@ def run_program(cfg: dict, source: str, fds: dict[str, int], token: bytes | None
         exec(compile(source, cfg["program"], "exec"), namespace)
         if token is None:
             os.close(end_w)
-            judge.serve(judge.entry_point(namespace, cfg["entry_point"]), fds["request_r"],
-                        fds["reply_w"], flush)
+            judge.serve(
+                judge.entry_point(namespace, cfg["entry_point"]),
+                fds["request_r"],
+                fds["reply_w"],
+                flush,
+            )
     except BaseException:  # noqa: BLE001 - any end but the program's own is a failure
         import traceback
 

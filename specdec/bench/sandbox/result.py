@@ -65,8 +65,16 @@ class SandboxResult:
     output: str
 
 
-def make_result(*, code: int, pgid: int, timed_out: bool, done: bool, layers: tuple[str, ...],
-                output: str, timeout_s: float) -> SandboxResult:
+def make_result(
+    *,
+    code: int,
+    pgid: int,
+    timed_out: bool,
+    done: bool,
+    layers: tuple[str, ...],
+    output: str,
+    timeout_s: float,
+) -> SandboxResult:
     """The result of a run whose supervisor ended with ``code`` (``done``: its verdict line)."""
     passed = not timed_out and code == 0 and done
     if timed_out:
@@ -80,6 +88,14 @@ def make_result(*, code: int, pgid: int, timed_out: bool, done: bool, layers: tu
     else:
         last = next((x for x in reversed(output.splitlines()) if x.strip()), "")
         reason = f"exit status {code}: {last.strip()}"[:300]
-    return SandboxResult(passed=passed, timed_out=timed_out, killed=code < 0, reason=reason,
-                         network_isolated="netns" in layers, layers=layers, returncode=code,
-                         pgid=pgid, output=output)
+    return SandboxResult(
+        passed=passed,
+        timed_out=timed_out,
+        killed=code < 0,
+        reason=reason,
+        network_isolated="netns" in layers,
+        layers=layers,
+        returncode=code,
+        pgid=pgid,
+        output=output,
+    )

@@ -27,28 +27,89 @@ import struct
 
 # syscall numbers: (x86_64, aarch64); None where the call does not exist
 NR = {
-    "socket": (41, 198), "socketpair": (53, 199),
-    "setxattr": (188, 5), "lsetxattr": (189, 6), "fsetxattr": (190, 7),
-    "removexattr": (197, 14), "lremovexattr": (198, 15), "fremovexattr": (199, 16),
-    "setxattrat": (463, 463), "removexattrat": (466, 466),
-    "chown": (92, None), "fchown": (93, 55), "lchown": (94, None), "fchownat": (260, 54),
-    "chmod": (90, None), "fchmod": (91, 52), "fchmodat": (268, 53), "fchmodat2": (452, 452),
-    "ptrace": (101, 117), "process_vm_readv": (310, 270), "process_vm_writev": (311, 271),
-    "io_uring_setup": (425, 425), "io_uring_enter": (426, 426), "io_uring_register": (427, 427),
-    "bpf": (321, 280), "userfaultfd": (323, 282), "perf_event_open": (298, 241),
-    "keyctl": (250, 219), "add_key": (248, 217), "request_key": (249, 218),
-    "mount": (165, 40), "umount2": (166, 39), "pivot_root": (155, 41),
-    "open_tree": (428, 428), "move_mount": (429, 429), "fsopen": (430, 430),
-    "fsconfig": (431, 431), "fsmount": (432, 432), "fspick": (433, 433),
-    "mount_setattr": (442, 442), "unshare": (272, 97), "setns": (308, 268),
-    "clone": (56, 220), "clone3": (435, 435),
+    "socket": (41, 198),
+    "socketpair": (53, 199),
+    "setxattr": (188, 5),
+    "lsetxattr": (189, 6),
+    "fsetxattr": (190, 7),
+    "removexattr": (197, 14),
+    "lremovexattr": (198, 15),
+    "fremovexattr": (199, 16),
+    "setxattrat": (463, 463),
+    "removexattrat": (466, 466),
+    "chown": (92, None),
+    "fchown": (93, 55),
+    "lchown": (94, None),
+    "fchownat": (260, 54),
+    "chmod": (90, None),
+    "fchmod": (91, 52),
+    "fchmodat": (268, 53),
+    "fchmodat2": (452, 452),
+    "ptrace": (101, 117),
+    "process_vm_readv": (310, 270),
+    "process_vm_writev": (311, 271),
+    "io_uring_setup": (425, 425),
+    "io_uring_enter": (426, 426),
+    "io_uring_register": (427, 427),
+    "bpf": (321, 280),
+    "userfaultfd": (323, 282),
+    "perf_event_open": (298, 241),
+    "keyctl": (250, 219),
+    "add_key": (248, 217),
+    "request_key": (249, 218),
+    "mount": (165, 40),
+    "umount2": (166, 39),
+    "pivot_root": (155, 41),
+    "open_tree": (428, 428),
+    "move_mount": (429, 429),
+    "fsopen": (430, 430),
+    "fsconfig": (431, 431),
+    "fsmount": (432, 432),
+    "fspick": (433, 433),
+    "mount_setattr": (442, 442),
+    "unshare": (272, 97),
+    "setns": (308, 268),
+    "clone": (56, 220),
+    "clone3": (435, 435),
 }
-DENIED = ("setxattr", "lsetxattr", "fsetxattr", "removexattr", "lremovexattr", "fremovexattr",
-          "setxattrat", "removexattrat", "chown", "fchown", "lchown", "fchownat",
-          "ptrace", "process_vm_readv", "process_vm_writev", "io_uring_setup", "io_uring_enter",
-          "io_uring_register", "bpf", "userfaultfd", "perf_event_open", "keyctl", "add_key",
-          "request_key", "mount", "umount2", "pivot_root", "open_tree", "move_mount", "fsopen",
-          "fsconfig", "fsmount", "fspick", "mount_setattr", "unshare", "setns")
+DENIED = (
+    "setxattr",
+    "lsetxattr",
+    "fsetxattr",
+    "removexattr",
+    "lremovexattr",
+    "fremovexattr",
+    "setxattrat",
+    "removexattrat",
+    "chown",
+    "fchown",
+    "lchown",
+    "fchownat",
+    "ptrace",
+    "process_vm_readv",
+    "process_vm_writev",
+    "io_uring_setup",
+    "io_uring_enter",
+    "io_uring_register",
+    "bpf",
+    "userfaultfd",
+    "perf_event_open",
+    "keyctl",
+    "add_key",
+    "request_key",
+    "mount",
+    "umount2",
+    "pivot_root",
+    "open_tree",
+    "move_mount",
+    "fsopen",
+    "fsconfig",
+    "fsmount",
+    "fspick",
+    "mount_setattr",
+    "unshare",
+    "setns",
+)
 CHMOD_MODE_ARG = {"chmod": 1, "fchmod": 1, "fchmodat": 2, "fchmodat2": 2}
 SPECIAL_MODE_BITS = 0o7000  # setuid, setgid, sticky
 NAMESPACE_FLAGS = 0x7E020000  # CLONE_NEWNS|NEWCGROUP|NEWUTS|NEWIPC|NEWUSER|NEWPID|NEWNET
@@ -78,8 +139,12 @@ def build_filter(machine: str, *, allow_inet: bool) -> list[tuple[int, int, int,
         KeyError: an architecture whose syscall numbers are not known here.
     """
     arch, col = AUDIT_ARCH[machine]
-    prog = [(LD_W_ABS, 0, 0, OFF_ARCH), (JEQ_K, 1, 0, arch), (RET_K, 0, 0, RET_KILL_PROCESS),
-            (LD_W_ABS, 0, 0, OFF_NR)]
+    prog = [
+        (LD_W_ABS, 0, 0, OFF_ARCH),
+        (JEQ_K, 1, 0, arch),
+        (RET_K, 0, 0, RET_KILL_PROCESS),
+        (LD_W_ABS, 0, 0, OFF_NR),
+    ]
     if machine == "x86_64":
         prog += [(JGE_K, 0, 1, X32_BIT), (RET_K, 0, 0, RET_KILL_PROCESS)]
 
@@ -91,19 +156,48 @@ def build_filter(machine: str, *, allow_inet: bool) -> list[tuple[int, int, int,
     for name in DENIED:
         rule(name, [(RET_K, 0, 0, _ret_errno(errno.EPERM))])
     for name, arg in CHMOD_MODE_ARG.items():
-        rule(name, [(LD_W_ABS, 0, 0, _arg_low(arg)), (JSET_K, 0, 1, SPECIAL_MODE_BITS),
-                    (RET_K, 0, 0, _ret_errno(errno.EPERM)), (RET_K, 0, 0, RET_ALLOW)])
+        rule(
+            name,
+            [
+                (LD_W_ABS, 0, 0, _arg_low(arg)),
+                (JSET_K, 0, 1, SPECIAL_MODE_BITS),
+                (RET_K, 0, 0, _ret_errno(errno.EPERM)),
+                (RET_K, 0, 0, RET_ALLOW),
+            ],
+        )
     refuse_family = (RET_K, 0, 0, _ret_errno(errno.EAFNOSUPPORT))
     if allow_inet:
-        rule("socket", [(LD_W_ABS, 0, 0, _arg_low(0)), (JEQ_K, 2, 0, AF_INET),
-                        (JEQ_K, 1, 0, AF_INET6), refuse_family, (RET_K, 0, 0, RET_ALLOW)])
+        rule(
+            "socket",
+            [
+                (LD_W_ABS, 0, 0, _arg_low(0)),
+                (JEQ_K, 2, 0, AF_INET),
+                (JEQ_K, 1, 0, AF_INET6),
+                refuse_family,
+                (RET_K, 0, 0, RET_ALLOW),
+            ],
+        )
     else:
         rule("socket", [refuse_family])
     # an AF_UNIX pair is connected to itself and to nothing else (asyncio's self-pipe needs it)
-    rule("socketpair", [(LD_W_ABS, 0, 0, _arg_low(0)), (JEQ_K, 1, 0, AF_UNIX), refuse_family,
-                        (RET_K, 0, 0, RET_ALLOW)])
-    rule("clone", [(LD_W_ABS, 0, 0, _arg_low(0)), (JSET_K, 0, 1, NAMESPACE_FLAGS),
-                   (RET_K, 0, 0, _ret_errno(errno.EPERM)), (RET_K, 0, 0, RET_ALLOW)])
+    rule(
+        "socketpair",
+        [
+            (LD_W_ABS, 0, 0, _arg_low(0)),
+            (JEQ_K, 1, 0, AF_UNIX),
+            refuse_family,
+            (RET_K, 0, 0, RET_ALLOW),
+        ],
+    )
+    rule(
+        "clone",
+        [
+            (LD_W_ABS, 0, 0, _arg_low(0)),
+            (JSET_K, 0, 1, NAMESPACE_FLAGS),
+            (RET_K, 0, 0, _ret_errno(errno.EPERM)),
+            (RET_K, 0, 0, RET_ALLOW),
+        ],
+    )
     rule("clone3", [(RET_K, 0, 0, _ret_errno(errno.ENOSYS))])
     prog.append((RET_K, 0, 0, RET_ALLOW))
     return prog
@@ -131,5 +225,6 @@ def install(*, allow_inet: bool) -> bool:
     pr_set_no_new_privs, pr_set_seccomp, seccomp_mode_filter = 38, 22, 2
     ul = ctypes.c_ulong
     libc.prctl(pr_set_no_new_privs, ul(1), ul(0), ul(0), ul(0))
-    return libc.prctl(pr_set_seccomp, ul(seccomp_mode_filter), ctypes.byref(fprog), ul(0),
-                      ul(0)) == 0
+    return (
+        libc.prctl(pr_set_seccomp, ul(seccomp_mode_filter), ctypes.byref(fprog), ul(0), ul(0)) == 0
+    )

@@ -80,9 +80,12 @@ def _confine(cfg: dict) -> tuple[list[str], tuple[str, ...], str]:
     namespaces = confine.enter_namespaces(fresh_uid=fresh is not None)
     layers = [*(["fresh-uid"] if fresh else []), *(f"{n}ns" for n in namespaces)]
     if "mnt" in namespaces:
-        layers += confine.private_mounts(os.getcwd(), cfg["disk_bytes"],
-                                         keep=uid.interpreter_paths(),
-                                         clones=tuple(fresh.clones) if fresh else ())
+        layers += confine.private_mounts(
+            os.getcwd(),
+            cfg["disk_bytes"],
+            keep=uid.interpreter_paths(),
+            clones=tuple(fresh.clones) if fresh else (),
+        )
         with open(cfg["program"], "w", encoding="utf-8") as f:  # tracebacks quote its lines
             f.write(source)
     if fresh:
@@ -102,20 +105,26 @@ def main(cfg: dict) -> None:
     end_r, end_w = os.pipe()
     request_r, request_w = os.pipe()
     reply_r, reply_w = os.pipe()
-    cfg = {**cfg, "supervisor": os.getpid(), "allow_inet": "net" in namespaces,
-           "private_proc": {"mnt", "pid"} <= set(namespaces)}
+    cfg = {
+        **cfg,
+        "supervisor": os.getpid(),
+        "allow_inet": "net" in namespaces,
+        "private_proc": {"mnt", "pid"} <= set(namespaces),
+    }
     pid = os.fork()
     if pid == 0:
         for fd in (end_r, request_w, reply_r, status_fd, nonce_fd, tests_fd):
             os.close(fd)
-        program.run_program(cfg, source, {"end_w": end_w, "request_r": request_r,
-                                          "reply_w": reply_w}, token)
+        program.run_program(
+            cfg, source, {"end_w": end_w, "request_r": request_r, "reply_w": reply_w}, token
+        )
     for fd in (end_w, request_r, reply_w):
         os.close(fd)
     import ctypes
 
-    ctypes.CDLL(None).prctl(PR_SET_DUMPABLE, ctypes.c_ulong(0), ctypes.c_ulong(0),
-                            ctypes.c_ulong(0), ctypes.c_ulong(0))
+    ctypes.CDLL(None).prctl(
+        PR_SET_DUMPABLE, ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0)
+    )
     # 2. the nonce and the tests, only now
     nonce = _read_until_newline(nonce_fd).strip().decode("ascii", errors="replace")
     os.close(nonce_fd)

@@ -52,8 +52,12 @@ def _closed_ancestor(path: str) -> str | None:
 
 def interpreter_paths() -> tuple[str, ...]:
     """The folders Python imports from (prefixes and ``sys.path``), resolved and sorted."""
-    paths = {sys.base_prefix, sys.prefix, sys.exec_prefix,
-             *(p for p in sys.path if p and os.path.isdir(p))}
+    paths = {
+        sys.base_prefix,
+        sys.prefix,
+        sys.exec_prefix,
+        *(p for p in sys.path if p and os.path.isdir(p)),
+    }
     return tuple(sorted({os.path.realpath(p) for p in paths}))
 
 
@@ -80,8 +84,12 @@ def _clone_trees() -> list[tuple[str, str, int]] | None:
     ctypes, libc = _libc()
     clones = []
     for cover, path in needed_trees():
-        fd = libc.syscall(OPEN_TREE, AT_FDCWD, path.encode(),
-                          ctypes.c_uint(OPEN_TREE_CLONE | AT_RECURSIVE | os.O_CLOEXEC))
+        fd = libc.syscall(
+            OPEN_TREE,
+            AT_FDCWD,
+            path.encode(),
+            ctypes.c_uint(OPEN_TREE_CLONE | AT_RECURSIVE | os.O_CLOEXEC),
+        )
         if fd < 0:
             for *_, other in clones:
                 os.close(other)
@@ -97,14 +105,18 @@ def _switch(uid: int) -> None:
     os.setresgid(uid, uid, uid)
     os.setresuid(uid, uid, uid)
     # leaving uid 0 made this process undumpable: /proc/self/uid_map would stay root's
-    libc.prctl(PR_SET_DUMPABLE, ctypes.c_ulong(1), ctypes.c_ulong(0), ctypes.c_ulong(0),
-               ctypes.c_ulong(0))
+    libc.prctl(
+        PR_SET_DUMPABLE, ctypes.c_ulong(1), ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0)
+    )
 
 
 def map_ids(uid: int, gid: int) -> bool:
     """Map this process's own uid and gid into its new user namespace (files it makes keep them)."""
-    for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"),
-                       ("gid_map", f"{gid} {gid} 1")):
+    for name, text in (
+        ("setgroups", "deny"),
+        ("uid_map", f"{uid} {uid} 1"),
+        ("gid_map", f"{gid} {gid} 1"),
+    ):
         try:
             with open(f"/proc/self/{name}", "w") as f:
                 f.write(text)
@@ -118,12 +130,24 @@ def mount_clones(clones: tuple[tuple[str, str, int], ...]) -> bool:
     ctypes, libc = _libc()
     ok = True
     for cover in dict.fromkeys(c for c, _, _ in clones):
-        ok &= libc.mount(b"tmpfs", cover.encode(), b"tmpfs", ctypes.c_ulong(MS_NOSUID | MS_NODEV),
-                         b"size=1m,mode=0755") == 0
+        ok &= (
+            libc.mount(
+                b"tmpfs",
+                cover.encode(),
+                b"tmpfs",
+                ctypes.c_ulong(MS_NOSUID | MS_NODEV),
+                b"size=1m,mode=0755",
+            )
+            == 0
+        )
     for _, path, fd in clones:
         os.makedirs(path, exist_ok=True)
-        ok &= libc.syscall(MOVE_MOUNT, fd, b"", AT_FDCWD, path.encode(),
-                           ctypes.c_uint(MOVE_MOUNT_F_EMPTY_PATH)) == 0
+        ok &= (
+            libc.syscall(
+                MOVE_MOUNT, fd, b"", AT_FDCWD, path.encode(), ctypes.c_uint(MOVE_MOUNT_F_EMPTY_PATH)
+            )
+            == 0
+        )
     return ok
 
 
@@ -135,12 +159,14 @@ def _probe(uid: int) -> bool:
             ctypes, libc = _libc()
             clones = _clone_trees()
             _switch(uid)
-            ok = (clones is not None and libc.unshare(CLONE_NEWUSER | CLONE_NEWNS) == 0
-                  and map_ids(uid, uid)
-                  and libc.mount(b"none", b"/", None, ctypes.c_ulong(MS_REC | MS_PRIVATE),
-                                 None) == 0
-                  and mount_clones(tuple(clones))
-                  and all(os.listdir(p) is not None for p in interpreter_paths()))
+            ok = (
+                clones is not None
+                and libc.unshare(CLONE_NEWUSER | CLONE_NEWNS) == 0
+                and map_ids(uid, uid)
+                and libc.mount(b"none", b"/", None, ctypes.c_ulong(MS_REC | MS_PRIVATE), None) == 0
+                and mount_clones(tuple(clones))
+                and all(os.listdir(p) is not None for p in interpreter_paths())
+            )
             os._exit(0 if ok else 1)
         except BaseException:  # noqa: BLE001 - the probe must never return into the caller
             os._exit(1)
@@ -162,6 +188,7 @@ def give_up_root() -> FreshUid | None:
         return None
     _switch(uid)
     return FreshUid(uid, clones)
+
 
 def release(fresh: FreshUid) -> None:
     """Close the clones' descriptors (after they were mounted, or when unused)."""

@@ -59,8 +59,10 @@ def encode(value: object, *, strict: bool = True) -> object:
     if isinstance(value, (bytes, bytearray)):
         return {"t": "bytes", "v": bytes(value).hex()}
     if isinstance(value, dict):
-        return {"t": "dict", "v": [[encode(k, strict=strict), encode(v, strict=strict)]
-                                   for k, v in value.items()]}
+        return {
+            "t": "dict",
+            "v": [[encode(k, strict=strict), encode(v, strict=strict)] for k, v in value.items()],
+        }
     for kind, tag in TAGS.items():
         if isinstance(value, kind):
             return {"t": tag, "v": [encode(x, strict=strict) for x in value]}
@@ -98,7 +100,7 @@ def write_frame(fd: int, message: object) -> None:
     body = json.dumps(message).encode()
     data = struct.pack(">I", len(body)) + body
     while data:
-        data = data[os.write(fd, data):]
+        data = data[os.write(fd, data) :]
 
 
 def _read_exactly(fd: int, n: int) -> bytes | None:

@@ -54,17 +54,34 @@ class DistillLearner(L.LightningModule):
             map are kept (``layers`` and the traces' token map are then unused).
     """
 
-    def __init__(self, model, traces_dir: str, layers: list[int], teacher: bool = True,
-                 kl_weight: float = 0.5, lr: float = 3e-4, weight_decay: float = 0.0,
-                 warmup_steps: int = 100, total_steps: int = 10_000,
-                 init_from: str | None = None) -> None:
+    def __init__(
+        self,
+        model,
+        traces_dir: str,
+        layers: list[int],
+        teacher: bool = True,
+        kl_weight: float = 0.5,
+        lr: float = 3e-4,
+        weight_decay: float = 0.0,
+        warmup_steps: int = 100,
+        total_steps: int = 10_000,
+        init_from: str | None = None,
+    ) -> None:
         super().__init__()
         # plain types only, so checkpoints load with torch.load(weights_only=True)
-        self.save_hyperparameters({
-            "traces_dir": str(traces_dir), "layers": [int(i) for i in layers],
-            "teacher": bool(teacher), "kl_weight": float(kl_weight), "lr": float(lr),
-            "weight_decay": float(weight_decay), "warmup_steps": int(warmup_steps),
-            "total_steps": int(total_steps), "init_from": init_from and str(init_from)})
+        self.save_hyperparameters(
+            {
+                "traces_dir": str(traces_dir),
+                "layers": [int(i) for i in layers],
+                "teacher": bool(teacher),
+                "kl_weight": float(kl_weight),
+                "lr": float(lr),
+                "weight_decay": float(weight_decay),
+                "warmup_steps": int(warmup_steps),
+                "total_steps": int(total_steps),
+                "init_from": init_from and str(init_from),
+            }
+        )
         target = model.target.float()
         for p in target.parameters():
             p.requires_grad_(False)
@@ -79,8 +96,9 @@ class DistillLearner(L.LightningModule):
             if not path.exists():
                 raise MissingInput(f"{path} is missing; create it with `{DATA_COMMAND}`")
             tmap = load_file(str(path))["token_map"].long()
-            self.net = init_from_target(target, tmap, layers=list(layers),
-                                        tokenizer_hash=tokenizer_sha256(model.tokenizer))
+            self.net = init_from_target(
+                target, tmap, layers=list(layers), tokenizer_hash=tokenizer_sha256(model.tokenizer)
+            )
         t2d = torch.full((target.config.vocab_size,), -1, dtype=torch.long)
         t2d[tmap] = torch.arange(tmap.numel())
         self.register_buffer("t2d", t2d, persistent=False)
@@ -137,24 +155,34 @@ class DistillLearner(L.LightningModule):
         # to the device, whole, on every rank) only as the online teacher
         if self.hparams.teacher:
             if self.trainer.world_size > 1:
-                rank_zero_warn(f"learner.teacher=true with {self.trainer.world_size} processes: "
-                               "each rank holds the whole frozen target on its device; "
-                               "learner.teacher=false trains on the stored top-k instead")
+                rank_zero_warn(
+                    f"learner.teacher=true with {self.trainer.world_size} processes: "
+                    "each rank holds the whole frozen target on its device; "
+                    "learner.teacher=false trains on the stored top-k instead"
+                )
             self._target[0].to(self.device)
         self._start = time.monotonic()
 
     def on_validation_epoch_end(self) -> None:
         # wall-clock training time, for learning curves (acceptance vs time)
-        self.log("val/elapsed_s", time.monotonic() - getattr(self, "_start", time.monotonic()),
-                 sync_dist=True)  # mean over ranks
+        self.log(
+            "val/elapsed_s",
+            time.monotonic() - getattr(self, "_start", time.monotonic()),
+            sync_dist=True,
+        )  # mean over ranks
 
     on_test_start = on_fit_start
 
     def configure_optimizers(self):
         h = self.hparams
         params = [p for n, p in self.net.named_parameters() if p.requires_grad and "embed" not in n]
-        return adamw_warmup_cosine(params, lr=h.lr, weight_decay=h.weight_decay,
-                                   warmup_steps=h.warmup_steps, total_steps=h.total_steps)
+        return adamw_warmup_cosine(
+            params,
+            lr=h.lr,
+            weight_decay=h.weight_decay,
+            warmup_steps=h.warmup_steps,
+            total_steps=h.total_steps,
+        )
 
     # --- checkpoints: the draft only ----------------------------------------------------------
     def on_save_checkpoint(self, checkpoint: dict) -> None:
@@ -173,8 +201,14 @@ class TraceDataModule(SplitLoaders, L.LightningDataModule):
         num_workers: DataLoader workers.
     """
 
-    def __init__(self, traces_dir: str, batch_size: int = 16, max_len: int = 512,
-                 val_fraction: float = 0.02, num_workers: int = 0) -> None:
+    def __init__(
+        self,
+        traces_dir: str,
+        batch_size: int = 16,
+        max_len: int = 512,
+        val_fraction: float = 0.02,
+        num_workers: int = 0,
+    ) -> None:
         super().__init__()
         self.traces_dir, self.batch_size, self.max_len = traces_dir, batch_size, max_len
         self.val_fraction, self.num_workers = val_fraction, num_workers
@@ -187,15 +221,26 @@ class TraceDataModule(SplitLoaders, L.LightningDataModule):
 
     def _loader(self, split: str, shuffle: bool) -> DataLoader:
         data = self.train_set if split == "train" else self.val_set
-        return DataLoader(data, batch_size=self.batch_size, shuffle=shuffle,
-                          collate_fn=collate_traces, num_workers=self.num_workers,
-                          drop_last=shuffle and len(data) > self.batch_size)
+        return DataLoader(
+            data,
+            batch_size=self.batch_size,
+            shuffle=shuffle,
+            collate_fn=collate_traces,
+            num_workers=self.num_workers,
+            drop_last=shuffle and len(data) > self.batch_size,
+        )
 
 
-
-def export_draft(learner: DistillLearner, out_dir: str, folder: str | None = None,
-                 dtype: str = "bfloat16", *, install: bool = False, asset: str | None = None,
-                 force: bool = False) -> Path:
+def export_draft(
+    learner: DistillLearner,
+    out_dir: str,
+    folder: str | None = None,
+    dtype: str = "bfloat16",
+    *,
+    install: bool = False,
+    asset: str | None = None,
+    force: bool = False,
+) -> Path:
     """``export``: write the shipped format (``config.json`` + ``model.safetensors``).
 
     Args:

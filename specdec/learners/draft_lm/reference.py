@@ -25,8 +25,9 @@ log = logging.getLogger(__name__)
 
 
 @torch.inference_mode()
-def score_answers(target, prompts: list[list[int]], answers: list[list[int]], topk: int
-                  ) -> list[tuple[list[int], torch.Tensor, torch.Tensor]]:
+def score_answers(
+    target, prompts: list[list[int]], answers: list[list[int]], topk: int
+) -> list[tuple[list[int], torch.Tensor, torch.Tensor]]:
     """One right-padded prefill; per row the answer and the target's top-k for each answer token."""
     device = next(target.parameters()).device
     seqs = [p + a for p, a in zip(prompts, answers, strict=True)]
@@ -43,11 +44,19 @@ def score_answers(target, prompts: list[list[int]], answers: list[list[int]], to
     return out
 
 
-def label_references(model, out_dir: str, source_dir: str, *,
-                     datasets: Sequence[str] = DEFAULT_SETS, batch_size: int = 8,
-                     max_len: int = 384, limit: int | None = None,
-                     vocab_map_size: int = 8192, topk: int = 8,
-                     max_minutes: float | None = None) -> Path:
+def label_references(
+    model,
+    out_dir: str,
+    source_dir: str,
+    *,
+    datasets: Sequence[str] = DEFAULT_SETS,
+    batch_size: int = 8,
+    max_len: int = 384,
+    limit: int | None = None,
+    vocab_map_size: int = 8192,
+    topk: int = 8,
+    max_minutes: float | None = None,
+) -> Path:
     """``stage=data`` on CPU: write ``traces_r_<chunk>.safetensors`` (resumable) + the token map.
 
     Args:
@@ -77,7 +86,11 @@ def label_references(model, out_dir: str, source_dir: str, *,
         conts = score_answers(model.target, prompts, answers, topk)
         save_traces(path.with_suffix(".tmp"), prompts, conts)
         path.with_suffix(".tmp").rename(path)
-        log.info("reference labels: chunk %d (%d pairs, %.0f s)", c, b + len(prompts),
-                 time.monotonic() - start)
+        log.info(
+            "reference labels: chunk %d (%d pairs, %.0f s)",
+            c,
+            b + len(prompts),
+            time.monotonic() - start,
+        )
     write_token_map(model.target.config.vocab_size, tok, out, source_dir, vocab_map_size)
     return out

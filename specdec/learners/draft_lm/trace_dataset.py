@@ -20,8 +20,9 @@ from specdec.data.training import hash_text
 class TraceDataset(torch.utils.data.Dataset):
     """Traces truncated to ``max_len`` tokens."""
 
-    def __init__(self, folder: str | Path | None, max_len: int,
-                 rows: list[Trace] | None = None) -> None:
+    def __init__(
+        self, folder: str | Path | None, max_len: int, rows: list[Trace] | None = None
+    ) -> None:
         self.rows = rows if rows is not None else load_traces(folder)
         self.max_len = max_len
 
@@ -35,6 +36,7 @@ class TraceDataset(torch.utils.data.Dataset):
 
     def split(self, val_fraction: float) -> tuple[TraceDataset, TraceDataset]:
         """Hold out a stable share of *prompts* (all passes of a prompt fall on the same side)."""
+
         def held(tr: Trace) -> bool:
             key = hash_text(",".join(map(str, tr.ids[: tr.prompt_len].tolist())))
             return (key % 10_000) < val_fraction * 10_000
@@ -59,5 +61,9 @@ def collate_traces(batch: list[Trace]) -> dict[str, torch.Tensor]:
         mask[r, plen - 1 : n - 1] = True
         soft_ids.append(tr.topk_ids[: n - plen])  # [n - plen, k]
         soft_logp.append(tr.topk_logp[: n - plen])
-    return {"ids": ids, "loss_mask": mask, "soft_ids": torch.cat(soft_ids),
-            "soft_logp": torch.cat(soft_logp)}
+    return {
+        "ids": ids,
+        "loss_mask": mask,
+        "soft_ids": torch.cat(soft_ids),
+        "soft_logp": torch.cat(soft_logp),
+    }

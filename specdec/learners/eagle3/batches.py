@@ -36,8 +36,12 @@ class FeatureTraces(Dataset):
     def __getitem__(self, i: int) -> dict:
         tr, feats = self.rows[i]
         n = min(int(tr.ids.numel()), self.max_len)
-        row = {"ids": tr.ids[:n], "plen": min(tr.prompt_len, n), "topk_ids": tr.topk_ids,
-               "topk_logp": tr.topk_logp}
+        row = {
+            "ids": tr.ids[:n],
+            "plen": min(tr.prompt_len, n),
+            "topk_ids": tr.topk_ids,
+            "topk_logp": tr.topk_logp,
+        }
         if feats is not None:
             row["feats"] = feats[:n]
         return row
@@ -61,8 +65,10 @@ def collate(batch: list[dict]) -> dict[str, torch.Tensor]:
         ids[r, :n] = row["ids"]
         if cached:
             feats[r, :n] = row["feats"]
-        lab_ids[r, plen:n], lab_logp[r, plen:n] = row["topk_ids"][: n - plen], row["topk_logp"][
-            : n - plen]
+        lab_ids[r, plen:n], lab_logp[r, plen:n] = (
+            row["topk_ids"][: n - plen],
+            row["topk_logp"][: n - plen],
+        )
     length = torch.tensor([int(r["ids"].numel()) for r in batch])
     out = {"ids": ids, "lab_ids": lab_ids, "lab_logp": lab_logp, "length": length}
     if cached:
@@ -87,13 +93,20 @@ class Eagle3DataModule(SplitLoaders, L.LightningDataModule):
     its side, and the passes of one prompt stay together.
     """
 
-    def __init__(self, traces_dir: str, batch_size: int = 16, max_len: int = 320,
-                 val_fraction: float = 0.03, num_workers: int = 0,
-                 features: str = "cache") -> None:
+    def __init__(
+        self,
+        traces_dir: str,
+        batch_size: int = 16,
+        max_len: int = 320,
+        val_fraction: float = 0.03,
+        num_workers: int = 0,
+        features: str = "cache",
+    ) -> None:
         super().__init__()
         if features not in FEATURES:
-            raise BadInput(f"datamodule.features={features!r} is unknown; use one of "
-                           f"{list(FEATURES)}")
+            raise BadInput(
+                f"datamodule.features={features!r} is unknown; use one of {list(FEATURES)}"
+            )
         self.traces_dir, self.batch_size, self.max_len = traces_dir, batch_size, max_len
         self.val_fraction, self.num_workers = val_fraction, num_workers
         self.features = features
@@ -111,6 +124,10 @@ class Eagle3DataModule(SplitLoaders, L.LightningDataModule):
 
     def _loader(self, split: str, shuffle: bool) -> DataLoader:
         data = self.train_set if split == "train" else self.val_set
-        return DataLoader(data, batch_size=self.batch_size, shuffle=shuffle, collate_fn=collate,
-                          num_workers=self.num_workers)
-
+        return DataLoader(
+            data,
+            batch_size=self.batch_size,
+            shuffle=shuffle,
+            collate_fn=collate,
+            num_workers=self.num_workers,
+        )

@@ -75,25 +75,47 @@ class Eagle3Learner(L.LightningModule):
             feed (``check_export_format``).
     """
 
-    def __init__(self, model, traces_dir: str, target_layers: list[int], ttt_steps: int = 3,
-                 step_weight: float = 0.8, soft_weight: float = 0.5, lr: float = 5e-4,
-                 weight_decay: float = 0.0, warmup_steps: int = 50, total_steps: int = 2000,
-                 init_from: str | None = None, remap_vocab: bool = False,
-                 arch: str = "specdec", export_format: str | None = None) -> None:
+    def __init__(
+        self,
+        model,
+        traces_dir: str,
+        target_layers: list[int],
+        ttt_steps: int = 3,
+        step_weight: float = 0.8,
+        soft_weight: float = 0.5,
+        lr: float = 5e-4,
+        weight_decay: float = 0.0,
+        warmup_steps: int = 50,
+        total_steps: int = 2000,
+        init_from: str | None = None,
+        remap_vocab: bool = False,
+        arch: str = "specdec",
+        export_format: str | None = None,
+    ) -> None:
         super().__init__()
         if ttt_steps < 1:
             raise BadInput(f"learner.ttt_steps must be >= 1, got {ttt_steps}")
         if arch not in ARCHS:
             raise BadInput(f"learner.arch={arch!r} is unknown; use one of {list(ARCHS)}")
-        check_export_format(export_format, arch, target_layers,
-                            model.target.config.num_hidden_layers)
-        self.save_hyperparameters({  # plain types: checkpoints load with weights_only=True
-            "traces_dir": str(traces_dir), "target_layers": [int(i) for i in target_layers],
-            "ttt_steps": int(ttt_steps), "step_weight": float(step_weight),
-            "soft_weight": float(soft_weight), "lr": float(lr),
-            "weight_decay": float(weight_decay), "warmup_steps": int(warmup_steps),
-            "total_steps": int(total_steps), "init_from": init_from and str(init_from),
-            "remap_vocab": bool(remap_vocab), "arch": str(arch)})
+        check_export_format(
+            export_format, arch, target_layers, model.target.config.num_hidden_layers
+        )
+        self.save_hyperparameters(
+            {  # plain types: checkpoints load with weights_only=True
+                "traces_dir": str(traces_dir),
+                "target_layers": [int(i) for i in target_layers],
+                "ttt_steps": int(ttt_steps),
+                "step_weight": float(step_weight),
+                "soft_weight": float(soft_weight),
+                "lr": float(lr),
+                "weight_decay": float(weight_decay),
+                "warmup_steps": int(warmup_steps),
+                "total_steps": int(total_steps),
+                "init_from": init_from and str(init_from),
+                "remap_vocab": bool(remap_vocab),
+                "arch": str(arch),
+            }
+        )
         target = frozen_target(model)
         # not a registered submodule: not trained, saved, all-reduced, sharded or moved to the
         # device; a step reads its input embedding, which the net registers (shared), and with
@@ -103,17 +125,25 @@ class Eagle3Learner(L.LightningModule):
         if init_from:
             self.net = load_eagle3(init_from, target, tokenizer_hash=tok_hash)
             if remap_vocab:
-                log.info("remapped the head onto %s's token map: %s", traces_dir,
-                         remap_head(self.net, target, read_token_map(traces_dir)))
+                log.info(
+                    "remapped the head onto %s's token map: %s",
+                    traces_dir,
+                    remap_head(self.net, target, read_token_map(traces_dir)),
+                )
         else:
-            self.net = ARCHS[arch](target, read_token_map(traces_dir), target_layers,
-                                   tokenizer_hash=tok_hash)
+            self.net = ARCHS[arch](
+                target, read_token_map(traces_dir), target_layers, tokenizer_hash=tok_hash
+            )
         if isinstance(self.net, PublishedEagle3Net) != (arch == "eagle3"):
-            raise BadInput(f"learner.init_from={init_from} holds a head of the other "
-                           f"architecture than learner.arch={arch}; set learner.arch to match")
+            raise BadInput(
+                f"learner.init_from={init_from} holds a head of the other "
+                f"architecture than learner.arch={arch}; set learner.arch to match"
+            )
         if list(self.net.target_layers) != [int(i) for i in target_layers]:
-            raise ValueError(f"init_from reads target layers {list(self.net.target_layers)}, the "
-                             f"config asks for {list(target_layers)}")
+            raise ValueError(
+                f"init_from reads target layers {list(self.net.target_layers)}, the "
+                f"config asks for {list(target_layers)}"
+            )
         self.net.train()
         for name, p in self.net.named_parameters():
             p.requires_grad_("embed_tokens" not in name)
@@ -125,8 +155,14 @@ class Eagle3Learner(L.LightningModule):
     def _step(self, batch: dict[str, torch.Tensor], stage: str) -> torch.Tensor:
         target = self._target[0]
         feats = batch_features(batch, target, self.hparams.target_layers)  # [B, T, k, H]
-        logits = unroll(self.net, target.get_input_embeddings(), batch["ids"], feats,
-                        batch["length"], int(self.hparams.ttt_steps))
+        logits = unroll(
+            self.net,
+            target.get_input_embeddings(),
+            batch["ids"],
+            feats,
+            batch["length"],
+            int(self.hparams.ttt_steps),
+        )
         lab_ids, lab_logp = batch["lab_ids"][:, 2:], batch["lab_logp"][:, 2:]  # x_{t+2}: [B,S-1,k]
         top = self.t2d[lab_ids.clamp(min=0)] * (lab_ids >= 0) - (lab_ids < 0).long()  # [B,S-1,k]
         has = lab_ids[..., 0] >= 0  # [B, S-1]: a continuation token is predicted
@@ -162,9 +198,13 @@ class Eagle3Learner(L.LightningModule):
 
     def configure_optimizers(self):
         h = self.hparams
-        return adamw_warmup_cosine([p for p in self.net.parameters() if p.requires_grad], lr=h.lr,
-                                   weight_decay=h.weight_decay, warmup_steps=h.warmup_steps,
-                                   total_steps=h.total_steps)
+        return adamw_warmup_cosine(
+            [p for p in self.net.parameters() if p.requires_grad],
+            lr=h.lr,
+            weight_decay=h.weight_decay,
+            warmup_steps=h.warmup_steps,
+            total_steps=h.total_steps,
+        )
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         state = checkpoint["state_dict"]
@@ -172,8 +212,9 @@ class Eagle3Learner(L.LightningModule):
             del state[key]
 
 
-def check_export_format(export_format: str | None, arch: str, target_layers: list[int],
-                        num_layers: int) -> None:
+def check_export_format(
+    export_format: str | None, arch: str, target_layers: list[int], num_layers: int
+) -> None:
     """Refuse, before training, an ``export.format`` the trained head could not be written in:
     ``eagle3_hf`` needs ``learner.arch=eagle3`` and target layers every engine can capture
     (``layer_ids.servable``), ``specdec`` the default architecture."""
@@ -182,22 +223,37 @@ def check_export_format(export_format: str | None, arch: str, target_layers: lis
     if export_format not in FORMATS:
         raise BadInput(f"export.format={export_format!r} is unknown; use one of {list(FORMATS)}")
     if export_format == "eagle3_hf" and arch != "eagle3":
-        raise BadInput(f"export.format=eagle3_hf writes the published EAGLE-3 architecture, "
-                       f"which learner.arch={arch} does not train; set learner.arch=eagle3 (or "
-                       f"export.format=specdec)")
+        raise BadInput(
+            f"export.format=eagle3_hf writes the published EAGLE-3 architecture, "
+            f"which learner.arch={arch} does not train; set learner.arch=eagle3 (or "
+            f"export.format=specdec)"
+        )
     if export_format == "specdec" and arch == "eagle3":
-        raise BadInput("a head of the published architecture (learner.arch=eagle3) exports only "
-                       "in its own layout; set export.format=eagle3_hf")
+        raise BadInput(
+            "a head of the published architecture (learner.arch=eagle3) exports only "
+            "in its own layout; set export.format=eagle3_hf"
+        )
     if export_format == "eagle3_hf":
-        servable(target_layers, num_layers,
-                 f"set eagle3.target_layers to layers inside 1..{num_layers - 1}, e.g. "
-                 f"{default_layers(num_layers)} (EAGLE-3's low / middle / high)")
+        servable(
+            target_layers,
+            num_layers,
+            f"set eagle3.target_layers to layers inside 1..{num_layers - 1}, e.g. "
+            f"{default_layers(num_layers)} (EAGLE-3's low / middle / high)",
+        )
 
 
-def export_eagle3(learner: Eagle3Learner, out_dir: str, folder: str | None = None,
-                  dtype: str = "float32", format: str = "specdec", *, install: bool = False,
-                  asset: str | None = None, force: bool = False,
-                  max_shard_mib: float | None = None) -> Path:
+def export_eagle3(
+    learner: Eagle3Learner,
+    out_dir: str,
+    folder: str | None = None,
+    dtype: str = "float32",
+    format: str = "specdec",
+    *,
+    install: bool = False,
+    asset: str | None = None,
+    force: bool = False,
+    max_shard_mib: float | None = None,
+) -> Path:
     """``export``: to ``<out_dir>/export`` or where ``folder`` / ``install`` say
     (``learners/install.py``: never over existing files without ``force``); ``format=specdec``:
     the shipped format, ``format=eagle3_hf``: the published ``LlamaForCausalLMEagle3`` layout
@@ -206,16 +262,29 @@ def export_eagle3(learner: Eagle3Learner, out_dir: str, folder: str | None = Non
     if format not in FORMATS:
         raise BadInput(f"export.format={format!r} is unknown; use one of {list(FORMATS)}")
     if format == "specdec" and isinstance(learner.net, PublishedEagle3Net):
-        raise BadInput("a head of the published architecture (learner.arch=eagle3) exports "
-                       "only in its own layout; set export.format=eagle3_hf")
+        raise BadInput(
+            "a head of the published architecture (learner.arch=eagle3) exports "
+            "only in its own layout; set export.format=eagle3_hf"
+        )
     if format == "eagle3_hf" and max_shard_mib is not None:
-        raise BadInput("export.max_shard_mib shards the specdec format only; drop it or set "
-                       "export.format=specdec")
+        raise BadInput(
+            "export.max_shard_mib shards the specdec format only; drop it or set "
+            "export.format=specdec"
+        )
     dest = export_folder(out_dir, folder=folder, install=install, asset=asset, force=force)
     tcfg = learner._target[0].config
     if format == "eagle3_hf":
-        return save_eagle3_hf(learner.net, dest, dtype=getattr(torch, dtype),
-                              target_layers_count=tcfg.num_hidden_layers)
+        return save_eagle3_hf(
+            learner.net,
+            dest,
+            dtype=getattr(torch, dtype),
+            target_layers_count=tcfg.num_hidden_layers,
+        )
     vocab = tcfg.vocab_size
-    return save_eagle3(learner.net, dest, target_vocab=vocab, dtype=getattr(torch, dtype),
-                       max_shard_mib=max_shard_mib)
+    return save_eagle3(
+        learner.net,
+        dest,
+        target_vocab=vocab,
+        dtype=getattr(torch, dtype),
+        max_shard_mib=max_shard_mib,
+    )

@@ -29,8 +29,14 @@ def ttt_mask(length: int, step: int, valid: torch.Tensor, dtype: torch.dtype) ->
     return mask.masked_fill_(~allowed, torch.finfo(dtype).min)[:, None]
 
 
-def unroll(net: Eagle3Net | PublishedEagle3Net, embed: torch.nn.Module, ids: torch.Tensor,
-           feats: torch.Tensor, length: torch.Tensor, steps: int) -> list[torch.Tensor]:
+def unroll(
+    net: Eagle3Net | PublishedEagle3Net,
+    embed: torch.nn.Module,
+    ids: torch.Tensor,
+    feats: torch.Tensor,
+    length: torch.Tensor,
+    steps: int,
+) -> list[torch.Tensor]:
     """``[B, S, V_d]`` logits of each unrolled step, ``S = T - 1`` draft positions.
 
     Args:
@@ -53,8 +59,9 @@ def unroll(net: Eagle3Net | PublishedEagle3Net, embed: torch.nn.Module, ids: tor
         # 1. Inputs from the condition, 2. one decoder pass over the step's keys so far,
         # 3. the next step's condition: this step's output shifted by one position.
         mask = ttt_mask(s, j, valid.cpu(), embeds.dtype).to(ids.device)
-        logits, h = net.draft_step(net.inputs(embeds, cond), attention_mask=mask,
-                                   position_ids=positions, cache=cache)  # [B,S,V_d], [B,S,H]
+        logits, h = net.draft_step(
+            net.inputs(embeds, cond), attention_mask=mask, position_ids=positions, cache=cache
+        )  # [B,S,V_d], [B,S,H]
         out.append(logits)
         cond = torch.cat([torch.zeros_like(h[:, :1]), h[:, :-1]], 1)
     return out

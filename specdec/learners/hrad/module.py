@@ -43,8 +43,9 @@ def recalls(confusion: torch.Tensor) -> tuple[list[float | None], float]:
     """Per-class recall (``None`` for a class with no rows) and their mean over present classes,
     from a confusion matrix ``[C, C]`` (rows: true, columns: predicted)."""
     support = confusion.sum(1)  # [C]
-    per = [float(confusion[c, c] / support[c]) if support[c] > 0 else None
-           for c in range(len(support))]
+    per = [
+        float(confusion[c, c] / support[c]) if support[c] > 0 else None for c in range(len(support))
+    ]
     present = [r for r in per if r is not None]
     return per, sum(present) / max(len(present), 1)
 
@@ -60,25 +61,50 @@ class HradLearner(L.LightningModule):
         lr, weight_decay: AdamW; cosine decay over the run when ``cosine``.
     """
 
-    def __init__(self, model: ModelPair, *, layers: int = 4, hidden: tuple[int, ...] = (256, 64),
-                 dropout: float = 0.2, lr: float = 1e-3, weight_decay: float = 0.0,
-                 cosine: bool = True) -> None:
+    def __init__(
+        self,
+        model: ModelPair,
+        *,
+        layers: int = 4,
+        hidden: tuple[int, ...] = (256, 64),
+        dropout: float = 0.2,
+        lr: float = 1e-3,
+        weight_decay: float = 0.0,
+        cosine: bool = True,
+    ) -> None:
         super().__init__()
         hidden = [int(w) for w in hidden]
-        self.save_hyperparameters({  # plain types: checkpoints load with weights_only=True
-            "layers": int(layers), "hidden": hidden, "dropout": float(dropout), "lr": float(lr),
-            "weight_decay": float(weight_decay), "cosine": bool(cosine)})
+        self.save_hyperparameters(
+            {  # plain types: checkpoints load with weights_only=True
+                "layers": int(layers),
+                "hidden": hidden,
+                "dropout": float(dropout),
+                "lr": float(lr),
+                "weight_decay": float(weight_decay),
+                "cosine": bool(cosine),
+            }
+        )
         cfg = model.target.config
-        self.target_dims = {"target_hidden_size": int(cfg.hidden_size),
-                            "target_num_layers": int(cfg.num_hidden_layers),
-                            "target_vocab_size":
-                                int(model.target.get_output_embeddings().weight.shape[0])}
+        self.target_dims = {
+            "target_hidden_size": int(cfg.hidden_size),
+            "target_num_layers": int(cfg.num_hidden_layers),
+            "target_vocab_size": int(model.target.get_output_embeddings().weight.shape[0]),
+        }
         self.head = HradHead((layers + 1) * int(cfg.hidden_size), hidden, dropout)
         self.register_buffer("class_weights", torch.ones(len(CLASSES)))  # [3]
-        self.metrics = torch.nn.ModuleDict({stage: torch.nn.ModuleDict({
-            "ce": torchmetrics.MeanMetric(),
-            "confusion": torchmetrics.classification.MulticlassConfusionMatrix(len(CLASSES)),
-        }) for stage in ("train_", "val_", "test_")})
+        self.metrics = torch.nn.ModuleDict(
+            {
+                stage: torch.nn.ModuleDict(
+                    {
+                        "ce": torchmetrics.MeanMetric(),
+                        "confusion": torchmetrics.classification.MulticlassConfusionMatrix(
+                            len(CLASSES)
+                        ),
+                    }
+                )
+                for stage in ("train_", "val_", "test_")
+            }
+        )
 
     def setup(self, stage: str) -> None:
         """Class weights and input standardisation from the training split (fit only; a tested
@@ -86,9 +112,11 @@ class HradLearner(L.LightningModule):
         dm = getattr(self.trainer, "datamodule", None)
         if stage == "fit" and dm is not None:
             if dm.meta.get("layers") != self.hparams.layers:
-                raise BadInput(f"the data at {dm.path} has K={dm.meta.get('layers')} target "
-                                 f"layers but learner.layers={self.hparams.layers}; make them "
-                                 "equal")
+                raise BadInput(
+                    f"the data at {dm.path} has K={dm.meta.get('layers')} target "
+                    f"layers but learner.layers={self.hparams.layers}; make them "
+                    "equal"
+                )
             self.class_weights.copy_(class_weights(dm.class_counts()))
             self.head.set_standardisation(*dm.feature_stats())
 
@@ -97,11 +125,13 @@ class HradLearner(L.LightningModule):
         logits = self.head(features)  # [B, 3]
         loss = torch.nn.functional.cross_entropy(logits.float(), labels, weight=self.class_weights)
         m = self.metrics[stage]
-        m["ce"].update(torch.nn.functional.cross_entropy(logits.float().detach(), labels,
-                                                         reduction="none"))
+        m["ce"].update(
+            torch.nn.functional.cross_entropy(logits.float().detach(), labels, reduction="none")
+        )
         m["confusion"].update(logits.detach().argmax(-1), labels)
-        self.log(f"{stage.rstrip('_')}/loss", loss, prog_bar=True, batch_size=len(labels),
-                 sync_dist=True)
+        self.log(
+            f"{stage.rstrip('_')}/loss", loss, prog_bar=True, batch_size=len(labels), sync_dist=True
+        )
         return loss
 
     def training_step(self, batch, batch_idx: int) -> torch.Tensor:
@@ -118,13 +148,21 @@ class HradLearner(L.LightningModule):
         m, name = self.metrics[stage], stage.rstrip("_")
         confusion = m["confusion"].compute().cpu()  # [3, 3] rows: true, columns: predicted
         per, balanced = recalls(confusion)
-        values = {f"{name}/ce": m["ce"].compute(), f"{name}/balanced_acc": balanced,
-                  f"{name}/acc": float(confusion.diag().sum() / confusion.sum().clamp_min(1))}
+        values = {
+            f"{name}/ce": m["ce"].compute(),
+            f"{name}/balanced_acc": balanced,
+            f"{name}/acc": float(confusion.diag().sum() / confusion.sum().clamp_min(1)),
+        }
         values.update({f"{name}/recall_{c}": r for c, r in enumerate(per) if r is not None})
         # torchmetrics already reduced the counts over ranks (equal values everywhere); the
         # sync_dist mean keeps them equal and tells Lightning so
-        self.log_dict({k: torch.as_tensor(v, dtype=torch.float32, device=self.device)
-                       for k, v in values.items()}, sync_dist=True)
+        self.log_dict(
+            {
+                k: torch.as_tensor(v, dtype=torch.float32, device=self.device)
+                for k, v in values.items()
+            },
+            sync_dist=True,
+        )
         writer = not self.trainer.sanity_checking and self.trainer.is_global_zero  # one writer
         if file_name is not None and writer:
             self.write_confusion(confusion, name, file_name)
@@ -137,14 +175,21 @@ class HradLearner(L.LightningModule):
         folder.mkdir(parents=True, exist_ok=True)
         rows = confusion.long().tolist()
         out = folder / file_name
-        where = {"step": int(self.global_step), "epoch": int(self.current_epoch)} \
-            if name == "val" else {}  # a test runs on the best checkpoint, not the last step
-        out.write_text(json.dumps({"classes": list(CLASSES), "rows_true_cols_pred": rows,
-                                   **where}, indent=2))
+        where = (
+            {"step": int(self.global_step), "epoch": int(self.current_epoch)}
+            if name == "val"
+            else {}
+        )  # a test runs on the best checkpoint, not the last step
+        out.write_text(
+            json.dumps({"classes": list(CLASSES), "rows_true_cols_pred": rows, **where}, indent=2)
+        )
         for logger in self.trainer.loggers:
             if hasattr(logger, "log_table"):
-                logger.log_table(key=f"{name}/confusion", columns=["true", *CLASSES],
-                                 data=[[CLASSES[i], *r] for i, r in enumerate(rows)])
+                logger.log_table(
+                    key=f"{name}/confusion",
+                    columns=["true", *CLASSES],
+                    data=[[CLASSES[i], *r] for i, r in enumerate(rows)],
+                )
         return out
 
     def on_train_epoch_end(self) -> None:
@@ -157,8 +202,9 @@ class HradLearner(L.LightningModule):
         self._epoch_end("test_", "test.json")
 
     def configure_optimizers(self):
-        opt = torch.optim.AdamW(self.head.parameters(), lr=self.hparams.lr,
-                                weight_decay=self.hparams.weight_decay)
+        opt = torch.optim.AdamW(
+            self.head.parameters(), lr=self.hparams.lr, weight_decay=self.hparams.weight_decay
+        )
         if not self.hparams.cosine:
             return opt
         steps = max(1, int(self.trainer.estimated_stepping_batches))
@@ -182,9 +228,11 @@ class HradDataModule(SplitLoaders, L.LightningDataModule):
             self.splits[name] = TensorDataset(rows["features"][keep], rows["labels"][keep])
         empty = [name for name in SPLITS if len(self.splits[name]) == 0]
         if empty:
-            raise BadInput(f"split(s) {empty} of {self.path} have no rows; write more prompts "
-                             "(data_gen.limit / synthetic.count) or raise data_gen.val_fraction "
-                             "and data_gen.test_fraction")
+            raise BadInput(
+                f"split(s) {empty} of {self.path} have no rows; write more prompts "
+                "(data_gen.limit / synthetic.count) or raise data_gen.val_fraction "
+                "and data_gen.test_fraction"
+            )
 
     def class_counts(self) -> torch.Tensor:
         """``[3]`` rows per class in the training split."""
@@ -196,22 +244,40 @@ class HradDataModule(SplitLoaders, L.LightningDataModule):
         return x.mean(0).float(), x.std(0, unbiased=False).float()
 
     def _loader(self, name: str, shuffle: bool) -> DataLoader:
-        return DataLoader(self.splits[name], batch_size=self.batch_size, shuffle=shuffle,
-                          num_workers=self.num_workers)
+        return DataLoader(
+            self.splits[name],
+            batch_size=self.batch_size,
+            shuffle=shuffle,
+            num_workers=self.num_workers,
+        )
 
 
-
-def export_hrad(learner: HradLearner, out_dir: Path, *, folder: str | None = None,
-                install: bool = False, asset: str | None = None, force: bool = False,
-                **meta: object) -> Path:
+def export_hrad(
+    learner: HradLearner,
+    out_dir: Path,
+    *,
+    folder: str | None = None,
+    install: bool = False,
+    asset: str | None = None,
+    force: bool = False,
+    **meta: object,
+) -> Path:
     """Write the trained head for serving (``head.load_hrad``) to ``<out_dir>/export`` or where
     ``folder`` / ``install`` say (``learners/install.py``: never over existing files without
     ``force``), with the target it reads, K, the class weights and ``meta`` (experiment,
     gamma_max, ...)."""
     from omegaconf import DictConfig, ListConfig, OmegaConf
 
-    meta = {k: OmegaConf.to_container(v, resolve=True) if isinstance(v, DictConfig | ListConfig)
-            else v for k, v in meta.items()}
+    meta = {
+        k: OmegaConf.to_container(v, resolve=True) if isinstance(v, DictConfig | ListConfig) else v
+        for k, v in meta.items()
+    }
     target = export_folder(out_dir, folder=folder, install=install, asset=asset, force=force)
-    return save_hrad(learner.head, target, **learner.target_dims, layers=learner.hparams.layers,
-                     class_weights=learner.class_weights.tolist(), **meta)
+    return save_hrad(
+        learner.head,
+        target,
+        **learner.target_dims,
+        layers=learner.hparams.layers,
+        class_weights=learner.class_weights.tolist(),
+        **meta,
+    )

@@ -27,15 +27,20 @@ import torch
 from specdec.nets.specblock.slots import RANK_CLASSES
 
 
-def slot_labels(lab_ids: torch.Tensor, lab_logp: torch.Tensor, t2d: torch.Tensor, offset: int,
-                slots: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def slot_labels(
+    lab_ids: torch.Tensor, lab_logp: torch.Tensor, t2d: torch.Tensor, offset: int, slots: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Targets of a block at ``offset``: ``top [B, S, K, k]`` (draft-vocabulary ids, ``-1`` =
     none), ``p [B, S, K, k]`` (renormalised over the mapped ids), ``has [B, S, K]`` (a label
     exists and the target argmax is in the draft vocabulary)."""
     t = lab_ids.shape[1]
     s = t - 1
-    idx = torch.arange(s, device=lab_ids.device)[:, None] + offset + 2 + torch.arange(
-        slots, device=lab_ids.device)  # [S, K]: x_{i+o+k+2}
+    idx = (
+        torch.arange(s, device=lab_ids.device)[:, None]
+        + offset
+        + 2
+        + torch.arange(slots, device=lab_ids.device)
+    )  # [S, K]: x_{i+o+k+2}
     inside = idx < t
     ids = lab_ids[:, idx.clamp(max=t - 1)]  # [B, S, K, k]
     ids = torch.where(inside[None, :, :, None], ids, -1)
@@ -58,8 +63,9 @@ def prefix_correct(correct: torch.Tensor) -> torch.Tensor:
     return torch.cat([ones, correct[..., :-1].long().cumprod(-1).bool()], -1)
 
 
-def rank_loss(rank_logits: torch.Tensor, classes: torch.Tensor, mask: torch.Tensor,
-              budget: float) -> torch.Tensor:
+def rank_loss(
+    rank_logits: torch.Tensor, classes: torch.Tensor, mask: torch.Tensor, budget: float
+) -> torch.Tensor:
     """Ordinal-smoothed, distance- and frequency-weighted rank CE, summed over slots (module doc).
 
     Args:

@@ -71,53 +71,94 @@ class SpecBlockLearner(L.LightningModule):
         seed: seeds the network's init and the cuts ``M``.
     """
 
-    def __init__(self, model, traces_dir: str, target_layers: list[int], slots: int = 4,
-                 layers: int = 2, rank_hidden: int = 256, blocks: int = 3,
-                 slot_weight: float = 0.8, rank_weight: float = 1.0, rank_budget: float = 10.0,
-                 rank_start_step: int = 0, lr: float = 5e-4, weight_decay: float = 0.0,
-                 warmup_steps: int = 50, total_steps: int = 2000, init_from: str | None = None,
-                 init_eagle3: str | None = None, unlock_steps: int = 0,
-                 warm_query_scale: float = 0.1, trainable: Sequence[str] | None = None,
-                 seed: int = 0) -> None:
+    def __init__(
+        self,
+        model,
+        traces_dir: str,
+        target_layers: list[int],
+        slots: int = 4,
+        layers: int = 2,
+        rank_hidden: int = 256,
+        blocks: int = 3,
+        slot_weight: float = 0.8,
+        rank_weight: float = 1.0,
+        rank_budget: float = 10.0,
+        rank_start_step: int = 0,
+        lr: float = 5e-4,
+        weight_decay: float = 0.0,
+        warmup_steps: int = 50,
+        total_steps: int = 2000,
+        init_from: str | None = None,
+        init_eagle3: str | None = None,
+        unlock_steps: int = 0,
+        warm_query_scale: float = 0.1,
+        trainable: Sequence[str] | None = None,
+        seed: int = 0,
+    ) -> None:
         super().__init__()
         if blocks < 1:
             raise BadInput(f"learner.blocks must be >= 1, got {blocks}")
-        self.save_hyperparameters({  # plain types: checkpoints load with weights_only=True
-            "traces_dir": str(traces_dir), "target_layers": [int(i) for i in target_layers],
-            "slots": int(slots), "layers": int(layers), "rank_hidden": int(rank_hidden),
-            "blocks": int(blocks), "slot_weight": float(slot_weight),
-            "rank_weight": float(rank_weight), "rank_budget": float(rank_budget),
-            "rank_start_step": int(rank_start_step), "lr": float(lr),
-            "weight_decay": float(weight_decay), "warmup_steps": int(warmup_steps),
-            "total_steps": int(total_steps), "init_from": init_from and str(init_from),
-            "init_eagle3": init_eagle3 and str(init_eagle3), "unlock_steps": int(unlock_steps),
-            "warm_query_scale": float(warm_query_scale),
-            "trainable": None if trainable is None else [str(t) for t in trainable],
-            "seed": int(seed)})
+        self.save_hyperparameters(
+            {  # plain types: checkpoints load with weights_only=True
+                "traces_dir": str(traces_dir),
+                "target_layers": [int(i) for i in target_layers],
+                "slots": int(slots),
+                "layers": int(layers),
+                "rank_hidden": int(rank_hidden),
+                "blocks": int(blocks),
+                "slot_weight": float(slot_weight),
+                "rank_weight": float(rank_weight),
+                "rank_budget": float(rank_budget),
+                "rank_start_step": int(rank_start_step),
+                "lr": float(lr),
+                "weight_decay": float(weight_decay),
+                "warmup_steps": int(warmup_steps),
+                "total_steps": int(total_steps),
+                "init_from": init_from and str(init_from),
+                "init_eagle3": init_eagle3 and str(init_eagle3),
+                "unlock_steps": int(unlock_steps),
+                "warm_query_scale": float(warm_query_scale),
+                "trainable": None if trainable is None else [str(t) for t in trainable],
+                "seed": int(seed),
+            }
+        )
         target = frozen_target(model)
         self._target = [target]  # not a registered submodule: not trained, not saved
         tok_hash = tokenizer_sha256(model.tokenizer)
         if init_from:
             self.net = load_specblock(init_from, target, tokenizer_hash=tok_hash)
         else:
-            self.net = new_specblock(target, read_token_map(traces_dir), target_layers,
-                                     slots=slots, layers=layers, rank_hidden=rank_hidden,
-                                     tokenizer_hash=tok_hash, seed=seed)
+            self.net = new_specblock(
+                target,
+                read_token_map(traces_dir),
+                target_layers,
+                slots=slots,
+                layers=layers,
+                rank_hidden=rank_hidden,
+                tokenizer_hash=tok_hash,
+                seed=seed,
+            )
             if init_eagle3:
-                warm_from_eagle3(self.net, load_eagle3(init_eagle3, target,
-                                                       tokenizer_hash=tok_hash),
-                                 query_scale=warm_query_scale)
+                warm_from_eagle3(
+                    self.net,
+                    load_eagle3(init_eagle3, target, tokenizer_hash=tok_hash),
+                    query_scale=warm_query_scale,
+                )
         if list(self.net.target_layers) != [int(i) for i in target_layers]:
-            raise ValueError(f"init_from reads target layers {list(self.net.target_layers)}, the "
-                             f"config asks for {list(target_layers)}")
+            raise ValueError(
+                f"init_from reads target layers {list(self.net.target_layers)}, the "
+                f"config asks for {list(target_layers)}"
+            )
         self.net.train()
         if trainable is not None:
             params = dict(self.net.named_parameters())
             unknown = [t for t in trainable if not any(n.startswith(str(t)) for n in params)]
             if unknown:
-                raise BadInput(f"learner.trainable {unknown} names no parameter of the SpecBlock "
-                               f"network; its top-level parts: "
-                               f"{sorted({n.split('.')[0] for n in params})}")
+                raise BadInput(
+                    f"learner.trainable {unknown} names no parameter of the SpecBlock "
+                    f"network; its top-level parts: "
+                    f"{sorted({n.split('.')[0] for n in params})}"
+                )
             for n, p in params.items():
                 p.requires_grad_(n.startswith(tuple(str(t) for t in trainable)))
         t2d = torch.full((target.config.vocab_size,), -1, dtype=torch.long)
@@ -130,8 +171,9 @@ class SpecBlockLearner(L.LightningModule):
         every slot unlocked), so ``val/loss`` compares across steps and "best" means best."""
         return stage != "train" or self.global_step >= self.hparams.rank_start_step
 
-    def _step(self, batch: dict[str, torch.Tensor], stage: str, gen: torch.Generator
-              ) -> torch.Tensor:
+    def _step(
+        self, batch: dict[str, torch.Tensor], stage: str, gen: torch.Generator
+    ) -> torch.Tensor:
         h, k = self.hparams, self.net.slots
         full = self._full_objective(stage)
         blocks = int(h.blocks) if full else 1
@@ -139,9 +181,10 @@ class SpecBlockLearner(L.LightningModule):
         target = self._target[0]
         feats = batch_features(batch, target, h.target_layers)  # [B, T, k, H]: cached or online
         runs = unroll(self.net, target.get_input_embeddings(), batch["ids"], feats, cuts)
-        weights = torch.tensor([h.slot_weight ** j for j in range(k)])  # [K]
-        unlocked = (unlock(self.global_step, h.unlock_steps, k) if stage == "train"
-                    else torch.ones(k))  # [K]: α_k
+        weights = torch.tensor([h.slot_weight**j for j in range(k)])  # [K]
+        unlocked = (
+            unlock(self.global_step, h.unlock_steps, k) if stage == "train" else torch.ones(k)
+        )  # [K]: α_k
         draft, ranks = 0.0, torch.zeros((), device=self.device)
         for b, (offset, out) in enumerate(runs):
             # 1. Labels of this block; 2. chain-masked soft CE per slot; 3. rank loss.
@@ -160,9 +203,10 @@ class SpecBlockLearner(L.LightningModule):
             if b == 0:
                 hit = has.float()
                 for j in range(k):
-                    acc = (correct[..., j].float().sum() / hit[..., j].sum().clamp(min=1))
-                    self.log(f"{stage}/acc{j}", acc, prog_bar=j == 0 or stage != "train",
-                             sync_dist=True)
+                    acc = correct[..., j].float().sum() / hit[..., j].sum().clamp(min=1)
+                    self.log(
+                        f"{stage}/acc{j}", acc, prog_bar=j == 0 or stage != "train", sync_dist=True
+                    )
                 rank_acc = ((out.rank_logits.argmax(-1) == classes) & has).float().sum()
                 self.log(f"{stage}/rank_acc", rank_acc / hit.sum().clamp(min=1), sync_dist=True)
         loss = draft + h.rank_weight * ranks
@@ -188,18 +232,32 @@ class SpecBlockLearner(L.LightningModule):
     def configure_optimizers(self):
         h = self.hparams
         params = [p for p in self.net.parameters() if p.requires_grad]  # see ``trainable``
-        return adamw_warmup_cosine(params, lr=h.lr, weight_decay=h.weight_decay,
-                                   warmup_steps=h.warmup_steps, total_steps=h.total_steps)
+        return adamw_warmup_cosine(
+            params,
+            lr=h.lr,
+            weight_decay=h.weight_decay,
+            warmup_steps=h.warmup_steps,
+            total_steps=h.total_steps,
+        )
 
 
-def export_specblock(learner: SpecBlockLearner, out_dir: str, folder: str | None = None,
-                     dtype: str = "float32", int8: Sequence[str] = (), *, install: bool = False,
-                     asset: str | None = None, force: bool = False,
-                     max_shard_mib: float | None = None) -> Path:
+def export_specblock(
+    learner: SpecBlockLearner,
+    out_dir: str,
+    folder: str | None = None,
+    dtype: str = "float32",
+    int8: Sequence[str] = (),
+    *,
+    install: bool = False,
+    asset: str | None = None,
+    force: bool = False,
+    max_shard_mib: float | None = None,
+) -> Path:
     """``export``: the shipped format (``int8``: weights stored as int8 with per-row scales,
     ``save_specblock``), to ``<out_dir>/export`` or where ``folder`` / ``install`` say
     (``learners/install.py``: never over existing files without ``force``); ``max_shard_mib``:
     weights in shards of at most that size (``models/shards.py``)."""
     dest = export_folder(out_dir, folder=folder, install=install, asset=asset, force=force)
-    return save_specblock(learner.net, dest, dtype=getattr(torch, dtype), int8=list(int8),
-                          max_shard_mib=max_shard_mib)
+    return save_specblock(
+        learner.net, dest, dtype=getattr(torch, dtype), int8=list(int8), max_shard_mib=max_shard_mib
+    )

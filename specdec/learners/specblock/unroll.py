@@ -25,8 +25,13 @@ from specdec.nets.specblock.slots import (
 )
 
 
-def unroll(net: SpecBlockNet, embed: torch.nn.Module, ids: torch.Tensor, feats: torch.Tensor,
-           cuts: Sequence[int]) -> list[tuple[int, BlockOut]]:
+def unroll(
+    net: SpecBlockNet,
+    embed: torch.nn.Module,
+    ids: torch.Tensor,
+    feats: torch.Tensor,
+    cuts: Sequence[int],
+) -> list[tuple[int, BlockOut]]:
     """``(offset, BlockOut)`` of blocks ``1..len(cuts)+1`` at the ``S = T-1`` positions.
 
     Args:
@@ -40,8 +45,9 @@ def unroll(net: SpecBlockNet, embed: torch.nn.Module, ids: torch.Tensor, feats: 
     positions = torch.arange(s, device=ids.device)  # [S]
     embeds = embed(ids)  # [B, T, H]
     first = (positions + 1)[None].expand(b, -1)  # [B, S]
-    out = net.block(net.condition(feats[:, :s].to(embeds.dtype)), embeds[:, 1:], first,
-                    AppendKeys(None, s, k))
+    out = net.block(
+        net.condition(feats[:, :s].to(embeds.dtype)), embeds[:, 1:], first, AppendKeys(None, s, k)
+    )
     runs, offset = [(0, out)], 0
     cross = [(kk.flatten(2, 3), vv.flatten(2, 3)) for kk, vv in out.kv]  # block 1, [B,h,S*K,d]
     cross_mask = cross_visible(positions.cpu(), slot_keys_positions(s, k))  # [S, S*K]: j < i
@@ -55,6 +61,8 @@ def unroll(net: SpecBlockNet, embed: torch.nn.Module, ids: torch.Tensor, feats: 
         keys = ChainKeys(cross, cross_mask, prefix, torch.tensor([list(cuts[: j + 1])]), k)
         out = net.block(cond, tokens, first + offset, keys)
         runs.append((offset, out))
-        prefix = [(torch.cat([pk, kk], 3), torch.cat([pv, vv], 3))
-                  for (pk, pv), (kk, vv) in zip(prefix, out.kv)]
+        prefix = [
+            (torch.cat([pk, kk], 3), torch.cat([pv, vv], 3))
+            for (pk, pv), (kk, vv) in zip(prefix, out.kv)
+        ]
     return runs

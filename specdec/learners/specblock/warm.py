@@ -30,8 +30,9 @@ from specdec.nets.eagle3.net import Eagle3Net
 from specdec.nets.specblock.net import SpecBlockNet
 
 
-def warm_from_eagle3(net: SpecBlockNet, eagle: Eagle3Net, *, query_scale: float = 0.1
-                     ) -> SpecBlockNet:
+def warm_from_eagle3(
+    net: SpecBlockNet, eagle: Eagle3Net, *, query_scale: float = 0.1
+) -> SpecBlockNet:
     """Overwrite ``net``'s shared parts with ``eagle``'s (mapping in the module docstring).
 
     Raises:
@@ -39,9 +40,11 @@ def warm_from_eagle3(net: SpecBlockNet, eagle: Eagle3Net, *, query_scale: float 
     """
     h = net.config.hidden_size
     if tuple(eagle.target_layers) != tuple(net.target_layers) or eagle.hidden_size != h:
-        raise BadInput(f"the EAGLE-3 drafter reads target layers {list(eagle.target_layers)} at "
-                       f"width {eagle.hidden_size}; SpecBlock asks for "
-                       f"{list(net.target_layers)} at width {h}: use the same target_layers")
+        raise BadInput(
+            f"the EAGLE-3 drafter reads target layers {list(eagle.target_layers)} at "
+            f"width {eagle.hidden_size}; SpecBlock asks for "
+            f"{list(net.target_layers)} at width {h}: use the same target_layers"
+        )
     dec = eagle.decoder
     with torch.no_grad():
         net.cond_proj.weight.copy_(eagle.fuse.weight)
@@ -49,8 +52,8 @@ def warm_from_eagle3(net: SpecBlockNet, eagle: Eagle3Net, *, query_scale: float 
         net.norm_token.load_state_dict(eagle.norm_embed.state_dict())
         fc = eagle.fc.weight  # [H, 2H]: [e ; g]
         net.fuse.weight[:, :h].copy_(fc[:, h:])
-        net.fuse.weight[:, h: 2 * h].copy_(fc[:, :h])
-        net.fuse.weight[:, 2 * h:].mul_(query_scale)
+        net.fuse.weight[:, h : 2 * h].copy_(fc[:, :h])
+        net.fuse.weight[:, 2 * h :].mul_(query_scale)
         net.layers[0].load_state_dict(dec.model.layers[0].state_dict())
         for layer in net.layers[1:]:
             layer.self_attn.o_proj.weight.zero_()

@@ -51,8 +51,9 @@ class SoftCalibrationError(torchmetrics.Metric):
         return gap.sum() / self.count.sum().clamp_min(1)
 
 
-def mixing_mask(rows: torch.Tensor, length: int, *, ratio: float, seed: int,
-                epoch: int) -> torch.Tensor:
+def mixing_mask(
+    rows: torch.Tensor, length: int, *, ratio: float, seed: int, epoch: int
+) -> torch.Tensor:
     """``[B, length]`` bool, True where the target token is kept; one generator per (row, epoch)."""
     out = torch.empty(len(rows), length, dtype=torch.bool)
     for i, row in enumerate(rows.tolist()):
@@ -64,8 +65,12 @@ def mixing_mask(rows: torch.Tensor, length: int, *, ratio: float, seed: int,
 def mix(batch: dict, *, ratio: float, seed: int, epoch: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Token mixing: ``ids [B, T]`` (prompt, then x_t or y_t) and ``loss_mask [B, T]``, True
     exactly on response positions that hold the draft token."""
-    keep = mixing_mask(batch["row"], batch["target_ids"].shape[1], ratio=ratio, seed=seed,
-                       epoch=epoch).to(batch["response"].device) & batch["response"]  # [B, T]
+    keep = (
+        mixing_mask(
+            batch["row"], batch["target_ids"].shape[1], ratio=ratio, seed=seed, epoch=epoch
+        ).to(batch["response"].device)
+        & batch["response"]
+    )  # [B, T]
     ids = torch.where(keep, batch["target_ids"], batch["draft_ids"])  # [B, T]
     return ids, batch["response"] & ~keep
 
@@ -90,9 +95,19 @@ class AcceptanceLearner(L.LightningModule):
         seed: seeds the per-epoch mixing masks.
     """
 
-    def __init__(self, model: ModelPair, *, depth: int = 3, tie: bool = False,
-                 mixing_ratio: float = 0.15, mismatch_weight: float = 6.0, lr: float = 1e-3,
-                 weight_decay: float = 0.0, cosine: bool = True, seed: int = 0) -> None:
+    def __init__(
+        self,
+        model: ModelPair,
+        *,
+        depth: int = 3,
+        tie: bool = False,
+        mixing_ratio: float = 0.15,
+        mismatch_weight: float = 6.0,
+        lr: float = 1e-3,
+        weight_decay: float = 0.0,
+        cosine: bool = True,
+        seed: int = 0,
+    ) -> None:
         super().__init__()
         if model.draft is None:
             raise ValueError("the acceptance head needs a draft model: pick a pair with a draft")
@@ -101,11 +116,19 @@ class AcceptanceLearner(L.LightningModule):
         self.save_hyperparameters(ignore=["model"])
         self._draft = [model.draft.eval().requires_grad_(False)]  # a list: not a submodule
         self.head = AcceptanceHead(model.draft.config.hidden_size, depth, tie=tie)
-        self.metrics = torch.nn.ModuleDict({
-            stage: torch.nn.ModuleDict({
-                "bce": torchmetrics.MeanMetric(), "kl": torchmetrics.MeanMetric(),
-                "auroc": torchmetrics.classification.BinaryAUROC(), "ece": SoftCalibrationError(),
-            }) for stage in ("train_", "val_", "test_")})
+        self.metrics = torch.nn.ModuleDict(
+            {
+                stage: torch.nn.ModuleDict(
+                    {
+                        "bce": torchmetrics.MeanMetric(),
+                        "kl": torchmetrics.MeanMetric(),
+                        "auroc": torchmetrics.classification.BinaryAUROC(),
+                        "ece": SoftCalibrationError(),
+                    }
+                )
+                for stage in ("train_", "val_", "test_")
+            }
+        )
 
     def draft_hidden(self, ids: torch.Tensor, attention: torch.Tensor) -> torch.Tensor:
         """``[B, T, H]`` last-layer draft hidden states (no grad)."""
@@ -119,8 +142,9 @@ class AcceptanceLearner(L.LightningModule):
     def model_step(self, batch: dict, stage: str) -> torch.Tensor:
         # 1. Mix target and draft tokens on response positions (fixed masks outside training).
         epoch = self.current_epoch if stage == "train_" else 0
-        ids, loss_mask = mix(batch, ratio=self.hparams.mixing_ratio, seed=self.hparams.seed,
-                             epoch=epoch)  # [B, T], [B, T]
+        ids, loss_mask = mix(
+            batch, ratio=self.hparams.mixing_ratio, seed=self.hparams.seed, epoch=epoch
+        )  # [B, T], [B, T]
         # 2. Head on the draft state at each labelled position (a draft token, not a target one).
         hidden = self.draft_hidden(ids, batch["attention"])[loss_mask]  # [N, H]
         labels = batch["labels"][loss_mask].float()  # [N]
@@ -137,8 +161,9 @@ class AcceptanceLearner(L.LightningModule):
         m["auroc"].update(pred.detach(), (labels >= 0.5).long())
         m["ece"].update(pred.detach(), labels)
         name = stage.rstrip("_")
-        self.log(f"{name}/loss", loss, prog_bar=True, batch_size=int(loss_mask.sum()),
-                 sync_dist=True)
+        self.log(
+            f"{name}/loss", loss, prog_bar=True, batch_size=int(loss_mask.sum()), sync_dist=True
+        )
         for key in ("bce", "kl", "auroc", "ece"):
             self.log(f"{name}/{key}", m[key], on_epoch=True, on_step=False)
         return loss
@@ -153,8 +178,9 @@ class AcceptanceLearner(L.LightningModule):
         self.model_step(batch, "test_")
 
     def configure_optimizers(self):
-        opt = torch.optim.AdamW(self.head.parameters(), lr=self.hparams.lr,
-                                weight_decay=self.hparams.weight_decay)
+        opt = torch.optim.AdamW(
+            self.head.parameters(), lr=self.hparams.lr, weight_decay=self.hparams.weight_decay
+        )
         if not self.hparams.cosine:
             return opt
         steps = max(1, int(self.trainer.estimated_stepping_batches))
@@ -167,10 +193,14 @@ def collate(rows: list[dict], pad_id: int = 0) -> dict:
     ``labels`` and ``response`` (bool) on response positions, ``attention``, ``row`` ids."""
     lengths = [len(r["prompt_ids"]) + len(r["response_ids"]) for r in rows]
     shape = (len(rows), max(lengths))
-    out = {"target_ids": torch.full(shape, pad_id), "draft_ids": torch.full(shape, pad_id),
-           "labels": torch.zeros(shape), "response": torch.zeros(shape, dtype=torch.bool),
-           "attention": torch.zeros(shape, dtype=torch.long),
-           "row": torch.tensor([r["row"] for r in rows])}
+    out = {
+        "target_ids": torch.full(shape, pad_id),
+        "draft_ids": torch.full(shape, pad_id),
+        "labels": torch.zeros(shape),
+        "response": torch.zeros(shape, dtype=torch.bool),
+        "attention": torch.zeros(shape, dtype=torch.long),
+        "row": torch.tensor([r["row"] for r in rows]),
+    }
     for i, r in enumerate(rows):
         p, n = len(r["prompt_ids"]), len(r["response_ids"])
         out["target_ids"][i, : p + n] = torch.tensor(r["prompt_ids"] + r["response_ids"])
@@ -193,8 +223,9 @@ class AcceptanceDataModule(SplitLoaders, L.LightningDataModule):
         from datasets import load_from_disk
 
         if not (Path(self.path) / "dataset_dict.json").exists():
-            raise MissingInput(f"no acceptance data at {self.path}; run this experiment with "
-                                    "stage=data first")
+            raise MissingInput(
+                f"no acceptance data at {self.path}; run this experiment with stage=data first"
+            )
         ds = load_from_disk(self.path)
         offset = 0
         for name in ("train", "validation", "test"):
@@ -203,20 +234,33 @@ class AcceptanceDataModule(SplitLoaders, L.LightningDataModule):
             offset += len(split)
 
     def _loader(self, name: str, shuffle: bool) -> DataLoader:
-        return DataLoader(self.splits[name], batch_size=self.batch_size, shuffle=shuffle,
-                          num_workers=self.num_workers, collate_fn=collate)
+        return DataLoader(
+            self.splits[name],
+            batch_size=self.batch_size,
+            shuffle=shuffle,
+            num_workers=self.num_workers,
+            collate_fn=collate,
+        )
 
 
-
-def export_head(learner: AcceptanceLearner, out_dir: Path, *, folder: str | None = None,
-                install: bool = False, asset: str | None = None, force: bool = False,
-                **meta: object) -> Path:
+def export_head(
+    learner: AcceptanceLearner,
+    out_dir: Path,
+    *,
+    folder: str | None = None,
+    install: bool = False,
+    asset: str | None = None,
+    force: bool = False,
+    **meta: object,
+) -> Path:
     """Write the trained head for eval (``heads.load_head``) to ``<out_dir>/export`` or where
     ``folder`` / ``install`` say (``learners/install.py``: never over existing files without
     ``force``)."""
     from omegaconf import DictConfig, ListConfig, OmegaConf
 
-    meta = {k: OmegaConf.to_container(v, resolve=True) if isinstance(v, DictConfig | ListConfig)
-            else v for k, v in meta.items()}
+    meta = {
+        k: OmegaConf.to_container(v, resolve=True) if isinstance(v, DictConfig | ListConfig) else v
+        for k, v in meta.items()
+    }
     target = export_folder(out_dir, folder=folder, install=install, asset=asset, force=force)
     return save_head(learner.head, target, **meta)

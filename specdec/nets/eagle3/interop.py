@@ -54,8 +54,11 @@ from specdec.nets.eagle3.published import ARCH, PublishedDecoder, PublishedEagle
 
 FORMATS = ("specdec", "eagle3_hf")  # export.format values
 BIN = "pytorch_model.bin"
-LOOKED_FOR = ("'eagle3' (specdec)", f"architectures: [{ARCH!r}] (SpecForge/SGLang/vLLM)",
-              "'speculators_config' or speculators_model_type: 'eagle3' (vllm speculators)")
+LOOKED_FOR = (
+    "'eagle3' (specdec)",
+    f"architectures: [{ARCH!r}] (SpecForge/SGLang/vLLM)",
+    "'speculators_config' or speculators_model_type: 'eagle3' (vllm speculators)",
+)
 
 
 def resolve_folder(path: str | Path) -> Path:
@@ -70,8 +73,10 @@ def resolve_folder(path: str | Path) -> Path:
     try:
         return Path(snapshot_download(text, local_files_only=True))
     except (LocalEntryNotFoundError, HFValidationError, OSError) as err:
-        raise BadInput(f"drafter.path={text} is neither a folder nor a hub id cached offline; "
-                       f"run `hf download {text}` (or point drafter.path at a folder)") from err
+        raise BadInput(
+            f"drafter.path={text} is neither a folder nor a hub id cached offline; "
+            f"run `hf download {text}` (or point drafter.path at a folder)"
+        ) from err
 
 
 def layout(raw: dict, folder: Path, fix: str) -> str:
@@ -83,8 +88,10 @@ def layout(raw: dict, folder: Path, fix: str) -> str:
         return "speculators"
     if ARCH in (raw.get("architectures") or []):
         return "eagle3_hf"
-    raise BadInput(f"EAGLE-3 config {folder / CONFIG} is in an unknown format: it has none of "
-                   f"{', '.join(LOOKED_FOR)}; re-create it with {fix}")
+    raise BadInput(
+        f"EAGLE-3 config {folder / CONFIG} is in an unknown format: it has none of "
+        f"{', '.join(LOOKED_FOR)}; re-create it with {fix}"
+    )
 
 
 def _tensors(folder: Path, fix: str) -> dict[str, torch.Tensor]:
@@ -96,19 +103,23 @@ def _tensors(folder: Path, fix: str) -> dict[str, torch.Tensor]:
         try:
             state = torch.load(folder / BIN, map_location="cpu", weights_only=True)
         except (pickle.UnpicklingError, RuntimeError, OSError, EOFError) as err:
-            raise BadInput(f"EAGLE-3 head weights {folder / BIN} are corrupt ({err}); "
-                           f"re-download them with {fix}") from err
+            raise BadInput(
+                f"EAGLE-3 head weights {folder / BIN} are corrupt ({err}); "
+                f"re-download them with {fix}"
+            ) from err
         check_finite(state, folder / BIN, "EAGLE-3 head", fix)
     out = {}
     for name, tensor in state.items():
         name = name.removeprefix("model.")
-        out["midlayer." + name[len("layers.0."):] if name.startswith("layers.0.") else name] = (
-            tensor)
+        out["midlayer." + name[len("layers.0.") :] if name.startswith("layers.0.") else name] = (
+            tensor
+        )
     return out
 
 
-def _config(raw: dict, kind: str, folder: Path, *, read_pins: bool = True
-            ) -> tuple[dict, list[int] | None]:
+def _config(
+    raw: dict, kind: str, folder: Path, *, read_pins: bool = True
+) -> tuple[dict, list[int] | None]:
     """The flat Llama config dict and the pinned target layers as ``hidden_states`` indices
     (``None``: not pinned, or ``read_pins`` false); speculators' key is vLLM's
     (``layer_ids.py``)."""
@@ -121,9 +132,15 @@ def _config(raw: dict, kind: str, folder: Path, *, read_pins: bool = True
     return dict(raw), pinned(raw, folder) if read_pins else None
 
 
-def read_published(folder: Path, raw: dict, kind: str, *, target_layers_count: int | None = None,
-                   target_layers: list[int] | None = None,
-                   fix: str = "`hf download <id>`") -> PublishedEagle3Net:
+def read_published(
+    folder: Path,
+    raw: dict,
+    kind: str,
+    *,
+    target_layers_count: int | None = None,
+    target_layers: list[int] | None = None,
+    fix: str = "`hf download <id>`",
+) -> PublishedEagle3Net:
     """A ``PublishedEagle3Net`` from a head in the ``eagle3_hf`` / ``speculators`` layout.
 
     Target layers (``hidden_states`` indices): ``target_layers`` if given, else the ones the
@@ -141,17 +158,21 @@ def read_published(folder: Path, raw: dict, kind: str, *, target_layers_count: i
     layers = layers or pins
     if layers is None:
         if target_layers_count is None:
-            raise BadInput(f"EAGLE-3 head {folder} pins no target layers "
-                           f"(eagle_aux_hidden_state_layer_ids); pass them, e.g. "
-                           f"drafter.target_layers=[2,<L/2>,<L-3>] (vLLM's default for an "
-                           f"L-layer target)")
+            raise BadInput(
+                f"EAGLE-3 head {folder} pins no target layers "
+                f"(eagle_aux_hidden_state_layer_ids); pass them, e.g. "
+                f"drafter.target_layers=[2,<L/2>,<L-3>] (vLLM's default for an "
+                f"L-layer target)"
+            )
         layers = default_layers(target_layers_count)
     hidden = int(cfg_dict["hidden_size"])
     target_hidden = int(cfg_dict.get("target_hidden_size") or hidden)
     if target_hidden != hidden:
-        raise BadInput(f"EAGLE-3 head {folder} has hidden size {hidden} but target_hidden_size "
-                       f"{target_hidden}; specdec feeds the target's embedding to the head, so "
-                       f"use a head whose hidden size is the target's")
+        raise BadInput(
+            f"EAGLE-3 head {folder} has hidden size {hidden} but target_hidden_size "
+            f"{target_hidden}; specdec feeds the target's embedding to the head, so "
+            f"use a head whose hidden size is the target's"
+        )
     for key in ("eagle_config", KEY):
         cfg_dict.pop(key, None)
     if cfg_dict.get("layer_types"):  # the one layer's type (a config may list the target's)
@@ -162,10 +183,16 @@ def read_published(folder: Path, raw: dict, kind: str, *, target_layers_count: i
     state = _tensors(folder, fix)
     token_map = _token_map(state, cfg.draft_vocab_size, vocab, folder)
     net = PublishedEagle3Net(PublishedDecoder(cfg), layers, target_hidden)
-    wanted = {"fc.weight": "fc.weight", "norm.weight": "decoder.norm.weight",
-              "lm_head.weight": "decoder.lm_head.weight"}
-    mine = {wanted.get(k, "decoder." + k): v for k, v in state.items()
-            if k in wanted or k.startswith("midlayer.")}
+    wanted = {
+        "fc.weight": "fc.weight",
+        "norm.weight": "decoder.norm.weight",
+        "lm_head.weight": "decoder.lm_head.weight",
+    }
+    mine = {
+        wanted.get(k, "decoder." + k): v
+        for k, v in state.items()
+        if k in wanted or k.startswith("midlayer.")
+    }
     mine["decoder.token_map"] = token_map
     dtype = next(v.dtype for v in mine.values() if v.is_floating_point())
     load_state(net.to(dtype), mine, folder, "EAGLE-3 (published layout)", fix)
@@ -177,19 +204,27 @@ def _token_map(state: dict, draft_vocab: int, vocab: int, folder: Path) -> torch
     d2t, t2d = state.pop("d2t", None), state.pop("t2d", None)
     if d2t is None:
         if draft_vocab != vocab:
-            raise BadInput(f"EAGLE-3 head {folder} has draft_vocab_size {draft_vocab} < vocab "
-                           f"{vocab} but no d2t tensor; re-export it with its token map")
+            raise BadInput(
+                f"EAGLE-3 head {folder} has draft_vocab_size {draft_vocab} < vocab "
+                f"{vocab} but no d2t tensor; re-export it with its token map"
+            )
         return torch.arange(vocab)
     token_map = torch.arange(d2t.numel()) + d2t.long()  # [V_d]
-    bad = (d2t.numel() != draft_vocab or token_map.min() < 0 or token_map.max() >= vocab
-           or token_map.unique().numel() != draft_vocab)
+    bad = (
+        d2t.numel() != draft_vocab
+        or token_map.min() < 0
+        or token_map.max() >= vocab
+        or token_map.unique().numel() != draft_vocab
+    )
     if not bad and t2d is not None:
         expect = torch.zeros(vocab, dtype=torch.bool)
         expect[token_map] = True
         bad = t2d.numel() != vocab or not torch.equal(t2d.bool(), expect)
     if bad:
-        raise BadInput(f"EAGLE-3 head {folder}: d2t/t2d do not map {draft_vocab} distinct draft "
-                       f"tokens into a {vocab}-token vocabulary; re-export it")
+        raise BadInput(
+            f"EAGLE-3 head {folder}: d2t/t2d do not map {draft_vocab} distinct draft "
+            f"tokens into a {vocab}-token vocabulary; re-export it"
+        )
     return token_map
 
 
@@ -204,9 +239,14 @@ def rope_keys(cfg: dict) -> dict:
     return {"rope_theta": rope["rope_theta"], "rope_scaling": scaling}
 
 
-def save_eagle3_hf(net: PublishedEagle3Net, folder: str | Path, *,
-                   dtype: torch.dtype = torch.float32, target_layers_count: int | None = None,
-                   fix: str = "train it with eagle3.target_layers inside 1..L-1") -> Path:
+def save_eagle3_hf(
+    net: PublishedEagle3Net,
+    folder: str | Path,
+    *,
+    dtype: torch.dtype = torch.float32,
+    target_layers_count: int | None = None,
+    fix: str = "train it with eagle3.target_layers inside 1..L-1",
+) -> Path:
     """Write ``net`` in the ``eagle3_hf`` layout (``LlamaForCausalLMEagle3``) atomically, read
     alike by vLLM, SGLang and SpecForge: the target layers under both engines' keys
     (``layer_ids.engine_keys``), RoPE under both transformers' keys (``rope_keys``).
@@ -217,15 +257,20 @@ def save_eagle3_hf(net: PublishedEagle3Net, folder: str | Path, *,
             ``L``, when known), naming ``fix``.
     """
     if not isinstance(net, PublishedEagle3Net):
-        raise BadInput("export.format=eagle3_hf needs a head of the published EAGLE-3 "
-                       "architecture: train it with learner.arch=eagle3 (specdec's own head "
-                       "projects [e; g] to H before a stock decoder layer, which the "
-                       "LlamaForCausalLMEagle3 layout cannot hold), or use export.format=specdec")
+        raise BadInput(
+            "export.format=eagle3_hf needs a head of the published EAGLE-3 "
+            "architecture: train it with learner.arch=eagle3 (specdec's own head "
+            "projects [e; g] to H before a stock decoder layer, which the "
+            "LlamaForCausalLMEagle3 layout cannot hold), or use export.format=specdec"
+        )
     servable(net.target_layers, target_layers_count, fix)
     dec = net.decoder
     vocab, token_map = int(dec.config.vocab_size), dec.token_map.cpu()
-    state = {"fc.weight": net.fc.weight, "norm.weight": dec.norm.weight,
-             "lm_head.weight": dec.lm_head.weight}
+    state = {
+        "fc.weight": net.fc.weight,
+        "norm.weight": dec.norm.weight,
+        "lm_head.weight": dec.lm_head.weight,
+    }
     state |= {f"midlayer.{k}": v for k, v in dec.midlayer.state_dict().items()}
     state = {k: v.detach().to(dtype).contiguous().cpu() for k, v in state.items()}
     state["d2t"] = token_map - torch.arange(token_map.numel())  # [V_d] int64
@@ -235,8 +280,13 @@ def save_eagle3_hf(net: PublishedEagle3Net, folder: str | Path, *,
     cfg = dec.config.to_dict()
     for key in ("_name_or_path", "layer_types", "dtype", "torch_dtype"):
         cfg.pop(key, None)
-    cfg |= {"architectures": [ARCH], "num_hidden_layers": 1, "draft_vocab_size":
-            int(token_map.numel()), "target_hidden_size": int(net.meta["target_hidden"]),
-            "tie_word_embeddings": False, "torch_dtype": str(dtype).removeprefix("torch.")}
+    cfg |= {
+        "architectures": [ARCH],
+        "num_hidden_layers": 1,
+        "draft_vocab_size": int(token_map.numel()),
+        "target_hidden_size": int(net.meta["target_hidden"]),
+        "tie_word_embeddings": False,
+        "torch_dtype": str(dtype).removeprefix("torch."),
+    }
     cfg |= rope_keys(cfg) | engine_keys(net.target_layers)
     return write_asset(folder, state, cfg)

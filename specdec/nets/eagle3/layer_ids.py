@@ -56,9 +56,10 @@ def from_hidden_states(layers: Sequence[int], engine: str) -> list[int]:
 def engine_keys(layers: Sequence[int]) -> dict:
     """The config entries pinning ``layers`` (``hidden_states`` indices) for every engine: the
     top-level key in vLLM's convention, ``eagle_config``'s in SGLang's / SpecForge's."""
-    return {KEY: from_hidden_states(layers, "vllm"),
-            "eagle_config": {KEY: from_hidden_states(layers, "sglang"),
-                             "use_aux_hidden_state": True}}
+    return {
+        KEY: from_hidden_states(layers, "vllm"),
+        "eagle_config": {KEY: from_hidden_states(layers, "sglang"), "use_aux_hidden_state": True},
+    }
 
 
 def unservable(layers: Sequence[int], num_layers: int | None) -> list[int]:
@@ -73,9 +74,11 @@ def servable(layers: Sequence[int], num_layers: int | None, fix: str) -> None:
     bad = unservable(layers, num_layers)
     if bad:
         span = f"1..{num_layers - 1}" if num_layers is not None else "1..L-1"
-        raise BadInput(f"EAGLE-3 target layers {list(layers)} include {bad}: vLLM and SGLang "
-                       f"capture only hidden_states {span} (the input of a decoder layer past "
-                       f"the first), so no engine could feed this head; {fix}")
+        raise BadInput(
+            f"EAGLE-3 target layers {list(layers)} include {bad}: vLLM and SGLang "
+            f"capture only hidden_states {span} (the input of a decoder layer past "
+            f"the first), so no engine could feed this head; {fix}"
+        )
 
 
 def pinned(raw: dict, folder: Path) -> list[int] | None:
@@ -89,8 +92,10 @@ def pinned(raw: dict, folder: Path) -> list[int] | None:
     vllm = to_hidden_states(top, "vllm") if top else None
     sglang = to_hidden_states(nested, "sglang") if nested else None
     if vllm is not None and sglang is not None and vllm != sglang:
-        raise BadInput(f"EAGLE-3 config {folder / 'config.json'}: {KEY} {list(top)} (vLLM: "
-                       f"hidden_states {vllm}) and eagle_config.{KEY} {list(nested)} (SGLang / "
-                       f"SpecForge: hidden_states {sglang}) name different target layers; pass "
-                       f"the ones the head was trained on, e.g. drafter.target_layers={vllm}")
+        raise BadInput(
+            f"EAGLE-3 config {folder / 'config.json'}: {KEY} {list(top)} (vLLM: "
+            f"hidden_states {vllm}) and eagle_config.{KEY} {list(nested)} (SGLang / "
+            f"SpecForge: hidden_states {sglang}) name different target layers; pass "
+            f"the ones the head was trained on, e.g. drafter.target_layers={vllm}"
+        )
     return vllm if vllm is not None else sglang

@@ -67,8 +67,9 @@ class Eagle3Net(nn.Module):
         target_hidden: the target's hidden size H (features are ``[k, H]``).
     """
 
-    def __init__(self, decoder: ReducedVocabDraft, target_layers: Sequence[int],
-                 target_hidden: int) -> None:
+    def __init__(
+        self, decoder: ReducedVocabDraft, target_layers: Sequence[int], target_hidden: int
+    ) -> None:
         super().__init__()
         if decoder.config.num_hidden_layers != 1:
             raise ValueError("the EAGLE-3 decoder has exactly one layer")
@@ -81,9 +82,12 @@ class Eagle3Net(nn.Module):
         self.norm_cond = LlamaRMSNorm(hidden, eps=eps)
         self.fc = nn.Linear(2 * hidden, hidden, bias=False)  # [e; g] -> z
         self.decoder = decoder
-        self.meta: dict = {"target_layers": list(self.target_layers), "target_hidden": hidden,
-                           "target_vocab": int(decoder.config.vocab_size),
-                           "draft_vocab_size": int(decoder.token_map.numel())}
+        self.meta: dict = {
+            "target_layers": list(self.target_layers),
+            "target_hidden": hidden,
+            "target_vocab": int(decoder.config.vocab_size),
+            "draft_vocab_size": int(decoder.token_map.numel()),
+        }
         exact_float64(self)  # float64 (tests) stays float64 in the norms (specdec.models.exact)
         keep_rotary_float32(self)  # a bfloat16 cast keeps RoPE's frequencies float32 (rotary.py)
 
@@ -99,31 +103,41 @@ class Eagle3Net(nn.Module):
         """``z = fc([RMSNorm(e); RMSNorm(g)])``: ``[..., H]`` embeddings and conditions."""
         return self.fc(torch.cat([self.norm_embed(embeds), self.norm_cond(cond)], -1))
 
-    def draft_step(self, inputs: torch.Tensor, *, cache, **kwargs
-                   ) -> tuple[torch.Tensor, torch.Tensor]:
+    def draft_step(
+        self, inputs: torch.Tensor, *, cache, **kwargs
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Training: ``[B, S, H]`` inputs ``z`` -> (``[B, S, V_d]`` logits, ``[B, S, H]`` next
         condition = the final-norm output); ``kwargs``: ``attention_mask``, ``position_ids``."""
         model = self.decoder.model
-        h = model(inputs_embeds=inputs, **{cache_kwarg(model): cache}, use_cache=True,
-                  **kwargs).last_hidden_state
+        h = model(
+            inputs_embeds=inputs, **{cache_kwarg(model): cache}, use_cache=True, **kwargs
+        ).last_hidden_state
         return self.decoder.lm_head(h), h
 
 
-def new_eagle3(target, token_map: torch.Tensor, target_layers: Sequence[int], *,
-               tokenizer_hash: str = "", seed: int = 0) -> Eagle3Net:
+def new_eagle3(
+    target,
+    token_map: torch.Tensor,
+    target_layers: Sequence[int],
+    *,
+    tokenizer_hash: str = "",
+    seed: int = 0,
+) -> Eagle3Net:
     """An ``Eagle3Net`` for ``target``: its decoder is a copy of the target's last layer, final
     norm and head rows (``init_from_target``); fusion and projection are seeded random."""
     n = target.config.num_hidden_layers
     for i in target_layers:
         if not -n - 1 <= int(i) <= n:
-            raise BadInput(f"target layer {i} is out of range for a {n}-layer target "
-                             f"(hidden_states has {n + 1} entries)")
+            raise BadInput(
+                f"target layer {i} is out of range for a {n}-layer target "
+                f"(hidden_states has {n + 1} entries)"
+            )
     decoder = init_from_target(target, token_map, layers=[n - 1], tokenizer_hash=tokenizer_hash)
     gen = torch.Generator().manual_seed(seed)
     net = Eagle3Net(decoder, target_layers, target.config.hidden_size)
     with torch.no_grad():
         for lin in (net.fuse, net.fc):
-            bound = lin.in_features ** -0.5
+            bound = lin.in_features**-0.5
             lin.weight.copy_(torch.rand(lin.weight.shape, generator=gen) * 2 * bound - bound)
     return net.to(dtype=target.dtype)
 
@@ -155,21 +169,35 @@ def remap_head(net: Eagle3Net, target, token_map: torch.Tensor) -> dict[str, int
     return {"kept": int(kept.sum()), "new": int((~kept).sum())}
 
 
-def save_eagle3(net: Eagle3Net, folder: str | Path, *, target_vocab: int,
-                dtype: torch.dtype = torch.float32, max_shard_mib: float | None = None) -> Path:
+def save_eagle3(
+    net: Eagle3Net,
+    folder: str | Path,
+    *,
+    target_vocab: int,
+    dtype: torch.dtype = torch.float32,
+    max_shard_mib: float | None = None,
+) -> Path:
     """Write ``config.json`` + ``model.safetensors`` (without the shared embedding; shards of at
     most ``max_shard_mib`` when larger, ``models/shards.py``) atomically: a failed or killed
     export leaves the folder as it was (``shipped.replace_folder``)."""
-    state = {k: (v.detach().to(dtype) if v.is_floating_point() else v.detach()).contiguous().cpu()
-             for k, v in net.state_dict().items() if k != DECODER_EMBED_KEY}
+    state = {
+        k: (v.detach().to(dtype) if v.is_floating_point() else v.detach()).contiguous().cpu()
+        for k, v in net.state_dict().items()
+        if k != DECODER_EMBED_KEY
+    }
     cfg = net.decoder.config.to_dict()
     cfg["eagle3"] = {**net.meta, "target_vocab": int(target_vocab)}
     return write_asset(folder, state, cfg, max_shard_mib=max_shard_mib)
 
 
-def load_eagle3(folder: str | Path, target=None, *, tokenizer_hash: str | None = None,
-                train_command: str = "python -m specdec.train +experiment=eagle3_<model>",
-                target_layers: Sequence[int] | None = None) -> Eagle3Net | PublishedEagle3Net:
+def load_eagle3(
+    folder: str | Path,
+    target=None,
+    *,
+    tokenizer_hash: str | None = None,
+    train_command: str = "python -m specdec.train +experiment=eagle3_<model>",
+    target_layers: Sequence[int] | None = None,
+) -> Eagle3Net | PublishedEagle3Net:
     """Load a shipped EAGLE-3 drafter; with ``target``, check it and attach its embedding.
 
     ``folder`` is a folder or a hub id cached offline (``interop.resolve_folder``) holding a head
@@ -187,31 +215,44 @@ def load_eagle3(folder: str | Path, target=None, *, tokenizer_hash: str | None =
     """
     folder = resolve_folder(folder)
     if (folder / CONFIG).is_file():
-        fix = (f"`{train_command}` (it exports to {folder}) or a released EAGLE-3 head for "
-               f"this target")
+        fix = (
+            f"`{train_command}` (it exports to {folder}) or a released EAGLE-3 head for this target"
+        )
         raw = read_config(folder, "EAGLE-3 drafter", fix)
         kind = layout(raw, folder, fix)
         if kind != "specdec":
             count = target.config.num_hidden_layers if target is not None else None
             layers = list(target_layers) if target_layers else None
-            net = read_published(folder, raw, kind, target_layers_count=count,
-                                 target_layers=layers, fix=fix)
+            net = read_published(
+                folder, raw, kind, target_layers_count=count, target_layers=layers, fix=fix
+            )
             saved_hash = raw.get("tokenizer_sha256", "")
             if tokenizer_hash and saved_hash and saved_hash != tokenizer_hash:
-                raise BadInput(f"EAGLE-3 drafter in {folder} was made with another tokenizer; "
-                               f"use a head for this target or `{train_command}`")
+                raise BadInput(
+                    f"EAGLE-3 drafter in {folder} was made with another tokenizer; "
+                    f"use a head for this target or `{train_command}`"
+                )
             if target is not None:
                 tcfg = target.config
-                check_target(net.meta, hidden=tcfg.hidden_size, vocab=tcfg.vocab_size,
-                             layers=tcfg.num_hidden_layers, where=f"in {folder}",
-                             train_command=train_command)
+                check_target(
+                    net.meta,
+                    hidden=tcfg.hidden_size,
+                    vocab=tcfg.vocab_size,
+                    layers=tcfg.num_hidden_layers,
+                    where=f"in {folder}",
+                    train_command=train_command,
+                )
                 net = net.to(dtype=target.dtype)
             return net
-    raw, meta, state = read_feature_drafter(folder, "eagle3", "EAGLE-3", target, tokenizer_hash,
-                                            train_command)
-    cfg = draft_config(LlamaConfig.from_dict(raw), layers=1,
-                       draft_vocab_size=meta["draft_vocab_size"],
-                       tokenizer_hash=raw.get("tokenizer_sha256", ""))
+    raw, meta, state = read_feature_drafter(
+        folder, "eagle3", "EAGLE-3", target, tokenizer_hash, train_command
+    )
+    cfg = draft_config(
+        LlamaConfig.from_dict(raw),
+        layers=1,
+        draft_vocab_size=meta["draft_vocab_size"],
+        tokenizer_hash=raw.get("tokenizer_sha256", ""),
+    )
     net = Eagle3Net(ReducedVocabDraft(cfg), meta["target_layers"], meta["target_hidden"])
     net.meta = meta
     net.decoder.model.embed_tokens = None  # the target's is attached below or used through views

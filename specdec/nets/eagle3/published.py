@@ -46,8 +46,9 @@ from specdec.nets.eagle3.rotary import keep_rotary_float32
 
 ARCH = "LlamaForCausalLMEagle3"  # the published heads' ``architectures`` entry
 # create_causal_mask's cache keyword (``cache`` after transformers' rename, else past_key_values)
-MASK_CACHE = ("cache" if "cache" in inspect.signature(create_causal_mask).parameters
-              else "past_key_values")
+MASK_CACHE = (
+    "cache" if "cache" in inspect.signature(create_causal_mask).parameters else "past_key_values"
+)
 
 
 class Midlayer(nn.Module):
@@ -68,14 +69,16 @@ class Midlayer(nn.Module):
         self.post_attention_layernorm = LlamaRMSNorm(hidden, eps=eps)
         self.norm_before_residual = bool(getattr(config, "norm_before_residual", False))
 
-    def forward(self, embeds: torch.Tensor, cond: torch.Tensor, cache, **attn_kwargs
-                ) -> torch.Tensor:
+    def forward(
+        self, embeds: torch.Tensor, cond: torch.Tensor, cache, **attn_kwargs
+    ) -> torch.Tensor:
         """``[B, N, H]`` embeddings and conditions -> ``[B, N, H]`` pre-norm output ``h``."""
         normed = self.hidden_norm(cond)
         residual = normed if self.norm_before_residual else cond
         x = torch.cat([self.input_layernorm(embeds), normed], -1)  # [B, N, 2H]
-        attn, _ = self.self_attn(hidden_states=x, **{cache_kwarg(self.self_attn): cache},
-                                 **attn_kwargs)  # [B, N, H]
+        attn, _ = self.self_attn(
+            hidden_states=x, **{cache_kwarg(self.self_attn): cache}, **attn_kwargs
+        )  # [B, N, H]
         r = residual + attn
         return r + self.mlp(self.post_attention_layernorm(r))
 
@@ -101,19 +104,34 @@ class PublishedDecoder(LlamaPreTrainedModel):
         self.register_buffer("token_map", torch.arange(config.draft_vocab_size), persistent=True)
         self.post_init()
 
-    def prenorm(self, inputs_embeds: torch.Tensor, attention_mask: torch.Tensor | None,
-                position_ids: torch.Tensor | None, cache) -> torch.Tensor:
+    def prenorm(
+        self,
+        inputs_embeds: torch.Tensor,
+        attention_mask: torch.Tensor | None,
+        position_ids: torch.Tensor | None,
+        cache,
+    ) -> torch.Tensor:
         """``[B, N, 2H]`` inputs ``[e; g]`` -> ``[B, N, H]`` midlayer output ``h`` (pre-norm);
         ``attention_mask``: ``None`` (causal), 2-D padding or 4-D additive, as in transformers."""
         embeds, cond = inputs_embeds.chunk(2, dim=-1)  # [B, N, H] each
         if position_ids is None:
             past = cache.get_seq_length() if cache is not None else 0
             position_ids = torch.arange(past, past + cond.shape[1], device=cond.device)[None]
-        mask = create_causal_mask(config=self.config, inputs_embeds=cond,
-                                  attention_mask=attention_mask, position_ids=position_ids,
-                                  **{MASK_CACHE: cache})
-        return self.midlayer(embeds, cond, cache, attention_mask=mask, position_ids=position_ids,
-                             position_embeddings=self.rotary_emb(cond, position_ids))
+        mask = create_causal_mask(
+            config=self.config,
+            inputs_embeds=cond,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            **{MASK_CACHE: cache},
+        )
+        return self.midlayer(
+            embeds,
+            cond,
+            cache,
+            attention_mask=mask,
+            position_ids=position_ids,
+            position_embeddings=self.rotary_emb(cond, position_ids),
+        )
 
     @property
     def inputs_embeds_width(self) -> int:
@@ -148,8 +166,11 @@ class PublishedDecoder(LlamaPreTrainedModel):
         logits = small.new_full((*small.shape[:-1], self.config.vocab_size), float("-inf"))
         logits.index_copy_(-1, self.token_map, small)  # [B, N, V]
         hidden = (inputs_embeds.chunk(2, -1)[1], h) if output_hidden_states else None
-        return CausalLMOutputWithPast(logits=logits, hidden_states=hidden,
-                                      **{output_cache_field(CausalLMOutputWithPast): cache})
+        return CausalLMOutputWithPast(
+            logits=logits,
+            hidden_states=hidden,
+            **{output_cache_field(CausalLMOutputWithPast): cache},
+        )
 
 
 class PublishedEagle3Net(nn.Module):
@@ -161,17 +182,20 @@ class PublishedEagle3Net(nn.Module):
         target_hidden: the target's hidden size (``fc`` reads ``k·target_hidden``).
     """
 
-    def __init__(self, decoder: PublishedDecoder, target_layers: Sequence[int],
-                 target_hidden: int) -> None:
+    def __init__(
+        self, decoder: PublishedDecoder, target_layers: Sequence[int], target_hidden: int
+    ) -> None:
         super().__init__()
         self.target_layers = tuple(int(i) for i in target_layers)
         hidden = decoder.config.hidden_size
         self.fc = nn.Linear(len(self.target_layers) * target_hidden, hidden, bias=False)
         self.decoder = decoder
-        self.meta: dict = {"target_layers": list(self.target_layers),
-                           "target_hidden": int(target_hidden),
-                           "target_vocab": int(decoder.config.vocab_size),
-                           "draft_vocab_size": int(decoder.token_map.numel())}
+        self.meta: dict = {
+            "target_layers": list(self.target_layers),
+            "target_hidden": int(target_hidden),
+            "target_vocab": int(decoder.config.vocab_size),
+            "draft_vocab_size": int(decoder.token_map.numel()),
+        }
 
     @property
     def hidden_size(self) -> int:
@@ -185,25 +209,37 @@ class PublishedEagle3Net(nn.Module):
         """``[..., H]`` embeddings and conditions -> ``[..., 2H]`` decoder input ``[e; g]``."""
         return torch.cat([embeds, cond.to(embeds.dtype)], -1)
 
-    def draft_step(self, inputs: torch.Tensor, *, cache, **kwargs
-                   ) -> tuple[torch.Tensor, torch.Tensor]:
+    def draft_step(
+        self, inputs: torch.Tensor, *, cache, **kwargs
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Training: ``[B, S, 2H]`` inputs -> (``[B, S, V_d]`` logits, ``[B, S, H]`` next
         condition = the pre-norm output); ``kwargs``: ``attention_mask``, ``position_ids``."""
-        h = self.decoder.prenorm(inputs, kwargs.get("attention_mask"),
-                                 kwargs.get("position_ids"), cache)
+        h = self.decoder.prenorm(
+            inputs, kwargs.get("attention_mask"), kwargs.get("position_ids"), cache
+        )
         return self.decoder.lm_head(self.decoder.norm(h)), h
 
 
-def new_published(target, token_map: torch.Tensor, target_layers: Sequence[int], *,
-                  tokenizer_hash: str = "", seed: int = 0) -> PublishedEagle3Net:
+def new_published(
+    target,
+    token_map: torch.Tensor,
+    target_layers: Sequence[int],
+    *,
+    tokenizer_hash: str = "",
+    seed: int = 0,
+) -> PublishedEagle3Net:
     """A ``PublishedEagle3Net`` for ``target`` (its shapes; to train, ``learner.arch=eagle3``).
 
     Initialised from the target's last layer: attention, MLP and norms (both input norms from
     its ``input_layernorm``; q/k/v read ``(n(e) + n(g)) / 2``: the layer's weights halved on both
     input halves), final norm and head rows; ``fc`` is seeded uniform like ``net.new_eagle3``'s.
     """
-    cfg = draft_config(target.config, layers=1, draft_vocab_size=int(token_map.numel()),
-                       tokenizer_hash=tokenizer_hash)
+    cfg = draft_config(
+        target.config,
+        layers=1,
+        draft_vocab_size=int(token_map.numel()),
+        tokenizer_hash=tokenizer_hash,
+    )
     cfg.architectures = [ARCH]
     net = PublishedEagle3Net(PublishedDecoder(cfg), target_layers, target.config.hidden_size)
     layer, dec = target.model.layers[-1], net.decoder
@@ -217,10 +253,11 @@ def new_published(target, token_map: torch.Tensor, target_layers: Sequence[int],
         for norm in ("input_layernorm", "hidden_norm"):
             getattr(dec.midlayer, norm).load_state_dict(layer.input_layernorm.state_dict())
         dec.midlayer.post_attention_layernorm.load_state_dict(
-            layer.post_attention_layernorm.state_dict())
+            layer.post_attention_layernorm.state_dict()
+        )
         dec.norm.load_state_dict(target.model.norm.state_dict())
         dec.lm_head.weight.copy_(target.lm_head.weight[token_map])
         dec.token_map.copy_(token_map)
-        bound = net.fc.in_features ** -0.5
+        bound = net.fc.in_features**-0.5
         net.fc.weight.copy_(torch.rand(net.fc.weight.shape, generator=gen) * 2 * bound - bound)
     return net.to(dtype=target.dtype)

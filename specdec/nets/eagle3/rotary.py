@@ -65,6 +65,9 @@ def _frequencies(module: LlamaRotaryEmbedding) -> torch.Tensor:
     """``[D/2]`` float32 ``inv_freq`` recomputed from the module's config."""
     from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 
-    init = (module.compute_default_rope_parameters if module.rope_type == "default"
-            else ROPE_INIT_FUNCTIONS[module.rope_type])
+    init = (
+        module.compute_default_rope_parameters
+        if module.rope_type == "default"
+        else ROPE_INIT_FUNCTIONS[module.rope_type]
+    )
     return init(module.config)[0].float()

@@ -37,8 +37,10 @@ def hrad_layers(num_layers: int, k: int = DEFAULT_LAYERS) -> tuple[int, ...]:
         ValueError: ``k`` outside ``1..num_layers + 1`` (names both and the config key).
     """
     if not 1 <= k <= num_layers + 1:
-        raise ValueError(f"hrad.layers={k} but a {num_layers}-layer target has {num_layers + 1} "
-                         f"hidden states; use 1 <= hrad.layers <= {num_layers + 1}")
+        raise ValueError(
+            f"hrad.layers={k} but a {num_layers}-layer target has {num_layers + 1} "
+            f"hidden states; use 1 <= hrad.layers <= {num_layers + 1}"
+        )
     return tuple(range(-k, 0))
 
 
@@ -52,10 +54,15 @@ def hrad_features(hidden: torch.Tensor, root_embedding: torch.Tensor) -> torch.T
     Returns:
         ``[..., (k + 1) * H]``: the k layers in ``hidden_states`` order, then the embedding.
     """
-    if hidden.dim() < 2 or hidden.shape[-1] != root_embedding.shape[-1] \
-            or hidden.shape[:-2] != root_embedding.shape[:-1]:
-        raise ValueError(f"hidden [..., k, H] {tuple(hidden.shape)} does not match root embedding "
-                         f"[..., H] {tuple(root_embedding.shape)}")
+    if (
+        hidden.dim() < 2
+        or hidden.shape[-1] != root_embedding.shape[-1]
+        or hidden.shape[:-2] != root_embedding.shape[:-1]
+    ):
+        raise ValueError(
+            f"hidden [..., k, H] {tuple(hidden.shape)} does not match root embedding "
+            f"[..., H] {tuple(root_embedding.shape)}"
+        )
     flat = hidden.float().flatten(-2)  # [..., k*H]
     return torch.cat([flat, root_embedding.float().to(flat.device)], -1)  # [..., (k+1)*H]
 

@@ -38,8 +38,10 @@ CLASSES = ("all_reject", "uncertain", "all_accept")
 
 
 def train_command(experiment: str) -> str:
-    return (f"`python -m specdec.train +experiment={experiment} stage=data` then "
-            f"`python -m specdec.train +experiment={experiment}`")
+    return (
+        f"`python -m specdec.train +experiment={experiment} stage=data` then "
+        f"`python -m specdec.train +experiment={experiment}`"
+    )
 
 
 class HradHead(nn.Module):
@@ -51,14 +53,20 @@ class HradHead(nn.Module):
         dropout: dropout after each hidden layer (training only).
     """
 
-    def __init__(self, in_features: int, hidden: Sequence[int] = (256, 64),
-                 dropout: float = 0.2) -> None:
+    def __init__(
+        self, in_features: int, hidden: Sequence[int] = (256, 64), dropout: float = 0.2
+    ) -> None:
         super().__init__()
         if in_features < 1 or any(int(w) < 1 for w in hidden) or not 0 <= dropout < 1:
-            raise ValueError(f"need in_features >= 1, hidden widths >= 1 and 0 <= dropout < 1, "
-                             f"got {in_features}, {list(hidden)}, {dropout}")
-        self.in_features, self.hidden, self.dropout = int(in_features), [int(w) for w in hidden], \
-            float(dropout)
+            raise ValueError(
+                f"need in_features >= 1, hidden widths >= 1 and 0 <= dropout < 1, "
+                f"got {in_features}, {list(hidden)}, {dropout}"
+            )
+        self.in_features, self.hidden, self.dropout = (
+            int(in_features),
+            [int(w) for w in hidden],
+            float(dropout),
+        )
         self.meta: dict = {}  # the export's config.json (``load_hrad``)
         self.register_buffer("mean", torch.zeros(in_features))  # [D]
         self.register_buffer("std", torch.ones(in_features))  # [D]
@@ -82,7 +90,8 @@ class HradHead(nn.Module):
                 f"H-RAD features have width {features.shape[-1]} but this head reads "
                 f"{self.in_features} = (K + 1) * H (K={self.meta.get('layers', '?')} target layers "
                 f"+ the embedding, H={self.meta.get('target_hidden_size', '?')}); build them with "
-                "nets.hrad.features.hrad_features on the target the head was trained for")
+                "nets.hrad.features.hrad_features on the target the head was trained for"
+            )
         x = (features.to(self.mean.dtype) - self.mean) / self.std  # [..., D]
         return self.mlp(x)
 
@@ -98,8 +107,13 @@ class HradHead(nn.Module):
             self.train(was_training)
 
     def config(self) -> dict:
-        return {"kind": HEAD_KIND, "in_features": self.in_features, "hidden": self.hidden,
-                "dropout": self.dropout, "classes": list(CLASSES)}
+        return {
+            "kind": HEAD_KIND,
+            "in_features": self.in_features,
+            "hidden": self.hidden,
+            "dropout": self.dropout,
+            "classes": list(CLASSES),
+        }
 
 
 def save_hrad(head: HradHead, path: str | Path, **meta: object) -> Path:
@@ -112,23 +126,33 @@ def save_hrad(head: HradHead, path: str | Path, **meta: object) -> Path:
 def check_target(cfg: dict, target: object, *, where: str, experiment: str) -> None:
     """Raise ``BadInput`` when ``target`` (anything with ``hidden_size``, ``num_layers``,
     ``vocab_size``, e.g. a ``TargetView``) is not the target the head at ``where`` was made for."""
-    lacking = [f"target_{key}" for key in ("hidden_size", "num_layers", "vocab_size")
-               if f"target_{key}" not in cfg]
+    lacking = [
+        f"target_{key}"
+        for key in ("hidden_size", "num_layers", "vocab_size")
+        if f"target_{key}" not in cfg
+    ]
     if lacking:
-        raise BadInput(f"the H-RAD head at {where} does not name the target it was trained on "
-                       f"(its config.json lacks {lacking}); re-create it with "
-                       f"{train_command(experiment)}")
-    wrong = [f"{key} {getattr(target, key)} (the head's target has {cfg[f'target_{key}']})"
-             for key in ("hidden_size", "num_layers", "vocab_size")
-             if int(getattr(target, key)) != int(cfg[f"target_{key}"])]
+        raise BadInput(
+            f"the H-RAD head at {where} does not name the target it was trained on "
+            f"(its config.json lacks {lacking}); re-create it with "
+            f"{train_command(experiment)}"
+        )
+    wrong = [
+        f"{key} {getattr(target, key)} (the head's target has {cfg[f'target_{key}']})"
+        for key in ("hidden_size", "num_layers", "vocab_size")
+        if int(getattr(target, key)) != int(cfg[f"target_{key}"])
+    ]
     if wrong:
-        raise BadInput(f"the H-RAD head at {where} was trained on another target: this target "
-                       f"has {', '.join(wrong)}; train one for it with "
-                       f"{train_command(experiment)} or point to its head")
+        raise BadInput(
+            f"the H-RAD head at {where} was trained on another target: this target "
+            f"has {', '.join(wrong)}; train one for it with "
+            f"{train_command(experiment)} or point to its head"
+        )
 
 
-def load_hrad(path: str | Path, *, target: object | None = None,
-              experiment: str = "hrad_<model>") -> HradHead:
+def load_hrad(
+    path: str | Path, *, target: object | None = None, experiment: str = "hrad_<model>"
+) -> HradHead:
     """Load a head written by ``save_hrad`` (no Lightning import), in eval mode.
 
     Args:
@@ -145,20 +169,27 @@ def load_hrad(path: str | Path, *, target: object | None = None,
     path = Path(path)
     fix = train_command(experiment)
     if not (path / CONFIG).exists() or not (path / WEIGHTS).exists():
-        raise MissingInput(f"no H-RAD head at {path} (expected config.json + "
-                                f"model.safetensors); train and export it with {fix}")
+        raise MissingInput(
+            f"no H-RAD head at {path} (expected config.json + "
+            f"model.safetensors); train and export it with {fix}"
+        )
     cfg = read_config(path, "H-RAD head", fix, keys=("kind",))
     if cfg["kind"] != HEAD_KIND:
-        raise BadInput(f"{path} holds a {cfg['kind']!r}, not an {HEAD_KIND}; point to an H-RAD "
-                       f"head folder or re-create it with {fix}")
+        raise BadInput(
+            f"{path} holds a {cfg['kind']!r}, not an {HEAD_KIND}; point to an H-RAD "
+            f"head folder or re-create it with {fix}"
+        )
     if target is not None:
         check_target(cfg, target, where=str(path), experiment=cfg.get("experiment", experiment))
     try:
         head = HradHead(cfg["in_features"], cfg["hidden"], cfg["dropout"])
     except (KeyError, TypeError, ValueError) as err:
-        raise BadInput(f"H-RAD head config {path / CONFIG} is corrupt ({type(err).__name__}: "
-                       f"{err}); re-create it with {fix}") from err
-    load_state(head, read_tensors(path / WEIGHTS, "H-RAD head", fix), path / WEIGHTS,
-               "H-RAD head", fix)
+        raise BadInput(
+            f"H-RAD head config {path / CONFIG} is corrupt ({type(err).__name__}: "
+            f"{err}); re-create it with {fix}"
+        ) from err
+    load_state(
+        head, read_tensors(path / WEIGHTS, "H-RAD head", fix), path / WEIGHTS, "H-RAD head", fix
+    )
     head.meta = cfg
     return head.eval()

@@ -40,15 +40,17 @@ def _rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor
     return x * cos[:, None] + rotate_half(x) * sin[:, None]
 
 
-def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, first: int,
-                     scale: float) -> torch.Tensor:
+def causal_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, first: int, scale: float
+) -> torch.Tensor:
     """``q [B, h, Q, d]`` at flat slot indices ``first..first+Q-1`` over ``k, v [B, h_kv, T, d]``
     (indices ``0..T-1``): each query sees the keys at indices ``<=`` its own -> ``[B, h, Q, d]``."""
     b, heads, n, d = q.shape
     group = heads // k.shape[1]  # query heads per key head (grouped-query attention)
     if first == 0 and n == k.shape[2]:  # a whole trace: the causal kernel
-        return F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale,
-                                              enable_gqa=group > 1)
+        return F.scaled_dot_product_attention(
+            q, k, v, is_causal=True, scale=scale, enable_gqa=group > 1
+        )
     rows = torch.arange(first, first + n, device=q.device)  # [Q]
     mask = torch.arange(k.shape[2], device=q.device)[None, :] <= rows[:, None]  # [Q, T]
     # the group's queries side by side against their one key head: the cache is never copied
@@ -57,9 +59,15 @@ def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, first: i
     return out.reshape(b, heads, n, d)  # a CUDA kernel may return it strided: no view
 
 
-def _attend(attn: SlotAttention, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
-            store: Callable[[torch.Tensor, torch.Tensor], KV], cached: int,
-            queries: int) -> tuple[torch.Tensor, KV]:
+def _attend(
+    attn: SlotAttention,
+    x: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    store: Callable[[torch.Tensor, torch.Tensor], KV],
+    cached: int,
+    queries: int,
+) -> tuple[torch.Tensor, KV]:
     """One layer's attention: keys/values of every row of ``x [B, T, H]`` join the cache
     (``cached`` slots) through ``store``; only the last ``queries`` rows query them.
     Returns the attention output ``[B, queries, H]`` and the new rows' ``(k, v)``."""
@@ -71,12 +79,19 @@ def _attend(attn: SlotAttention, x: torch.Tensor, cos: torch.Tensor, sin: torch.
     rows = slice(t - queries, t)
     q = attn.q_proj(x[:, rows]).view(b, queries, attn.heads, attn.head_dim).transpose(1, 2)
     q = _rope(q, cos[:, rows], sin[:, rows])  # [B, h, Q, d]
-    out = causal_attention(q, keys, values, cached + t - queries, attn.head_dim ** -0.5)
+    out = causal_attention(q, keys, values, cached + t - queries, attn.head_dim**-0.5)
     return attn.o_proj(out.transpose(1, 2).reshape(b, queries, -1)), (k, v)
 
 
-def append_block(net: SpecBlockNet, cond: torch.Tensor, embeds: torch.Tensor,
-                 first_pos: torch.Tensor, store: Store, cached: int, keep: int = 1) -> BlockOut:
+def append_block(
+    net: SpecBlockNet,
+    cond: torch.Tensor,
+    embeds: torch.Tensor,
+    first_pos: torch.Tensor,
+    store: Store,
+    cached: int,
+    keep: int = 1,
+) -> BlockOut:
     """Block 1 at ``S`` new positions after ``cached`` cached slots; outputs of the last ``keep``.
 
     Args:
@@ -104,10 +119,17 @@ def append_block(net: SpecBlockNet, cond: torch.Tensor, embeds: torch.Tensor,
             z = net.shift(i, z.view(b, -1, slots, z.shape[-1])).flatten(1, 2)
         # 2. Attention: every slot's keys join the cache; the last layer queries for `keep` only.
         queries = keep * slots if i == last else s * slots
-        a, kv = _attend(layer.self_attn, layer.input_layernorm(z), cos, sin,
-                        lambda k, v, i=i: store(i, k, v), cached, queries)
+        a, kv = _attend(
+            layer.self_attn,
+            layer.input_layernorm(z),
+            cos,
+            sin,
+            lambda k, v, i=i: store(i, k, v),
+            cached,
+            queries,
+        )
         kvs.append(tuple(t.view(b, t.shape[1], s, slots, -1) for t in kv))
         # 3. Residual and MLP on the rows still needed.
-        z = z[:, z.shape[1] - queries:] + a
+        z = z[:, z.shape[1] - queries :] + a
         z = z + layer.mlp(layer.post_attention_layernorm(z))
     return net.heads(z.view(b, keep, slots, -1), kvs)

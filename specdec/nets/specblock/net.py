@@ -79,8 +79,11 @@ class SlotAttention(nn.Module):
 
     def __init__(self, config: LlamaConfig) -> None:
         super().__init__()
-        h, self.heads, self.kv_heads = config.hidden_size, config.num_attention_heads, \
-            config.num_key_value_heads
+        h, self.heads, self.kv_heads = (
+            config.hidden_size,
+            config.num_attention_heads,
+            config.num_key_value_heads,
+        )
         self.head_dim = getattr(config, "head_dim", None) or h // self.heads
         bias = bool(config.attention_bias)
         self.q_proj = nn.Linear(h, self.heads * self.head_dim, bias=bias)
@@ -88,8 +91,13 @@ class SlotAttention(nn.Module):
         self.v_proj = nn.Linear(h, self.kv_heads * self.head_dim, bias=bias)
         self.o_proj = nn.Linear(self.heads * self.head_dim, h, bias=bias)
 
-    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
-                keys: Callable[[torch.Tensor, torch.Tensor], Keys]) -> tuple[torch.Tensor, KV]:
+    def forward(
+        self,
+        x: torch.Tensor,
+        cos: torch.Tensor,
+        sin: torch.Tensor,
+        keys: Callable[[torch.Tensor, torch.Tensor], Keys],
+    ) -> tuple[torch.Tensor, KV]:
         b, s, k, _ = x.shape
         flat = x.reshape(b, s * k, -1)  # [B, S*K, H]
         q = self.q_proj(flat).view(b, s * k, self.heads, self.head_dim).transpose(1, 2)
@@ -97,9 +105,11 @@ class SlotAttention(nn.Module):
         v = self.v_proj(flat).view(b, s * k, self.kv_heads, self.head_dim).transpose(1, 2)
         q, kk = apply_rotary_pos_emb(q, kk, cos, sin)  # [B, h, S*K, d], [B, h_kv, S*K, d]
         q = q.reshape(b, self.heads, s, k, self.head_dim)
-        kv = (kk.reshape(b, self.kv_heads, s, k, self.head_dim),
-              v.reshape(b, self.kv_heads, s, k, self.head_dim))
-        out = slot_attention(q, keys(*kv), self.head_dim ** -0.5)  # [B, h, S, K, d]
+        kv = (
+            kk.reshape(b, self.kv_heads, s, k, self.head_dim),
+            v.reshape(b, self.kv_heads, s, k, self.head_dim),
+        )
+        out = slot_attention(q, keys(*kv), self.head_dim**-0.5)  # [B, h, S, K, d]
         return self.o_proj(out.permute(0, 2, 3, 1, 4).reshape(b, s, k, -1)), kv
 
 
@@ -129,43 +139,66 @@ class SpecBlockNet(nn.Module):
         rank_hidden: width of the rank head's hidden layer.
     """
 
-    def __init__(self, config: LlamaConfig, target_layers: Sequence[int], slots: int = 4,
-                 rank_hidden: int = 256) -> None:
+    def __init__(
+        self,
+        config: LlamaConfig,
+        target_layers: Sequence[int],
+        slots: int = 4,
+        rank_hidden: int = 256,
+    ) -> None:
         super().__init__()
         h, eps, vd = config.hidden_size, config.rms_norm_eps, int(config.draft_vocab_size)
         if slots < 1 or config.num_hidden_layers < 1:
-            raise ValueError(f"SpecBlock needs >= 1 slot and layer, got {slots}, "
-                             f"{config.num_hidden_layers}")
+            raise ValueError(
+                f"SpecBlock needs >= 1 slot and layer, got {slots}, {config.num_hidden_layers}"
+            )
         if vd < RANK_TOPK:
-            raise ValueError(f"the draft vocabulary has {vd} tokens; the rank features read the "
-                             f"top {RANK_TOPK}: raise the token map size")
+            raise ValueError(
+                f"the draft vocabulary has {vd} tokens; the rank features read the "
+                f"top {RANK_TOPK}: raise the token map size"
+            )
         self.config, self.slots = config, int(slots)
         self.target_layers = tuple(int(i) for i in target_layers)
         self.cond_proj = nn.Linear(len(self.target_layers) * h, h, bias=False)  # W_c: kH -> H
-        self.norm_cond, self.norm_token, self.norm_query = (LlamaRMSNorm(h, eps=eps)
-                                                            for _ in range(3))
+        self.norm_cond, self.norm_token, self.norm_query = (
+            LlamaRMSNorm(h, eps=eps) for _ in range(3)
+        )
         self.queries = nn.Parameter(torch.zeros(self.slots, h))  # E_pos: [K, H]
         self.fuse = nn.Linear(3 * h, h, bias=False)  # W_f
         self.layers = nn.ModuleList(SlotLayer(config) for _ in range(config.num_hidden_layers))
-        self.shifts = nn.ModuleList(nn.Linear(2 * h, h, bias=False)
-                                    for _ in range(config.num_hidden_layers - 1))
+        self.shifts = nn.ModuleList(
+            nn.Linear(2 * h, h, bias=False) for _ in range(config.num_hidden_layers - 1)
+        )
         self.norm = LlamaRMSNorm(h, eps=eps)
         self.head = nn.Linear(h, vd, bias=False)
-        self.rank_head = nn.Sequential(nn.Linear(h + NUM_RANK_FEATURES, rank_hidden, bias=False),
-                                       nn.SiLU(), nn.Linear(rank_hidden, RANK_CLASSES, bias=False))
+        self.rank_head = nn.Sequential(
+            nn.Linear(h + NUM_RANK_FEATURES, rank_hidden, bias=False),
+            nn.SiLU(),
+            nn.Linear(rank_hidden, RANK_CLASSES, bias=False),
+        )
         self.rotary = LlamaRotaryEmbedding(config)
         self.register_buffer("token_map", torch.arange(vd), persistent=True)  # d2t: [V_d]
-        self.meta: dict = {"target_layers": list(self.target_layers), "target_hidden": h,
-                           "target_vocab": int(config.vocab_size), "draft_vocab_size": vd,
-                           "slots": self.slots, "rank_hidden": int(rank_hidden)}
+        self.meta: dict = {
+            "target_layers": list(self.target_layers),
+            "target_hidden": h,
+            "target_vocab": int(config.vocab_size),
+            "draft_vocab_size": vd,
+            "slots": self.slots,
+            "rank_hidden": int(rank_hidden),
+        }
         exact_float64(self)  # float64 (tests) stays float64 in norms and RoPE (models.exact)
 
     def condition(self, features: torch.Tensor) -> torch.Tensor:
         """``[..., k, H]`` target features -> ``[..., H]`` block-1 condition (before its norm)."""
         return self.cond_proj(features.flatten(-2))
 
-    def block(self, cond: torch.Tensor, embeds: torch.Tensor, first_pos: torch.Tensor,
-              keys: AppendKeys | ChainKeys) -> BlockOut:
+    def block(
+        self,
+        cond: torch.Tensor,
+        embeds: torch.Tensor,
+        first_pos: torch.Tensor,
+        keys: AppendKeys | ChainKeys,
+    ) -> BlockOut:
         """One block at ``S`` positions (or leaves) of ``B`` rows.
 
         Args:
@@ -186,8 +219,9 @@ class SpecBlockNet(nn.Module):
             kvs.append(kv)
         return self.heads(z, kvs)
 
-    def slot_rope(self, embeds: torch.Tensor, first_pos: torch.Tensor) -> tuple[torch.Tensor,
-                                                                                torch.Tensor]:
+    def slot_rope(
+        self, embeds: torch.Tensor, first_pos: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """RoPE ``cos, sin [B, S*K, d]`` of every slot: slot ``k`` at ``first_pos [B, S] + k``."""
         b, s, _ = embeds.shape
         pos = first_pos[..., None] + torch.arange(self.slots, device=first_pos.device)  # [B,S,K]
@@ -197,9 +231,10 @@ class SpecBlockNet(nn.Module):
         """``z [B, S, K, H]``: ``W_f [c ; e ; E_pos[k]]`` with their norms (the fusion)."""
         hid = embeds.shape[-1]
         w = self.fuse.weight  # [H, 3H]
-        base = F.linear(torch.cat([self.norm_cond(cond), self.norm_token(embeds)], -1),
-                        w[:, : 2 * hid])  # [B, S, H]
-        return base[:, :, None] + F.linear(self.norm_query(self.queries), w[:, 2 * hid:])
+        base = F.linear(
+            torch.cat([self.norm_cond(cond), self.norm_token(embeds)], -1), w[:, : 2 * hid]
+        )  # [B, S, H]
+        return base[:, :, None] + F.linear(self.norm_query(self.queries), w[:, 2 * hid :])
 
     def shift(self, layer: int, z: torch.Tensor) -> torch.Tensor:
         """Before layer ``layer > 0``: ``W_shift [z_k ; z_{k-1}]`` (slot 0 reads itself)."""
@@ -214,20 +249,35 @@ class SpecBlockNet(nn.Module):
         return BlockOut(z, logits, self.rank_head(feats), kvs)
 
 
-def new_specblock(target, token_map: torch.Tensor, target_layers: Sequence[int], *,
-                  slots: int = 4, layers: int = 2, rank_hidden: int = 256,
-                  tokenizer_hash: str = "", seed: int = 0) -> SpecBlockNet:
+def new_specblock(
+    target,
+    token_map: torch.Tensor,
+    target_layers: Sequence[int],
+    *,
+    slots: int = 4,
+    layers: int = 2,
+    rank_hidden: int = 256,
+    tokenizer_hash: str = "",
+    seed: int = 0,
+) -> SpecBlockNet:
     """A ``SpecBlockNet`` for the Llama-style ``target``: its last ``layers`` decoder layers,
     final norm and head rows ``token_map [V_d]``; seeded random fusion, queries and rank head."""
     n = target.config.num_hidden_layers
     for i in target_layers:
         if not -n - 1 <= int(i) <= n:
-            raise BadInput(f"target layer {i} is out of range for a {n}-layer target "
-                             f"(hidden_states has {n + 1} entries)")
+            raise BadInput(
+                f"target layer {i} is out of range for a {n}-layer target "
+                f"(hidden_states has {n + 1} entries)"
+            )
     if not 1 <= layers <= n:
         raise BadInput(f"learner.layers must be in 1..{n} (copied from the target), got {layers}")
-    cfg = draft_config(target.config, layers=layers, draft_vocab_size=token_map.numel(),
-                       tokenizer_hash=tokenizer_hash, attention_bias=qkv_bias(target))
+    cfg = draft_config(
+        target.config,
+        layers=layers,
+        draft_vocab_size=token_map.numel(),
+        tokenizer_hash=tokenizer_hash,
+        attention_bias=qkv_bias(target),
+    )
     net = SpecBlockNet(cfg, target_layers, slots, rank_hidden)
     gen = torch.Generator().manual_seed(seed)
     with torch.no_grad():
@@ -237,7 +287,7 @@ def new_specblock(target, token_map: torch.Tensor, target_layers: Sequence[int],
         net.head.weight.copy_(target.lm_head.weight[token_map])
         net.token_map.copy_(token_map)
         for lin in (net.cond_proj, net.fuse, net.rank_head[0], net.rank_head[2]):
-            bound = lin.in_features ** -0.5
+            bound = lin.in_features**-0.5
             lin.weight.copy_(torch.rand(lin.weight.shape, generator=gen) * 2 * bound - bound)
         net.queries.copy_(torch.randn(net.queries.shape, generator=gen) * 0.02)
         for shift in net.shifts:

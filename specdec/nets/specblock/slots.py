@@ -54,8 +54,9 @@ def local_visible(valid: torch.Tensor, slots: int) -> torch.Tensor:
     j = torch.arange(slots)
     prefix = (j[None, None, :] < valid[:, :, None]).reshape(rows, 1, prev * slots)  # [R, 1, P*K]
     own = j[None, :] <= j[:, None]  # [K, K]
-    return torch.cat([prefix.expand(rows, slots, prev * slots),
-                      own[None].expand(rows, slots, slots)], -1)
+    return torch.cat(
+        [prefix.expand(rows, slots, prev * slots), own[None].expand(rows, slots, slots)], -1
+    )
 
 
 @dataclass(frozen=True)
@@ -96,8 +97,9 @@ def slot_attention(q: torch.Tensor, keys: Keys, scale: float) -> torch.Tensor:
     cross = cross.masked_fill(~keys.cross_mask.to(q.device)[:, None, :], neg)
     w = torch.cat([cross, local], -1).softmax(-1)
     c = cross.shape[-1]
-    out = (torch.einsum("bngskc,bncd->bngskd", w[..., :c], keys.cross_v)
-           + torch.einsum("bngskl,bnsld->bngskd", w[..., c:], keys.local_v))
+    out = torch.einsum("bngskc,bncd->bngskd", w[..., :c], keys.cross_v) + torch.einsum(
+        "bngskl,bnsld->bngskd", w[..., c:], keys.local_v
+    )
     return out.reshape(b, h, s, k, d)
 
 
@@ -124,15 +126,27 @@ class ChainKeys:
     [S | 1, C]``) and the earlier blocks at the same position (``prefix``: per layer ``[B, h_kv, S,
     P*K, d]``, of which ``valid [S | 1, P]`` slots per block are visible)."""
 
-    def __init__(self, cross: list[KV], cross_mask: torch.Tensor, prefix: list[KV],
-                 valid: torch.Tensor, slots: int):
+    def __init__(
+        self,
+        cross: list[KV],
+        cross_mask: torch.Tensor,
+        prefix: list[KV],
+        valid: torch.Tensor,
+        slots: int,
+    ):
         self.cross, self.cross_mask, self.prefix = cross, cross_mask, prefix
         self.local_mask = local_visible(valid, slots)  # [S | 1, K, P*K + K]
 
     def __call__(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> Keys:
         pk, pv = self.prefix[layer]
-        return Keys(torch.cat([pk, k], 3), torch.cat([pv, v], 3), self.local_mask,
-                    self.cross[layer][0], self.cross[layer][1], self.cross_mask)
+        return Keys(
+            torch.cat([pk, k], 3),
+            torch.cat([pv, v], 3),
+            self.local_mask,
+            self.cross[layer][0],
+            self.cross[layer][1],
+            self.cross_mask,
+        )
 
 
 def rank_features(logits: torch.Tensor) -> torch.Tensor:

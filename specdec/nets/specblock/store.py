@@ -25,9 +25,14 @@ TRAIN_COMMAND = "python -m specdec.train +experiment=specblock_<model>"
 INT8_SCALE = ".int8_scale"  # suffix of the per-row scale of a tensor stored as int8
 
 
-def save_specblock(net: SpecBlockNet, folder: str | Path, *,
-                   dtype: torch.dtype = torch.float32, int8: Sequence[str] = (),
-                   max_shard_mib: float | None = None) -> Path:
+def save_specblock(
+    net: SpecBlockNet,
+    folder: str | Path,
+    *,
+    dtype: torch.dtype = torch.float32,
+    int8: Sequence[str] = (),
+    max_shard_mib: float | None = None,
+) -> Path:
     """Write ``config.json`` + ``model.safetensors`` (the shared embedding is never part of it).
 
     ``int8`` names 2-D weights stored as int8 with a per-row absmax scale (``dtype``), e.g.
@@ -37,8 +42,10 @@ def save_specblock(net: SpecBlockNet, folder: str | Path, *,
     The write is atomic: a failed or killed export leaves the folder as it was.
     """
     raw = net.state_dict()
-    state = {k: (v.detach().to(dtype) if v.is_floating_point() else v.detach()).contiguous().cpu()
-             for k, v in raw.items()}
+    state = {
+        k: (v.detach().to(dtype) if v.is_floating_point() else v.detach()).contiguous().cpu()
+        for k, v in raw.items()
+    }
     for name in int8:
         if name not in state or state[name].dim() != 2:
             raise BadInput(f"int8 storage takes 2-D weights of the network; {name!r} is not one")
@@ -61,8 +68,13 @@ def _dequantize(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     return state
 
 
-def load_specblock(folder: str | Path, target=None, *, tokenizer_hash: str | None = None,
-                   train_command: str = TRAIN_COMMAND) -> SpecBlockNet:
+def load_specblock(
+    folder: str | Path,
+    target=None,
+    *,
+    tokenizer_hash: str | None = None,
+    train_command: str = TRAIN_COMMAND,
+) -> SpecBlockNet:
     """Load a shipped SpecBlock drafter; with ``target`` (an HF model), check it and cast to its
     dtype (``check_target`` does the check for a ``TargetView`` at decoding time).
 
@@ -71,11 +83,13 @@ def load_specblock(folder: str | Path, target=None, *, tokenizer_hash: str | Non
         ValueError: a drafter made for another target or tokenizer, naming both sides.
     """
     folder = Path(folder)
-    raw, meta, state = read_feature_drafter(folder, "specblock", "SpecBlock", target,
-                                            tokenizer_hash, train_command)
+    raw, meta, state = read_feature_drafter(
+        folder, "specblock", "SpecBlock", target, tokenizer_hash, train_command
+    )
     meta.pop("int8", None)  # how the file stores tensors, not what the network is
-    net = SpecBlockNet(LlamaConfig.from_dict(raw), meta["target_layers"], meta["slots"],
-                       meta["rank_hidden"])
+    net = SpecBlockNet(
+        LlamaConfig.from_dict(raw), meta["target_layers"], meta["slots"], meta["rank_hidden"]
+    )
     net.meta = meta
     load_weights(net, _dequantize(state), folder / WEIGHTS, "SpecBlock", train_command)
     if target is not None:

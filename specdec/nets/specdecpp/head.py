@@ -77,16 +77,23 @@ class AcceptanceHead(nn.Module):
         return self.forward(hidden).softmax(-1)[..., 1]
 
     def config(self) -> dict:
-        return {"kind": HEAD_KIND, "hidden_size": self.hidden_size, "depth": self.depth,
-                "tie": self.tie}
+        return {
+            "kind": HEAD_KIND,
+            "hidden_size": self.hidden_size,
+            "depth": self.depth,
+            "tie": self.tie,
+        }
 
 
 def save_head(head: AcceptanceHead, path: str | Path, **meta: object) -> Path:
     """Write ``head`` as ``path/model.safetensors`` + ``path/config.json`` (``meta`` merged in)
     atomically: a failed or killed export leaves the folder as it was."""
     # tied blocks share tensors; safetensors refuses shared storage, so store one copy
-    state = {k: v.detach().cpu().contiguous().clone() for k, v in head.state_dict().items()
-             if not (head.tie and k.startswith("blocks.") and not k.startswith("blocks.0."))}
+    state = {
+        k: v.detach().cpu().contiguous().clone()
+        for k, v in head.state_dict().items()
+        if not (head.tie and k.startswith("blocks.") and not k.startswith("blocks.0."))
+    }
     return write_asset(path, state, {**meta, **head.config()})
 
 
@@ -99,8 +106,10 @@ def load_head(path: str | Path, *, experiment: str = "specdecpp_<model>") -> Acc
             corrupt file or a NaN/inf weight (naming the file and the commands).
     """
     path = Path(path)
-    fix = (f"`python -m specdec.train +experiment={experiment} stage=data` then "
-           f"`python -m specdec.train +experiment={experiment}`")
+    fix = (
+        f"`python -m specdec.train +experiment={experiment} stage=data` then "
+        f"`python -m specdec.train +experiment={experiment}`"
+    )
     if not (path / CONFIG).exists() or not (path / WEIGHTS).exists():
         raise MissingInput(
             f"no acceptance head at {path} (expected config.json + model.safetensors); train and "
@@ -108,14 +117,18 @@ def load_head(path: str | Path, *, experiment: str = "specdecpp_<model>") -> Acc
         )
     cfg = read_config(path, "acceptance head", fix, keys=("kind",))
     if cfg["kind"] != HEAD_KIND:
-        raise BadInput(f"{path} holds a {cfg['kind']!r}, not an {HEAD_KIND}; set "
-                       f"drafter.policy.head=<dir> to an acceptance head or re-create it with "
-                       f"{fix}")
+        raise BadInput(
+            f"{path} holds a {cfg['kind']!r}, not an {HEAD_KIND}; set "
+            f"drafter.policy.head=<dir> to an acceptance head or re-create it with "
+            f"{fix}"
+        )
     try:
         head = AcceptanceHead(cfg["hidden_size"], cfg["depth"], tie=cfg["tie"])
     except (KeyError, TypeError, ValueError) as err:
-        raise BadInput(f"acceptance head config {path / CONFIG} is corrupt ({type(err).__name__}: "
-                       f"{err}); re-create it with {fix}") from err
+        raise BadInput(
+            f"acceptance head config {path / CONFIG} is corrupt ({type(err).__name__}: "
+            f"{err}); re-create it with {fix}"
+        ) from err
     state = read_tensors(path / WEIGHTS, "acceptance head", fix)
     if head.tie:
         for k in list(state):
@@ -133,13 +146,16 @@ def head_from_checkpoint(ckpt_path: str | Path) -> AcceptanceHead:
     Raises:
         FileNotFoundError, ValueError: (``InputError``) a missing, truncated or foreign file.
     """
-    fix = ("point to a complete AcceptanceLearner checkpoint or retrain one with "
-           "`python -m specdec.train +experiment=specdecpp_<model>`")
+    fix = (
+        "point to a complete AcceptanceLearner checkpoint or retrain one with "
+        "`python -m specdec.train +experiment=specdecpp_<model>`"
+    )
     ckpt = read_checkpoint(ckpt_path, fix)
-    state = {k[len("head."):]: v for k, v in ckpt["state_dict"].items() if k.startswith("head.")}
+    state = {k[len("head.") :]: v for k, v in ckpt["state_dict"].items() if k.startswith("head.")}
     if "out.weight" not in state:
-        raise BadInput(f"training checkpoint {ckpt_path} holds no acceptance head (no "
-                       f"head.out.weight); {fix}")
+        raise BadInput(
+            f"training checkpoint {ckpt_path} holds no acceptance head (no head.out.weight); {fix}"
+        )
     hp = ckpt.get("hyper_parameters", {})
     depth, tie = int(hp.get("depth", 0)), bool(hp.get("tie", False))
     head = AcceptanceHead(int(state["out.weight"].shape[1]), depth, tie=tie)
