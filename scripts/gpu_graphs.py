@@ -113,7 +113,7 @@ def graphs(args: argparse.Namespace) -> int:
         for name, extra in PATHS.items()
     }
     for name, (_, ms, counters) in results.items():
-        shown = {k: v for k, v in counters.items() if k.startswith("graph_")}
+        shown = {k: v for k, v in counters.items() if k.startswith(("graph_", "cache_"))}
         print(f"  {name:14s} {ms:8.3f} ms/step  {shown}")
     eager, replayed = results["static_eager"][0], results["static_graphs"][0]
     same, firsts = agreement(eager, replayed)

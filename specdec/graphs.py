@@ -20,7 +20,13 @@ the recording itself.
 
 Everything else runs eagerly, counted as a fallback: an unpadded forward (a prefill above the
 cap, or padding that did not fit in the cache). ``counts`` holds ``graph_replays`` and
-``graph_fallbacks`` (and ``graph_captures``); the engine adds them to a generation's counters.
+``graph_fallbacks`` (and ``graph_captures``); the engine adds them to a generation's counters,
+with the static cache's ``cache_grows``.
+
+A growing static cache (``model.max_cache_len: null``, ``StaticKV.grow``) replaces its tensors,
+and the mask's width ``L`` with them: every entry (buffers, outputs, graphs) is then stale. The
+runner notices the new cache on its next forward, drops its entries (and, on CUDA, their memory
+pool) and captures each bucket again on its next use.
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 
 import torch
-from transformers import PreTrainedModel, StaticCache
+from transformers import PreTrainedModel
 
 from specdec.static_cache import BUCKET_CAP, StaticKV, bucket, drop_last
 
@@ -51,7 +57,8 @@ class GraphRunner:
     """Per-bucket fixed-address forwards of one model over its ``StaticCache`` (see module).
 
     Args:
-        model: the causal LM; cache: its static cache; cache_kw: the model's cache keyword.
+        model: the causal LM; static: its static cache (``static.cache``, re-read after a
+            growth); cache_kw: the model's cache keyword.
         capture: record CUDA graphs (``None``: when the model is on CUDA); ``False`` runs the
             fixed-address path eagerly (CPU).
         warmup: eager forwards on a side stream before a bucket's capture.
@@ -60,14 +67,15 @@ class GraphRunner:
     def __init__(
         self,
         model: PreTrainedModel,
-        cache: StaticCache,
+        static: StaticKV,
         cache_kw: str,
         *,
         capture: bool | None = None,
         warmup: int = 2,
         cap: int = BUCKET_CAP,
     ):
-        self.model, self.cache, self.cache_kw = model, cache, cache_kw
+        self.model, self.static, self.cache_kw = model, static, cache_kw
+        self.cache = static.cache  # the cache every entry was made over
         self.device = next(model.parameters()).device
         self.capture = self.device.type == "cuda" if capture is None else capture
         if self.capture and self.device.type != "cuda":
@@ -81,6 +89,9 @@ class GraphRunner:
         """The model's output for padded ``kwargs`` (``StaticKV.inputs``) whose first ``n`` rows
         are real: ``logits [1, n, V]`` and ``hidden_states`` (each ``[1, n, H]``, or ``None``),
         owned by the caller (copied out of the static outputs)."""
+        if self.static.cache is not self.cache:  # 0. the cache grew: every entry is stale
+            self.cache, self.entries = self.static.cache, {}
+            self.pool = torch.cuda.graph_pool_handle() if self.capture else None
         kind = "input_ids" if "input_ids" in kwargs else "inputs_embeds"
         size = int(kwargs[kind].shape[1])
         if size > self.cap or size != bucket(size, self.cap):  # 1. unpadded: the eager fallback
@@ -108,7 +119,8 @@ class GraphRunner:
         return SimpleNamespace(logits=logits, hidden_states=states)
 
     def addresses(self) -> dict[tuple[int, str, bool], list[int]]:
-        """Every entry's static tensors' ``data_ptr`` (inputs, then outputs): fixed for life."""
+        """Every entry's static tensors' ``data_ptr`` (inputs, then outputs): fixed until the
+        static cache grows."""
         return {key: [t.data_ptr() for t in self._tensors(e)] for key, e in self.entries.items()}
 
     # --- helpers ----------------------------------------------------------------------------------
@@ -157,14 +169,15 @@ def graph_runner(
 ) -> GraphRunner | None:
     """A ``CachedLM``'s runner: with a static cache when ``graphs`` (``None``: on CUDA)."""
     on = graphs if graphs is not None else next(model.parameters()).device.type == "cuda"
-    return GraphRunner(model, static.cache, cache_kw) if static is not None and on else None
+    return GraphRunner(model, static, cache_kw) if static is not None and on else None
 
 
 def graph_counts(models: list[object]) -> Counter[str]:
-    """The summed ``counts`` of every model's runner (models without one count nothing)."""
+    """The summed ``counts`` of every model's runner and static cache (``cache_grows``; models
+    without them count nothing)."""
     total: Counter[str] = Counter()
     for lm in models:
-        runner = getattr(lm, "graphs", None)
-        if runner is not None:
-            total.update(runner.counts)
+        for part in (getattr(lm, "graphs", None), getattr(lm, "_static", None)):
+            if part is not None:
+                total.update(part.counts)
     return total

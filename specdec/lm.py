@@ -53,9 +53,10 @@ class CachedLM(LMBase):
     """A causal LM with a KV cache holding a committed prefix of token ids.
 
     Args (``model``, ``role``, ``synchronize``, ``threads``, ``vocab_size``: ``lm_base.LMBase``'s):
-        static: a static cache of ``max_cache_len`` slots (None: the model's positions) and
-            bucketed forwards (``specdec.static_cache``) instead of ``DynamicCache``; ``graphs``:
-            replay them from fixed buffers (``specdec.graphs``; ``None``: on CUDA only).
+        static: a static cache of ``max_cache_len`` slots (None: grown by doubling as needed, up
+            to the model's positions + 64) and bucketed forwards (``specdec.static_cache``)
+            instead of ``DynamicCache``; ``graphs``: replay them from fixed buffers
+            (``specdec.graphs``; ``None``: on CUDA only).
     """
 
     def __init__(
@@ -278,5 +279,7 @@ class CachedLM(LMBase):
         embeds = inputs_embeds() if callable(inputs_embeds) else inputs_embeds
         kwargs = node_inputs(tokens, embeds, self.device, self.input_rows)
         if self._static is not None:  # padded to a bucket, with an explicit mask
-            return self._static.inputs(kwargs, parents, prefix, before)
+            kwargs = self._static.inputs(kwargs, parents, prefix, before)
+            self._cache = self._static.cache  # a new, bigger one after a growth (StaticKV.grow)
+            return kwargs
         return kwargs | position_inputs(parents, prefix, before, self.device, self.model.dtype)

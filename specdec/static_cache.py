@@ -1,15 +1,15 @@
 """A static (preallocated, fixed-shape) KV cache behind ``lm.CachedLM``, with bucketed forwards.
 
 ``model.static_cache: true`` makes ``CachedLM`` keep its keys and values in transformers'
-``StaticCache``: every layer holds ``[1, heads, max_cache_len, head_dim]`` tensors allocated once
-and written in place, and a forward of ``N`` new nodes is padded to the next *bucket*
-(``1, 2, 4, ..., BUCKET_CAP``) so that each bucket always calls the model with the same shapes:
-ids ``[1, B]``, positions ``[1, B]``, an explicit additive attention mask ``[1, 1, B, L]`` over
-every cache slot (``L = max_cache_len``). Those fixed shapes and fixed cache addresses are what a
-CUDA-graph capture of the decode step needs (``specdec.graphs``, ``model.cuda_graphs``). A
-forward of more than ``BUCKET_CAP`` nodes (a prompt's prefill) runs unpadded, the eager
-fallback. The mask and positions are built on the model's device (a captured step copies them
-into its static buffers without a host round trip beyond the small ``[B, before + B]`` block).
+``StaticCache``: every layer holds ``[1, heads, L, head_dim]`` tensors (``L`` slots), allocated
+once per size and written in place, and a forward of ``N`` new nodes is padded to the next
+*bucket* (``1, 2, 4, ..., BUCKET_CAP``) so that each bucket always calls the model with the same
+shapes: ids ``[1, B]``, positions ``[1, B]``, an explicit additive attention mask ``[1, 1, B, L]``
+over every cache slot. Those fixed shapes and fixed cache addresses are what a CUDA-graph capture
+of the decode step needs (``specdec.graphs``, ``model.cuda_graphs``). A forward of more than
+``BUCKET_CAP`` nodes (a prompt's prefill) runs unpadded, the eager fallback. The mask and
+positions are built on the model's device (a captured step copies them into its static buffers
+without a host round trip beyond the small ``[B, before + B]`` block).
 
 Exactness: padding rows sit after the real ones and no real row sees them (nor any stale slot
 past the cache's length), so each real row's attention is the dynamic path's plus exactly-zero
@@ -17,14 +17,20 @@ weights; the padding's cache slots are cropped off after the forward. In float64
 match the dynamic path's to rounding (``tests/core/test_static_cache.py``), and greedy decoding is
 token-identical for every method preset.
 
-``max_cache_len`` (``model.max_cache_len``) defaults to the model's positions
-(``max_position_embeddings``) plus ``BUCKET_CAP`` slots for drafted nodes; a forward that would
-pass it raises ``BadInput`` naming the key (the eval's context check knows positions only).
+``max_cache_len`` (``model.max_cache_len``) ``None`` sizes the cache to what is used: it starts
+at ``START_LEN`` slots and *grows* by doubling when a forward would not fit (``StaticKV.grow``:
+a bigger ``StaticCache``, each layer's rows ``[0, length)`` and its length copied over, counted
+as ``cache_grows``; the graph runner drops its entries and recaptures), never past the model's
+positions (``max_position_embeddings``) plus ``BUCKET_CAP`` slots for drafted nodes. A decode
+step then attends over a few hundred slots, not over all 8k of SmolLM2's positions. An integer
+``max_cache_len`` is a fixed size that never grows. A forward that would pass the limit raises
+``BadInput`` naming the key (the eval's context check knows positions only).
 Only ``CachedLM`` (and its graph runner) use this module: they alone touch KV-cache internals.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 
 import torch
@@ -35,13 +41,16 @@ from specdec.errors import BadInput
 from specdec.trees import ancestor_mask, depths, is_chain
 
 BUCKET_CAP = 64  # the largest padded forward (a tree of up to 64 nodes); above it: unpadded
+START_LEN = 256  # a growing cache's first size (``max_cache_len: null``), doubled as needed
+GROWS = "cache_grows"  # the counter of growths (``StaticKV.counts``, a generation's counters)
 
 
 @dataclass(frozen=True)
 class StaticSpec:
     """A pair's choice of the static cache (``ModelPair.static_cache``; ``None`` there: dynamic).
 
-    ``max_cache_len``: the slots of each model's cache (``None``: each model's positions).
+    ``max_cache_len``: the slots of each model's cache (``None``: sized to what is used, growing
+    up to each model's positions plus ``BUCKET_CAP``).
     ``cuda_graphs``: replay the bucketed forwards through ``specdec.graphs.GraphRunner``
     (``None``: on for a model on CUDA, off elsewhere; ``True`` on CPU runs the runner's
     fixed-address path without a capture).
@@ -86,9 +95,10 @@ def bucket(n: int, cap: int = BUCKET_CAP) -> int:
 
 
 def cache_length(model: PreTrainedModel, max_cache_len: int | None) -> int:
-    """The static cache's slots: ``max_cache_len``, or when ``None`` the model's positions plus
-    ``BUCKET_CAP`` (the eval fits prompt + new tokens in the positions; drafted nodes pending
-    past the last committed token take up to a bucket more)."""
+    """The most slots the static cache may hold: ``max_cache_len`` (a fixed size), or when
+    ``None`` the model's positions plus ``BUCKET_CAP`` (the eval fits prompt + new tokens in the
+    positions; drafted nodes pending past the last committed token take up to a bucket more), the
+    limit a growing cache (``StaticKV``) doubles up to."""
     if max_cache_len is None:
         positions = getattr(model.config, "max_position_embeddings", None)
         if positions is None:
@@ -106,14 +116,19 @@ class StaticKV:
 
     ``CachedLM`` still crops and gathers through the cache's layers (``crop(-k)`` moves a layer's
     write position back; kept rows are copied into place), exactly as with ``DynamicCache``.
+    ``max_len``: the slots of ``cache`` now; ``limit``: the most it may grow to (``max_len``
+    itself for an integer ``max_cache_len``). A growth replaces ``cache``: holders re-read it.
     """
 
     def __init__(
         self, model: PreTrainedModel, max_cache_len: int | None = None, cap: int = BUCKET_CAP
     ):
-        self.max_len = cache_length(model, max_cache_len)
-        self.cap = cap
+        self.limit = cache_length(model, max_cache_len)
+        self.growing = max_cache_len is None
+        self.max_len = min(START_LEN, self.limit) if self.growing else self.limit
+        self.cap, self.config = cap, model.config
         self.dtype = model.dtype
+        self.counts: Counter[str] = Counter()  # GROWS
         self.cache = StaticCache(config=model.config, max_cache_len=self.max_len)
         kinds = {type(layer).__name__ for layer in self.cache.layers}
         if kinds != {StaticLayer.__name__}:
@@ -133,14 +148,17 @@ class StaticKV:
         unpadded ``input_ids [1, N]`` or ``inputs_embeds [1, N, H]``."""
         first = prefix + before
         n = len(parents) - before
-        if first + n > self.max_len:
+        if first + n > self.limit:
             raise BadInput(
-                f"the static KV cache holds {self.max_len} tokens but this forward "
-                f"needs {first + n}: raise model.max_cache_len (or set it to null)"
+                f"the static KV cache holds at most {self.limit} tokens but this forward needs "
+                f"{first + n}: raise model.max_cache_len (null: the model's positions + "
+                f"{BUCKET_CAP})"
             )
         size = bucket(n, self.cap)
-        if first + size > self.max_len:
+        if first + size > self.limit:
             size = n  # no room for the padding at the end of the cache: run unpadded
+        if first + size > self.max_len:
+            self.grow(first + size, first)
         self.padding = pad = size - n
         device = next(iter(kwargs.values())).device
         out = {}
@@ -174,6 +192,29 @@ class StaticKV:
         )  # [N]
         positions = torch.cat([real, torch.full((pad,), first)])[None]  # [1, B]
         return out | {"attention_mask": mask, "position_ids": positions.to(device)}
+
+    def grow(self, needed: int, length: int) -> None:
+        """Replace the cache by one of ``needed`` slots or more (doubling, up to ``limit``) that
+        holds the same ``length`` cached tokens: each layer's rows ``[0, length)`` and its
+        device-side length are copied (no host sync). Every captured graph and static buffer
+        made over the old tensors is stale: ``GraphRunner`` sees the new ``cache`` and recaptures.
+        """
+        assert self.growing and needed <= self.limit, (needed, self.limit)
+        size = self.max_len
+        while size < needed:
+            size *= 2
+        size = min(size, self.limit)
+        new = StaticCache(config=self.config, max_cache_len=size)
+        with torch.inference_mode():  # lengths and rows a forward wrote are inference tensors
+            for old, layer in zip(self.cache.layers, new.layers):
+                if not old.is_initialized:  # nothing cached yet: allocated by the next forward
+                    continue
+                layer.lazy_initialization(old.keys[..., :0, :], old.values[..., :0, :])
+                layer.keys[..., :length, :] = old.keys[..., :length, :]
+                layer.values[..., :length, :] = old.values[..., :length, :]
+                layer.cumulative_length.copy_(old.cumulative_length)
+        self.cache, self.max_len = new, size
+        self.counts[GROWS] += 1
 
     def trim(self) -> None:
         """Crop the padding of the last forward off the cache (its slots stay, masked)."""

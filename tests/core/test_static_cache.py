@@ -20,7 +20,7 @@ from specdec.errors import BadInput
 from specdec.lm import CachedLM
 from specdec.paths import CONF_DIR
 from specdec.sampling import TorchCoins
-from specdec.static_cache import BUCKET_CAP, StaticSpec, bucket
+from specdec.static_cache import BUCKET_CAP, GROWS, START_LEN, StaticSpec, bucket
 from specdec.testing.twin_lm import Twin
 
 METHODS = sorted(p.stem for p in (CONF_DIR / "method").glob("*.yaml"))
@@ -94,12 +94,77 @@ def test_the_model_sees_bucket_shapes_and_the_cache_keeps_its_tensors(tiny64):
     ]
     assert [layer.keys.data_ptr() for layer in lm._cache.layers] == before
     assert lm.ids == list(range(5, 95))  # the refused forward changed nothing
+    assert lm._static.max_len == 96 and not lm._static.counts  # an integer length never grows
 
 
 def test_padding_that_does_not_fit_runs_unpadded(tiny64):
     lm = Twin(tiny64.target, static=True, max_cache_len=23)
     lm("reconcile", list(range(5, 25)))  # 20 tokens (bucket 32 > 23 slots: unpadded)
     lm("forward", ids(1, 2, 3))  # 20 + 3 = 23: bucket 4 would not fit, 3 does
+
+
+@pytest.mark.parametrize("graphs", [False, True])
+def test_a_growing_cache_gives_the_dynamic_paths_logits(tiny64, graphs):
+    """``max_cache_len: null``: 256 slots, doubled mid-session (pending tree nodes included) up to
+    the positions + 64; the runner's fixed-address path drops its entries and makes them again."""
+    lm = Twin(tiny64.target, static=True, graphs=graphs)
+    static, runner = lm.other._static, lm.other.graphs
+    prompt = torch.randint(3, 250, (245,), generator=torch.Generator().manual_seed(0)).tolist()
+    lm("reconcile", prompt)  # unpadded prefill into the first 256 slots
+    lm("forward", ids(7, 8, 9, 10, 11), ids(-1, 0, 0, 1, 2), hidden_layers=(0, -1))  # 245 + 8
+    lm("keep", [0, 1, 3])  # 248 cached
+    lm("forward", ids(1))
+    lm("keep", [0])
+    assert static.max_len == START_LEN and not static.counts
+    first = runner.addresses() if graphs else {}
+    lm("forward", ids(5, 6, 7, 8), ids(-1, 0, 1, 0))  # 249 + 4: still fits
+    lm("extend", ids(12, 13, 14, 15, 16), ids(1, 2, 3, 4, -1))  # 253 + 8 > 256: grows, 4 pending
+    assert static.max_len == 2 * START_LEN and static.counts[GROWS] == 1
+    assert lm.other._cache is static.cache and all(
+        layer.keys.shape[2] == 2 * START_LEN for layer in static.cache.layers
+    )
+    lm("keep", [0, 1, 4, 7])  # gathered in the grown cache
+    for token in (1, 2, 3):  # bucket 1 again, over the new cache
+        lm("forward", ids(token))
+        lm("keep", [0])
+    lm("crop", 100)
+    lm("reset")  # the grown cache is kept
+    lm("reconcile", prompt[:40])
+    assert static.max_len == 2 * START_LEN and static.counts[GROWS] == 1
+    if graphs:  # the old entries were dropped; bucket 1 made again, with the wider mask
+        mask = runner.entries[(1, "input_ids", False)].inputs["attention_mask"]
+        assert mask.shape[-1] == 2 * START_LEN and runner.cache is static.cache
+        assert runner.addresses()[(1, "input_ids", False)] != first[(1, "input_ids", False)]
+
+
+def test_a_growing_cache_stops_at_the_positions_and_is_counted(tiny64, compose, monkeypatch):
+    monkeypatch.setattr(tiny64.target.config, "max_position_embeddings", 200)
+    lm = Twin(tiny64.target, static=True)
+    lm("reconcile", list(range(5, 245)))  # 240 tokens
+    lm("forward", torch.arange(17) + 3)  # bucket 32 passes 264: 240 + 17 unpadded, grown to 264
+    assert lm.other._static.max_len == 200 + BUCKET_CAP
+    with pytest.raises(BadInput, match="model.max_cache_len"):
+        lm.other.forward(torch.arange(8) + 3)  # 257 + 8 > 264
+    assert lm.other.ids == lm.dyn.ids  # nothing changed
+    monkeypatch.undo()
+    cfg = compose("eval", ["method=sps", *GREEDY])
+    prompt = torch.randint(3, 250, (250,), generator=torch.Generator().manual_seed(1)).tolist()
+    out, counters = {}, {}
+    for spec in (None, StaticSpec(max_cache_len=None, cuda_graphs=True)):
+        m = build_method(cfg, replace(tiny64, static_cache=spec))
+        gen = generate(
+            prompt,
+            m.target,
+            m.drafter,
+            m.verifier,
+            sampling=m.sampling,
+            coins=TorchCoins(1),
+            max_new_tokens=16,
+        )
+        out[spec], counters[spec] = gen.tokens, gen.stats.counters
+    assert out[None] == out[StaticSpec(cuda_graphs=True)]
+    assert counters[StaticSpec(cuda_graphs=True)][GROWS] == 2  # target and draft, once each
+    assert GROWS not in counters[None]
 
 
 @pytest.mark.parametrize("method", METHODS)
@@ -130,7 +195,8 @@ def test_the_config_keys_reach_both_caches(compose):
     m = build_method(cfg, pair)
     assert m.target._static.max_len == m.drafter.lm._static.max_len == 64
     positions = pair.target.config.max_position_embeddings
-    assert CachedLM(pair.target, static=True)._static.max_len == positions + BUCKET_CAP
+    grown = CachedLM(pair.target, static=True)._static  # null: starts small, grows to the limit
+    assert (grown.max_len, grown.limit) == (START_LEN, positions + BUCKET_CAP)
     default = compose("eval", ["method=ar"])
     assert default.model.static_cache is False  # off by default (CPU)
     dynamic = instantiate(default.model)
