@@ -255,14 +255,15 @@ def load_pair(
 
 def with_static(pair: ModelPair, spec: StaticSpec | None) -> ModelPair:
     """``pair`` with its caches' kind; a static one is recorded in the fingerprint
-    (``static_cache``: the slots, or ``positions``; ``cuda_graphs``: ``on`` when the bucketed
-    forwards are replayed, ``model.cuda_graphs`` null meaning on CUDA), as it changes timings."""
+    (``static_cache``: the slots, or ``grows`` for a cache sized to the run; ``cuda_graphs``: ``on``
+    when the bucketed forwards are replayed, ``model.cuda_graphs`` null meaning on CUDA), as it
+    changes timings."""
     if spec is None:
         return replace(pair, static_cache=None)
     graphs = spec.cuda_graphs  # None (auto): each CachedLM's is on when its model is on CUDA
     if graphs is None:
         graphs = next(pair.target.parameters()).device.type == "cuda"
-    info = {**pair.info, "static_cache": str(spec.max_cache_len or "positions")}
+    info = {**pair.info, "static_cache": str(spec.max_cache_len or "grows")}
     if graphs:
         info["cuda_graphs"] = "on"
     return replace(pair, static_cache=spec, info=info)
