@@ -111,7 +111,7 @@ def test_graphs_check_runs_on_cpu_and_fails_on_a_replayed_mismatch(capsys, monke
     assert "graphs vs static eager: 1.000 identical tokens" in text and "graph_replays" in text
     tokens = {p: [5, 6, 7] for p in gpu_check.PROMPTS}
 
-    def flip_replayed(overrides, max_new_tokens):  # the replayed path's second token differs
+    def flip_replayed(overrides, max_new_tokens, profile=0):  # the replayed path's 2nd token
         if "model.cuda_graphs=true" not in overrides:
             return tokens, 1.0, {}
         return {p: [5, 9, 7] for p in tokens}, 1.0, {"graph_replays": 3}
@@ -121,6 +121,15 @@ def test_graphs_check_runs_on_cpu_and_fails_on_a_replayed_mismatch(capsys, monke
     text = capsys.readouterr().out
     assert "0.667 identical tokens (first differences [1, 1, 1])" in text
     assert "graphs: FAILED" in text
+
+
+def test_graphs_profile_prints_the_costliest_ops_of_the_replayed_path(capsys):
+    """``--profile N``: one more replayed generation under ``torch.profiler``, its table printed
+    (CPU time here; CUDA kernels on a GPU), the check's verdict unchanged."""
+    argv = ["graphs", "--device", "cpu", "--max-new-tokens", "3", "--profile", "4"]
+    assert gpu_graphs.main(argv) == 0
+    text = capsys.readouterr().out
+    assert "Self CPU time total" in text and "graphs: ok" in text
 
 
 def test_dtype_agreement_is_reported_not_asserted(capsys):
