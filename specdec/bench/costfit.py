@@ -36,7 +36,11 @@ on them:
    load that priced a 1-token forward at 72 ms against 0.15 ms for 2 tokens is in no
    calibration. The other violations (``unexplained_violations``) mark the run's timing
    unreliable (``specdec.bench.timing``); a calibration without halves (older runs) explains
-   none.
+   none. A drop between two sizes the run made itself is also the shape when both halves of the
+   run's own forwards (its first and second half, in log order) show it: the run's forwards of
+   1 and 2 tokens do different work than the calibration's (an EAGLE-3 draft's 1-token forward
+   carries the target features, its 2-token ones are tree levels), and load cannot make one of
+   two interleaved sizes cheaper than the other for a whole run.
 
 Pairs of runs (a method and its ``ar`` baseline) are priced with one table fitted on both runs'
 logs (``fit_cost_table`` takes any number of logs).
@@ -145,6 +149,7 @@ def fit_cost_table(
     slopes: dict[str, float] = {}
     report: dict = {"fitted": {}, "calibrated": {}, "monotone_violations": {}, "kernel_shape": {}}
     errors: dict[str, dict[int, float]] = {}
+    at_ref_by_role: dict[str, dict[int, list[float]]] = {}
     roles = sorted(set(samples) | set(fallback.times if fallback else {}))
     for role in roles:
         sizes = samples.get(role, {})
@@ -160,6 +165,7 @@ def fit_cost_table(
             if len(pts) >= min_samples
         }
         times[role] = {n: trimmed_mean(ts, trim) for n, ts in at_ref.items()}
+        at_ref_by_role[role] = at_ref
         errors[role] = {
             n: statistics.stdev(ts) / len(ts) ** 0.5 for n, ts in at_ref.items() if len(ts) > 1
         }
@@ -179,13 +185,25 @@ def fit_cost_table(
         times[role] = dict(sorted(times[role].items()))
         peaks = drop_peaks(times[role], errors[role])
         report["monotone_violations"][role] = list(peaks)
-        report["kernel_shape"][role] = reproduced_drops(
+        cal = reproduced_drops(
             times[role], peaks, fallback.halves.get(role, []) if fallback else []
         )
+        own = reproduced_drops(times[role], peaks, _run_halves(at_ref_by_role.get(role, {}), trim))
+        report["kernel_shape"][role] = sorted(set(cal) | set(own))
     report["stderr"] = {
         role: {str(n): e for n, e in sorted(errs.items())} for role, errs in errors.items()
     }
     return CostTable(times=times, slopes=slopes, ref_context=ref_context), report
+
+
+def _run_halves(at_ref: dict[int, list[float]], trim: float) -> list[dict[int, float]]:
+    """The run's own two measurements of each size it made: the means of the first and second
+    half of its samples (log order), for sizes with at least two samples in each half."""
+    sizes = {n: ts for n, ts in at_ref.items() if len(ts) >= 4}
+    return [
+        {n: trimmed_mean(ts[: len(ts) // 2], trim) for n, ts in sizes.items()},
+        {n: trimmed_mean(ts[len(ts) // 2 :], trim) for n, ts in sizes.items()},
+    ]
 
 
 def trimmed_mean(values: Sequence[float], trim: float) -> float:

@@ -169,7 +169,7 @@ def table_reasons(name: str, table: dict, fit: dict) -> list[str]:
             out.append(
                 f"{name}: {role} forward time drops as tokens grow ({shown}; "
                 f"n=1 {1e3 * times.get('1', math.nan):.3g} ms; not reproduced by the "
-                "calibration)"
+                "calibration nor by both halves of the run)"
             )
     for role, times in table["times"].items():
         bad = [n for n, t in times.items() if t <= 0]
