@@ -227,7 +227,7 @@ def drop_last(cache: Cache, count: int) -> None:
     """Remove the last ``count`` cached tokens of every layer, in place (a static layer only moves
     its write position back: its tensors keep their addresses for a graph capture).
 
-    ``Cache.crop(-count)`` does this on transformers releases whose ``StaticLayer`` has ``crop``;
+    Each layer's ``crop(-count)`` does this on transformers releases whose ``StaticLayer`` has it;
     older 5.x releases (5.17, the GPU image's) have none, so the static layer's device-side
     ``cumulative_length`` is moved back here, as their ``update`` advances it (``add_``). Inside
     ``inference_mode``: a length first written by a forward under it is an inference tensor, and
@@ -237,10 +237,7 @@ def drop_last(cache: Cache, count: int) -> None:
     if count <= 0:
         return
     with torch.inference_mode():
-        if all(hasattr(layer, "crop") for layer in cache.layers):
-            cache.crop(-count)
-            return
-        for layer in cache.layers:
+        for layer in cache.layers:  # what ``Cache.crop`` does, where the layers have ``crop``
             if hasattr(layer, "crop"):
                 layer.crop(-count)
             elif isinstance(getattr(layer, "cumulative_length", None), torch.Tensor):
