@@ -28,3 +28,26 @@ class Twin:
         if a.hidden is not None:
             assert a.hidden.shape == b.hidden.shape
             assert (a.hidden - b.hidden).abs().max().item() <= TOL, call
+
+
+def generate_on(cfg, pair, spec, prompt: list[int], max_new_tokens: int):
+    """Build ``cfg``'s method on ``pair`` with cache kind ``spec`` (``None``: dynamic; a
+    ``StaticSpec``) and decode ``prompt`` with fixed coins: ``(method, generation)``, so tests can
+    compare the same decoding over the dynamic and the static cache."""
+    from dataclasses import replace
+
+    from specdec.bench.run.runner import build_method
+    from specdec.engine import generate
+    from specdec.sampling import TorchCoins
+
+    m = build_method(cfg, replace(pair, static_cache=spec))
+    gen = generate(
+        prompt,
+        m.target,
+        m.drafter,
+        m.verifier,
+        sampling=m.sampling,
+        coins=TorchCoins(1),
+        max_new_tokens=max_new_tokens,
+    )
+    return m, gen

@@ -10,22 +10,18 @@ Deterministic (fixed weights, greedy): no false failures.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 import torch
 from hydra.utils import instantiate
 
 from specdec.bench.records import config_hash
 from specdec.bench.run.runner import build_method
-from specdec.engine import generate
 from specdec.errors import BadInput
 from specdec.graphs import CAPTURES, FALLBACKS, REPLAYS, GraphRunner
 from specdec.lm import CachedLM
 from specdec.paths import CONF_DIR
-from specdec.sampling import TorchCoins
 from specdec.static_cache import StaticSpec
-from specdec.testing.twin_lm import Twin
+from specdec.testing.twin_lm import Twin, generate_on
 
 METHODS = sorted(p.stem for p in (CONF_DIR / "method").glob("*.yaml"))
 GREEDY = ["sampling.temperature=0", "model.placement.dtype=float64"]
@@ -85,17 +81,8 @@ def test_every_preset_is_greedy_identical_to_the_dynamic_path(compose, tiny64, m
     prompt = tiny64.tokenizer.encode("The quick brown fox")
     out, counters = {}, {}
     for spec in (None, StaticSpec(max_cache_len=96, cuda_graphs=True)):
-        m = build_method(cfg, replace(tiny64, static_cache=spec))
+        m, gen = generate_on(cfg, tiny64, spec, prompt, 20)
         assert (m.target.graphs is not None) == (spec is not None)
-        gen = generate(
-            prompt,
-            m.target,
-            m.drafter,
-            m.verifier,
-            sampling=m.sampling,
-            coins=TorchCoins(1),
-            max_new_tokens=20,
-        )
         out[spec], counters[spec] = gen.tokens, gen.stats.counters
     assert out[None] == out[StaticSpec(max_cache_len=96, cuda_graphs=True)]
     graphs = counters[StaticSpec(max_cache_len=96, cuda_graphs=True)]

@@ -8,20 +8,16 @@ reconcile with tree masks. Deterministic (fixed weights, greedy): no false failu
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 import torch
 from hydra.utils import instantiate
 
 from specdec.bench.run.runner import build_method
-from specdec.engine import generate
 from specdec.errors import BadInput
 from specdec.lm import CachedLM
 from specdec.paths import CONF_DIR
-from specdec.sampling import TorchCoins
 from specdec.static_cache import BUCKET_CAP, GROWS, START_LEN, StaticSpec, bucket
-from specdec.testing.twin_lm import Twin
+from specdec.testing.twin_lm import Twin, generate_on
 
 METHODS = sorted(p.stem for p in (CONF_DIR / "method").glob("*.yaml"))
 GREEDY = ["sampling.temperature=0", "model.placement.dtype=float64"]
@@ -151,16 +147,7 @@ def test_a_growing_cache_stops_at_the_positions_and_is_counted(tiny64, compose, 
     prompt = torch.randint(3, 250, (250,), generator=torch.Generator().manual_seed(1)).tolist()
     out, counters = {}, {}
     for spec in (None, StaticSpec(max_cache_len=None, cuda_graphs=True)):
-        m = build_method(cfg, replace(tiny64, static_cache=spec))
-        gen = generate(
-            prompt,
-            m.target,
-            m.drafter,
-            m.verifier,
-            sampling=m.sampling,
-            coins=TorchCoins(1),
-            max_new_tokens=16,
-        )
+        _, gen = generate_on(cfg, tiny64, spec, prompt, 16)
         out[spec], counters[spec] = gen.tokens, gen.stats.counters
     assert out[None] == out[StaticSpec(cuda_graphs=True)]
     assert counters[StaticSpec(cuda_graphs=True)][GROWS] == 2  # target and draft, once each
@@ -173,17 +160,9 @@ def test_every_preset_is_greedy_identical_to_the_dynamic_path(compose, tiny64, m
     prompt = tiny64.tokenizer.encode("The quick brown fox")
     out = {}
     for spec in (None, StaticSpec(max_cache_len=96)):
-        m = build_method(cfg, replace(tiny64, static_cache=spec))
+        m, gen = generate_on(cfg, tiny64, spec, prompt, 20)
         assert (m.target._static is not None) == (spec is not None)
-        out[spec] = generate(
-            prompt,
-            m.target,
-            m.drafter,
-            m.verifier,
-            sampling=m.sampling,
-            coins=TorchCoins(1),
-            max_new_tokens=20,
-        ).tokens
+        out[spec] = gen.tokens
     assert out[None] == out[StaticSpec(max_cache_len=96)]
 
 
