@@ -56,25 +56,33 @@ pack)
   exit 0 ;;
 1)
   step setup 90 env STAGES=setup PY="$PY" bash scripts/train_gpu.sh
-  step gpu_check_tiny "${T1:-200}" env PY="$PY" GRAPH_PAIR=tiny OUT="$LOG/check" \
-    bash scripts/gpu_check.sh ;;
+  # every preset on the tiny pair through the replayed static cache (float64), vs ar
+  step greedy_tiny "${T1:-150}" $PY scripts/greedy_identity.py --model tiny --device cuda \
+    --set model.static_cache=true model.cuda_graphs=true --per-dataset 1 --max-new 24 \
+    --out "$LOG/greedy_tiny.json"
+  for dtype in float32 bfloat16; do  # the tiny pair's fp32 steps were 4x bf16's: the profile
+    step "graphs_tiny_$dtype" 60 $PY scripts/gpu_graphs.py graphs --pair tiny --device cuda \
+      --dtype "$dtype" --max-new-tokens 32 --profile 15
+  done ;;
 2)
   step setup 120 env STAGES=setup PY="$PY" bash scripts/train_gpu.sh
   for dtype in float32 bfloat16; do  # the profile: which kernels the replayed step spends on
-    step "graphs_$dtype" "${T2:-60}" $PY scripts/gpu_graphs.py graphs --pair smollm2 \
-      --device cuda --dtype "$dtype" --max-new-tokens 64 --profile 12 model.draft=none
-  done
-  step dtypes "${T2:-60}" $PY scripts/gpu_graphs.py dtypes --pair smollm2 --device cuda \
-    --max-new-tokens 64 model.draft=none ;;
+    step "graphs_$dtype" "${T2:-90}" $PY scripts/gpu_graphs.py graphs --pair smollm2 \
+      --device cuda --dtype "$dtype" --max-new-tokens 64 --profile 15 model.draft=none
+  done ;;
 3)
-  step greedy "${T3_GREEDY:-90}" $PY scripts/greedy_identity.py --device cuda --draft none \
+  step greedy "${T3_GREEDY:-120}" $PY scripts/greedy_identity.py --device cuda --draft none \
     --set model.static_cache=true --per-dataset 1 --max-new 48 --out "$LOG/greedy_cuda.json" \
-    --methods ar pld pld_tree eagle3 eagle3_hsd eagle3_pld specblock specblock_pld
-  step recipe "${T3_RECIPE:-300}" env STAGES=data,eagle3,sweep PY="$PY" \
-    GEN_MINUTES="${GEN_MINUTES:-1}" E3_MINUTES="${E3_MINUTES:-1.5}" E3_STEPS="${E3_STEPS:-3000}" \
-    SWEEP_PROMPTS="${SWEEP_PROMPTS:-6}" SWEEP="${SWEEP:-4:16 8:32 8:64}" \
-    SB_SWEEP="${SB_SWEEP:-16}" SWEEP_ALSO="${SWEEP_ALSO:-pld eagle3_pld}" \
-    bash scripts/train_gpu.sh ;;
+    --methods ar pld pld_tree eagle3 eagle3_hsd eagle3_pld specblock specblock_pld \
+    specblock_bandit
+  for dtype in ${SWEEP_DTYPES:-bfloat16 float32}; do  # GPU presets: trees per dtype, graphs on
+    step "sweep_$dtype" "${T3_SWEEP:-150}" $PY scripts/tree_sweep.py --model smollm2 \
+      --device cuda --dtype "$dtype" --source "$WORK/train_data" --skip 6000 \
+      --prompts "${SWEEP_PROMPTS:-4}" --max-new 96 --e3 specdec/assets/eagle3/smollm2 \
+      --sb specdec/assets/specblock/smollm2 --grid "${SWEEP:-4:16 8:32 8:64}" \
+      --sb-grid "${SB_SWEEP:-16 32}" --also "${SWEEP_ALSO:-pld eagle3_pld specblock_pld}" \
+      --out "$LOG/tree_sweep_$dtype.json"
+  done ;;
 *)
   echo "gpu_session: unknown phase $PHASE (pack, 1, 2 or 3)" >&2; exit 2 ;;
 esac

@@ -119,6 +119,7 @@ def main() -> None:
     ap.add_argument(
         "--set",
         nargs="*",
+        action="extend",
         default=[],
         metavar="KEY=VALUE",
         help="eval config overrides, e.g. model.static_cache=true model.dtype=bfloat16",

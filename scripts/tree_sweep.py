@@ -50,6 +50,8 @@ def tree_sweep(args: argparse.Namespace) -> dict:
     prompts = held_out_prompts(args.source, args.skip, args.prompts)
     draft = "none" if args.model == "smollm2" else None  # feature drafters run no draft LM
     base = {"device": args.device}
+    if args.dtype:  # None: the model preset's dtype
+        base["model.placement.dtype"] = args.dtype
     pair = specdec.load(args.model, draft, method="ar", **base).pair
     settings: list[tuple[str, dict]] = [("ar", {})]
     for item in args.grid.split():
@@ -124,6 +126,7 @@ def tree_sweep(args: argparse.Namespace) -> dict:
     result = {
         "model": args.model,
         "device": args.device,
+        "dtype": args.dtype,
         "graphs": graphs,
         "held_out_prompts": len(prompts),
         "skip": args.skip,
@@ -140,6 +143,7 @@ def parser() -> argparse.ArgumentParser:
     for key, kind, default in (
         ("--model", str, "smollm2"),
         ("--device", str, "cuda"),
+        ("--dtype", str, None),
         ("--source", str, None),
         ("--skip", int, 0),
         ("--prompts", int, 16),

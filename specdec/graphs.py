@@ -152,7 +152,10 @@ class GraphRunner:
                 drop_last(self.cache, size)  # the warm-up's writes lie past the length: undone
         main.wait_stream(side)
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, pool=self.pool):  # recorded, not run: the cache is as before
+        # recorded, not run: the cache is as before. thread_local: a drafter's worker thread
+        # (pearl, specbranch, ssd) keeps launching and syncing its own stream while this thread
+        # records (the default, global, invalidated the capture on an H200)
+        with torch.cuda.graph(graph, pool=self.pool, capture_error_mode="thread_local"):
             out = self._eager(entry.inputs, hidden)
         entry.graph, entry.logits = graph, out.logits
         entry.hidden = tuple(out.hidden_states) if hidden else None
