@@ -11,7 +11,8 @@ models to ``sdpa`` when the drafter makes trees (``models.gpu.fit_attention``, r
 pair's ``Placement``), and checks that every tensor the method holds sits where the placement
 says (``specdec.models.placement.check_built``), before any decoding. The caches are static
 (preallocated, bucketed forwards: ``specdec.static_cache``) when the pair was loaded with
-``static_cache``.
+``static_cache``: the target's, the draft's and those of the models a drafter builds itself (the
+EAGLE-3 decoder's ``CachedLM``), so their forwards are replayed too (``model.cuda_graphs``).
 """
 
 from __future__ import annotations
@@ -80,6 +81,10 @@ def compose_method(
             **static,
         )
     drafter = make_drafter(draft)
+    if spec is not None:  # a drafter's own models (EAGLE-3's decoder) get the pair's cache kind
+        for lm in drafter.models:
+            if isinstance(lm, CachedLM) and not lm.static:
+                lm.use_static(spec.max_cache_len, spec.cuda_graphs)
     verifier = make_verifier()
     check_compatible(target, drafter, verifier)
     # flash-attention cannot take tree masks: such models run sdpa, recorded in the fingerprint

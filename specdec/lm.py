@@ -78,12 +78,26 @@ class CachedLM(LMBase):
         self._pending: list[int] = []  # ids appended since the last commit, not yet kept
         self._pending_parent: list[int] = []  # parent of each pending node (-1: the prefix)
         self._pending_chain = True
-        self._static = StaticKV(model, max_cache_len) if static else None
-        self._cache = self._static.cache if static else DynamicCache(config=model.config)
         self._cache_kw = cache_kwarg(model)  # `cache` (transformers >= 5.2x) or `past_key_values`
-        self.graphs = graph_runner(model, self._static, self._cache_kw, graphs)  # None: eager
+        self._static: StaticKV | None = None
+        self._cache, self.graphs = DynamicCache(config=model.config), None  # graphs None: eager
+        if static:
+            self.use_static(max_cache_len, graphs)
 
     # --- state ----------------------------------------------------------------------------------
+    @property
+    def static(self) -> bool:
+        """Whether the cache is static (``model.static_cache``)."""
+        return self._static is not None
+
+    def use_static(self, max_cache_len: int | None = None, graphs: bool | None = None) -> None:
+        """Make an empty cache static (``compose`` does it for a drafter's own model)."""
+        if self._ids or self._pending:
+            raise ValueError("use_static needs an empty cache: call it before any forward")
+        self._static = StaticKV(self.model, max_cache_len)
+        self._cache = self._static.cache
+        self.graphs = graph_runner(self.model, self._static, self._cache_kw, graphs)
+
     @property
     def ids(self) -> list[int]:
         """Token ids held in the cache: the committed prefix plus pending *chain* nodes."""

@@ -83,6 +83,9 @@ def test_every_preset_is_greedy_identical_to_the_dynamic_path(compose, tiny64, m
     for spec in (None, StaticSpec(max_cache_len=96, cuda_graphs=True)):
         m, gen = generate_on(cfg, tiny64, spec, prompt, 20)
         assert (m.target.graphs is not None) == (spec is not None)
+        # every cache the method holds is of the pair's kind: a drafter's own (EAGLE-3's) too
+        owned = [lm for lm in m.drafter.models if isinstance(lm, CachedLM)]
+        assert all((lm.graphs is not None) == (spec is not None) for lm in owned)
         out[spec], counters[spec] = gen.tokens, gen.stats.counters
     assert out[None] == out[StaticSpec(max_cache_len=96, cuda_graphs=True)]
     graphs = counters[StaticSpec(max_cache_len=96, cuda_graphs=True)]
