@@ -24,11 +24,17 @@
 #                                           # warm-started from the shipped head, and the tree
 #                                           # sweep (ar, trees, pld, eagle3_pld; graphs) on
 #                                           # held-out training prompts
+# The two-call variant (a short budget; no training, no SpecBlock asset): pack with
+# `--part-mib 57` and write .ship/sweep_prompts.json (held-out training prompts, a JSON list:
+# `training_prompts(DATA)[6000:6008]`); the tree keeps only the tiny assets for call a and gets
+# specdec/assets/eagle3/smollm2 back for call b (each call <= 64 MiB with the tree):
+#   call a  carry .whl .ship/gguf.sha256 .ship/gguf.part00     bash scripts/gpu_session.sh a
+#   call b  carry .ship/gguf.part01 .ship/sweep_prompts.json    bash scripts/gpu_session.sh b
 # Every step has its own time limit (T1, T2, T3_* below, seconds) and a failing step does not
 # stop the next; the phase's exit status says whether all passed. Setting: PY (python3), WORK.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-PHASE=${1:?usage: gpu_session.sh pack|1|2|3}
+PHASE=${1:?usage: gpu_session.sh pack|1|2|3|a|b}
 PY=${PY:-python3}
 WORK=${WORK:-outputs/train_gpu/smollm2}
 mkdir -p "$WORK" && export WORK=$(cd "$WORK" && pwd)  # absolute: Hydra runs keep their own cwd
@@ -83,8 +89,25 @@ pack)
       --sb-grid "${SB_SWEEP:-16 32}" --also "${SWEEP_ALSO:-pld eagle3_pld specblock_pld}" \
       --out "$LOG/tree_sweep_$dtype.json"
   done ;;
+a)  # the two-call session (pack with --part-mib 57): wheels + part00; every preset on the tiny pair
+  step setup 90 env STAGES=setup PY="$PY" bash scripts/train_gpu.sh
+  step greedy_tiny "${T1:-150}" $PY scripts/greedy_identity.py --model tiny --device cuda \
+    --set model.static_cache=true model.cuda_graphs=true --per-dataset 1 --max-new 24 \
+    --out "$LOG/greedy_tiny.json" ;;
+b)  # part01 + specdec/assets/eagle3/smollm2 + .ship/sweep_prompts.json: SmolLM2 with graphs
+  step setup 120 env STAGES=setup PY="$PY" bash scripts/train_gpu.sh
+  step greedy "${T3_GREEDY:-90}" $PY scripts/greedy_identity.py --device cuda --draft none \
+    --set model.static_cache=true --per-dataset 1 --max-new 48 --out "$LOG/greedy_cuda.json" \
+    --methods ar pld eagle3 eagle3_hsd eagle3_pld
+  for dtype in ${SWEEP_DTYPES:-float32 bfloat16}; do
+    step "sweep_$dtype" "${T3_SWEEP:-120}" $PY scripts/tree_sweep.py --model smollm2 \
+      --device cuda --dtype "$dtype" --source "$SHIP/sweep_prompts.json" --skip 0 \
+      --prompts "${SWEEP_PROMPTS:-6}" --max-new 96 --e3 specdec/assets/eagle3/smollm2 \
+      --grid "${SWEEP:-4:16 8:32 8:64 10:96}" --sb-grid "" --also "${SWEEP_ALSO:-pld eagle3_pld}" \
+      --out "$LOG/tree_sweep_$dtype.json"
+  done ;;
 *)
-  echo "gpu_session: unknown phase $PHASE (pack, 1, 2 or 3)" >&2; exit 2 ;;
+  echo "gpu_session: unknown phase $PHASE (pack, 1, 2, 3, a or b)" >&2; exit 2 ;;
 esac
 
 if [ -n "${OUT:-}" ] && [ -d "$OUT" ]; then  # on the device: one archive of this phase's logs

@@ -32,6 +32,7 @@ pool) and captures each bucket again on its next use.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from types import SimpleNamespace
 
@@ -85,10 +86,18 @@ class GraphRunner:
         self.counts: Counter[str] = Counter()
         self.pool = torch.cuda.graph_pool_handle() if self.capture else None
 
-    def forward(self, kwargs: dict[str, torch.Tensor], n: int, hidden: bool) -> SimpleNamespace:
+    def forward(
+        self,
+        kwargs: dict[str, torch.Tensor],
+        n: int,
+        hidden: bool,
+        layers: Sequence[int] | None = None,
+    ) -> SimpleNamespace:
         """The model's output for padded ``kwargs`` (``StaticKV.inputs``) whose first ``n`` rows
         are real: ``logits [1, n, V]`` and ``hidden_states`` (each ``[1, n, H]``, or ``None``),
-        owned by the caller (copied out of the static outputs)."""
+        owned by the caller (copied out of the static outputs). ``layers``: the hidden states
+        copied out (the others are ``None``: one copy kernel per layer a step does not read;
+        ``None``: all)."""
         if self.static.cache is not self.cache:  # 0. the cache grew: every entry is stale
             self.cache, self.entries = self.static.cache, {}
             self.pool = torch.cuda.graph_pool_handle() if self.capture else None
@@ -115,7 +124,13 @@ class GraphRunner:
         self.counts[REPLAYS] += 1
         # 4. Copy out the real rows: the next replay of this bucket overwrites the outputs.
         logits = entry.logits[:, :n].clone()  # [1, n, V]
-        states = None if entry.hidden is None else tuple(h[:, :n].clone() for h in entry.hidden)
+        states = None
+        if entry.hidden is not None:
+            count = len(entry.hidden)
+            read = range(count) if layers is None else {i % count for i in layers}
+            states = tuple(
+                h[:, :n].clone() if j in read else None for j, h in enumerate(entry.hidden)
+            )
         return SimpleNamespace(logits=logits, hidden_states=states)
 
     def addresses(self) -> dict[tuple[int, str, bool], list[int]]:

@@ -232,17 +232,22 @@ def drop_last(cache: Cache, count: int) -> None:
     ``cumulative_length`` is moved back here, as their ``update`` advances it (``add_``). Inside
     ``inference_mode``: a length first written by a forward under it is an inference tensor, and
     a crop between generations runs outside it (an H200 run raised "Inplace update to inference
-    tensor outside InferenceMode" on a graph-captured cache).
+    tensor outside InferenceMode" on a graph-captured cache). The static layers' lengths move
+    in one ``_foreach_sub_`` per device: one kernel, not one per layer (30 for SmolLM2), per crop.
     """
     if count <= 0:
         return
+    lengths: dict[torch.device, list[torch.Tensor]] = {}  # static layers' lengths, per device
     with torch.inference_mode():
         for layer in cache.layers:  # what ``Cache.crop`` does, where the layers have ``crop``
-            if hasattr(layer, "crop"):
-                layer.crop(-count)
-            elif isinstance(getattr(layer, "cumulative_length", None), torch.Tensor):
+            length = getattr(layer, "cumulative_length", None)
+            if isinstance(length, torch.Tensor) and (
+                type(layer) is StaticLayer or not hasattr(layer, "crop")
+            ):  # a static layer's crop moves its length back: batched below
                 if layer.is_initialized:
-                    layer.cumulative_length.sub_(count)
+                    lengths.setdefault(length.device, []).append(length)
+            elif hasattr(layer, "crop"):
+                layer.crop(-count)
             else:
                 import transformers
 
@@ -252,6 +257,8 @@ def drop_last(cache: Cache, count: int) -> None:
                     "release the project supports (pyproject.toml) or set "
                     "model.static_cache=false"
                 )
+        for same_device in lengths.values():  # one kernel per device, not one per layer
+            torch._foreach_sub_(same_device, count)
 
 
 def gather_nodes(cache: Cache, device: torch.device, prefix: int, nodes: list[int]) -> None:

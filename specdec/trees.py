@@ -47,13 +47,13 @@ def ancestor_mask(parent: Parent) -> torch.Tensor:
     """``[N, N]`` bool; ``mask[i, j]`` is True when ``j`` is ``i`` or an ancestor of ``i``."""
     parents = _as_list(parent)
     n = len(parents)
-    mask = torch.zeros(n, n, dtype=torch.bool)  # [N, N]
+    rows: list[list[bool]] = []  # built in Python, one tensor at the end (no op per node)
     for i, p in enumerate(parents):
         # 1. A node sees what its parent sees (parents come first), plus itself.
-        if p >= 0:
-            mask[i] = mask[p]
-        mask[i, i] = True
-    return mask
+        row = rows[p].copy() if p >= 0 else [False] * n
+        row[i] = True
+        rows.append(row)
+    return torch.tensor(rows, dtype=torch.bool).reshape(n, n)  # [N, N]
 
 
 def is_chain(parent: Parent) -> bool:

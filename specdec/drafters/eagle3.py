@@ -160,6 +160,8 @@ class Eagle3Drafter(FeatureDrafter):
         best = torch.topk(small, min(self.topk, small.shape[-1]), dim=-1)  # [M, k]
         lp = best.values - torch.logsumexp(small, -1, keepdim=True)  # [M, k]
         ids = self.vocab[best.indices]  # [M, k] target token ids
-        for node, values, indices in zip(nodes, lp.tolist(), ids.tolist()):
+        # one device-to-host copy (one sync on a GPU) for both: ids < 2^24 are exact in float32
+        both = torch.stack([lp, ids.to(lp.dtype)]).tolist()  # [2][M][k]
+        for node, values, indices in zip(nodes, both[0], both[1]):
             finite = [v for v in values if v != -math.inf]  # sorted: the rest are -inf too
-            tree.add_children(node, finite, indices[: len(finite)])
+            tree.add_children(node, finite, [int(i) for i in indices[: len(finite)]])
