@@ -39,6 +39,7 @@ from types import SimpleNamespace
 import torch
 from transformers import PreTrainedModel
 
+from specdec.cuda_sync import CAPTURE_LOCK
 from specdec.static_cache import BUCKET_CAP, StaticKV, bucket, drop_last
 
 REPLAYS, FALLBACKS, CAPTURES = "graph_replays", "graph_fallbacks", "graph_captures"
@@ -157,7 +158,12 @@ class GraphRunner:
                 dst.copy_(src)
 
     def _record(self, entry: Entry, size: int, hidden: bool) -> None:
-        """Warm up on a side stream, then capture one forward of this bucket (CUDA only)."""
+        """Warm up on a side stream, then capture one forward of this bucket (CUDA only), holding
+        ``cuda_sync.CAPTURE_LOCK``: no other thread's capture or device sync meanwhile."""
+        with CAPTURE_LOCK:
+            self._record_locked(entry, size, hidden)
+
+    def _record_locked(self, entry: Entry, size: int, hidden: bool) -> None:
         main = torch.cuda.current_stream(self.device)
         side = torch.cuda.Stream(self.device)
         side.wait_stream(main)
@@ -168,8 +174,7 @@ class GraphRunner:
         main.wait_stream(side)
         graph = torch.cuda.CUDAGraph()
         # recorded, not run: the cache is as before. thread_local: a drafter's worker thread
-        # (pearl, specbranch, ssd) keeps launching and syncing its own stream while this thread
-        # records (the default, global, invalidated the capture on an H200)
+        # (pearl, specbranch, ssd) may launch kernels and allocate on its own stream meanwhile
         with torch.cuda.graph(graph, pool=self.pool, capture_error_mode="thread_local"):
             out = self._eager(entry.inputs, hidden)
         entry.graph, entry.logits = graph, out.logits

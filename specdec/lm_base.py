@@ -12,6 +12,7 @@ import time
 import torch
 from transformers import PreTrainedModel
 
+from specdec.cuda_sync import synchronize
 from specdec.errors import BadInput
 from specdec.forwards import ForwardRecord
 from specdec.models.devices import cuda_devices
@@ -77,5 +78,5 @@ class LMBase:
         """``time.perf_counter()``, after syncing the model's CUDA devices (``synchronize``)."""
         if self.synchronize:
             for device in self.cuda_devices:
-                torch.cuda.synchronize(device)
+                synchronize(device)  # never during another thread's graph capture
         return time.perf_counter()

@@ -25,6 +25,7 @@ LAYERS: list[tuple[str, ...]] = [
         "trees",
         "vocab",
         "threads",
+        "cuda_sync",
         "forwards",
         "streaming",
         "cli_help",

@@ -26,6 +26,7 @@ from omegaconf import DictConfig, OmegaConf
 from specdec.bench.run.checks import check_drafter_fits, context_limits, fit_context
 from specdec.compose import Method, compose_method
 from specdec.core import Drafter
+from specdec.cuda_sync import synchronize
 from specdec.data.prompts import Prompt, encode_turn, format_turn
 from specdec.drafters.ahead import BackgroundError
 from specdec.engine import generate
@@ -111,7 +112,7 @@ def _sync(devices: list[torch.device]) -> None:
     """Wait for every CUDA device the pair runs on (target and draft may differ)."""
     for device in devices:
         if device.type == "cuda":
-            torch.cuda.synchronize(device)
+            synchronize(device)  # never during another thread's graph capture (cuda_sync)
 
 
 def run_prompt(
