@@ -77,6 +77,7 @@ def register_resolvers() -> None:
         ("specdec_pair_name", pair_label),
         ("specdec_target_layers", target_layers),
         ("specdec_experiment", experiment_for),
+        ("specdec_per_device", per_device),
     ):
         if not OmegaConf.has_resolver(name):
             OmegaConf.register_new_resolver(name, resolver)
@@ -86,6 +87,13 @@ def register_resolvers() -> None:
         OmegaConf.register_new_resolver("specdec_options", group_options)
     if not OmegaConf.has_resolver("specdec_keys"):
         OmegaConf.register_new_resolver("specdec_keys", primary_keys)
+
+
+def per_device(device: object, cpu: object, cuda: object) -> object:
+    """``${specdec_per_device:${device},<cpu value>,<cuda value>}``: a preset value per device
+    type (the CUDA one for ``cuda``, ``cuda:N``; the CPU one elsewhere), so ``device=cuda`` picks
+    the GPU defaults (``docs/gpu.md``) and CPU runs resolve, and hash, as before."""
+    return cuda if str(device).startswith("cuda") else cpu
 
 
 def if_exists(path: str) -> str | None:

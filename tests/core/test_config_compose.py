@@ -184,7 +184,9 @@ def test_the_old_flat_overrides_name_their_key_in_the_node():
 OLD_HASHES = {
     ("eval", "tiny", ()): "1c8292d297a9",
     ("eval", "smollm2", ()): "6b85bd9accbd",
-    ("eval", "tiny", ("device=cuda",)): "dd5906878e11",
+    # device=cuda now defaults to the static cache (GPU presets): the flat config of the time had
+    # it off, as this explicit override does
+    ("eval", "tiny", ("device=cuda", "model.static_cache=false")): "dd5906878e11",
     ("eval", "vicuna68m_vicuna13b", ()): "be3fd719e88c",
     ("eval", "tiny", ("dtype=float64", "linear_kernel=stock", "draft_threads=1")): "f4950424f4c0",
     (
@@ -203,7 +205,7 @@ def _hash(kind: str, name: str, keys: tuple[str, ...]) -> str:
     from specdec.bench.records import config_hash
     from specdec.learners.resume import train_hash
 
-    node = [k if k.startswith("device=") else f"model.placement.{k}" for k in keys]
+    node = [k if k.startswith(("device=", "model.")) else f"model.placement.{k}" for k in keys]
     if kind == "train":
         return train_hash(compose_config("train", [f"+experiment={name}", *node, *PIN]))
     target = ["model.target=org/x"] if name == "hf" else []
@@ -224,6 +226,22 @@ def _hash(kind: str, name: str, keys: tuple[str, ...]) -> str:
 def test_the_placement_node_keeps_the_hashes_of_the_flat_configs():
     got = {key: _hash(*key) for key in OLD_HASHES}
     assert got == OLD_HASHES
+
+
+def test_cuda_picks_the_static_cache_and_the_gpu_tree_cpu_keeps_its_hash():
+    for device, static, tree in (
+        ("cpu", False, (2, 4)),
+        ("cuda", True, (8, 32)),
+        ("cuda:1", True, (8, 32)),
+    ):
+        cfg = compose_config("eval", ["model=tiny", "method=eagle3", f"device={device}"])
+        assert cfg.model.static_cache is static
+        assert (cfg.drafter.topk, cfg.drafter.total_tokens) == tree
+    # a cuda run is another configuration now (its records do not resume the dynamic ones)
+    assert (
+        _hash("eval", "tiny", ("device=cuda",))
+        != OLD_HASHES[("eval", "tiny", ("device=cuda", "model.static_cache=false"))]
+    )
 
 
 def test_a_placement_override_keeps_the_run_folder_of_its_flat_spelling():
