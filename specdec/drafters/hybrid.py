@@ -116,7 +116,7 @@ class HybridDrafter(Drafter):
         discount: float = 0.98,
         persist: bool = False,
         gate: str = "auto",
-        gate_tokens: float = 2.0,
+        gate_tokens: float = 0.0,
         placement: Placement | None = None,
     ) -> None:
         if policy is None:

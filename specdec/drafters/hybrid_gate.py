@@ -17,14 +17,21 @@ of being accepted). The model tree is skipped when the best chain's
 
 ``m`` being the model's running *added* tokens per step: the discounted mean, over the steps the
 model tree was grown, of the accepted nodes that only the model proposed (a node on a lookup chain
-too would have been accepted without the model). So a chain is trusted when it is expected to give
-``tokens`` more tokens than the model tree usually adds on top of lookup; where the model carries
-the text (math, QA: ``m`` high, matches short, ``E`` near its prior) the gate stays shut, and where
-the text is copied (``m`` near 0, long matches accepted, ``E`` near the chain's length) it opens.
-``m`` is an overestimate of what the model adds in a step with a strong chain (the model adds most
-when lookup fails), so the rule errs towards growing the model. With the default prior 0.5 a chain
-whose rates were never measured has ``E < 1``, so the gate opens only on rates learned from
-verdicts. ``gate: off`` never skips (every step grows the model tree).
+too would have been accepted without the model), from a prior of ``prior`` tokens with
+pseudo-count ``weight`` (as the other running estimates, ``drafters.acceptance``). So a chain is
+trusted when it is expected to give ``tokens`` more than the model tree usually adds on top of
+lookup. Where the model carries the text (math, QA: ``m`` high, matches short, ``E`` near its
+prior) the gate stays shut; where the text is copied (``m`` near 0, long matches accepted, ``E``
+near the chain's length) it opens. A chain whose rates were never measured has ``E < 1`` (lookup
+prior 0.5), below the model's prior of one added token, so the first steps of a generation grow
+the model. ``m`` overestimates what the model adds in a step with a strong chain (the model adds
+most where lookup fails), so the rule errs towards growing the model. ``gate: off`` never skips.
+
+Why a margin of 0 tokens (the default) and not more: the skipped forwards are worth more than the
+fraction of a token ``m`` stands for. On a CPU a feature drafter's step (a catch-up and one forward
+per tree depth) costs a sizeable fraction of the target's verify forward, so a step that gives up
+``m`` expected tokens to skip them still gains wherever ``m`` is a small fraction of a step's
+tokens, as on copied text.
 
 **Deferred catch-up.** A skipped step runs no model forward at all: the target features of the
 positions it verified (``Context.target_features``) are held, and the next step that grows the
@@ -55,17 +62,26 @@ class ModelGate:
         mode: ``auto`` (the rule above) or ``off`` (never skip).
         tokens: the margin, in expected tokens, of the best chain over the model's added tokens.
         discount: per-step decay of the model's running counts.
+        prior: the model's prior added tokens per step; weight: its pseudo-count.
     """
 
-    def __init__(self, mode: str = "auto", tokens: float = 2.0, discount: float = 0.98) -> None:
+    def __init__(
+        self,
+        mode: str = "auto",
+        tokens: float = 0.0,
+        discount: float = 0.98,
+        prior: float = 1.0,
+        weight: float = 2.0,
+    ) -> None:
         if mode not in GATES:
             raise BadInput(f"drafter.gate must be one of {list(GATES)}, got {mode!r}")
-        if not float(tokens) > 0:
+        if not float(tokens) >= 0:
             raise BadInput(
-                f"drafter.gate_tokens must be > 0 (expected tokens of the best lookup chain over "
+                f"drafter.gate_tokens must be >= 0 (expected tokens of the best lookup chain over "
                 f"the model's added tokens per step), got {tokens}"
             )
         self.mode, self.tokens, self.discount = mode, float(tokens), float(discount)
+        self.prior, self.weight = float(prior), float(weight)
         self.fresh()
         self.reset()
 
@@ -79,8 +95,8 @@ class ModelGate:
 
     @property
     def model_added(self) -> float:
-        """``m``: the model's running added tokens per grown step (0 before any)."""
-        return self.added / self.steps if self.steps > 0 else 0.0
+        """``m``: the model's running added tokens per grown step (its prior before any)."""
+        return (self.added + self.prior * self.weight) / (self.steps + self.weight)
 
     def skip(self, best: float) -> bool:
         """Whether to skip the model tree given the best chain's expected accepted length."""

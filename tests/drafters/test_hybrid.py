@@ -196,8 +196,8 @@ def test_bad_settings_are_refused(tmp_path):
         table_hybrid(tmp_path, 20, lookup_depth=0)
     with pytest.raises(BadInput, match="drafter.gate must be one of"):
         table_hybrid(tmp_path, 20, gate="always")
-    with pytest.raises(BadInput, match="drafter.gate_tokens must be > 0"):
-        table_hybrid(tmp_path, 20, gate_tokens=0)
+    with pytest.raises(BadInput, match="drafter.gate_tokens must be >= 0"):
+        table_hybrid(tmp_path, 20, gate_tokens=-1)
     with pytest.raises(BadInput, match="drafter.max_tokens=5000"):
         table_hybrid(
             tmp_path,
