@@ -259,11 +259,13 @@ class HybridDrafter(Drafter):
             return
         kept, tree, lengths, gated = self._last
         accepted = {kept[j - 1] for j in verdict.path}  # draft node j is candidate kept[j - 1]
-        # 1. Model calibration: the kept model nodes' predicted and accepted counts.
+        # 1. Model calibration: the kept model nodes' predicted and accepted counts (a gated step
+        #    has none and leaves the calibration, and the gate's own count, as they were).
         model_nodes = [i for i in kept if tree.model[i] is not None]
-        self.calibration.update(
-            sum(tree.model[i] for i in model_nodes), sum(i in accepted for i in model_nodes)
-        )
+        if not gated:
+            self.calibration.update(
+                sum(tree.model[i] for i in model_nodes), sum(i in accepted for i in model_nodes)
+            )
         # 2. Lookup rates: each match's kept chain (kept is in depth order).
         for k, length in enumerate(lengths):
             self.rates.update(length, [i in accepted for i in kept if tree.chain[i] == k])
