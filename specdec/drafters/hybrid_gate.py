@@ -42,8 +42,8 @@ ends are never forwarded.
 
 **Exactness.** ``E`` reads the context's matches and rates learned from past verdicts, ``m`` past
 verdicts only: whether a step grows the model tree is a deterministic function of the context and
-the past, never of this step's coins, so the tree stays one and the point-mass tree rules verify it
-exactly.
+the past, never of this step's coins, so the draft stays a deterministic tree (``q = None``) that
+the point-mass tree rules verify exactly.
 """
 
 from __future__ import annotations
