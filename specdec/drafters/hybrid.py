@@ -7,12 +7,16 @@ SAM-Decoding (Hu et al. 2024, arXiv 2411.10666) and REST (He et al. 2023, arXiv 
 both go into one EAGLE-2-style tree (Li et al. 2024, arXiv 2406.16858) under one node budget.
 Each step:
 
-1. the feature drafter catches up on the verified positions and grows its candidate tree with
-   its own expansion rule (``FeatureDrafter.catch_up`` and ``_grow``), each candidate scored by
-   its draft path probability ``p``;
-2. the lookup drafter proposes its matches' continuations (up to ``branches`` matches with
+1. the lookup drafter proposes its matches' continuations (up to ``branches`` matches with
    distinct next tokens, ``lookup_depth`` tokens each), and each match's suffix-match length
    ``L`` is measured (up to ``max_length``);
+2. the gate (``drafters.hybrid_gate``, ``gate: auto``) skips the model for this step when the best
+   chain's expected accepted length beats the model's running added tokens per step by
+   ``gate_tokens``: no model forward runs, the step's verified positions wait for the next
+   catch-up. Otherwise the feature drafter catches up on the verified positions (those held
+   included, in one forward) and grows its candidate tree with its own expansion rule
+   (``FeatureDrafter.catch_up`` and ``_grow``), each candidate scored by its draft path
+   probability ``p``;
 3. both go into one trie (``drafters.merge``: shared prefixes merge); a node's estimate of being
    accepted is the larger of ``min(1, k p)`` (model; ``k`` the running calibration) and
    ``prod_j r(L, j)`` (lookup; running per-length, per-depth rates), capped by its parent's
@@ -25,9 +29,10 @@ Each step:
 So a long match that keeps being accepted wins budget over a weak model branch, and a confident
 model branch over a short match that keeps failing.
 
-**Exactness.** The tree is a deterministic function of the context and of the verdicts of past
-steps (through the running estimates), never of this step's coins, so ``q = None`` and the
-point-mass tree rules (``rrs``, ``hsd``) verify it exactly, as every deterministic tree drafter.
+**Exactness.** The tree (and the gate's choice) is a deterministic function of the context and of
+the verdicts of past steps (through the running estimates), never of this step's coins, so
+``q = None`` and the point-mass tree rules (``rrs``, ``hsd``) verify it exactly, as every
+deterministic tree drafter.
 
 The two sub-drafters are built by the hybrid from their own configs (``model``, ``lookup``:
 partial constructors: the model one takes ``policy`` and ``placement`` and gets the hybrid's policy
@@ -38,6 +43,7 @@ sampling: every step reads it from ``Context.sampling``.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 import torch
 
@@ -46,6 +52,7 @@ from specdec.drafters.acceptance import LookupRates, ModelCalibration
 from specdec.drafters.budget import NodeBudget, VerifyCost
 from specdec.drafters.candidates import Candidates
 from specdec.drafters.features import FeatureDrafter
+from specdec.drafters.hybrid_gate import ModelGate
 from specdec.drafters.limits import check_nodes
 from specdec.drafters.lookup import PromptLookupDrafter
 from specdec.drafters.merge import MergedTree
@@ -85,6 +92,8 @@ class HybridDrafter(Drafter):
         prior: the prior acceptance rate of a lookup node.
         discount: per-step decay of the running counts.
         persist: keep the running estimates across generations (else each starts afresh).
+        gate: ``auto`` (skip the model tree when a lookup chain is trusted) or ``off``.
+        gate_tokens: the best chain's expected tokens over the model's added tokens to skip.
         placement: the pair's, handed to the feature drafter.
     """
 
@@ -106,6 +115,8 @@ class HybridDrafter(Drafter):
         prior: float = 0.5,
         discount: float = 0.98,
         persist: bool = False,
+        gate: str = "auto",
+        gate_tokens: float = 0.0,
         placement: Placement | None = None,
     ) -> None:
         if policy is None:
@@ -136,6 +147,7 @@ class HybridDrafter(Drafter):
         self.policy, self.lookup_depth = policy, int(lookup_depth)
         self.max_length, self.prior, self.discount = int(max_length), float(prior), float(discount)
         self.persist = bool(persist)
+        self.gate = ModelGate(gate, gate_tokens, self.discount)
         self.models = self.model.models
         self.target_layers = self.model.target_layers
         self._fresh_estimates()
@@ -146,6 +158,7 @@ class HybridDrafter(Drafter):
             self.max_length, self.lookup_depth, self.prior, discount=self.discount
         )
         self.calibration = ModelCalibration(discount=self.discount)
+        self.gate.fresh()
 
     def modules(self) -> dict[str, Held]:
         return self.model.modules()
@@ -153,10 +166,12 @@ class HybridDrafter(Drafter):
     def reset(self) -> None:
         self.model.reset()
         self.lookup.reset()
+        self.gate.reset()
         if not self.persist:
             self._fresh_estimates()
-        self._last: tuple[list[int], MergedTree, list[int]] | None = None
+        self._last: tuple[list[int], MergedTree, list[int], bool] | None = None
         self._counts = {
+            "hybrid_gated": 0,
             "hybrid_kept": 0,
             "hybrid_candidates": 0,
             "hybrid_lookup_nodes": 0,
@@ -173,9 +188,26 @@ class HybridDrafter(Drafter):
         self.lookup.prefill(prompt)
 
     # --- the step -----------------------------------------------------------------------------
+    def _chains(self, ctx: Context) -> list[tuple[list[int], int]]:
+        """Step 1: each match's chain (root child order: the matches') and its match length."""
+        draft = self.lookup.propose(ctx)
+        if draft.num_drafted == 0:
+            return []
+        tokens, kids = draft.tokens.tolist(), children(draft.parent.tolist())
+        ids = ctx.tokens.tolist()
+        chains = []
+        for (source, start), node in zip(self.lookup.matches(ctx.tokens), kids[0], strict=True):
+            chain = [tokens[node]]
+            while kids[node]:
+                node = kids[node][0]
+                chain.append(tokens[node])
+            chains.append((chain, match_length(source, start, ids, self.max_length)))
+        return chains
+
     def _model_tree(self, ctx: Context) -> Candidates | None:
-        """Step 1: the feature drafter's candidates (``None`` before a verified position)."""
-        self.model.catch_up(ctx)
+        """Step 2: the feature drafter's candidates after catching up on every held position
+        (``None`` before a verified position)."""
+        self.model.catch_up(replace(ctx, target_features=self.gate.release(ctx.target_features)))
         depth_limit = min(self.policy.limit(), ctx.budget - 1)
         if self.model._verified() == 0 or depth_limit < 1:
             return None
@@ -183,40 +215,27 @@ class HybridDrafter(Drafter):
         self.model._grow(tree, ctx, depth_limit)
         return tree
 
-    def _add_lookup(self, tree: MergedTree, ctx: Context) -> list[int]:
-        """Step 2: each match's chain with its estimates; returns the matches' lengths."""
-        draft = self.lookup.propose(ctx)
-        if draft.num_drafted == 0:
-            return []
-        tokens, kids = draft.tokens.tolist(), children(draft.parent.tolist())
-        ids = ctx.tokens.tolist()
-        lengths = []
-        # the draft's root children follow the matches' order, each a chain of its match
-        for k, ((source, start), node) in enumerate(
-            zip(self.lookup.matches(ctx.tokens), kids[0], strict=True)
-        ):
-            chain = [tokens[node]]
-            while kids[node]:
-                node = kids[node][0]
-                chain.append(tokens[node])
-            lengths.append(match_length(source, start, ids, self.max_length))
-            tree.add_chain(chain, self.rates.path(lengths[-1], len(chain)), k)
-        return lengths
-
     def propose(self, ctx: Context) -> Draft:
         logged = [len(m.forward_log) for m in self.models]
+        chains = self._chains(ctx)  # 1. the lookup chains
+        # 2. The gate: the best chain's expected accepted length against the model's added tokens.
+        paths = [self.rates.path(length, len(chain)) for chain, length in chains]
+        gated = self.gate.skip(max((sum(p) for p in paths), default=0.0))
         tree = MergedTree()
-        model_tree = self._model_tree(ctx)
-        if model_tree is not None:
+        if gated:
+            self.gate.hold(ctx.target_features)
+            self._counts["hybrid_gated"] += 1
+        elif (model_tree := self._model_tree(ctx)) is not None:
             tree.add_model(model_tree)
-        lengths = self._add_lookup(tree, ctx)
+        for k, ((chain, _), path) in enumerate(zip(chains, paths)):
+            tree.add_chain(chain, path, k)
         # 3. One score per node; 4. the budget's count of the best.
         cands, est = tree.candidates(self.calibration.estimate)
         ranked = sorted(est, reverse=True)
         draft_s = 0.0 if self.budget.mode == "static" else self._draft_seconds(logged)
         n = self.budget.choose(ranked, int(ctx.tokens.numel()) - 1, draft_s)
         kept = cands.best(n)
-        self._last = (kept, tree, lengths)
+        self._last = (kept, tree, [length for _, length in chains], gated)
         self._counts["hybrid_kept"] += len(kept)
         self._counts["hybrid_candidates"] += len(tree)
         return cands.to_draft(ctx.root, kept)
@@ -238,13 +257,15 @@ class HybridDrafter(Drafter):
         self.policy.observe(draft.num_drafted, verdict.num_accepted)
         if self._last is None:
             return
-        kept, tree, lengths = self._last
+        kept, tree, lengths, gated = self._last
         accepted = {kept[j - 1] for j in verdict.path}  # draft node j is candidate kept[j - 1]
-        # 1. Model calibration: the kept model nodes' predicted and accepted counts.
+        # 1. Model calibration: the kept model nodes' predicted and accepted counts (a gated step
+        #    has none and leaves the calibration, and the gate's own count, as they were).
         model_nodes = [i for i in kept if tree.model[i] is not None]
-        self.calibration.update(
-            sum(tree.model[i] for i in model_nodes), sum(i in accepted for i in model_nodes)
-        )
+        if not gated:
+            self.calibration.update(
+                sum(tree.model[i] for i in model_nodes), sum(i in accepted for i in model_nodes)
+            )
         # 2. Lookup rates: each match's kept chain (kept is in depth order).
         for k, length in enumerate(lengths):
             self.rates.update(length, [i in accepted for i in kept if tree.chain[i] == k])
@@ -253,6 +274,8 @@ class HybridDrafter(Drafter):
         self._counts["hybrid_model_nodes"] += len(model_nodes)
         self._counts["hybrid_lookup_accepted"] += sum(i in accepted for i in lookup_nodes)
         self._counts["hybrid_model_accepted"] += sum(i in accepted for i in model_nodes)
+        if not gated:  # 3. The gate: accepted nodes only the model proposed
+            self.gate.update(sum(i in accepted and tree.chain[i] is None for i in model_nodes))
 
     def counters(self) -> dict[str, int]:
         return {

@@ -13,28 +13,22 @@ a feature drafter's candidates in one tree.
 
 from __future__ import annotations
 
-import functools
 import math
 
 import pytest
-import torch
 
 from specdec.bench.pricing import CostTable
 from specdec.bench.run.runner import build_method
 from specdec.drafters.acceptance import LookupRates, ModelCalibration
 from specdec.drafters.candidates import Candidates
-from specdec.drafters.hybrid import HybridDrafter, match_length
-from specdec.drafters.lookup import PromptLookupDrafter
+from specdec.drafters.hybrid import match_length
 from specdec.drafters.merge import MergedTree
-from specdec.drafters.policies import Fixed
-from specdec.drafters.specblock import SpecBlockDrafter
 from specdec.engine import generate
 from specdec.errors import BadInput
-from specdec.models.placement import Placement
 from specdec.sampling import Sampling, TorchCoins
 from specdec.testing.enumeration import enumerate_outcomes, max_abs_error
-from specdec.testing.specblock_table import save_table_specblock
-from specdec.testing.table_lm import TableLM, ar_joint
+from specdec.testing.table_hybrid import BigramTable, repeating_prompt, table_hybrid
+from specdec.testing.table_lm import ar_joint
 from specdec.verifiers import Hierarchical, RecursiveRejection
 
 CPU_TABLE = {
@@ -164,43 +158,19 @@ def test_greedy_hybrid_emits_ar_tokens_on_the_tiny_fp64_pair(compose, tiny64, me
     assert total["hybrid_kept"] <= total["hybrid_candidates"]
 
 
-def _table_hybrid(tmp_path, vocab: int, sampling: Sampling, **kw) -> HybridDrafter:
-    path = save_table_specblock(tmp_path / "sb", vocab)
-    f64 = Placement.cpu(torch.float64)
-    model = functools.partial(
-        SpecBlockDrafter, path=path, widths=(1, 2, 2, 0), root_width=2, total_tokens=9
-    )
-    lookup = functools.partial(PromptLookupDrafter, branches=2, min_ngram=1, max_ngram=2)
-    return HybridDrafter(
-        Fixed(3), model=model, lookup=lookup, placement=f64, **{"lookup_depth": 3, **kw}
-    )
-
-
-class BigramTable(TableLM):
-    """A TableLM whose logits read the last token only, so that its greedy chain repeats and a
-    prompt made of it gives lookup matches the target accepts (a plain TableLM reads the whole
-    prefix: a match's continuation would be a random guess)."""
-
-    def logits(self, context: tuple[int, ...]) -> torch.Tensor:
-        return super().logits(tuple(context[-1:]))
-
-
 @pytest.mark.parametrize(
     "verifier,budget", [(RecursiveRejection(), "static"), (Hierarchical(), "cost")]
 )
 def test_hybrid_is_lossless_at_t1_through_the_engine(tmp_path, verifier, budget):
     vocab, length = 20, 3
     sampling, target = Sampling(temperature=1.0, top_k=2), BigramTable(vocab, 2, scale=3.0)
-    chain = [0]
-    for _ in range(5):  # the target's greedy chain from 0, then its start again
-        chain.append(int(target.logits((chain[-1],)).argmax()))
-    prompt = chain + chain[:2]
+    prompt = repeating_prompt(target)  # the target's greedy chain from 0, then its start again
     kw = (
         {"total_tokens": 4}
         if budget == "static"
         else {"budget": "cost", "costs": CostTable.from_dict(CPU_TABLE), "max_tokens": 12}
     )
-    drafter = _table_hybrid(tmp_path, vocab, sampling, **kw)
+    drafter = table_hybrid(tmp_path, vocab, **kw)
     seen: dict[str, int] = {}
 
     def run(coins):
@@ -218,18 +188,20 @@ def test_hybrid_is_lossless_at_t1_through_the_engine(tmp_path, verifier, budget)
 
 
 def test_bad_settings_are_refused(tmp_path):
-    sampling = Sampling()
     with pytest.raises(BadInput, match="drafter.budget=cost needs a verify cost table"):
-        _table_hybrid(tmp_path, 20, sampling, budget="cost")
+        table_hybrid(tmp_path, 20, budget="cost")
     with pytest.raises(BadInput, match="drafter.budget must be one of"):
-        _table_hybrid(tmp_path, 20, sampling, budget="dynamic")
+        table_hybrid(tmp_path, 20, budget="dynamic")
     with pytest.raises(BadInput, match="drafter.lookup_depth"):
-        _table_hybrid(tmp_path, 20, sampling, lookup_depth=0)
+        table_hybrid(tmp_path, 20, lookup_depth=0)
+    with pytest.raises(BadInput, match="drafter.gate must be one of"):
+        table_hybrid(tmp_path, 20, gate="always")
+    with pytest.raises(BadInput, match="drafter.gate_tokens must be >= 0"):
+        table_hybrid(tmp_path, 20, gate_tokens=-1)
     with pytest.raises(BadInput, match="drafter.max_tokens=5000"):
-        _table_hybrid(
+        table_hybrid(
             tmp_path,
             20,
-            sampling,
             budget="cost",
             max_tokens=5000,
             costs=CostTable.from_dict(CPU_TABLE),
