@@ -132,8 +132,10 @@ def run_dataset(run: DatasetRun, warm: list[int]) -> list[dict]:
     process's file in prompt order (the whole dataset's for one process)."""
     cfg, rf = run.cfg, run.rf
     todo = [p for p in run.mine if p.id not in rf.done and p.id not in run.elsewhere]
-    # 1. Warm-up (once per run, on the first prompts still to do; not recorded).
-    for prompt in todo[: warm[0]]:
+    # 1. Warm-up (once per run, not recorded) on the longest prompts still to do: a cache sized to
+    #    what is used (model.max_cache_len: null; the GPU default) grows to the dataset's need,
+    #    and its CUDA graphs are captured, before the first timed prompt.
+    for prompt in sorted(todo, key=lambda p: sum(map(len, p.turns)), reverse=True)[: warm[0]]:
         run.generate(prompt)
     warm[0] -= min(warm[0], len(todo))
     # the bar of rank 0 only: it stands for every rank (round robin: shares differ by one)

@@ -17,8 +17,9 @@ ids (``output_ids``), the prompt's length (``prompt_tokens``), seconds and steps
 
 Timing rules (the same for every method, AR included):
 
-1. Warm-up: the first ``warmup`` prompts still to run are generated once and not recorded, so
-   one-off costs (allocator growth, kernel selection, lazy imports) stay out of every timing.
+1. Warm-up: the ``warmup`` longest prompts still to run are generated once and not recorded, so
+   one-off costs (allocator growth, kernel selection, lazy imports, a growing static cache's
+   growth and its CUDA-graph captures) stay out of every timing.
 2. Prefill is timed apart (``prefill_s``: ``prefill_target_s`` + ``prefill_draft_s``,
    ``specdec.bench.run.e2e``); ``wall_s`` and ``tokens_per_s`` cover decoding only (the engine's
    ``time.perf_counter``); ``total_s`` (prefill + decode between the two syncs) and
