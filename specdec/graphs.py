@@ -88,17 +88,14 @@ class GraphRunner:
         self.pool = torch.cuda.graph_pool_handle() if self.capture else None
 
     def forward(
-        self,
-        kwargs: dict[str, torch.Tensor],
-        n: int,
-        hidden: bool,
-        layers: Sequence[int] | None = None,
+        self, kwargs: dict[str, torch.Tensor], n: int, layers: Sequence[int] = ()
     ) -> SimpleNamespace:
         """The model's output for padded ``kwargs`` (``StaticKV.inputs``) whose first ``n`` rows
-        are real: ``logits [1, n, V]`` and ``hidden_states`` (each ``[1, n, H]``, or ``None``),
-        owned by the caller (copied out of the static outputs). ``layers``: the hidden states
-        copied out (the others are ``None``: one copy kernel per layer a step does not read;
-        ``None``: all)."""
+        are real: ``logits [1, n, V]`` and, when ``layers`` names some, ``hidden_states`` (a
+        tuple over every layer, those in ``layers`` ``[1, n, H]``; a replay leaves the others
+        ``None``: no copy kernel for a layer the step does not read), owned by the caller
+        (copied out of the static outputs)."""
+        hidden = bool(layers)
         if self.static.cache is not self.cache:  # 0. the cache grew: every entry is stale
             self.cache, self.entries = self.static.cache, {}
             self.pool = torch.cuda.graph_pool_handle() if self.capture else None
@@ -127,8 +124,7 @@ class GraphRunner:
         logits = entry.logits[:, :n].clone()  # [1, n, V]
         states = None
         if entry.hidden is not None:
-            count = len(entry.hidden)
-            read = range(count) if layers is None else {i % count for i in layers}
+            read = {i % len(entry.hidden) for i in layers}
             states = tuple(
                 h[:, :n].clone() if j in read else None for j, h in enumerate(entry.hidden)
             )

@@ -218,7 +218,7 @@ class CachedLM(LMBase):
             with forward_budget(self.threads):  # the loop itself runs on one thread (threads.py)
                 kwargs = self._inputs(tokens, parents, inputs_embeds, prefix, before)
                 out = (
-                    self.graphs.forward(kwargs, n, bool(hidden_layers), hidden_layers)
+                    self.graphs.forward(kwargs, n, hidden_layers)
                     if self.graphs
                     else self.model(
                         **{self._cache_kw: self._cache},

@@ -241,13 +241,11 @@ def drop_last(cache: Cache, count: int) -> None:
     with torch.inference_mode():
         for layer in cache.layers:  # what ``Cache.crop`` does, where the layers have ``crop``
             length = getattr(layer, "cumulative_length", None)
-            if isinstance(length, torch.Tensor) and (
-                type(layer) is StaticLayer or not hasattr(layer, "crop")
-            ):  # a static layer's crop moves its length back: batched below
+            if hasattr(layer, "crop") and type(layer) is not StaticLayer:
+                layer.crop(-count)
+            elif isinstance(length, torch.Tensor):  # a static layer's crop: batched below
                 if layer.is_initialized:
                     lengths.setdefault(length.device, []).append(length)
-            elif hasattr(layer, "crop"):
-                layer.crop(-count)
             else:
                 import transformers
 
