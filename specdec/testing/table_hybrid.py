@@ -9,11 +9,15 @@ from typing import Any
 
 import torch
 
+from specdec.core import Verifier
 from specdec.drafters.hybrid import HybridDrafter
 from specdec.drafters.lookup import PromptLookupDrafter
 from specdec.drafters.policies import Fixed
 from specdec.drafters.specblock import SpecBlockDrafter
+from specdec.engine import generate
 from specdec.models.placement import Placement
+from specdec.sampling import Sampling
+from specdec.testing.enumeration import enumerate_outcomes
 from specdec.testing.specblock_table import save_table_specblock
 from specdec.testing.table_lm import TableLM
 
@@ -48,3 +52,26 @@ def repeating_prompt(target: TableLM, length: int = 5, again: int = 2) -> list[i
     for _ in range(length):
         chain.append(int(target.logits((chain[-1],)).argmax()))
     return chain + chain[:again]
+
+
+def outcomes_and_counters(
+    prompt: list[int],
+    target: TableLM,
+    drafter: HybridDrafter,
+    verifier: Verifier,
+    sampling: Sampling,
+    length: int,
+) -> tuple[dict, dict[str, int]]:
+    """The exact distribution of ``length`` new tokens decoded through the engine (every random
+    path enumerated) and the drafter's counters summed over those paths."""
+    seen: dict[str, int] = {}
+
+    def run(coins) -> tuple[int, ...]:
+        out = generate(
+            prompt, target, drafter, verifier, sampling=sampling, coins=coins, max_new_tokens=length
+        )
+        for k, v in out.stats.counters.items():
+            seen[k] = seen.get(k, 0) + v
+        return tuple(out.tokens)
+
+    return enumerate_outcomes(run), seen

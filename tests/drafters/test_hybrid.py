@@ -26,8 +26,13 @@ from specdec.drafters.merge import MergedTree
 from specdec.engine import generate
 from specdec.errors import BadInput
 from specdec.sampling import Sampling, TorchCoins
-from specdec.testing.enumeration import enumerate_outcomes, max_abs_error
-from specdec.testing.table_hybrid import BigramTable, repeating_prompt, table_hybrid
+from specdec.testing.enumeration import max_abs_error
+from specdec.testing.table_hybrid import (
+    BigramTable,
+    outcomes_and_counters,
+    repeating_prompt,
+    table_hybrid,
+)
 from specdec.testing.table_lm import ar_joint
 from specdec.verifiers import Hierarchical, RecursiveRejection
 
@@ -171,17 +176,7 @@ def test_hybrid_is_lossless_at_t1_through_the_engine(tmp_path, verifier, budget)
         else {"budget": "cost", "costs": CostTable.from_dict(CPU_TABLE), "max_tokens": 12}
     )
     drafter = table_hybrid(tmp_path, vocab, **kw)
-    seen: dict[str, int] = {}
-
-    def run(coins):
-        out = generate(
-            prompt, target, drafter, verifier, sampling=sampling, coins=coins, max_new_tokens=length
-        )
-        for k, v in out.stats.counters.items():
-            seen[k] = seen.get(k, 0) + v
-        return tuple(out.tokens)
-
-    got = enumerate_outcomes(run)
+    got, seen = outcomes_and_counters(prompt, target, drafter, verifier, sampling, length)
     assert max_abs_error(got, ar_joint(target, prompt, length, sampling)) < 1e-12
     # both sources had kept nodes accepted on some path
     assert seen["hybrid_lookup_accepted"] > 0 and seen["hybrid_model_accepted"] > 0

@@ -20,8 +20,13 @@ from specdec.bench.run.runner import build_method
 from specdec.drafters.hybrid_gate import ModelGate
 from specdec.engine import generate
 from specdec.sampling import Sampling, TorchCoins
-from specdec.testing.enumeration import enumerate_outcomes, max_abs_error
-from specdec.testing.table_hybrid import BigramTable, repeating_prompt, table_hybrid
+from specdec.testing.enumeration import max_abs_error
+from specdec.testing.table_hybrid import (
+    BigramTable,
+    outcomes_and_counters,
+    repeating_prompt,
+    table_hybrid,
+)
 from specdec.testing.table_lm import ar_joint
 from specdec.verifiers import RecursiveRejection
 
@@ -94,23 +99,9 @@ def test_hybrid_with_the_gate_is_lossless_at_t1_through_the_engine(tmp_path, gat
     if gate == "every other step":
         drafter.gate = EveryOtherStep()
     catch_ups = _record_catch_ups(drafter)
-    seen: dict[str, int] = {}
-
-    def run(coins):
-        out = generate(
-            prompt,
-            target,
-            drafter,
-            RecursiveRejection(),
-            sampling=sampling,
-            coins=coins,
-            max_new_tokens=length,
-        )
-        for k, v in out.stats.counters.items():
-            seen[k] = seen.get(k, 0) + v
-        return tuple(out.tokens)
-
-    got = enumerate_outcomes(run)
+    got, seen = outcomes_and_counters(
+        prompt, target, drafter, RecursiveRejection(), sampling, length
+    )
     assert max_abs_error(got, ar_joint(target, prompt, length, sampling)) < 1e-12
     assert seen["hybrid_lookup_accepted"] > 0 and seen["hybrid_model_nodes"] > 0
     deferred = [n for n, own in catch_ups if n > own]  # held positions caught up with the own
